@@ -1,0 +1,1500 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""CommitLog record codec: Message, encoding straight into a MappedFile, decoding and scanning.
+
+Encoding is two-phase: ``_prepare`` (GIL held) validates one message and gathers pointers and
+lengths of everything it will write into a RecordSpec; ``_write_record`` (no GIL needed) lays
+the record out at its final place in the mapped region, CRC included. A batch prepares every
+message first, so a bad one rejects the whole batch before a byte is written.
+"""
+import ipaddress
+import os
+import random
+import socket
+import time
+
+cimport cython
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_FromStringAndSize
+from cpython.dict cimport PyDict_Next
+from cpython.object cimport PyObject
+from cpython.unicode cimport PyUnicode_AsUTF8AndSize
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t
+from libc.stdlib cimport free, malloc, realloc
+from libc.string cimport memchr, memcpy, memset
+
+from rocketstore._native.mapped_file cimport MappedFile
+
+import numpy as np
+
+cimport numpy as cnp
+
+cnp.import_array()
+
+cdef extern from "Python.h":
+    object PyUnicode_New(Py_ssize_t size, Py_UCS4 maxchar)
+    void* PyUnicode_DATA(object o)
+    int PyUnicode_KIND(object o)
+    Py_ssize_t PyUnicode_GET_LENGTH(object o)
+    Py_UCS4 PyUnicode_READ(int kind, void* data, Py_ssize_t index)
+    object PyUnicode_DecodeUTF8(const char* s, Py_ssize_t size, const char* errors)
+
+rs_crc32_init()
+
+CRC32_IMPL = rs_crc32_impl().decode()
+
+# PutMessageStatus ordinals (RocketMQ's enum order); rocketstore.message maps them to the enum.
+DEF PUT_OK = 0
+DEF MESSAGE_ILLEGAL = 6
+DEF PROPERTIES_SIZE_EXCEEDED = 7
+
+PROPERTY_TAGS = "TAGS"
+PROPERTY_KEYS = "KEYS"
+PROPERTY_UNIQ_KEY = "UNIQ_KEY"
+
+cdef bytes _HEX = b"0123456789ABCDEF"
+
+
+# ---- checksums and hashes ------------------------------------------------------------------
+
+def crc32(data, unsigned int value=0):
+    """CRC-32 (zlib's) of a buffer, continuing from value. GIL released for large buffers."""
+    cdef const unsigned char[::1] view = data
+    cdef uint32_t crc = value
+    cdef size_t n = view.shape[0]
+    if n == 0:
+        return crc
+    if n >= 65536:
+        with nogil:
+            crc = rs_crc32(crc, &view[0], n)
+    else:   # releasing the GIL costs more than hashing a small buffer
+        crc = rs_crc32(crc, &view[0], n)
+    return crc
+
+
+def body_crc(data):
+    """BODYCRC as RocketMQ stores it: CRC-32 & 0x7FFFFFFF."""
+    return crc32(data) & 0x7FFFFFFF
+
+
+cdef int32_t java_hash_str(str s):
+    """Java String.hashCode: over UTF-16 code units, int32 wrap-around."""
+    cdef int kind = PyUnicode_KIND(s)
+    cdef void* data = PyUnicode_DATA(s)
+    cdef Py_ssize_t i, n = PyUnicode_GET_LENGTH(s)
+    cdef uint32_t h = 0
+    cdef uint32_t c
+    for i in range(n):
+        c = <uint32_t>PyUnicode_READ(kind, data, i)
+        if c >= 0x10000:
+            c -= 0x10000
+            h = h * 31 + (0xD800 + (c >> 10))
+            h = h * 31 + (0xDC00 + (c & 0x3FF))
+        else:
+            h = h * 31 + c
+    return <int32_t>h
+
+
+def java_hash(str s not None):
+    """Java String.hashCode of s (int32)."""
+    return java_hash_str(s)
+
+
+cdef inline int32_t _utf8_java_hash(const char* p, Py_ssize_t n) noexcept nogil:
+    """Java hashCode of UTF-8 text, decoding code points on the fly (invalid bytes -> U+FFFD)."""
+    cdef uint32_t h = 0, c
+    cdef Py_ssize_t i = 0
+    cdef unsigned char b
+    cdef int extra
+    while i < n:
+        b = <unsigned char>p[i]
+        if b < 0x80:
+            c = b
+            extra = 0
+        elif b >= 0xC2 and b < 0xE0:
+            c = b & 0x1F
+            extra = 1
+        elif b >= 0xE0 and b < 0xF0:
+            c = b & 0x0F
+            extra = 2
+        elif b >= 0xF0 and b < 0xF5:
+            c = b & 0x07
+            extra = 3
+        else:
+            h = h * 31 + 0xFFFD
+            i += 1
+            continue
+        i += 1
+        while extra > 0:
+            if i >= n or (<unsigned char>p[i] & 0xC0) != 0x80:
+                break
+            c = (c << 6) | (<unsigned char>p[i] & 0x3F)
+            i += 1
+            extra -= 1
+        if extra > 0:
+            h = h * 31 + 0xFFFD
+            continue
+        if c >= 0x10000:
+            c -= 0x10000
+            h = h * 31 + (0xD800 + (c >> 10))
+            h = h * 31 + (0xDC00 + (c & 0x3FF))
+        else:
+            h = h * 31 + c
+    return <int32_t>h
+
+
+cdef int64_t tags_code_of(const char* props, int32_t props_len) noexcept nogil:
+    """tagsCode of a record: Java hashCode of its TAGS property value, 0 when absent."""
+    cdef const char* p = props
+    cdef const char* end = props + props_len
+    cdef const char* sep
+    cdef const char* pair_end
+    while p < end:
+        pair_end = <const char*>memchr(p, 2, end - p)
+        if pair_end == NULL:
+            pair_end = end
+        sep = <const char*>memchr(p, 1, pair_end - p)
+        if sep != NULL and sep - p == 4 and p[0] == b'T' and p[1] == b'A' and p[2] == b'G' \
+                and p[3] == b'S' and pair_end - sep > 1:
+            return _utf8_java_hash(sep + 1, pair_end - sep - 1)
+        p = pair_end + 1
+    return 0
+
+
+# ---- hosts -----------------------------------------------------------------------------------
+
+cdef dict _host_cache = {}
+
+
+def parse_host(host):
+    """'a.b.c.d:port' or '[v6]:port' (or an (address, port) tuple) -> (raw address bytes, port).
+
+    Raises ValueError naming the text when it is not an IP literal with a port."""
+    cached = _host_cache.get(host)
+    if cached is not None:
+        return cached
+    if isinstance(host, tuple) and len(host) == 2:
+        addr_text, port = str(host[0]), host[1]
+    elif isinstance(host, str):
+        text = host.strip()
+        if text.startswith("["):
+            end = text.find("]")
+            if end < 0 or text[end + 1:end + 2] != ":":
+                raise ValueError(f"host {host!r} is not '[ipv6]:port'")
+            addr_text, port_text = text[1:end], text[end + 2:]
+        else:
+            addr_text, sep, port_text = text.rpartition(":")
+            if not sep:
+                raise ValueError(f"host {host!r} has no ':port'")
+        try:
+            port = int(port_text)
+        except ValueError:
+            raise ValueError(f"host {host!r} has a bad port") from None
+    else:
+        raise TypeError(f"host must be 'ip:port' text or an (ip, port) tuple, got {type(host).__name__}")
+    if not isinstance(port, int) or not 0 <= port <= 0x7FFFFFFF:
+        raise ValueError(f"host {host!r} has a bad port")
+    try:
+        raw = ipaddress.ip_address(addr_text).packed
+    except ValueError:
+        raise ValueError(f"host {host!r} is not an IP address literal") from None
+    result = (raw, port)
+    if len(_host_cache) < 4096:
+        _host_cache[host] = result
+    return result
+
+
+def format_host(raw, int port):
+    """Raw 4- or 16-byte address and port -> 'a.b.c.d:port' or '[v6]:port' (RFC 5952)."""
+    addr = ipaddress.ip_address(bytes(raw))
+    if addr.version == 6:
+        return f"[{addr.compressed}]:{port}"
+    return f"{addr}:{port}"
+
+
+cdef inline str _hex(const unsigned char* p, Py_ssize_t n):
+    cdef object s = PyUnicode_New(n * 2, 127)
+    cdef char* out = <char*>PyUnicode_DATA(s)
+    cdef const char* digits = _HEX
+    cdef Py_ssize_t i
+    for i in range(n):
+        out[2 * i] = digits[p[i] >> 4]
+        out[2 * i + 1] = digits[p[i] & 15]
+    return s
+
+
+cdef str _msg_id(const unsigned char* host, int32_t host_len, int32_t port, int64_t offset):
+    """offsetMsgId: store address + port (int32) + CommitLog offset (int64), uppercase hex."""
+    cdef unsigned char buf[28]
+    memcpy(buf, host, host_len)
+    rs_put_u32(<char*>buf + host_len, <uint32_t>port)
+    rs_put_u64(<char*>buf + host_len + 4, <unsigned long long>offset)
+    return _hex(buf, host_len + 12)
+
+
+def make_msg_id(store_host, int64_t offset):
+    """offsetMsgId of a record at offset stored by store_host ('ip:port')."""
+    raw, port = parse_host(store_host)
+    return _msg_id(<const unsigned char*>PyBytes_AS_STRING(raw), len(raw), port, offset)
+
+
+def parse_msg_id(str msg_id not None):
+    """offsetMsgId -> (store host 'ip:port', CommitLog offset). ValueError naming msg_id."""
+    if len(msg_id) not in (32, 56):
+        raise ValueError(f"msg_id must be 32 or 56 hex characters, got {len(msg_id)}")
+    try:
+        raw = bytes.fromhex(msg_id)
+    except ValueError:
+        raise ValueError(f"msg_id {msg_id!r} is not hexadecimal") from None
+    alen = len(raw) - 12
+    port = int.from_bytes(raw[alen:alen + 4], "big")
+    offset = int.from_bytes(raw[alen + 4:], "big", signed=True)
+    return format_host(raw[:alen], port), offset
+
+
+# ---- UNIQ_KEY (the client's message id, MessageClientIDSetter) ------------------------------
+
+cdef unsigned char _uniq_prefix[16]   # ip (4/16) + pid (2) + random int (4)
+cdef int _uniq_prefix_len = 0
+cdef int64_t _month_start_ms = 0
+cdef int64_t _next_month_ms = 0
+cdef unsigned int _uniq_counter = 0
+
+
+cdef void _init_uniq_prefix():
+    global _uniq_prefix_len
+    try:
+        ip = socket.inet_aton(socket.gethostbyname(socket.gethostname()))
+    except OSError:
+        ip = b"\x7f\x00\x00\x01"
+    prefix = ip + (os.getpid() & 0xFFFF).to_bytes(2, "big") + random.getrandbits(32).to_bytes(4, "big")
+    memcpy(_uniq_prefix, PyBytes_AS_STRING(prefix), len(prefix))
+    _uniq_prefix_len = len(prefix)
+
+
+cdef void _set_month(int64_t now_ms):
+    global _month_start_ms, _next_month_ms
+    t = time.localtime(now_ms / 1000.0)
+    start = time.mktime((t.tm_year, t.tm_mon, 1, 0, 0, 0, 0, 0, -1))
+    nxt = time.mktime((t.tm_year + (t.tm_mon == 12), t.tm_mon % 12 + 1, 1, 0, 0, 0, 0, 0, -1))
+    _month_start_ms = <int64_t>(start * 1000)
+    _next_month_ms = <int64_t>(nxt * 1000)
+
+
+def _reset_uniq_prefix():
+    """Re-derive the per-process prefix (after fork, the pid changes)."""
+    _init_uniq_prefix()
+
+
+_init_uniq_prefix()
+os.register_at_fork(after_in_child=_reset_uniq_prefix)
+
+
+cdef inline int64_t _now_ms() noexcept:
+    return <int64_t>(time.time() * 1000)
+
+
+cdef str _new_uniq_key(int64_t now_ms):
+    global _uniq_counter
+    cdef unsigned char buf[22]
+    if now_ms >= _next_month_ms or now_ms < _month_start_ms:
+        _set_month(now_ms)
+    memcpy(buf, _uniq_prefix, _uniq_prefix_len)
+    rs_put_u32(<char*>buf + _uniq_prefix_len, <uint32_t>(now_ms - _month_start_ms))
+    rs_put_u16(<char*>buf + _uniq_prefix_len + 4, <unsigned short>(_uniq_counter & 0xFFFF))
+    _uniq_counter += 1
+    return _hex(buf, _uniq_prefix_len + 6)
+
+
+def new_uniq_key():
+    """A fresh UNIQ_KEY as RocketMQ's client makes it (32 hex characters for IPv4)."""
+    return _new_uniq_key(_now_ms())
+
+
+# ---- Message -----------------------------------------------------------------------------------
+
+cdef inline bint _topic_char_ok(Py_UCS4 c) noexcept:
+    return (c >= c'a' and c <= c'z') or (c >= c'A' and c <= c'Z') or (c >= c'0' and c <= c'9') \
+        or c == c'_' or c == c'-' or c == c'%' or c == c'|'
+
+
+def validate_topic(topic):
+    """RocketMQ's topic rule: 1..127 characters of [%|a-zA-Z0-9_-]. ValueError naming topic."""
+    if not isinstance(topic, str):
+        raise TypeError(f"topic must be str, got {type(topic).__name__}")
+    cdef str t = topic
+    cdef Py_ssize_t i, n = len(t)
+    if n == 0:
+        raise ValueError("topic must not be empty")
+    if n > MAX_TOPIC_LENGTH:
+        raise ValueError(f"topic is {n} characters long; at most {MAX_TOPIC_LENGTH} are allowed")
+    for i in range(n):
+        if not _topic_char_ok(t[i]):
+            raise ValueError(f"topic {t!r} has an illegal character {t[i]!r}; "
+                             "allowed are letters, digits, '%', '|', '_' and '-'")
+
+
+cdef _check_property_text(str what, object value):
+    if not isinstance(value, str):
+        raise TypeError(f"{what} must be str, got {type(value).__name__}")
+    if "\x01" in value or "\x02" in value:
+        raise ValueError(f"{what} {value!r} contains a separator character (\\x01 or \\x02)")
+
+
+cdef class Message:
+    """A message to put. Properties hold every property (user and system, RocketMQ's map);
+    tags, keys and uniq_key read and write their well-known entries."""
+    cdef public str topic
+    cdef public bytes body
+    cdef public dict properties
+    cdef public int flag
+    cdef public object born_timestamp
+    cdef public object born_host
+    cdef public object store_host
+    cdef public int sys_flag
+    cdef public int reconsume_times
+    cdef public long long prepared_transaction_offset
+
+    def __init__(self, topic, body=b"", tags=None, keys=None, properties=None, int flag=0,
+                 born_timestamp=None, born_host=None, *, store_host=None, int sys_flag=0,
+                 int reconsume_times=0, long long prepared_transaction_offset=0,
+                 delay_level=None, uniq_key=None):
+        validate_topic(topic)
+        self.topic = topic
+        if isinstance(body, bytes):
+            self.body = body
+        elif isinstance(body, (bytearray, memoryview)):
+            self.body = bytes(body)
+        else:
+            raise TypeError(f"body must be bytes-like, got {type(body).__name__}")
+        props = {}
+        if properties is not None:
+            if not isinstance(properties, dict):
+                raise TypeError(f"properties must be a dict, got {type(properties).__name__}")
+            for name, value in properties.items():
+                _check_property_text("property name", name)
+                if name == "":
+                    raise ValueError("property name must not be empty")
+                _check_property_text(f"property {name!r}", value)
+                if value == "":
+                    raise ValueError(f"property {name!r} has an empty value "
+                                     "(RocketMQ drops such pairs when reading)")
+                props[name] = value
+        self.properties = props
+        if tags is not None:
+            self.tags = tags
+        if keys is not None:
+            self.keys = keys
+        if uniq_key is not None:
+            self.uniq_key = uniq_key
+        if delay_level is not None:
+            if not isinstance(delay_level, int) or isinstance(delay_level, bool) or delay_level < 0:
+                raise ValueError(f"delay_level must be a non-negative int, got {delay_level!r}")
+            if delay_level > 0:
+                props["DELAY"] = str(delay_level)
+        self.flag = flag
+        if born_timestamp is not None and (not isinstance(born_timestamp, int) or born_timestamp < 0):
+            raise ValueError(f"born_timestamp must be a non-negative int (ms), got {born_timestamp!r}")
+        self.born_timestamp = born_timestamp
+        if born_host is not None:
+            parse_host(born_host)
+        self.born_host = born_host
+        if store_host is not None:
+            parse_host(store_host)
+        self.store_host = store_host
+        if sys_flag & ~0xF:
+            raise ValueError(f"sys_flag may only carry the compressed, multi-tags and transaction "
+                             f"bits (0xF); the IPv6 bits are set by the store, got {sys_flag:#x}")
+        self.sys_flag = sys_flag
+        if reconsume_times < 0:
+            raise ValueError(f"reconsume_times must be >= 0, got {reconsume_times}")
+        self.reconsume_times = reconsume_times
+        self.prepared_transaction_offset = prepared_transaction_offset
+
+    @property
+    def tags(self):
+        return self.properties.get(PROPERTY_TAGS)
+
+    @tags.setter
+    def tags(self, value):
+        if value is None or value == "":
+            self.properties.pop(PROPERTY_TAGS, None)
+            return
+        _check_property_text("tags", value)
+        self.properties[PROPERTY_TAGS] = value
+
+    @property
+    def keys(self):
+        """The KEYS tokens (the property is space-separated)."""
+        value = self.properties.get(PROPERTY_KEYS)
+        return [k for k in value.split(" ") if k] if value else []
+
+    @keys.setter
+    def keys(self, value):
+        if value is None:
+            self.properties.pop(PROPERTY_KEYS, None)
+            return
+        if isinstance(value, str):
+            text = value
+        elif isinstance(value, (list, tuple)):
+            for k in value:
+                _check_property_text("keys entry", k)
+                if " " in k:
+                    raise ValueError(f"keys entry {k!r} contains a space (the KEYS separator)")
+            text = " ".join(value)
+        else:
+            raise TypeError(f"keys must be a str or a list of str, got {type(value).__name__}")
+        _check_property_text("keys", text)
+        if text.strip(" ") == "":
+            self.properties.pop(PROPERTY_KEYS, None)
+        else:
+            self.properties[PROPERTY_KEYS] = text
+
+    @property
+    def uniq_key(self):
+        return self.properties.get(PROPERTY_UNIQ_KEY)
+
+    @uniq_key.setter
+    def uniq_key(self, value):
+        if value is None:
+            self.properties.pop(PROPERTY_UNIQ_KEY, None)
+            return
+        _check_property_text("uniq_key", value)
+        if value == "":
+            raise ValueError("uniq_key must not be empty")
+        self.properties[PROPERTY_UNIQ_KEY] = value
+
+    @property
+    def delay_level(self):
+        value = self.properties.get("DELAY")
+        return int(value) if value and value.isdigit() else 0
+
+    def __repr__(self):
+        return (f"Message(topic={self.topic!r}, body=<{len(self.body)} bytes>, "
+                f"properties={self.properties!r}, flag={self.flag})")
+
+    def __reduce__(self):
+        return (_rebuild_message, (self.topic, self.body, self.properties, self.flag,
+                                   self.born_timestamp, self.born_host, self.store_host,
+                                   self.sys_flag, self.reconsume_times,
+                                   self.prepared_transaction_offset))
+
+
+def _rebuild_message(topic, body, properties, flag, born_timestamp, born_host, store_host,
+                     sys_flag, reconsume_times, prepared_transaction_offset):
+    return Message(topic, body, properties=properties, flag=flag, born_timestamp=born_timestamp,
+                   born_host=born_host, store_host=store_host, sys_flag=sys_flag,
+                   reconsume_times=reconsume_times,
+                   prepared_transaction_offset=prepared_transaction_offset)
+
+
+# ---- queue offsets (RocketMQ's topicQueueTable) ----------------------------------------------
+
+@cython.final
+cdef class _QueueCounters:
+    cdef int64_t* next
+    cdef int n
+
+    def __dealloc__(self):
+        free(self.next)
+
+    cdef int64_t* slot(self, int queue_id) except NULL:
+        cdef int new_n, i
+        cdef int64_t* grown
+        if queue_id >= self.n:
+            new_n = max(queue_id + 1, self.n * 2, 8)
+            grown = <int64_t*>realloc(self.next, new_n * sizeof(int64_t))
+            if grown == NULL:
+                raise MemoryError()
+            for i in range(self.n, new_n):
+                grown[i] = -1      # -1: queue not seen yet
+            self.next = grown
+            self.n = new_n
+        return &self.next[queue_id]
+
+
+cdef class TopicQueueTable:
+    """Next logical offset of every (topic, queue id); only validated topics get an entry."""
+    cdef dict topics
+
+    def __cinit__(self):
+        self.topics = {}
+
+    cdef _QueueCounters counters(self, str topic, bint validate=True):
+        cdef object c = self.topics.get(topic)
+        if c is None:
+            if validate:
+                validate_topic(topic)
+            c = _QueueCounters()
+            self.topics[topic] = c
+        return <_QueueCounters>c
+
+    def get(self, str topic, int queue_id):
+        """Next queue offset of the queue (0 for a queue not seen)."""
+        c = self.topics.get(topic)
+        if c is None or queue_id >= (<_QueueCounters>c).n:
+            return 0
+        v = (<_QueueCounters>c).next[queue_id]
+        return v if v >= 0 else 0
+
+    def set(self, str topic, int queue_id, int64_t next_offset):
+        if queue_id < 0 or next_offset < 0:
+            raise ValueError("queue_id and next_offset must be >= 0")
+        self.counters(topic).slot(queue_id)[0] = next_offset
+
+    def remove(self, str topic):
+        self.topics.pop(topic, None)
+
+    def clear(self):
+        self.topics.clear()
+
+    def items(self):
+        """(topic, queue_id, next_offset) of every queue seen, sorted."""
+        out = []
+        for topic, c in self.topics.items():
+            for q in range((<_QueueCounters>c).n):
+                if (<_QueueCounters>c).next[q] >= 0:
+                    out.append((topic, q, (<_QueueCounters>c).next[q]))
+        out.sort()
+        return out
+
+    def __len__(self):
+        return len(self.items())
+
+
+# ---- results -----------------------------------------------------------------------------------
+
+cdef tuple _PUT_STATUS = None
+
+
+cdef object _put_status(int code):
+    global _PUT_STATUS
+    if _PUT_STATUS is None:
+        from rocketstore.message import PutMessageStatus
+        _PUT_STATUS = tuple(PutMessageStatus)
+    return _PUT_STATUS[code]
+
+
+@cython.final
+cdef class PutMessageResult:
+    """Outcome of one put: status, where it went, and its ids."""
+    cdef readonly int status_code
+    cdef readonly int64_t commitlog_offset
+    cdef readonly int64_t queue_offset
+    cdef readonly int32_t wrote_bytes
+    cdef readonly int64_t store_timestamp
+    cdef readonly object uniq_key
+    cdef bytes store_host_raw
+    cdef int32_t store_port
+
+    @property
+    def status(self):
+        return _put_status(self.status_code)
+
+    @property
+    def ok(self):
+        return self.status_code == PUT_OK
+
+    @property
+    def msg_id(self):
+        """offsetMsgId (store host:port + CommitLog offset, hex); None when nothing was stored."""
+        if self.status_code != PUT_OK or self.store_host_raw is None:
+            return None
+        return _msg_id(<const unsigned char*>PyBytes_AS_STRING(self.store_host_raw),
+                       PyBytes_GET_SIZE(self.store_host_raw), self.store_port,
+                       self.commitlog_offset)
+
+    def __repr__(self):
+        return (f"PutMessageResult(status={self.status.name}, msg_id={self.msg_id}, "
+                f"commitlog_offset={self.commitlog_offset}, queue_offset={self.queue_offset}, "
+                f"wrote_bytes={self.wrote_bytes})")
+
+
+def put_result(int status_code):
+    """A result carrying only a status (a put that stored nothing)."""
+    return _status_result(status_code)
+
+
+def fail_batch(PutMessagesResult res not None, int status_code):
+    """Mark a batch cut short: res.stored messages went in, the rest get status_code."""
+    res.status_code = status_code
+    return res
+
+
+cdef PutMessageResult _status_result(int code):
+    cdef PutMessageResult r = PutMessageResult.__new__(PutMessageResult)
+    r.status_code = code
+    r.commitlog_offset = -1
+    r.queue_offset = -1
+    return r
+
+
+@cython.final
+cdef class PutMessagesResult:
+    """Outcome of a batch put: one status and, per message, offsets and ids (a sequence of
+    PutMessageResult built on demand; the offsets are also numpy arrays)."""
+    cdef readonly int status_code
+    cdef readonly Py_ssize_t count      # messages in the batch
+    cdef readonly Py_ssize_t stored     # how many were stored (== count when status is PUT_OK)
+    cdef readonly object commitlog_offsets   # int64 array
+    cdef readonly object queue_offsets       # int64 array
+    cdef readonly object sizes               # int32 array
+    cdef readonly int64_t store_timestamp
+    cdef list uniq_keys
+    cdef bytes store_host_raw
+    cdef int32_t store_port
+
+    @property
+    def status(self):
+        return _put_status(self.status_code)
+
+    @property
+    def ok(self):
+        return self.status_code == PUT_OK
+
+    @property
+    def wrote_bytes(self):
+        return int(self.sizes[:self.stored].sum()) if self.sizes is not None else 0
+
+    @property
+    def msg_ids(self):
+        return [self[i].msg_id for i in range(self.stored)]
+
+    def __len__(self):
+        return self.count
+
+    def __getitem__(self, Py_ssize_t i):
+        cdef PutMessageResult r
+        if i < 0:
+            i += self.count
+        if i < 0 or i >= self.count:
+            raise IndexError("batch result index out of range")
+        if i >= self.stored:
+            return _status_result(self.status_code if self.status_code != PUT_OK else 9)
+        r = PutMessageResult.__new__(PutMessageResult)
+        r.status_code = PUT_OK
+        r.commitlog_offset = self.commitlog_offsets[i]
+        r.queue_offset = self.queue_offsets[i]
+        r.wrote_bytes = self.sizes[i]
+        r.store_timestamp = self.store_timestamp
+        r.uniq_key = self.uniq_keys[i] if self.uniq_keys is not None else None
+        r.store_host_raw = self.store_host_raw
+        r.store_port = self.store_port
+        return r
+
+    def __iter__(self):
+        for i in range(self.count):
+            yield self[i]
+
+    def __repr__(self):
+        return f"PutMessagesResult(status={self.status.name}, count={self.count}, stored={self.stored})"
+
+
+# ---- encoding ----------------------------------------------------------------------------------
+
+cdef struct Slice:
+    const char* p
+    Py_ssize_t n
+
+cdef struct RecordSpec:
+    int32_t total
+    int32_t queue_id
+    int32_t flag
+    int32_t sys_flag
+    int32_t reconsume
+    int64_t born_ts           # -1: the store timestamp
+    int64_t prepared_off
+    const char* body
+    int32_t body_len
+    const char* topic
+    int32_t topic_len
+    int32_t props_len
+    Py_ssize_t slice_first
+    Py_ssize_t slice_count    # name, value, name, value ...
+    unsigned char born_host[16]
+    int32_t born_host_len
+    int32_t born_port
+    unsigned char store_host[16]
+    int32_t store_host_len
+    int32_t store_port
+    bint counted              # gets a queue offset (not prepared/rollback)
+    int64_t* queue_slot       # the queue's next-offset counter
+
+
+cdef inline void _write_record(char* dst, const RecordSpec* s, const Slice* slices,
+                               int64_t phy_offset, int64_t queue_offset,
+                               int64_t store_ts) noexcept nogil:
+    cdef char* p = dst
+    cdef Py_ssize_t i
+    cdef uint32_t crc = rs_crc32(0, s.body, s.body_len) & 0x7FFFFFFF
+    rs_put_u32(p, s.total)
+    rs_put_u32(p + 4, MESSAGE_MAGIC)
+    rs_put_u32(p + 8, crc)
+    rs_put_u32(p + 12, s.queue_id)
+    rs_put_u32(p + 16, s.flag)
+    rs_put_u64(p + 20, queue_offset)
+    rs_put_u64(p + 28, phy_offset)
+    rs_put_u32(p + 36, s.sys_flag)
+    rs_put_u64(p + 40, s.born_ts if s.born_ts >= 0 else store_ts)
+    p += 48
+    memcpy(p, s.born_host, s.born_host_len)
+    rs_put_u32(p + s.born_host_len, s.born_port)
+    p += s.born_host_len + 4
+    rs_put_u64(p, store_ts)
+    p += 8
+    memcpy(p, s.store_host, s.store_host_len)
+    rs_put_u32(p + s.store_host_len, s.store_port)
+    p += s.store_host_len + 4
+    rs_put_u32(p, s.reconsume)
+    rs_put_u64(p + 4, s.prepared_off)
+    rs_put_u32(p + 12, s.body_len)
+    p += 16
+    memcpy(p, s.body, s.body_len)
+    p += s.body_len
+    p[0] = <char>s.topic_len
+    memcpy(p + 1, s.topic, s.topic_len)
+    p += 1 + s.topic_len
+    rs_put_u16(p, <unsigned short>s.props_len)
+    p += 2
+    for i in range(s.slice_first, s.slice_first + s.slice_count):
+        if i > s.slice_first:
+            p[0] = 2 if (i - s.slice_first) % 2 == 0 else 1
+            p += 1
+        memcpy(p, slices[i].p, slices[i].n)
+        p += slices[i].n
+
+
+cdef str _where(Py_ssize_t index):
+    """Error-message prefix naming the batch entry (built only when raising)."""
+    return "" if index < 0 else f"messages[{index}]."
+
+
+@cython.final
+cdef class RecordWriter:
+    """Encodes messages into CommitLog MappedFiles and owns the topic queue table.
+
+    The CommitLog calls it under its put lock; it never rolls files itself: when a record
+    does not fit it writes the END_FILE blank and reports end-of-file."""
+    cdef readonly TopicQueueTable queue_table
+    cdef readonly int64_t file_size
+    cdef readonly int64_t max_message_size
+    cdef bytes store_host_raw
+    cdef int32_t store_port
+    cdef bytes default_born_raw
+    cdef int32_t default_born_port
+    cdef Slice* slices
+    cdef Py_ssize_t slices_cap
+    cdef RecordSpec* specs
+    cdef Py_ssize_t specs_cap
+    cdef readonly str store_host
+
+    def __cinit__(self):
+        self.slices = NULL
+        self.specs = NULL
+
+    def __init__(self, int64_t file_size, int64_t max_message_size, str store_host,
+                 TopicQueueTable queue_table=None):
+        if file_size < 64:
+            raise ValueError(f"file_size must be >= 64 bytes, got {file_size}")
+        if max_message_size <= 0:
+            raise ValueError(f"max_message_size must be positive, got {max_message_size}")
+        self.file_size = file_size
+        self.max_message_size = max_message_size
+        self.store_host = store_host
+        raw, port = parse_host(store_host)
+        self.store_host_raw = raw
+        self.store_port = port
+        self.default_born_raw = raw
+        self.default_born_port = port
+        self.queue_table = queue_table if queue_table is not None else TopicQueueTable()
+        self._grow_slices(64)
+        self._grow_specs(1)
+
+    def __dealloc__(self):
+        free(self.slices)
+        free(self.specs)
+
+    cdef int _grow_slices(self, Py_ssize_t need) except -1:
+        cdef Py_ssize_t cap = max(need, self.slices_cap * 2)
+        cdef Slice* s = <Slice*>realloc(self.slices, cap * sizeof(Slice))
+        if s == NULL:
+            raise MemoryError()
+        self.slices = s
+        self.slices_cap = cap
+        return 0
+
+    cdef int _grow_specs(self, Py_ssize_t need) except -1:
+        cdef Py_ssize_t cap = max(need, self.specs_cap * 2)
+        cdef RecordSpec* s = <RecordSpec*>realloc(self.specs, cap * sizeof(RecordSpec))
+        if s == NULL:
+            raise MemoryError()
+        self.specs = s
+        self.specs_cap = cap
+        return 0
+
+    cdef int _host(self, object host, unsigned char* raw_out, int32_t* len_out,
+                   int32_t* port_out, bint born) except -1:
+        cdef bytes raw
+        if host is None:
+            raw = self.default_born_raw if born else self.store_host_raw
+            port_out[0] = self.default_born_port if born else self.store_port
+        else:
+            raw, port = parse_host(host)
+            port_out[0] = port
+        len_out[0] = PyBytes_GET_SIZE(raw)
+        memcpy(raw_out, PyBytes_AS_STRING(raw), len_out[0])
+        return 0
+
+    cdef int _prepare(self, Message msg, int queue_id, RecordSpec* s, Py_ssize_t* slice_pos,
+                      int64_t now_ms, Py_ssize_t index) except -1:
+        """Fill s for msg; returns PUT_OK or a status code. Raises for bad arguments."""
+        cdef Py_ssize_t pos = 0, n, props_len = 0, nprops
+        cdef PyObject* key
+        cdef PyObject* value
+        cdef const char* p
+        cdef dict props
+        cdef _QueueCounters counters
+        if queue_id < 0:
+            raise ValueError(f"{_where(index)}queue_id must be >= 0, got {queue_id}")
+        counters = self.queue_table.counters(msg.topic)    # validates the topic once
+        s.queue_slot = counters.slot(queue_id)
+        if msg.body is None:
+            raise TypeError(f"{_where(index)}body must be bytes, got None")
+        s.body = PyBytes_AS_STRING(msg.body)
+        s.body_len = <int32_t>PyBytes_GET_SIZE(msg.body)
+        if PyBytes_GET_SIZE(msg.body) > self.max_message_size:
+            return MESSAGE_ILLEGAL
+        s.topic = PyUnicode_AsUTF8AndSize(msg.topic, &n)
+        s.topic_len = <int32_t>n
+        props = msg.properties
+        if props is None:
+            props = msg.properties = {}
+        if PROPERTY_UNIQ_KEY not in props:
+            props[PROPERTY_UNIQ_KEY] = _new_uniq_key(now_ms)
+        nprops = len(props)
+        if slice_pos[0] + 2 * nprops > self.slices_cap:
+            self._grow_slices(slice_pos[0] + 2 * nprops)
+        s.slice_first = slice_pos[0]
+        s.slice_count = 2 * nprops
+        n = slice_pos[0]
+        while PyDict_Next(props, &pos, &key, &value):
+            if type(<object>key) is not str or type(<object>value) is not str:
+                _check_property_text(f"{_where(index)}property name", <object>key)
+                _check_property_text(f"{_where(index)}property {<object>key!r}", <object>value)
+            self.slices[n].p = PyUnicode_AsUTF8AndSize(<object>key, &self.slices[n].n)
+            self.slices[n + 1].p = PyUnicode_AsUTF8AndSize(<object>value, &self.slices[n + 1].n)
+            if self.slices[n].n == 0:
+                raise ValueError(f"{_where(index)}property name must not be empty")
+            if self.slices[n + 1].n == 0:
+                raise ValueError(f"{_where(index)}property {<object>key!r} has an empty value")
+            if (memchr(self.slices[n].p, 1, self.slices[n].n) != NULL
+                    or memchr(self.slices[n].p, 2, self.slices[n].n) != NULL
+                    or memchr(self.slices[n + 1].p, 1, self.slices[n + 1].n) != NULL
+                    or memchr(self.slices[n + 1].p, 2, self.slices[n + 1].n) != NULL):
+                raise ValueError(f"{_where(index)}property {<object>key!r} contains a separator "
+                                 "character (\\x01 or \\x02)")
+            props_len += self.slices[n].n + self.slices[n + 1].n + 2
+            n += 2
+        slice_pos[0] = n
+        if nprops > 0:
+            props_len -= 1      # no trailing \x02, as RocketMQ 4.9.8 writes
+        if props_len > MAX_PROPERTIES_LENGTH:
+            return PROPERTIES_SIZE_EXCEEDED
+        s.props_len = <int32_t>props_len
+        s.queue_id = queue_id
+        s.flag = msg.flag
+        s.reconsume = msg.reconsume_times
+        s.prepared_off = msg.prepared_transaction_offset
+        if msg.born_timestamp is None:
+            s.born_ts = -1
+        else:
+            s.born_ts = msg.born_timestamp
+        self._host(msg.born_host, s.born_host, &s.born_host_len, &s.born_port, True)
+        self._host(msg.store_host, s.store_host, &s.store_host_len, &s.store_port, False)
+        s.sys_flag = msg.sys_flag & 0xF
+        if s.born_host_len == 16:
+            s.sys_flag |= SYSFLAG_BORNHOST_V6
+        if s.store_host_len == 16:
+            s.sys_flag |= SYSFLAG_STOREHOST_V6
+        tran = s.sys_flag & SYSFLAG_TRANSACTION_MASK
+        s.counted = tran != SYSFLAG_PREPARED and tran != SYSFLAG_ROLLBACK
+        s.total = (MIN_RECORD_SIZE + s.body_len + s.topic_len + s.props_len
+                   + (s.born_host_len - 4) + (s.store_host_len - 4))
+        if s.total + END_FILE_MIN_BLANK_LENGTH > self.file_size:
+            return MESSAGE_ILLEGAL    # larger than a whole CommitLog file
+        return PUT_OK
+
+    cdef inline void _write_blank(self, MappedFile mf) noexcept:
+        cdef int64_t remaining = mf.file_size - mf.wrote_pos
+        if remaining >= 8:
+            rs_put_u32(mf.wbase + mf.wrote_pos, <uint32_t>remaining)
+            rs_put_u32(mf.wbase + mf.wrote_pos + 4, BLANK_MAGIC)
+        elif remaining > 0:
+            memset(mf.wbase + mf.wrote_pos, 0, remaining)
+        mf.wrote_pos = mf.file_size
+
+    def append(self, MappedFile mf not None, Message msg not None, int queue_id):
+        """Encode one message at mf's write position.
+
+        Returns a PutMessageResult, or None when it did not fit: the END_FILE blank was
+        written and the caller must roll to the next file and call again."""
+        cdef RecordSpec* s = self.specs
+        cdef Py_ssize_t slice_pos = 0
+        cdef int64_t now_ms = _now_ms()
+        cdef int64_t phy, qoff
+        cdef int code
+        cdef PutMessageResult r
+        if mf.read_only or not mf.available:
+            raise ValueError(f"mapped file {mf.file_name} is not writable")
+        code = self._prepare(msg, queue_id, s, &slice_pos, now_ms, -1)
+        if code != PUT_OK:
+            return _status_result(code)
+        if mf.wrote_pos + s.total + END_FILE_MIN_BLANK_LENGTH > mf.file_size:
+            self._write_blank(mf)
+            return None
+        phy = mf.file_from_offset + mf.wrote_pos
+        qoff = 0
+        if s.counted:
+            qoff = s.queue_slot[0] if s.queue_slot[0] >= 0 else 0
+        if s.total >= 16384:
+            with nogil:
+                _write_record(mf.wbase + mf.wrote_pos, s, self.slices, phy, qoff, now_ms)
+        else:   # releasing the GIL costs more than copying a small record
+            _write_record(mf.wbase + mf.wrote_pos, s, self.slices, phy, qoff, now_ms)
+        mf.wrote_pos += s.total
+        mf.store_ts = now_ms
+        if s.counted:
+            s.queue_slot[0] = qoff + 1
+        elif s.queue_slot[0] < 0:
+            s.queue_slot[0] = 0
+        r = PutMessageResult.__new__(PutMessageResult)
+        r.status_code = PUT_OK
+        r.commitlog_offset = phy
+        r.queue_offset = qoff
+        r.wrote_bytes = s.total
+        r.store_timestamp = now_ms
+        r.uniq_key = msg.properties.get(PROPERTY_UNIQ_KEY)
+        r.store_host_raw = self.store_host_raw if msg.store_host is None else None
+        r.store_port = self.store_port
+        if msg.store_host is not None:
+            raw, port = parse_host(msg.store_host)
+            r.store_host_raw = raw
+            r.store_port = port
+        return r
+
+    def prepare_batch(self, list messages not None, queue_ids):
+        """Validate a whole batch (nothing is written). Returns a PutMessagesResult that
+        write_batch fills; its status is not PUT_OK when the batch is rejected as a whole."""
+        cdef Py_ssize_t i, count = len(messages), slice_pos = 0
+        cdef int64_t now_ms = _now_ms()
+        cdef int code, qid = 0
+        cdef bint one_qid = isinstance(queue_ids, int)
+        cdef PutMessagesResult res = PutMessagesResult.__new__(PutMessagesResult)
+        if not one_qid:
+            if not isinstance(queue_ids, (list, tuple)):
+                raise TypeError("queue_ids must be an int or a list of int, one per message")
+            if len(queue_ids) != count:
+                raise ValueError(f"queue_ids has {len(queue_ids)} entries for {count} messages")
+        else:
+            qid = queue_ids
+        if count > self.specs_cap:
+            self._grow_specs(count)
+        res.count = count
+        res.stored = 0
+        res.store_timestamp = now_ms
+        res.status_code = PUT_OK
+        for i in range(count):
+            msg = messages[i]
+            if not isinstance(msg, Message):
+                raise TypeError(f"messages[{i}] must be a Message, got {type(msg).__name__}")
+            if not one_qid:
+                q = queue_ids[i]
+                if not isinstance(q, int):
+                    raise TypeError(f"queue_ids[{i}] must be an int")
+                qid = q
+            code = self._prepare(<Message>msg, qid, &self.specs[i], &slice_pos, now_ms, i)
+            if code != PUT_OK:
+                res.status_code = code
+                return res
+        res.commitlog_offsets = np.empty(count, dtype=np.int64)
+        res.queue_offsets = np.empty(count, dtype=np.int64)
+        res.sizes = np.empty(count, dtype=np.int32)
+        res.store_host_raw = self.store_host_raw
+        res.store_port = self.store_port
+        res.uniq_keys = [(<Message>m).properties.get(PROPERTY_UNIQ_KEY) for m in messages]
+        return res
+
+    def write_batch(self, MappedFile mf not None, PutMessagesResult res not None):
+        """Write the prepared batch from res.stored on, as far as mf has room.
+
+        Returns True when the batch is complete, False when the END_FILE blank was written
+        and the rest must go into the next file. Must follow prepare_batch with no other
+        call of this writer in between (the caller's put lock guarantees it)."""
+        cdef Py_ssize_t i, start = res.stored, count = res.count
+        cdef int64_t[::1] phys = res.commitlog_offsets
+        cdef int64_t[::1] qoffs = res.queue_offsets
+        cdef int32_t[::1] sizes = res.sizes
+        cdef RecordSpec* s
+        cdef int64_t pos = mf.wrote_pos, end_pos, qoff
+        cdef int64_t ts = res.store_timestamp
+        cdef bint full = False
+        cdef Py_ssize_t stop
+        if mf.read_only or not mf.available:
+            raise ValueError(f"mapped file {mf.file_name} is not writable")
+        # Assign positions and queue offsets (cheap, GIL held), then copy without the GIL.
+        i = start
+        while i < count:
+            s = &self.specs[i]
+            if pos + s.total + END_FILE_MIN_BLANK_LENGTH > mf.file_size:
+                full = True
+                break
+            phys[i] = mf.file_from_offset + pos
+            sizes[i] = s.total
+            if s.counted:
+                qoff = s.queue_slot[0] if s.queue_slot[0] >= 0 else 0
+                s.queue_slot[0] = qoff + 1
+            else:
+                qoff = 0
+                if s.queue_slot[0] < 0:
+                    s.queue_slot[0] = 0
+            qoffs[i] = qoff
+            pos += s.total
+            i += 1
+        stop = i
+        pos = mf.wrote_pos
+        with nogil:
+            for i in range(start, stop):
+                _write_record(mf.wbase + pos, &self.specs[i], self.slices, phys[i], qoffs[i], ts)
+                pos += self.specs[i].total
+        mf.wrote_pos = pos
+        if stop > start:
+            mf.store_ts = ts
+        res.stored = stop
+        if full:
+            self._write_blank(mf)
+            return False
+        return True
+
+    def write_blank(self, MappedFile mf not None):
+        """Close mf with an END_FILE blank at its write position."""
+        self._write_blank(mf)
+
+
+# ---- decoding ----------------------------------------------------------------------------------
+
+cdef RecordInfo check_record(const char* p, int64_t avail, bint check_crc,
+                             int64_t expected_phy) noexcept nogil:
+    """Validate the record at p with avail readable bytes; never reads outside [p, p+avail)."""
+    cdef RecordInfo r
+    cdef uint32_t magic
+    cdef int32_t off, bh, sh
+    memset(&r, 0, sizeof(RecordInfo))
+    if avail < 8:
+        r.status = REC_END
+        return r
+    r.size = rs_get_i32(p)
+    magic = rs_get_u32(p + 4)
+    if magic == BLANK_MAGIC:
+        r.status = REC_BLANK
+        if r.size < 8 or r.size > avail:
+            r.status = REC_CORRUPT
+            r.reason = "END_FILE blank size out of range"
+        return r
+    if r.size == 0 and magic == 0:
+        r.status = REC_END
+        return r
+    r.status = REC_CORRUPT
+    if magic != MESSAGE_MAGIC:
+        r.reason = "bad magic code"
+        return r
+    if r.size < MIN_RECORD_SIZE or r.size > avail:
+        r.reason = "total size out of range"
+        return r
+    r.queue_id = rs_get_i32(p + 12)
+    r.queue_offset = rs_get_i64(p + 20)
+    r.phy_offset = rs_get_i64(p + 28)
+    r.sys_flag = rs_get_i32(p + 36)
+    bh = 16 if r.sys_flag & SYSFLAG_BORNHOST_V6 else 4
+    sh = 16 if r.sys_flag & SYSFLAG_STOREHOST_V6 else 4
+    r.born_host_len = bh
+    r.store_host_len = sh
+    off = 48 + bh + 4
+    r.store_ts_offset = off
+    if off + 8 + sh + 4 + 4 + 8 + 4 > r.size:
+        r.reason = "header runs past the record"
+        return r
+    r.store_ts = rs_get_i64(p + off)
+    off += 8 + sh + 4 + 4 + 8
+    r.body_len = rs_get_i32(p + off)
+    off += 4
+    if r.body_len < 0 or r.body_len > r.size - off - 1 - 2:
+        r.reason = "body length runs past the record"
+        return r
+    r.body_offset = off
+    off += r.body_len
+    r.topic_len = <uint8_t>p[off]
+    off += 1
+    if r.topic_len > r.size - off - 2:
+        r.reason = "topic length runs past the record"
+        return r
+    r.topic_offset = off
+    off += r.topic_len
+    r.props_len = <int32_t>rs_get_u16(p + off)
+    off += 2
+    if r.props_len > 0x7FFF:
+        r.reason = "negative properties length"
+        return r
+    r.props_offset = off
+    if off + r.props_len != r.size:
+        r.reason = "total size does not match the sum of the fields"
+        return r
+    if expected_phy >= 0 and r.phy_offset != expected_phy:
+        r.reason = "physical offset does not match the record's position"
+        return r
+    if check_crc and (rs_crc32(0, p + r.body_offset, r.body_len) & 0x7FFFFFFF) != rs_get_u32(p + 8):
+        r.reason = "body CRC mismatch"
+        return r
+    r.status = REC_OK
+    r.reason = NULL
+    return r
+
+
+class CorruptRecordError(ValueError):
+    """A record that fails validation (bad magic, lengths, CRC); .offset says where."""
+
+    def __init__(self, message, offset=None):
+        super().__init__(message if offset is None else f"{message} at offset {offset}")
+        self.offset = offset
+
+
+@cython.final
+cdef class MessageExt:
+    """A stored message decoded from its record; body and raw fields are zero-copy views."""
+    cdef readonly object record        # memoryview of the whole record (pins its file)
+    cdef readonly str topic
+    cdef readonly int32_t queue_id
+    cdef readonly int64_t queue_offset
+    cdef readonly int64_t commitlog_offset
+    cdef readonly int32_t store_size
+    cdef readonly int32_t body_crc
+    cdef readonly int32_t flag
+    cdef readonly int32_t sys_flag
+    cdef readonly int64_t born_timestamp
+    cdef readonly int64_t store_timestamp
+    cdef readonly int32_t reconsume_times
+    cdef readonly int64_t prepared_transaction_offset
+    cdef RecordInfo info
+    cdef dict _props
+
+    @property
+    def body(self):
+        return self.record[self.info.body_offset:self.info.body_offset + self.info.body_len]
+
+    @property
+    def properties_string(self):
+        cdef const unsigned char[::1] v = self.record
+        return PyUnicode_DecodeUTF8(<const char*>&v[0] + self.info.props_offset,
+                                    self.info.props_len, "replace")
+
+    @property
+    def properties(self):
+        """Parsed as RocketMQ's string2messageProperties (empty values dropped)."""
+        if self._props is None:
+            props = {}
+            text = self.properties_string
+            if text:
+                for pair in text.split("\x02"):
+                    name, sep, value = pair.partition("\x01")
+                    if sep and name and value:
+                        props[name] = value
+            self._props = props
+        return self._props
+
+    @property
+    def tags(self):
+        return self.properties.get(PROPERTY_TAGS)
+
+    @property
+    def keys(self):
+        value = self.properties.get(PROPERTY_KEYS)
+        return [k for k in value.split(" ") if k] if value else []
+
+    @property
+    def uniq_key(self):
+        return self.properties.get(PROPERTY_UNIQ_KEY)
+
+    @property
+    def tags_code(self):
+        cdef const unsigned char[::1] v = self.record
+        return tags_code_of(<const char*>&v[0] + self.info.props_offset, self.info.props_len)
+
+    cdef tuple _host_at(self, int32_t off, int32_t alen):
+        cdef const unsigned char[::1] v = self.record
+        cdef const char* p = <const char*>&v[0] + off
+        return (PyBytes_FromStringAndSize(p, alen), <int32_t>rs_get_i32(p + alen))
+
+    @property
+    def born_host(self):
+        raw, port = self._host_at(48, self.info.born_host_len)
+        return format_host(raw, port)
+
+    @property
+    def store_host(self):
+        raw, port = self._host_at(self.info.store_ts_offset + 8, self.info.store_host_len)
+        return format_host(raw, port)
+
+    @property
+    def msg_id(self):
+        raw, port = self._host_at(self.info.store_ts_offset + 8, self.info.store_host_len)
+        return _msg_id(<const unsigned char*>PyBytes_AS_STRING(raw), len(raw), port,
+                       self.commitlog_offset)
+
+    @property
+    def transaction_type(self):
+        return self.sys_flag & SYSFLAG_TRANSACTION_MASK
+
+    def to_dict(self, bint body_b64=True):
+        """The fields with the names of the RocketMQ fixture's messages.jsonl."""
+        import base64
+        d = {
+            "topic": self.topic, "queueId": self.queue_id, "queueOffset": self.queue_offset,
+            "commitLogOffset": self.commitlog_offset, "storeSize": self.store_size,
+            "msgId": self.msg_id, "tags": self.tags, "tagsCode": self.tags_code,
+            "keys": self.properties.get(PROPERTY_KEYS), "uniqKey": self.uniq_key,
+            "properties": dict(sorted(self.properties.items())),
+            "propertiesString": self.properties_string, "bodyCRC": self.body_crc,
+            "bodyLen": self.info.body_len, "flag": self.flag, "sysFlag": self.sys_flag,
+            "reconsumeTimes": self.reconsume_times,
+            "preparedTransactionOffset": self.prepared_transaction_offset,
+            "bornTimestamp": self.born_timestamp, "bornHost": self.born_host,
+            "storeTimestamp": self.store_timestamp, "storeHost": self.store_host,
+        }
+        if body_b64:
+            d["body_b64"] = base64.b64encode(self.body).decode("ascii")
+        else:
+            d["body"] = bytes(self.body)
+        return d
+
+    def __repr__(self):
+        return (f"MessageExt(topic={self.topic!r}, queue_id={self.queue_id}, "
+                f"queue_offset={self.queue_offset}, commitlog_offset={self.commitlog_offset}, "
+                f"store_size={self.store_size})")
+
+
+cdef MessageExt _decode(object record, const char* p, RecordInfo info):
+    cdef MessageExt m = MessageExt.__new__(MessageExt)
+    m.record = record
+    m.info = info
+    m.topic = PyUnicode_DecodeUTF8(p + info.topic_offset, info.topic_len, "replace")
+    m.queue_id = info.queue_id
+    m.queue_offset = info.queue_offset
+    m.commitlog_offset = info.phy_offset
+    m.store_size = info.size
+    m.body_crc = rs_get_i32(p + 8)
+    m.flag = rs_get_i32(p + 16)
+    m.sys_flag = info.sys_flag
+    m.born_timestamp = rs_get_i64(p + 40)
+    m.store_timestamp = info.store_ts
+    m.reconsume_times = rs_get_i32(p + info.store_ts_offset + 8 + info.store_host_len + 4)
+    m.prepared_transaction_offset = rs_get_i64(p + info.store_ts_offset + 8 + info.store_host_len + 8)
+    return m
+
+
+def decode_message(buffer, Py_ssize_t pos=0, *, bint check_crc=False):
+    """Decode the record at pos of a buffer. Raises CorruptRecordError if it is not a valid
+    message record (an END_FILE blank or end of data included)."""
+    cdef const unsigned char[::1] v = buffer
+    cdef Py_ssize_t n = v.shape[0]
+    cdef const char* p
+    cdef RecordInfo info
+    if pos < 0 or pos > n:
+        raise ValueError(f"pos {pos} outside the buffer of {n} bytes")
+    if n == pos:
+        raise CorruptRecordError("no record (end of data)", pos)
+    p = <const char*>&v[0] + pos
+    info = check_record(p, n - pos, check_crc, -1)
+    if info.status != REC_OK:
+        raise CorruptRecordError(_status_text(info), pos)
+    mv = memoryview(buffer)
+    if mv.ndim != 1 or mv.itemsize != 1:
+        mv = mv.cast("B")
+    return _decode(mv[pos:pos + info.size], p, info)
+
+
+cdef str _status_text(RecordInfo info):
+    if info.status == REC_BLANK:
+        return "an END_FILE blank, not a message"
+    if info.status == REC_END:
+        return "no record (end of data)"
+    return (<bytes>info.reason).decode() if info.reason != NULL else "corrupt record"
+
+
+def decode_at(MappedFile mf not None, int64_t pos, *, bint check_crc=False):
+    """Decode the record at pos of a MappedFile into a MessageExt whose views pin the file."""
+    cdef RecordInfo info
+    cdef int64_t limit
+    if not mf.hold():
+        raise ValueError(f"mapped file {mf.file_name} is being destroyed")
+    try:
+        limit = mf.read_limit()
+        if pos < 0 or pos >= limit:
+            raise ValueError(f"position {pos} outside the written part [0, {limit}) "
+                             f"of {mf.file_name}")
+        info = check_record(mf.base + pos, limit - pos, check_crc, -1)
+        if info.status != REC_OK:
+            raise CorruptRecordError(_status_text(info), mf.file_from_offset + pos)
+        return _decode(mf.view(pos, info.size), mf.base + pos, info)
+    finally:
+        mf.release()
+
+
+def record_status(buffer, Py_ssize_t pos=0, *, bint check_crc=True, int64_t expected_phy=-1):
+    """(status, size, reason) of the record at pos: status 'ok', 'blank', 'end' or 'corrupt'."""
+    cdef const unsigned char[::1] v = buffer
+    cdef Py_ssize_t n = v.shape[0]
+    cdef RecordInfo info
+    if pos < 0 or pos > n:
+        raise ValueError(f"pos {pos} outside the buffer of {n} bytes")
+    if pos == n:
+        return ("end", 0, None)
+    info = check_record(<const char*>&v[0] + pos, n - pos, check_crc, expected_phy)
+    return (_STATUS_NAMES[info.status], info.size,
+            None if info.status == REC_OK else _status_text(info))
+
+
+_STATUS_NAMES = ("ok", "blank", "end", "corrupt")
+
+
+@cython.final
+cdef class ScanResult:
+    """Records found by scan_region: arrays of (file-relative) offsets and sizes, and why and
+    where the scan stopped (stop_status: 'end', 'blank', 'corrupt' or 'limit')."""
+    cdef readonly object offsets
+    cdef readonly object sizes
+    cdef readonly object store_timestamps
+    cdef readonly str stop_status
+    cdef readonly int64_t stop_position
+    cdef readonly object reason
+
+    def __len__(self):
+        return len(self.offsets)
+
+    def __iter__(self):
+        for o, s in zip(self.offsets.tolist(), self.sizes.tolist()):
+            yield (o, s, "ok")
+
+    def __repr__(self):
+        return (f"ScanResult({len(self.offsets)} records, stop={self.stop_status} "
+                f"at {self.stop_position})")
+
+
+def scan_region(buffer, int64_t start=0, int64_t end=-1, *, bint check_crc=True,
+                int64_t base_offset=-1, Py_ssize_t max_records=-1):
+    """Walk records from start until end (default: the buffer's end), a blank, the end of
+    data, a corrupt record or max_records. With base_offset >= 0 each record's PHYSICALOFFSET
+    must equal base_offset + its position. Works on bytes or on MappedFile (up to its
+    readable position). Never reads outside the buffer."""
+    cdef const unsigned char[::1] v
+    cdef const char* p
+    cdef int64_t n, pos
+    cdef RecordInfo info
+    cdef Py_ssize_t count = 0, cap
+    cdef MappedFile mf = None
+    cdef ScanResult res = ScanResult.__new__(ScanResult)
+    if isinstance(buffer, MappedFile):
+        mf = <MappedFile>buffer
+        if not mf.hold():
+            raise ValueError(f"mapped file {mf.file_name} is being destroyed")
+        p = mf.base
+        n = mf.read_limit()
+    else:
+        v = buffer
+        n = v.shape[0]
+        p = <const char*>&v[0] if n > 0 else NULL
+    try:
+        if end < 0 or end > n:
+            end = n
+        if start < 0 or start > end:
+            raise ValueError(f"start {start} outside [0, {end}]")
+        cap = (end - start) // MIN_RECORD_SIZE + 1
+        if max_records >= 0 and max_records < cap:
+            cap = max_records
+        offsets = np.empty(cap, dtype=np.int64)
+        sizes = np.empty(cap, dtype=np.int32)
+        stamps = np.empty(cap, dtype=np.int64)
+        _scan(p, start, end, check_crc, base_offset, cap, offsets, sizes, stamps, &count, &info,
+              &pos)
+        res.offsets = offsets[:count]
+        res.sizes = sizes[:count]
+        res.store_timestamps = stamps[:count]
+        res.stop_position = pos
+        if count == cap and info.status == REC_OK:
+            res.stop_status = "limit"
+        elif pos >= end and info.status == REC_OK:
+            res.stop_status = "end"
+        else:
+            res.stop_status = _STATUS_NAMES[info.status]
+            res.reason = None if info.status in (REC_OK, REC_END) else _status_text(info)
+        return res
+    finally:
+        if mf is not None:
+            mf.release()
+
+
+cdef void _scan(const char* p, int64_t start, int64_t end, bint check_crc, int64_t base_offset,
+                Py_ssize_t cap, int64_t[::1] offsets, int32_t[::1] sizes, int64_t[::1] stamps,
+                Py_ssize_t* count_out, RecordInfo* info_out, int64_t* pos_out) noexcept:
+    cdef int64_t pos = start
+    cdef Py_ssize_t count = 0
+    cdef RecordInfo info
+    info.status = REC_OK
+    with nogil:
+        while pos < end and count < cap:
+            info = check_record(p + pos, end - pos, check_crc,
+                                base_offset + pos if base_offset >= 0 else -1)
+            if info.status != REC_OK:
+                break
+            offsets[count] = pos
+            sizes[count] = info.size
+            stamps[count] = info.store_ts
+            count += 1
+            pos += info.size
+    count_out[0] = count
+    info_out[0] = info
+    pos_out[0] = pos
+
+
+def note_queue_offsets(MappedFile mf not None, offsets, TopicQueueTable table not None):
+    """Advance table past every counted record at the given (validated) positions of mf:
+    next offset = max(current, queue offset + 1). Used to rebuild the table from a log."""
+    cdef int64_t[::1] offs = offsets
+    cdef Py_ssize_t i
+    cdef const char* p
+    cdef RecordInfo info
+    cdef int64_t limit = mf.read_limit()
+    cdef int64_t* slot
+    cdef int tran
+    cdef dict names = {}
+    if not mf.hold():
+        raise ValueError(f"mapped file {mf.file_name} is being destroyed")
+    try:
+        for i in range(offs.shape[0]):
+            if offs[i] < 0 or offs[i] >= limit:
+                raise ValueError(f"offset {offs[i]} outside {mf.file_name}")
+            p = mf.base + offs[i]
+            info = check_record(p, limit - offs[i], False, -1)
+            if info.status != REC_OK:
+                raise CorruptRecordError(_status_text(info), mf.file_from_offset + offs[i])
+            tran = info.sys_flag & SYSFLAG_TRANSACTION_MASK
+            raw = PyBytes_FromStringAndSize(p + info.topic_offset, info.topic_len)
+            topic = names.get(raw)
+            if topic is None:
+                topic = names[raw] = raw.decode("utf-8", "replace")
+            if info.queue_id < 0:
+                continue
+            slot = table.counters(topic, False).slot(info.queue_id)   # stored: trust it
+            if tran == SYSFLAG_PREPARED or tran == SYSFLAG_ROLLBACK:
+                if slot[0] < 0:
+                    slot[0] = 0
+            elif slot[0] < info.queue_offset + 1:
+                slot[0] = info.queue_offset + 1
+    finally:
+        mf.release()

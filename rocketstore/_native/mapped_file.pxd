@@ -1,0 +1,32 @@
+# One memory-mapped segment file (RocketMQ's MappedFile). Shared with the codec and indexes,
+# which write straight into `wbase` and read from `base`.
+from libc.stdint cimport int64_t
+
+
+cdef class MappedFile:
+    cdef readonly str file_name
+    cdef readonly int64_t file_from_offset
+    cdef readonly int64_t file_size
+    cdef readonly bint read_only
+    cdef char* base            # the mapped file
+    cdef char* wbase           # where appends land: base, or a transient-pool buffer
+    cdef object write_buffer   # keeps that pool buffer alive while it is lent to us
+    cdef int fd
+    cdef int64_t wrote_pos     # bytes appended (published after the copy)
+    cdef int64_t committed_pos # bytes in the mapped file (== wrote_pos without a pool)
+    cdef int64_t flushed_pos   # bytes made durable by msync
+    cdef int64_t store_ts      # store timestamp of the newest record written here
+    cdef long ref_count
+    cdef bint available
+    cdef bint cleanup_over
+    cdef bint locked
+    cdef double first_shutdown_ms
+
+    cdef inline int64_t read_limit(self) noexcept:
+        return self.committed_pos if self.write_buffer is not None else self.wrote_pos
+    cpdef bint hold(self)
+    cpdef void release(self)
+    cdef void _cleanup(self)
+    cdef _check_pos(self, str field, int64_t pos)
+    cdef int _check_open(self) except -1
+    cdef int _check_writable(self) except -1

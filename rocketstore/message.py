@@ -1,0 +1,92 @@
+"""Shared vocabulary: messages, statuses, property names and sysFlag bits (FORMAT.md)."""
+from __future__ import annotations
+
+import enum
+
+from rocketstore._native.codec import (
+    CorruptRecordError,
+    Message,
+    MessageExt,
+    PutMessageResult,
+    PutMessagesResult,
+    format_host,
+    make_msg_id,
+    new_uniq_key,
+    parse_host,
+    parse_msg_id,
+    validate_topic,
+)
+
+__all__ = [
+    "BLANK_MAGIC_CODE", "CorruptRecordError", "GetMessageStatus", "Message", "MessageExt",
+    "MESSAGE_MAGIC_CODE", "MessageProperty", "PutMessageResult", "PutMessageStatus",
+    "PutMessagesResult", "SysFlag", "format_host", "make_msg_id", "new_uniq_key", "parse_host",
+    "parse_msg_id", "validate_topic",
+]
+
+MESSAGE_MAGIC_CODE = 0xDAA320A7
+BLANK_MAGIC_CODE = 0xCBD43194
+
+
+class PutMessageStatus(enum.IntEnum):
+    """RocketMQ's PutMessageStatus, in its order (the native code returns these ordinals)."""
+
+    PUT_OK = 0
+    FLUSH_DISK_TIMEOUT = 1
+    FLUSH_SLAVE_TIMEOUT = 2
+    SLAVE_NOT_AVAILABLE = 3
+    SERVICE_NOT_AVAILABLE = 4
+    CREATE_MAPPED_FILE_FAILED = 5
+    MESSAGE_ILLEGAL = 6
+    PROPERTIES_SIZE_EXCEEDED = 7
+    OS_PAGE_CACHE_BUSY = 8
+    UNKNOWN_ERROR = 9
+
+
+class GetMessageStatus(enum.IntEnum):
+    """RocketMQ's GetMessageStatus."""
+
+    FOUND = 0
+    NO_MATCHED_MESSAGE = 1
+    MESSAGE_WAS_REMOVING = 2
+    OFFSET_FOUND_NULL = 3
+    OFFSET_OVERFLOW_BADLY = 4
+    OFFSET_OVERFLOW_ONE = 5
+    OFFSET_TOO_SMALL = 6
+    NO_MATCHED_LOGIC_QUEUE = 7
+    NO_MESSAGE_IN_QUEUE = 8
+
+
+class MessageProperty:
+    """Well-known property names (MessageConst)."""
+
+    TAGS = "TAGS"
+    KEYS = "KEYS"
+    UNIQ_KEY = "UNIQ_KEY"
+    DELAY = "DELAY"
+    WAIT = "WAIT"
+    TRAN_MSG = "TRAN_MSG"
+    PGROUP = "PGROUP"
+    REAL_TOPIC = "REAL_TOPIC"
+    REAL_QID = "REAL_QID"
+    RETRY_TOPIC = "RETRY_TOPIC"
+    MAX_RECONSUME_TIMES = "MAX_RECONSUME_TIMES"
+    CLUSTER = "CLUSTER"
+    ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
+
+
+class SysFlag(enum.IntFlag):
+    """SYSFLAG bits of a CommitLog record."""
+
+    COMPRESSED = 0x1
+    MULTI_TAGS = 0x2
+    TRANSACTION_NOT_TYPE = 0x0
+    TRANSACTION_PREPARED = 0x4
+    TRANSACTION_COMMIT = 0x8
+    TRANSACTION_ROLLBACK = 0xC
+    BORNHOST_V6 = 0x10
+    STOREHOST_V6 = 0x20
+
+    @staticmethod
+    def transaction_type(sys_flag: int) -> int:
+        return sys_flag & 0xC

@@ -1,0 +1,1 @@
+"""The store layers: mapped file queue, CommitLog, indexes, services and MessageStore."""

@@ -1,0 +1,200 @@
+"""CommitLog: the append-only log of every message, over a MappedFileQueue.
+
+One lock (RocketMQ's putMessageLock) serialises appends; the native RecordWriter encodes each
+record in place. Readers go lock-free through positions published after the bytes are written.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from rocketstore._native import codec
+from rocketstore._native.mapped_file import MappedFile
+from rocketstore.config import StoreConfig
+from rocketstore.message import (
+    Message,
+    MessageExt,
+    PutMessageResult,
+    PutMessagesResult,
+    PutMessageStatus,
+)
+from rocketstore.store.mapped_file_queue import MappedFileQueue
+
+log = logging.getLogger("rocketstore.store")
+
+
+@dataclass
+class LogScan:
+    """What a walk over the CommitLog found: where valid data ends and why it stopped."""
+
+    records: int = 0
+    end_offset: int = 0
+    stop_status: str = "end"
+    stop_reason: str | None = None
+    files_scanned: int = 0
+
+
+class CommitLog:
+    def __init__(self, config: StoreConfig, root: str, *, read_only: bool = False,
+                 allocate=None) -> None:
+        self.config = config
+        self.read_only = read_only
+        self.queue = MappedFileQueue(
+            os.path.join(root, "commitlog") if config.store_path_commit_log is None
+            else config.store_path_commit_log,
+            config.mapped_file_size_commit_log, read_only=read_only, allocate=allocate)
+        self.writer = codec.RecordWriter(config.mapped_file_size_commit_log,
+                                         config.max_message_size, config.store_host)
+        self.put_lock = threading.Lock()
+        self.begin_time_in_lock = 0.0
+        self.confirm_offset = -1
+
+    @property
+    def queue_table(self) -> codec.TopicQueueTable:
+        return self.writer.queue_table
+
+    def load(self) -> None:
+        self.queue.load()
+
+    # ---- recovery --------------------------------------------------------------------------
+    def scan_files(self, first_index: int, *, check_crc: bool,
+                   table: codec.TopicQueueTable | None = None) -> LogScan:
+        """Walk records from files[first_index] on; stop at the end of data, or at the first
+        corrupt record. With a table, note every record's queue offset in it."""
+        files = self.queue.files
+        result = LogScan(end_offset=files[first_index].file_from_offset if files else 0)
+        for mf in files[first_index:]:
+            result.files_scanned += 1
+            found = codec.scan_region(mf, 0, mf.file_size, check_crc=check_crc,
+                                      base_offset=mf.file_from_offset)
+            result.records += len(found)
+            if table is not None and len(found):
+                codec.note_queue_offsets(mf, found.offsets, table)
+            result.end_offset = mf.file_from_offset + found.stop_position
+            if found.stop_status == "blank":
+                result.end_offset = mf.file_from_offset + mf.file_size
+                continue
+            result.stop_status = found.stop_status
+            result.stop_reason = found.reason
+            break
+        return result
+
+    def set_end(self, end_offset: int, *, zero_tail: bool) -> int:
+        """Make end_offset the end of the log: positions set, later files deleted, and with
+        zero_tail (after a corrupt record) the rest of the end file zeroed. Returns the bytes
+        given up. Read-only: positions only, no file is touched."""
+        for mf in self.queue.files:
+            if mf.file_from_offset + mf.file_size <= end_offset:
+                mf.wrote_position = mf.committed_position = mf.flushed_position = mf.file_size
+        dropped = 0
+        if self.read_only:
+            for mf in self.queue.files:
+                if mf.file_from_offset <= end_offset < mf.file_from_offset + mf.file_size:
+                    pos = end_offset - mf.file_from_offset
+                    mf.wrote_position = mf.committed_position = mf.flushed_position = pos
+        else:
+            dropped = self.queue.truncate_dirty(end_offset, zero_tail=zero_tail)
+        self.queue.flushed_where = self.queue.committed_where = end_offset
+        return dropped
+
+    # ---- writes ----------------------------------------------------------------------------
+    def put_message(self, msg: Message, queue_id: int) -> PutMessageResult:
+        with self.put_lock:
+            mf = self.queue.last_file_for_append(0)
+            result = self.writer.append(mf, msg, queue_id)
+            if result is None:      # END_FILE written: roll once and retry
+                mf = self._roll()
+                if mf is None:
+                    return codec.put_result(PutMessageStatus.CREATE_MAPPED_FILE_FAILED)
+                result = self.writer.append(mf, msg, queue_id)
+                if result is None:
+                    return codec.put_result(PutMessageStatus.UNKNOWN_ERROR)
+            return result
+
+    def put_messages(self, msgs: list[Message], queue_ids: int | list[int]) -> PutMessagesResult:
+        with self.put_lock:
+            result = self.writer.prepare_batch(msgs, queue_ids)
+            if result.status_code != PutMessageStatus.PUT_OK or not msgs:
+                return result
+            mf = self.queue.last_file_for_append(0)
+            while not self.writer.write_batch(mf, result):
+                mf = self._roll()
+                if mf is None:    # what was stored stays; the result says where it stopped
+                    return codec.fail_batch(result, PutMessageStatus.CREATE_MAPPED_FILE_FAILED)
+            return result
+
+    def _roll(self) -> MappedFile | None:
+        try:
+            return self.queue.last_file_for_append(0)
+        except OSError:
+            log.exception("creating the next CommitLog file failed")
+            return None
+
+    # ---- reads -----------------------------------------------------------------------------
+    def min_offset(self) -> int:
+        return self.queue.min_offset()
+
+    def max_offset(self) -> int:
+        return self.queue.max_offset()
+
+    def get_data(self, offset: int) -> memoryview | None:
+        """Readable bytes from offset to the end of its file (pinned view), or None."""
+        mf = self.queue.find_by_offset(offset)
+        if mf is None:
+            return None
+        pos = offset - mf.file_from_offset
+        limit = mf.read_position
+        if pos >= limit:
+            return None
+        return mf.view(pos, limit - pos)
+
+    def get_message(self, offset: int, size: int) -> memoryview | None:
+        """The raw record bytes [offset, offset+size) as a pinned view (None if not there)."""
+        if size <= 0:
+            raise ValueError(f"size must be positive, got {size}")
+        mf = self.queue.find_by_offset(offset)
+        if mf is None:
+            return None
+        pos = offset - mf.file_from_offset
+        if pos + size > mf.read_position:
+            return None
+        return mf.view(pos, size)
+
+    def look_message_by_offset(self, offset: int) -> MessageExt | None:
+        mf = self.queue.find_by_offset(offset)
+        if mf is None:
+            return None
+        pos = offset - mf.file_from_offset
+        if pos >= mf.read_position:
+            return None
+        return codec.decode_at(mf, pos)
+
+    def scan(self, from_offset: int = 0, *, check_crc: bool = False) -> Iterator[MessageExt]:
+        """Every message from from_offset (a record boundary) to the end, in log order."""
+        offset = max(from_offset, self.min_offset())
+        while True:
+            mf = self.queue.find_by_offset(offset)
+            if mf is None:
+                return
+            pos = offset - mf.file_from_offset
+            found = codec.scan_region(mf, pos, check_crc=check_crc,
+                                      base_offset=mf.file_from_offset)
+            for rel in found.offsets.tolist():
+                yield codec.decode_at(mf, rel)
+            if found.stop_status == "corrupt":
+                raise codec.CorruptRecordError(found.reason or "corrupt record",
+                                               mf.file_from_offset + found.stop_position)
+            if found.stop_status != "blank":
+                return
+            offset = mf.file_from_offset + mf.file_size
+
+    def flush(self, least_pages: int = 0) -> bool:
+        return self.queue.flush(least_pages)
+
+    def shutdown(self) -> None:
+        if not self.read_only:
+            self.queue.flush_all()
+        self.queue.close()

@@ -1,0 +1,222 @@
+"""MappedFileQueue: a directory of equal-size segment files named by their start offset.
+
+Readers find files lock-free: the file list is replaced, never mutated in place, so a reader
+holding the old list still sees a consistent sequence.
+"""
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+
+from rocketstore._native.mapped_file import MappedFile
+
+log = logging.getLogger("rocketstore.store")
+
+NAME_DIGITS = 20
+
+
+class StoreFormatError(ValueError):
+    """A store directory whose files do not form a valid sequence (gap, size, name)."""
+
+
+def file_name_of(offset: int) -> str:
+    """20-digit zero-padded start offset, as RocketMQ's UtilAll.offset2FileName."""
+    return f"{offset:0{NAME_DIGITS}d}"
+
+
+class MappedFileQueue:
+    def __init__(
+        self,
+        store_path: str | os.PathLike[str],
+        mapped_file_size: int,
+        *,
+        read_only: bool = False,
+        allocate: Callable[[str, str | None, int], MappedFile] | None = None,
+    ) -> None:
+        if mapped_file_size <= 0:
+            raise ValueError(f"mapped_file_size must be positive, got {mapped_file_size}")
+        self.store_path = os.fspath(store_path)
+        self.mapped_file_size = mapped_file_size
+        self.read_only = read_only
+        # allocate(path, next_path, size): the AllocateMappedFileService hook; None = direct.
+        self._allocate = allocate
+        self._files: list[MappedFile] = []
+        self.flushed_where = 0
+        self.committed_where = 0
+
+    # ---- loading ---------------------------------------------------------------------------
+    def load(self) -> None:
+        """Open every segment in order; reject foreign names, wrong sizes and gaps."""
+        if not os.path.isdir(self.store_path):
+            if self.read_only:
+                self._files = []
+                return
+            os.makedirs(self.store_path, exist_ok=True)
+        names = sorted(os.listdir(self.store_path))
+        files: list[MappedFile] = []
+        expected: int | None = None
+        for name in names:
+            path = os.path.join(self.store_path, name)
+            if not os.path.isfile(path) or name.startswith("."):
+                continue
+            if len(name) != NAME_DIGITS or not name.isdigit():
+                raise StoreFormatError(f"unexpected file {path}: segment names are "
+                                       f"{NAME_DIGITS}-digit start offsets")
+            start = int(name)
+            size = os.path.getsize(path)
+            if size != self.mapped_file_size:
+                raise StoreFormatError(
+                    f"segment {path} is {size} bytes; every segment here must be "
+                    f"{self.mapped_file_size} bytes (check mapped_file_size_* in the config)")
+            if start % self.mapped_file_size:
+                raise StoreFormatError(f"segment {path} starts at {start}, not a multiple of "
+                                       f"the segment size {self.mapped_file_size}")
+            if expected is not None and start != expected:
+                raise StoreFormatError(f"gap in {self.store_path}: expected a segment at "
+                                       f"{expected}, found {name}")
+            mf = MappedFile(path, self.mapped_file_size, create=False, read_only=self.read_only)
+            mf.wrote_position = self.mapped_file_size
+            mf.flushed_position = self.mapped_file_size
+            mf.committed_position = self.mapped_file_size
+            files.append(mf)
+            expected = start + self.mapped_file_size
+        self._files = files
+
+    # ---- lookup ----------------------------------------------------------------------------
+    @property
+    def files(self) -> list[MappedFile]:
+        return self._files
+
+    def __len__(self) -> int:
+        return len(self._files)
+
+    def first_file(self) -> MappedFile | None:
+        files = self._files
+        return files[0] if files else None
+
+    def last_file(self) -> MappedFile | None:
+        files = self._files
+        return files[-1] if files else None
+
+    def min_offset(self) -> int:
+        files = self._files
+        return files[0].file_from_offset if files else 0
+
+    def max_offset(self) -> int:
+        """End of what readers may see (the last file's read position)."""
+        files = self._files
+        if not files:
+            return 0
+        last = files[-1]
+        return last.file_from_offset + last.read_position
+
+    def max_wrote_offset(self) -> int:
+        files = self._files
+        if not files:
+            return 0
+        last = files[-1]
+        return last.file_from_offset + last.wrote_position
+
+    def find_by_offset(self, offset: int, return_first_on_not_found: bool = False
+                       ) -> MappedFile | None:
+        files = self._files
+        if not files:
+            return None
+        first = files[0].file_from_offset
+        index = (offset - first) // self.mapped_file_size
+        if 0 <= index < len(files) and offset >= first:
+            mf = files[index]
+            if mf.file_from_offset <= offset < mf.file_from_offset + self.mapped_file_size:
+                return mf
+        return files[0] if return_first_on_not_found else None
+
+    # ---- growth ----------------------------------------------------------------------------
+    def last_file_for_append(self, start_offset: int = 0) -> MappedFile:
+        """The file to append to, creating the next one when the last is full (or none)."""
+        files = self._files
+        last = files[-1] if files else None
+        if last is not None and not last.is_full:
+            return last
+        if self.read_only:
+            raise PermissionError(f"{self.store_path} is opened read-only")
+        if last is None:
+            create_offset = start_offset - start_offset % self.mapped_file_size
+        else:
+            create_offset = last.file_from_offset + self.mapped_file_size
+        path = os.path.join(self.store_path, file_name_of(create_offset))
+        next_path = os.path.join(self.store_path,
+                                 file_name_of(create_offset + self.mapped_file_size))
+        if self._allocate is not None:
+            mf = self._allocate(path, next_path, self.mapped_file_size)
+        else:
+            os.makedirs(self.store_path, exist_ok=True)
+            mf = MappedFile(path, self.mapped_file_size)
+        if not files:
+            self.flushed_where = self.committed_where = create_offset
+        self._files = [*files, mf]
+        return mf
+
+    # ---- flushing --------------------------------------------------------------------------
+    def flush(self, least_pages: int = 0) -> bool:
+        """Flush the file holding flushed_where; True when nothing was left to flush."""
+        mf = self.find_by_offset(self.flushed_where, self.flushed_where == 0)
+        if mf is None:
+            return True
+        where = mf.file_from_offset + mf.flush(least_pages)
+        done = where == self.flushed_where
+        self.flushed_where = where
+        return done
+
+    def flush_all(self) -> None:
+        for mf in self._files:
+            mf.flush(0)
+        self.flushed_where = self.max_offset()
+
+    # ---- trimming --------------------------------------------------------------------------
+    def truncate_dirty(self, offset: int, *, zero_tail: bool = True) -> int:
+        """Make offset the end: positions set there, later files deleted, and with zero_tail
+        the rest of its file zeroed so stale bytes can never be read back as records.
+
+        Returns the number of bytes given up (rest of the end file plus later files)."""
+        dropped = 0
+        keep: list[MappedFile] = []
+        for mf in self._files:
+            end = mf.file_from_offset + self.mapped_file_size
+            if end <= offset:
+                keep.append(mf)
+                continue
+            if mf.file_from_offset <= offset:
+                pos = offset - mf.file_from_offset
+                if zero_tail and not self.read_only:
+                    dropped += self.mapped_file_size - pos
+                    mf.zero_range(pos, self.mapped_file_size - pos)
+                mf.wrote_position = pos
+                mf.committed_position = pos
+                mf.flushed_position = min(mf.flushed_position, pos)
+                keep.append(mf)
+            else:
+                dropped += self.mapped_file_size
+                mf.destroy(1000)
+        self._files = keep
+        self.flushed_where = min(self.flushed_where, offset)
+        self.committed_where = min(self.committed_where, offset)
+        return dropped
+
+    def delete_before(self, offset: int, interval_forcibly_ms: float = 1000) -> int:
+        """Delete whole files that end at or before offset (never the last one); count."""
+        files = self._files
+        doomed = [mf for mf in files[:-1]
+                  if mf.file_from_offset + self.mapped_file_size <= offset]
+        gone = [mf for mf in doomed if mf.destroy(interval_forcibly_ms)]
+        if gone:
+            gone_ids = {id(mf) for mf in gone}
+            self._files = [mf for mf in files if id(mf) not in gone_ids]
+        return len(gone)
+
+    def close(self) -> None:
+        for mf in self._files:
+            mf.close()
+
+    def total_bytes(self) -> int:
+        return len(self._files) * self.mapped_file_size

@@ -1,0 +1,219 @@
+"""MessageStore: the one entry point. Wires the CommitLog (and the services built on it) and
+owns the lifecycle: load -> recover -> start -> shutdown."""
+from __future__ import annotations
+
+import atexit
+import fcntl
+import logging
+import os
+import threading
+import time
+import weakref
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from rocketstore._native import codec
+from rocketstore.config import StoreConfig
+from rocketstore.message import (
+    Message,
+    MessageExt,
+    PutMessageResult,
+    PutMessagesResult,
+    PutMessageStatus,
+)
+from rocketstore.store.commit_log import CommitLog
+
+log = logging.getLogger("rocketstore.store")
+
+_open_stores: weakref.WeakSet[MessageStore] = weakref.WeakSet()
+
+
+class StoreLockedError(RuntimeError):
+    """Another process (or another MessageStore here) has the store open for writing."""
+
+
+@dataclass
+class RecoveryReport:
+    """What opening the store had to do to find the end of the log."""
+
+    abnormal: bool
+    records: int
+    files_scanned: int
+    end_offset: int
+    truncated_bytes: int
+    stop_status: str
+    stop_reason: str | None
+    duration_s: float
+
+
+class MessageStore:
+    """An embedded RocketMQ-format message store on a directory. Use ``MessageStore.open``."""
+
+    def __init__(self, root: str | os.PathLike[str], config: StoreConfig | None = None, *,
+                 read_only: bool = False) -> None:
+        self.root = os.path.abspath(os.fspath(root))
+        if config is None:
+            config = StoreConfig(store_path_root_dir=self.root)
+        elif not isinstance(config, StoreConfig):
+            raise TypeError(f"config must be a StoreConfig, got {type(config).__name__}")
+        self.config = config
+        self.read_only = bool(read_only or config.read_only)
+        self.commit_log = CommitLog(config, self.root, read_only=self.read_only)
+        self.recovery: RecoveryReport | None = None
+        self._lock_fd: int | None = None
+        self._running = False
+        self._state_lock = threading.Lock()
+
+    # ---- lifecycle -------------------------------------------------------------------------
+    @classmethod
+    def open(cls, root: str | os.PathLike[str], config: StoreConfig | None = None, *,
+             read_only: bool = False) -> MessageStore:
+        """Open (creating if needed) the store at root. read_only takes no lock, runs no
+        recovery that writes, and never modifies a file: it sees the valid prefix."""
+        store = cls(root, config, read_only=read_only)
+        try:
+            store.load()
+            store.start()
+        except BaseException:
+            store._release_lock()
+            raise
+        return store
+
+    def load(self) -> None:
+        if self.read_only:
+            if not os.path.isdir(self.root):
+                raise FileNotFoundError(f"store directory {self.root} does not exist")
+        else:
+            os.makedirs(self.root, exist_ok=True)
+            self._take_lock()
+        abnormal = os.path.exists(self._abort_path)
+        self.commit_log.load()
+        self._recover(abnormal)
+
+    def _recover(self, abnormal: bool) -> None:
+        started = time.monotonic()
+        table = self.commit_log.queue_table
+        table.clear()
+        found = self.commit_log.scan_files(0, check_crc=self.config.check_crc_on_recover,
+                                           table=table)
+        truncated = self.commit_log.set_end(found.end_offset,
+                                             zero_tail=found.stop_status == "corrupt")
+        self.recovery = RecoveryReport(
+            abnormal=abnormal, records=found.records, files_scanned=found.files_scanned,
+            end_offset=found.end_offset, truncated_bytes=truncated,
+            stop_status=found.stop_status, stop_reason=found.stop_reason,
+            duration_s=time.monotonic() - started)
+        if found.stop_status == "corrupt":
+            log.warning("CommitLog of %s ends with a corrupt record at %d (%s); %d bytes after "
+                        "it discarded", self.root, found.end_offset, found.stop_reason, truncated)
+        log.info("recovered %s: %s", self.root, self.recovery)
+
+    def start(self) -> None:
+        if not self.read_only:
+            with open(self._abort_path, "w"):
+                pass
+        self._running = True
+        _open_stores.add(self)
+
+    def shutdown(self) -> None:
+        """Flush everything, remove the abort file and release the lock. Idempotent."""
+        with self._state_lock:
+            if not self._running and self._lock_fd is None:
+                return
+            self._running = False
+            self.commit_log.shutdown()
+            if not self.read_only and os.path.exists(self._abort_path):
+                os.remove(self._abort_path)
+            self._release_lock()
+        _open_stores.discard(self)
+
+    close = shutdown
+
+    def __enter__(self) -> MessageStore:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.shutdown()
+
+    @property
+    def is_running(self) -> bool:
+        return self._running
+
+    @property
+    def _abort_path(self) -> str:
+        return os.path.join(self.root, "abort")
+
+    def _take_lock(self) -> None:
+        fd = os.open(os.path.join(self.root, "lock"), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise StoreLockedError(
+                f"store {self.root} is locked by another writer (open it with read_only=True "
+                "to read it while that writer runs)") from None
+        self._lock_fd = fd
+
+    def _release_lock(self) -> None:
+        if self._lock_fd is not None:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    # ---- writes ----------------------------------------------------------------------------
+    def put_message(self, message: Message, queue_id: int = 0) -> PutMessageResult:
+        """Append one message to queue_id of its topic."""
+        if not self._running or self.read_only:
+            return codec.put_result(PutMessageStatus.SERVICE_NOT_AVAILABLE)
+        if type(message) is not Message:
+            raise TypeError(f"message must be a Message, got {type(message).__name__}")
+        return self.commit_log.put_message(message, queue_id)
+
+    def put_messages(self, messages: list[Message], queue_ids: int | list[int] = 0
+                     ) -> PutMessagesResult:
+        """Append a batch under one lock: all validated first, then written in order."""
+        if not isinstance(messages, list):
+            messages = list(messages)
+        if not self._running or self.read_only:
+            result = self.commit_log.writer.prepare_batch([], 0)
+            return codec.fail_batch(result, PutMessageStatus.SERVICE_NOT_AVAILABLE)
+        return self.commit_log.put_messages(messages, queue_ids)
+
+    # ---- reads -----------------------------------------------------------------------------
+    def look_message_by_offset(self, commitlog_offset: int) -> MessageExt | None:
+        """The message whose record starts at commitlog_offset (None past the end)."""
+        if commitlog_offset < 0:
+            raise ValueError(f"commitlog_offset must be >= 0, got {commitlog_offset}")
+        return self.commit_log.look_message_by_offset(commitlog_offset)
+
+    def scan(self, from_offset: int = 0, *, check_crc: bool = False) -> Iterator[MessageExt]:
+        """Every message from from_offset (a record boundary) in CommitLog order."""
+        if from_offset < 0:
+            raise ValueError(f"from_offset must be >= 0, got {from_offset}")
+        return self.commit_log.scan(from_offset, check_crc=check_crc)
+
+    def get_commitlog_data(self, offset: int) -> memoryview | None:
+        return self.commit_log.get_data(offset)
+
+    def get_min_phy_offset(self) -> int:
+        return self.commit_log.min_offset()
+
+    def get_max_phy_offset(self) -> int:
+        return self.commit_log.max_offset()
+
+    def next_queue_offset(self, topic: str, queue_id: int) -> int:
+        return self.commit_log.queue_table.get(topic, queue_id)
+
+    def __repr__(self) -> str:
+        return (f"MessageStore({self.root!r}, running={self._running}, "
+                f"read_only={self.read_only}, max_phy_offset={self.get_max_phy_offset()})")
+
+
+@atexit.register
+def _shutdown_open_stores() -> None:
+    for store in list(_open_stores):
+        try:
+            store.shutdown()
+        except Exception:  # noqa: BLE001 - interpreter exit: log and go on
+            log.exception("shutting down %s at exit failed", store.root)
