@@ -147,6 +147,8 @@ cdef int64_t tags_code_of(const char* props, int32_t props_len) noexcept nogil:
     cdef const char* end = props + props_len
     cdef const char* sep
     cdef const char* pair_end
+    cdef const char* value = NULL
+    cdef Py_ssize_t value_len = 0
     while p < end:
         pair_end = <const char*>memchr(p, 2, end - p)
         if pair_end == NULL:
@@ -154,9 +156,10 @@ cdef int64_t tags_code_of(const char* props, int32_t props_len) noexcept nogil:
         sep = <const char*>memchr(p, 1, pair_end - p)
         if sep != NULL and sep - p == 4 and p[0] == b'T' and p[1] == b'A' and p[2] == b'G' \
                 and p[3] == b'S' and pair_end - sep > 1:
-            return _utf8_java_hash(sep + 1, pair_end - sep - 1)
+            value = sep + 1         # the last TAGS pair wins, as in string2messageProperties
+            value_len = pair_end - sep - 1
         p = pair_end + 1
-    return 0
+    return _utf8_java_hash(value, value_len) if value != NULL else 0
 
 
 # ---- hosts -----------------------------------------------------------------------------------
@@ -1132,6 +1135,9 @@ cdef RecordInfo check_record(const char* p, int64_t avail, bint check_crc,
     off += r.body_len
     r.topic_len = <uint8_t>p[off]
     off += 1
+    if r.topic_len > MAX_TOPIC_LENGTH:      # Java reads a signed byte: > 127 is negative
+        r.reason = "topic length over 127"
+        return r
     if r.topic_len > r.size - off - 2:
         r.reason = "topic length runs past the record"
         return r
@@ -1462,39 +1468,148 @@ cdef void _scan(const char* p, int64_t start, int64_t end, bint check_crc, int64
     pos_out[0] = pos
 
 
-def note_queue_offsets(MappedFile mf not None, offsets, TopicQueueTable table not None):
-    """Advance table past every counted record at the given (validated) positions of mf:
-    next offset = max(current, queue offset + 1). Used to rebuild the table from a log."""
-    cdef int64_t[::1] offs = offsets
-    cdef Py_ssize_t i
-    cdef const char* p
+
+# ---- dispatch (ReputMessageService) --------------------------------------------------------
+
+@cython.final
+cdef class DispatchBatch:
+    """Records decoded for dispatch, as columns: what the ConsumeQueue, IndexFile and arrival
+    listeners need, without a Python object per record. Positions are relative to
+    mapped_file; topics[topic_ids[i]] is record i's topic."""
+    cdef readonly MappedFile mapped_file
+    cdef readonly object positions
+    cdef readonly object phy_offsets
+    cdef readonly object sizes
+    cdef readonly object queue_ids
+    cdef readonly object queue_offsets
+    cdef readonly object tags_codes
+    cdef readonly object store_timestamps
+    cdef readonly object sys_flags
+    cdef readonly object topic_ids
+    cdef readonly list topics
+    cdef readonly str stop_status      # 'end', 'blank', 'corrupt' or 'limit'
+    cdef readonly int64_t stop_position
+    cdef readonly object reason
+
+    def __len__(self):
+        return len(self.positions)
+
+    @property
+    def next_offset(self):
+        """CommitLog offset where the next dispatch round starts."""
+        if self.stop_status == "blank":
+            return self.mapped_file.file_from_offset + self.mapped_file.file_size
+        return self.mapped_file.file_from_offset + self.stop_position
+
+    def __repr__(self):
+        return (f"DispatchBatch({len(self.positions)} records, topics={self.topics}, "
+                f"stop={self.stop_status} at {self.stop_position})")
+
+
+def dispatch_region(MappedFile mf not None, int64_t start, int64_t end=-1, *,
+                    Py_ssize_t max_records=4096, bint check_crc=False):
+    """Decode the records of mf from start (up to end / the readable limit) for dispatch."""
+    cdef int64_t limit, pos
+    cdef Py_ssize_t cap, n = 0, t, ntopics = 0
     cdef RecordInfo info
-    cdef int64_t limit = mf.read_limit()
-    cdef int64_t* slot
-    cdef int tran
-    cdef dict names = {}
+    cdef const char* p
+    cdef const char* rec
+    cdef const char* last_topic = NULL
+    cdef int32_t last_topic_len = -1, last_topic_id = -1
+    cdef DispatchBatch b = DispatchBatch.__new__(DispatchBatch)
+    cdef int64_t[::1] v_pos, v_phy, v_qoff, v_tags, v_ts
+    cdef int32_t[::1] v_size, v_qid, v_flag, v_tid
+    cdef Py_ssize_t k
     if not mf.hold():
         raise ValueError(f"mapped file {mf.file_name} is being destroyed")
     try:
-        for i in range(offs.shape[0]):
-            if offs[i] < 0 or offs[i] >= limit:
-                raise ValueError(f"offset {offs[i]} outside {mf.file_name}")
-            p = mf.base + offs[i]
-            info = check_record(p, limit - offs[i], False, -1)
+        limit = mf.read_limit()
+        if end < 0 or end > limit:
+            end = limit
+        if start < 0 or start > end:
+            raise ValueError(f"start {start} outside [0, {end}] of {mf.file_name}")
+        cap = max(0, min(max_records, (end - start) // MIN_RECORD_SIZE + 1))
+        positions = np.empty(cap, np.int64)
+        phys = np.empty(cap, np.int64)
+        sizes = np.empty(cap, np.int32)
+        qids = np.empty(cap, np.int32)
+        qoffs = np.empty(cap, np.int64)
+        tags = np.empty(cap, np.int64)
+        stamps = np.empty(cap, np.int64)
+        flags = np.empty(cap, np.int32)
+        tids = np.empty(cap, np.int32)
+        v_pos = positions; v_phy = phys; v_size = sizes; v_qid = qids; v_qoff = qoffs
+        v_tags = tags; v_ts = stamps; v_flag = flags; v_tid = tids
+        b.topics = []
+        topic_ptrs = []     # (position of a record with that topic) per topic id
+        p = mf.base
+        pos = start
+        info.status = REC_OK
+        while pos < end and n < cap:
+            info = check_record(p + pos, end - pos, check_crc, mf.file_from_offset + pos)
             if info.status != REC_OK:
-                raise CorruptRecordError(_status_text(info), mf.file_from_offset + offs[i])
-            tran = info.sys_flag & SYSFLAG_TRANSACTION_MASK
-            raw = PyBytes_FromStringAndSize(p + info.topic_offset, info.topic_len)
-            topic = names.get(raw)
-            if topic is None:
-                topic = names[raw] = raw.decode("utf-8", "replace")
-            if info.queue_id < 0:
-                continue
-            slot = table.counters(topic, False).slot(info.queue_id)   # stored: trust it
-            if tran == SYSFLAG_PREPARED or tran == SYSFLAG_ROLLBACK:
-                if slot[0] < 0:
-                    slot[0] = 0
-            elif slot[0] < info.queue_offset + 1:
-                slot[0] = info.queue_offset + 1
+                break
+            rec = p + pos
+            if info.topic_len == last_topic_len and last_topic != NULL and \
+                    memcmp_(last_topic, rec + info.topic_offset, info.topic_len):
+                t = last_topic_id
+            else:
+                t = -1
+                for k in range(ntopics):
+                    tp = b.topics[k]
+                    if _topic_equals(tp, rec + info.topic_offset, info.topic_len):
+                        t = k
+                        break
+                if t < 0:
+                    b.topics.append(PyUnicode_DecodeUTF8(rec + info.topic_offset,
+                                                         info.topic_len, "replace"))
+                    t = ntopics
+                    ntopics += 1
+                last_topic = rec + info.topic_offset
+                last_topic_len = info.topic_len
+                last_topic_id = t
+            v_pos[n] = pos
+            v_phy[n] = info.phy_offset
+            v_size[n] = info.size
+            v_qid[n] = info.queue_id
+            v_qoff[n] = info.queue_offset
+            v_tags[n] = tags_code_of(rec + info.props_offset, info.props_len)
+            v_ts[n] = info.store_ts
+            v_flag[n] = info.sys_flag
+            v_tid[n] = t
+            n += 1
+            pos += info.size
+        b.mapped_file = mf
+        b.positions = positions[:n]
+        b.phy_offsets = phys[:n]
+        b.sizes = sizes[:n]
+        b.queue_ids = qids[:n]
+        b.queue_offsets = qoffs[:n]
+        b.tags_codes = tags[:n]
+        b.store_timestamps = stamps[:n]
+        b.sys_flags = flags[:n]
+        b.topic_ids = tids[:n]
+        b.stop_position = pos
+        if info.status == REC_OK:
+            b.stop_status = "limit" if pos < end else "end"
+        else:
+            b.stop_status = _STATUS_NAMES[info.status]
+            if info.status == REC_CORRUPT:
+                b.reason = _status_text(info)
+        return b
     finally:
         mf.release()
+
+
+cdef inline bint memcmp_(const char* a, const char* b, int32_t n) noexcept:
+    cdef int32_t i
+    for i in range(n):
+        if a[i] != b[i]:
+            return False
+    return True
+
+
+cdef inline bint _topic_equals(str topic, const char* p, int32_t n):
+    cdef Py_ssize_t tn
+    cdef const char* tp = PyUnicode_AsUTF8AndSize(topic, &tn)
+    return tn == n and memcmp_(tp, p, n)

@@ -60,10 +60,9 @@ class CommitLog:
         self.queue.load()
 
     # ---- recovery --------------------------------------------------------------------------
-    def scan_files(self, first_index: int, *, check_crc: bool,
-                   table: codec.TopicQueueTable | None = None) -> LogScan:
+    def scan_files(self, first_index: int, *, check_crc: bool) -> LogScan:
         """Walk records from files[first_index] on; stop at the end of data, or at the first
-        corrupt record. With a table, note every record's queue offset in it."""
+        corrupt record."""
         files = self.queue.files
         result = LogScan(end_offset=files[first_index].file_from_offset if files else 0)
         for mf in files[first_index:]:
@@ -71,8 +70,6 @@ class CommitLog:
             found = codec.scan_region(mf, 0, mf.file_size, check_crc=check_crc,
                                       base_offset=mf.file_from_offset)
             result.records += len(found)
-            if table is not None and len(found):
-                codec.note_queue_offsets(mf, found.offsets, table)
             result.end_offset = mf.file_from_offset + found.stop_position
             if found.stop_status == "blank":
                 result.end_offset = mf.file_from_offset + mf.file_size

@@ -197,7 +197,10 @@ class MappedFileQueue:
                 keep.append(mf)
             else:
                 dropped += self.mapped_file_size
-                mf.destroy(1000)
+                if self.read_only:
+                    mf.close()
+                else:
+                    mf.destroy(1000)
         self._files = keep
         self.flushed_where = min(self.flushed_where, offset)
         self.committed_where = min(self.committed_where, offset)

@@ -16,13 +16,19 @@ from typing import Any
 from rocketstore._native import codec
 from rocketstore.config import StoreConfig
 from rocketstore.message import (
+    GetMessageStatus,
     Message,
     MessageExt,
     PutMessageResult,
     PutMessagesResult,
     PutMessageStatus,
 )
+from rocketstore.store import get_message as reader
 from rocketstore.store.commit_log import CommitLog
+from rocketstore.store.consume_queue_table import ConsumeQueueTable
+from rocketstore.store.flush_consume_queue_service import FlushConsumeQueueService
+from rocketstore.store.get_message import GetMessageResult
+from rocketstore.store.reput_service import ReputMessageService
 
 log = logging.getLogger("rocketstore.store")
 
@@ -60,6 +66,11 @@ class MessageStore:
         self.config = config
         self.read_only = bool(read_only or config.read_only)
         self.commit_log = CommitLog(config, self.root, read_only=self.read_only)
+        self.consume_queues = ConsumeQueueTable(self.root, config.mapped_file_size_consume_queue,
+                                                read_only=self.read_only)
+        self.reput = ReputMessageService(self.commit_log)
+        self.reput.dispatchers.append(self.consume_queues.dispatch)
+        self.flush_consume_queue = FlushConsumeQueueService(config, self.consume_queues)
         self.recovery: RecoveryReport | None = None
         self._lock_fd: int | None = None
         self._running = False
@@ -89,16 +100,32 @@ class MessageStore:
             self._take_lock()
         abnormal = os.path.exists(self._abort_path)
         self.commit_log.load()
+        self.consume_queues.load()
         self._recover(abnormal)
 
     def _recover(self, abnormal: bool) -> None:
+        """ConsumeQueues first, then the CommitLog's end; units past it are dropped, what is
+        not dispatched yet is dispatched now, and the queue table comes from the queues."""
         started = time.monotonic()
+        self.consume_queues.recover()
+        files = self.commit_log.queue.files
+        first = 0 if abnormal else max(0, len(files) - 3)
+        found = self.commit_log.scan_files(first, check_crc=self.config.check_crc_on_recover)
+        truncated = self.commit_log.set_end(found.end_offset,
+                                            zero_tail=found.stop_status == "corrupt")
+        if not self.read_only:
+            self.consume_queues.truncate_dirty(found.end_offset)
+            cq_end = self.consume_queues.max_physic_offset()
+            self.reput.reput_from_offset = max(self.commit_log.min_offset(),
+                                               min(cq_end, found.end_offset))
+            self.reput.do_reput()
+        else:
+            self.reput.reput_from_offset = found.end_offset
+        self.consume_queues.correct_min_offsets(self.commit_log.min_offset())
         table = self.commit_log.queue_table
         table.clear()
-        found = self.commit_log.scan_files(0, check_crc=self.config.check_crc_on_recover,
-                                           table=table)
-        truncated = self.commit_log.set_end(found.end_offset,
-                                             zero_tail=found.stop_status == "corrupt")
+        for cq in self.consume_queues.all():
+            table.set(cq.topic, cq.queue_id, cq.max_offset)
         self.recovery = RecoveryReport(
             abnormal=abnormal, records=found.records, files_scanned=found.files_scanned,
             end_offset=found.end_offset, truncated_bytes=truncated,
@@ -113,6 +140,8 @@ class MessageStore:
         if not self.read_only:
             with open(self._abort_path, "w"):
                 pass
+            self.reput.start()
+            self.flush_consume_queue.start()
         self._running = True
         _open_stores.add(self)
 
@@ -122,6 +151,10 @@ class MessageStore:
             if not self._running and self._lock_fd is None:
                 return
             self._running = False
+            # dispatch what is left, then flush the queues, then the log
+            self.reput.shutdown()
+            self.flush_consume_queue.shutdown()
+            self.consume_queues.close()
             self.commit_log.shutdown()
             if not self.read_only and os.path.exists(self._abort_path):
                 os.remove(self._abort_path)
@@ -203,7 +236,84 @@ class MessageStore:
         return self.commit_log.max_offset()
 
     def next_queue_offset(self, topic: str, queue_id: int) -> int:
+        """The queue offset the next put to (topic, queue_id) gets."""
         return self.commit_log.queue_table.get(topic, queue_id)
+
+    # ---- queue reads -----------------------------------------------------------------------
+    def get_message(self, group: str, topic: str, queue_id: int, offset: int,
+                    max_msgs: int = 32, subscription: str | None = "*") -> GetMessageResult:
+        """Up to max_msgs messages of (topic, queue_id) from logical offset on that match the
+        tag subscription ('*' or 'TagA || TagB'), within RocketMQ's transfer limits."""
+        if not isinstance(group, str):
+            raise TypeError(f"group must be a str, got {type(group).__name__}")
+        if not self._running:
+            return GetMessageResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, offset, 0, 0)
+        return reader.get_message(self.config, self.commit_log, self.consume_queues, topic,
+                                  queue_id, offset, max_msgs, subscription)
+
+    def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        cq = self.consume_queues.find(topic, queue_id)
+        return 0 if cq is None else cq.max_offset
+
+    def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        cq = self.consume_queues.find(topic, queue_id)
+        return 0 if cq is None else cq.min_offset
+
+    def get_commitlog_offset_in_queue(self, topic: str, queue_id: int, offset: int) -> int:
+        cq = self.consume_queues.find(topic, queue_id)
+        unit = None if cq is None else cq.get_unit(offset)
+        return 0 if unit is None else unit[0]
+
+    def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp: int) -> int:
+        """Logical offset of the message stored nearest to timestamp (ms)."""
+        cq = self.consume_queues.find(topic, queue_id)
+        if cq is None:
+            return 0
+        return cq.get_offset_by_time(
+            timestamp, lambda phy, size: reader.store_time_of(self.commit_log, phy, size))
+
+    def get_message_store_timestamp(self, topic: str, queue_id: int, offset: int) -> int:
+        """Store time of the message at a logical offset (-1 when there is none)."""
+        cq = self.consume_queues.find(topic, queue_id)
+        unit = None if cq is None else cq.get_unit(offset)
+        return -1 if unit is None else reader.store_time_of(self.commit_log, *unit[:2])
+
+    def get_earliest_message_time(self, topic: str | None = None, queue_id: int = 0) -> int:
+        """Store time of the oldest message of a queue, or of the whole CommitLog."""
+        if topic is None:
+            msg = self.commit_log.look_message_by_offset(self.commit_log.min_offset())
+            return -1 if msg is None else msg.store_timestamp
+        return self.get_message_store_timestamp(topic, queue_id,
+                                                self.get_min_offset_in_queue(topic, queue_id))
+
+    def topics(self) -> list[str]:
+        return self.consume_queues.topics()
+
+    def queues(self, topic: str) -> list[int]:
+        return sorted(self.consume_queues.queues(topic))
+
+    def view_message(self, msg_id: str) -> MessageExt | None:
+        """The message of an offsetMsgId (store host + CommitLog offset)."""
+        _host, offset = codec.parse_msg_id(msg_id)
+        if offset < self.commit_log.min_offset() or offset >= self.commit_log.max_offset():
+            return None
+        try:
+            return self.commit_log.look_message_by_offset(offset)
+        except codec.CorruptRecordError:
+            return None
+
+    def dispatch_behind_bytes(self) -> int:
+        return self.reput.behind()
+
+    def wait_dispatched(self, timeout_s: float = 10.0) -> bool:
+        """Block until everything put so far is dispatched (tests, tools)."""
+        deadline = time.monotonic() + timeout_s
+        while self.reput.behind() > 0:
+            if time.monotonic() > deadline:
+                return False
+            self.reput.wakeup()
+            time.sleep(0.0005)
+        return True
 
     def __repr__(self) -> str:
         return (f"MessageStore({self.root!r}, running={self._running}, "

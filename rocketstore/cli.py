@@ -1,0 +1,802 @@
+"""The ``rocketstore`` command line.
+
+- ``rocketstore demo [PATH]`` writes a realistic workload into a local store directory (single
+  and batch puts, with a progress bar), reopens it, reads everything back with ``scan`` and
+  verifies the count and a checksum of the bodies, then prints throughput and what it wrote.
+- ``rocketstore dump PATH`` decodes a CommitLog (ours or Apache RocketMQ's) to JSON lines with
+  the field names of the RocketMQ 4.9.8 fixture's ``messages.jsonl`` (body as ``body_b64``).
+
+Only the store's public API is used here (layer 5 over layer 4, see DESIGN.md). Every expected
+failure (missing path, locked store, bad segment files, corrupt records) ends as a one-line
+error on stderr and exit code 1, never a traceback.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import os
+import random
+import shutil
+import struct
+import time
+import zlib
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import click
+from tqdm import tqdm
+
+from rocketstore import (
+    CorruptRecordError,
+    Message,
+    MessageStore,
+    StoreConfig,
+    StoreLockedError,
+    __version__,
+)
+from rocketstore.message import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE, validate_topic
+
+log = logging.getLogger("rocketstore.cli")
+
+SEGMENT_NAME_DIGITS = 20
+DEFAULT_DEMO_DIR = "rocketstore-demo"
+DEFAULT_DEMO_TOPICS = "orders,audit,clicks"
+DEFAULT_DEMO_SEGMENT = 32 * 1024 * 1024
+MAX_BODY_SIZE = 4 * 1024 * 1024  # StoreConfig.max_message_size default
+# Errors that opening or reading a store can raise for reasons outside the program: missing or
+# unreadable files (OSError), bad segment names or sizes (StoreFormatError, a ValueError),
+# another writer (StoreLockedError, a RuntimeError).
+STORE_ERRORS = (OSError, ValueError, RuntimeError)
+
+
+# ---- logging -------------------------------------------------------------------------------
+
+
+class _ClickHandler(logging.Handler):
+    """Log records to the current stderr (resolved per record, so it follows CliRunner)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            click.echo(self.format(record), err=True)
+        except Exception:  # noqa: BLE001 - logging must never raise
+            self.handleError(record)
+
+
+def _setup_logging(verbose: bool) -> None:
+    pkg = logging.getLogger("rocketstore")
+    if not any(isinstance(h, _ClickHandler) for h in pkg.handlers):
+        handler = _ClickHandler()
+        pkg.addHandler(handler)
+    for h in pkg.handlers:
+        if isinstance(h, _ClickHandler):
+            h.setFormatter(logging.Formatter(
+                "%(asctime)s %(levelname)s %(name)s: %(message)s" if verbose
+                else "rocketstore: %(levelname)s: %(message)s"))
+    pkg.setLevel(logging.DEBUG if verbose else logging.WARNING)
+
+
+def _fail(message: str, exc: BaseException | None = None) -> click.ClickException:
+    """A clean error for the user; the traceback only goes to the debug log (--verbose)."""
+    if exc is not None:
+        log.debug("%s", message, exc_info=exc)
+    return click.ClickException(message)
+
+
+# ---- the group -----------------------------------------------------------------------------
+
+
+def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value and not ctx.resilient_parsing:
+        click.echo(f"rocketstore {__version__}")
+        ctx.exit()
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("-v", "--verbose", is_flag=True, help="Log what the store does (DEBUG level).")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True,
+              callback=_print_version, help="Show the version and exit.")
+@click.pass_context
+def main(ctx: click.Context, verbose: bool) -> None:
+    """rocketstore: a RocketMQ-compatible embedded message store.
+
+    \b
+    Try it:
+      rocketstore demo                  # write, reopen, verify ./rocketstore-demo
+      rocketstore dump ./rocketstore-demo --limit 3
+    """
+    ctx.obj = {"verbose": verbose}
+    _setup_logging(verbose)
+
+
+# ---- locating stores -----------------------------------------------------------------------
+
+
+def _segments(directory: Path) -> list[Path]:
+    """CommitLog segment files of a directory (20-digit names), in offset order."""
+    try:
+        entries = list(directory.iterdir())
+    except OSError as exc:
+        raise _fail(f"cannot list {directory}: {exc.strerror or exc}", exc) from None
+    found = [p for p in entries if _is_segment_name(p.name) and p.is_file()]
+    return sorted(found, key=lambda p: p.name)
+
+
+@dataclass
+class _Located:
+    root: Path                 # the store root handed to MessageStore.open
+    commitlog: Path            # the CommitLog directory
+    segments: list[Path]
+    segment_size: int          # 0 when there is no segment yet
+
+    def config(self, **extra: Any) -> StoreConfig:
+        """A StoreConfig whose file sizes match the files found, so a store written with
+        other settings (RocketMQ's own, the fixture's 64 KiB segments) opens as it is."""
+        changes: dict[str, Any] = {"store_path_root_dir": str(self.root)}
+        if self.segment_size:
+            changes["mapped_file_size_commit_log"] = self.segment_size
+        if self.commitlog != self.root / "commitlog":
+            changes["store_path_commit_log"] = str(self.commitlog)
+        changes.update(_detected_index_sizes(self.root))
+        changes.update(extra)
+        try:
+            return StoreConfig(**changes)
+        except (TypeError, ValueError) as exc:
+            raise _fail(f"cannot configure a store for {self.commitlog}: {exc}", exc) from None
+
+
+def _first_file(directory: Path, name_ok: Callable[[str], bool]) -> Path | None:
+    try:
+        names = sorted(p.name for p in directory.iterdir() if name_ok(p.name) and p.is_file())
+    except OSError:
+        return None
+    return directory / names[0] if names else None
+
+
+def _detected_index_sizes(root: Path) -> dict[str, int]:
+    """ConsumeQueue and IndexFile sizes of an existing store, read from its files.
+
+    A ConsumeQueue file holds whole 20-byte units. An IndexFile is 40 + 4 * slots + 20 * items
+    bytes; with RocketMQ's default ratio (maxIndexNum = 4 * maxHashSlotNum) that gives both."""
+    found: dict[str, int] = {}
+    cq_root = root / "consumequeue"
+    if cq_root.is_dir():
+        for topic_dir in sorted(p for p in cq_root.iterdir() if p.is_dir()):
+            for queue_dir in sorted(p for p in topic_dir.iterdir() if p.is_dir()):
+                first = _first_file(queue_dir, _is_segment_name)
+                if first is not None:
+                    size = first.stat().st_size
+                    if size > 0 and size % 20 == 0:
+                        found["mapped_file_size_consume_queue"] = size
+                    break
+            if found:
+                break
+    first_index = _first_file(root / "index", str.isdigit)
+    if first_index is not None:
+        size = first_index.stat().st_size
+        if size > 40 and (size - 40) % 84 == 0:
+            found["max_hash_slot_num"] = (size - 40) // 84
+            found["max_index_num"] = 4 * found["max_hash_slot_num"]
+    return found
+
+
+def _is_segment_name(name: str) -> bool:
+    return len(name) == SEGMENT_NAME_DIGITS and name.isdigit()
+
+
+def _locate(path: Path) -> _Located:
+    """PATH is a store root (with commitlog/) or a CommitLog directory itself. The segment
+    size is read from the first segment, so foreign stores (e.g. 64 KiB segments) open."""
+    if not path.exists():
+        raise _fail(f"{path} does not exist")
+    if not path.is_dir():
+        raise _fail(f"{path} is not a directory (give a store directory or its commitlog/)")
+    if (path / "commitlog").is_dir():
+        root, commitlog = path, path / "commitlog"
+        segments = _segments(commitlog)
+    else:
+        segments = _segments(path)
+        if not segments:
+            raise _fail(f"{path} is not a store: it has no commitlog/ directory and no CommitLog "
+                        f"segment files ({SEGMENT_NAME_DIGITS}-digit names)")
+        root, commitlog = path.parent, path
+    size = 0
+    if segments:
+        size = segments[0].stat().st_size
+        if size <= 0:
+            raise _fail(f"CommitLog segment {segments[0]} is empty (0 bytes)")
+    return _Located(root.resolve(), commitlog.resolve(), segments, size)
+
+
+@contextmanager
+def _open_store(root: Path, config: StoreConfig, *, read_only: bool) -> Iterator[MessageStore]:
+    try:
+        store = MessageStore.open(root, config, read_only=read_only)
+    except StoreLockedError as exc:
+        raise _fail(f"{exc}", exc) from None
+    except CorruptRecordError as exc:
+        raise _fail(f"cannot open the store at {root}: {exc}", exc) from None
+    except STORE_ERRORS as exc:
+        raise _fail(f"cannot open the store at {root}: {_describe(exc)}", exc) from None
+    with store:
+        yield store
+
+
+@contextmanager
+def _quiet_store_warnings() -> Iterator[None]:
+    """Without --verbose, leave it to dump to report a corrupt record (the store's own
+    recovery warning about it would say the same thing twice)."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None and (ctx.find_root().obj or {}).get("verbose"):
+        yield
+        return
+    store_log = logging.getLogger("rocketstore.store")
+    level = store_log.level
+    store_log.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        store_log.setLevel(level)
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.strerror:
+        where = f": {exc.filename}" if exc.filename else ""
+        return f"{exc.strerror}{where}"
+    return str(exc) or type(exc).__name__
+
+
+# ---- dump ----------------------------------------------------------------------------------
+
+
+def _json_line(d: dict[str, Any]) -> bytes:
+    return json.dumps(d, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
+
+
+def _check_record_start(store: MessageStore, offset: int) -> str | None:
+    """Why no record (nor END_FILE blank) starts at offset, or None when one does or when
+    offset is outside the data (then there is simply nothing to dump)."""
+    if offset <= store.get_min_phy_offset() or offset >= store.get_max_phy_offset():
+        return None
+    data = store.get_commitlog_data(offset)
+    if data is None:
+        return None
+    try:
+        if len(data) < 8:
+            return "fewer than 8 bytes are left in its segment"
+        _size, magic = struct.unpack_from(">iI", data, 0)
+        if magic == BLANK_MAGIC_CODE:
+            return None
+        if magic != MESSAGE_MAGIC_CODE:
+            return f"the bytes there carry no record magic code (found {magic:#010x})"
+        if len(data) >= 36:
+            (phy,) = struct.unpack_from(">q", data, 28)
+            if phy != offset:
+                return f"the record found there says it starts at {phy}"
+        return None
+    finally:
+        data.release()
+
+
+def _output_stream(output: str | None) -> tuple[IO[bytes], bool]:
+    if output is None or output == "-":
+        return click.get_binary_stream("stdout"), False
+    try:
+        return open(output, "wb"), True  # noqa: SIM115 - closed by the caller
+    except OSError as exc:
+        raise _fail(f"cannot write {output}: {_describe(exc)}", exc) from None
+
+
+@main.command()
+@click.argument("path", type=click.Path(path_type=Path))
+@click.option("--from-offset", type=click.IntRange(min=0), default=0, show_default=True,
+              help="CommitLog offset to start at (a record boundary).")
+@click.option("--limit", type=click.IntRange(min=0), default=None,
+              help="Stop after this many records.")
+@click.option("--no-body", is_flag=True, help="Leave out body_b64 (bodyLen and bodyCRC stay).")
+@click.option("--check-crc/--no-check-crc", default=True, show_default=True,
+              help="Verify every body CRC; a mismatch is reported as corrupt data.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
+              help="Write the JSON lines to this file instead of stdout.")
+def dump(path: Path, from_offset: int, limit: int | None, no_body: bool, check_crc: bool,
+         output: str | None) -> None:
+    """Decode the CommitLog of PATH to JSON lines, in CommitLog order.
+
+    PATH is a store directory (containing commitlog/) or a CommitLog directory. Works on
+    stores written by Apache RocketMQ 4.x too (any segment size). The store is opened
+    read-only and never modified. Corrupt data stops the dump with an error naming the
+    offset (exit code 1); the records before it have been written.
+    """
+    located = _locate(path)
+    if not located.segments:
+        log.info("%s has no CommitLog segments yet: nothing to dump", located.commitlog)
+        return
+    config = located.config(check_crc_on_recover=check_crc)
+    with _quiet_store_warnings(), _open_store(located.root, config, read_only=True) as store:
+        problem = _check_record_start(store, from_offset)
+        if problem is not None:
+            raise _fail(f"--from-offset {from_offset} is not the start of a record: {problem}")
+        out, close = _output_stream(output)
+        try:
+            written = _dump_records(store, out, from_offset, limit, no_body, check_crc)
+        except BrokenPipeError:
+            _silence_stdout()
+            return
+        finally:
+            if close:
+                out.close()
+        log.info("dumped %d records from %s", written, located.commitlog)
+
+
+def _dump_records(store: MessageStore, out: IO[bytes], from_offset: int, limit: int | None,
+                  no_body: bool, check_crc: bool) -> int:
+    written = 0
+    pending: list[bytes] = []
+    try:
+        if limit != 0:
+            for msg in store.scan(from_offset, check_crc=check_crc):
+                d = msg.to_dict(body_b64=not no_body)
+                d.pop("body", None)
+                pending.append(_json_line(d))
+                written += 1
+                if len(pending) >= 512:
+                    out.write(b"".join(pending))
+                    pending.clear()
+                if written == limit:
+                    break
+    except CorruptRecordError as exc:
+        out.write(b"".join(pending))
+        out.flush()
+        raise _fail(f"corrupt CommitLog data: {exc} ({written} records before it were "
+                    "dumped)", exc) from None
+    except STORE_ERRORS as exc:
+        out.write(b"".join(pending))
+        out.flush()
+        raise _fail(f"reading the CommitLog failed after {written} records: "
+                    f"{_describe(exc)}", exc) from None
+    out.write(b"".join(pending))
+    out.flush()
+    # A read-only store stops at the first corrupt record it finds when opening (it never
+    # repairs): the scan ends there quietly, so say it here unless --limit stopped us first.
+    rec = store.recovery
+    if (written != limit and rec is not None and rec.stop_status == "corrupt"
+            and from_offset <= rec.end_offset):
+        raise _fail(f"corrupt CommitLog data: {rec.stop_reason or 'corrupt record'} at offset "
+                    f"{rec.end_offset} ({written} records before it were dumped)")
+    return written
+
+
+def _silence_stdout() -> None:
+    """After a closed pipe (dump | head): point stdout at /dev/null so the interpreter's
+    final flush does not complain, and end quietly."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, click.get_binary_stream("stdout").fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+# ---- demo workload -------------------------------------------------------------------------
+
+_FILLER = (b"Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor "
+           b"incididunt ut labore et dolore magna aliqua. ") * 8
+_IPV4_BORN = [f"10.0.{i // 8}.{10 + i}:{40000 + 97 * i}" for i in range(24)]
+_IPV6_BORN = ["[2001:db8:0:1::17]:41000", "[fd00::2:3]:41001",
+              "[2001:db8:85a3::8a2e:370:7334]:41002", "[::1]:41003"]
+_REGIONS = ["eu-west", "us-east", "ap-south", "华东", "Zürich"]
+_PAGES = ["/", "/search", "/products/{}", "/cart", "/checkout", "/account"]
+# topic -> (share of the traffic, queue count)
+_PROFILES: dict[str, tuple[float, int]] = {"orders": (5.0, 8), "clicks": (3.0, 6),
+                                          "audit": (2.0, 4)}
+_DEFAULT_PROFILE = (2.0, 4)
+
+
+@dataclass
+class _Digest:
+    """Order-sensitive summary of bodies: count, bytes, chained CRC-32, per-topic counts."""
+
+    count: int = 0
+    body_bytes: int = 0
+    crc: int = 0
+    topics: dict[str, int] = field(default_factory=dict)
+
+    def add(self, topic: str, body: bytes | memoryview) -> None:
+        self.count += 1
+        self.body_bytes += len(body)
+        self.crc = zlib.crc32(body, self.crc)
+        self.topics[topic] = self.topics.get(topic, 0) + 1
+
+    def differences(self, other: _Digest) -> list[str]:
+        out = []
+        if self.count != other.count:
+            out.append(f"count {other.count} != {self.count} written")
+        if self.body_bytes != other.body_bytes:
+            out.append(f"body bytes {other.body_bytes} != {self.body_bytes} written")
+        if self.crc != other.crc:
+            out.append(f"body crc32 {other.crc:#010x} != {self.crc:#010x} written")
+        if self.topics != other.topics:
+            out.append(f"per-topic counts {other.topics} != {self.topics} written")
+        return out
+
+
+class _Workload:
+    """Deterministic realistic messages: orders (paid/shipped/refunded, keyed and routed by
+    order id), audit events (keyed by user), clicks (no keys), others generic."""
+
+    def __init__(self, topics: list[str], body_size: int, seed: int) -> None:
+        self.rng = random.Random(seed)
+        self.topics = topics
+        self.weights = [_PROFILES.get(t, _DEFAULT_PROFILE)[0] for t in topics]
+        self.queues = {t: _PROFILES.get(t, _DEFAULT_PROFILE)[1] for t in topics}
+        self.body_size = body_size
+        self.next_order = 1000
+        self.open_orders: list[int] = []
+        self.counter = 0
+        self.expected = _Digest()
+
+    def _body(self, text: str) -> bytes:
+        raw = text.encode("utf-8")
+        size = self.body_size
+        room = size - len(raw)
+        if room >= 9:  # room for ,"pad":"" inside the object
+            return raw[:-1] + b',"pad":"' + _filler(room - 9) + b'"}'
+        if room >= 0:
+            return raw + b" " * room
+        return raw[:size]  # bodies are opaque bytes: a cut JSON document is fine
+
+    def _born_host(self) -> str:
+        rng = self.rng
+        if rng.random() < 0.125:
+            return rng.choice(_IPV6_BORN)
+        return rng.choice(_IPV4_BORN)
+
+    def _order(self, ts: int) -> tuple[Message, int]:
+        rng = self.rng
+        if not self.open_orders or rng.random() < 0.55:
+            tag, oid = "paid", self.next_order
+            self.next_order += 1
+            self.open_orders.append(oid)
+            if len(self.open_orders) > 256:
+                self.open_orders.pop(0)
+        else:
+            tag = "refunded" if rng.random() < 0.2 else "shipped"
+            oid = rng.choice(self.open_orders)
+        customer = oid * 7919 % 5003
+        amount = f"{(oid * 37 % 50000) / 100:.2f}"
+        region = rng.choice(_REGIONS)
+        body = self._body(
+            f'{{"orderId":"ord-{oid}","customer":"cust-{customer}","status":"{tag}",'
+            f'"amount":{amount},"currency":"EUR","region":"{region}",'
+            f'"items":[{{"sku":"sku-{oid % 97}","qty":{1 + oid % 3}}}],"ts":{ts}}}')
+        msg = Message("orders", body, tags=tag, keys=[f"ord-{oid}", f"cust-{customer}"],
+                      properties={"region": region, "amount": amount, "currency": "EUR"},
+                      born_timestamp=ts - rng.randrange(50), born_host=self._born_host())
+        return msg, oid % self.queues["orders"]
+
+    def _audit(self, ts: int) -> tuple[Message, int]:
+        rng = self.rng
+        uid = rng.randrange(1, 2000)
+        event = rng.choice(("login", "login", "logout", "grant", "revoke"))
+        severity = "warn" if event in ("grant", "revoke") else "info"
+        body = self._body(
+            f'{{"event":"{event}","user":"user-{uid}","ok":{"true" if uid % 11 else "false"},'
+            f'"ip":"10.1.{uid % 256}.{uid // 256}","ts":{ts}}}')
+        msg = Message("audit", body, tags=event, keys=f"user-{uid}",
+                      properties={"actor": f"user-{uid}", "severity": severity},
+                      born_timestamp=ts - rng.randrange(50), born_host=self._born_host())
+        return msg, uid % self.queues["audit"]
+
+    def _click(self, ts: int) -> tuple[Message, int]:
+        rng = self.rng
+        page = rng.choice(_PAGES).format(rng.randrange(1, 500))
+        session = f"s-{rng.randrange(100000):05d}"
+        body = self._body(f'{{"page":"{page}","session":"{session}","x":{rng.randrange(1920)},'
+                          f'"y":{rng.randrange(1080)},"ts":{ts}}}')
+        tag = rng.choice((None, "view", "view", "click"))
+        msg = Message("clicks", body, tags=tag, properties={"page": page, "session": session},
+                      born_timestamp=ts - rng.randrange(50), born_host=self._born_host())
+        self.counter += 1
+        return msg, self.counter % self.queues["clicks"]
+
+    def _generic(self, topic: str, ts: int) -> tuple[Message, int]:
+        rng = self.rng
+        self.counter += 1
+        n = self.counter
+        body = self._body(f'{{"topic":"{topic}","n":{n},"value":{rng.random():.6f},'
+                          f'"ts":{ts}}}')
+        msg = Message(topic, body, tags=rng.choice(("TagA", "TagB")), keys=f"{topic}-{n}",
+                      properties={"source": "rocketstore-demo"},
+                      born_timestamp=ts - rng.randrange(50), born_host=self._born_host())
+        return msg, n % self.queues[topic]
+
+    def make(self, n: int) -> tuple[list[Message], list[int]]:
+        """n messages and their queue ids; their bodies are added to self.expected."""
+        ts = int(time.time() * 1000)
+        msgs: list[Message] = []
+        qids: list[int] = []
+        expected = self.expected
+        for topic in self.rng.choices(self.topics, self.weights, k=n):
+            if topic == "orders":
+                msg, qid = self._order(ts)
+            elif topic == "audit":
+                msg, qid = self._audit(ts)
+            elif topic == "clicks":
+                msg, qid = self._click(ts)
+            else:
+                msg, qid = self._generic(topic, ts)
+            msgs.append(msg)
+            qids.append(qid)
+            expected.add(topic, msg.body)
+        return msgs, qids
+
+
+def _filler(n: int) -> bytes:
+    if n <= len(_FILLER):
+        return _FILLER[:n]
+    return (_FILLER * (n // len(_FILLER) + 1))[:n]
+
+
+@dataclass
+class _Phase:
+    name: str
+    messages: int = 0
+    log_bytes: int = 0
+    seconds: float = 0.0
+    failed: int = 0
+    failure: str | None = None
+
+    def rate(self) -> str:
+        dt = max(self.seconds, 1e-9)
+        return (f"{self.messages:>9,} msgs in {self.seconds:6.3f} s  "
+                f"{self.messages / dt:>11,.0f} msgs/s  {self.log_bytes / dt / 1e6:>8,.1f} MB/s")
+
+
+def _parse_topics(_ctx: click.Context, _param: click.Parameter, value: tuple[str, ...]
+                  ) -> list[str]:
+    names: list[str] = []
+    for item in value or (DEFAULT_DEMO_TOPICS,):
+        for name in item.split(","):
+            name = name.strip()
+            if not name or name in names:
+                continue
+            try:
+                validate_topic(name)
+            except (TypeError, ValueError) as exc:
+                raise click.BadParameter(str(exc)) from None
+            names.append(name)
+    if not names:
+        raise click.BadParameter("give at least one topic")
+    return names
+
+
+@main.command()
+@click.argument("path", type=click.Path(path_type=Path), default=DEFAULT_DEMO_DIR)
+@click.option("-n", "--messages", type=click.IntRange(min=1), default=200_000,
+              show_default=True, help="How many messages to write.")
+@click.option("--topics", multiple=True, callback=_parse_topics, metavar="T1,T2,...",
+              help=f"Comma-separated topics (default: {DEFAULT_DEMO_TOPICS}).")
+@click.option("--batch", type=click.IntRange(1, 100_000), default=500, show_default=True,
+              help="Messages per put_messages call in the batch half.")
+@click.option("--body-size", type=click.IntRange(0, MAX_BODY_SIZE), default=256,
+              show_default=True, help="Body bytes per message.")
+@click.option("--segment-size", type=click.IntRange(min=4096), default=DEFAULT_DEMO_SEGMENT,
+              show_default=True, help="CommitLog file size for a new store (bytes).")
+@click.option("--seed", type=int, default=42, show_default=True, help="Workload random seed.")
+@click.option("--keep/--no-keep", default=True, show_default=True,
+              help="Keep the store directory afterwards (--no-keep removes what the demo "
+                   "created).")
+def demo(path: Path, messages: int, topics: list[str], batch: int, body_size: int,
+         segment_size: int, seed: int, keep: bool) -> None:
+    """Write a realistic workload into PATH, reopen it, read it all back and verify.
+
+    Half the messages go in one put_message call each, half in put_messages batches; the
+    store is then closed, reopened (recovery) and read back with scan, checking the count and
+    a CRC-32 over all bodies. PATH (default ./rocketstore-demo) may be new, empty or an
+    earlier demo store (the demo appends and verifies what it added).
+    """
+    root = path.resolve()
+    created, emptied_ok, segment_size = _prepare_demo_dir(root, segment_size)
+    if body_size + 4096 > segment_size:
+        raise _fail(f"--segment-size {segment_size} is too small for {body_size}-byte bodies")
+    config = StoreConfig(store_path_root_dir=str(root), mapped_file_size_commit_log=segment_size)
+    workload = _Workload(topics, body_size, seed)
+    try:
+        report = _run_demo(root, config, workload, messages, batch)
+        _print_demo(report, root, topics, workload, batch)
+    finally:
+        if not keep:
+            _remove_demo_dir(root, created, emptied_ok)
+    if report.problems:
+        click.echo("verification FAILED: " + "; ".join(report.problems), err=True)
+        click.get_current_context().exit(1)
+
+
+def _prepare_demo_dir(root: Path, segment_size: int) -> tuple[bool, bool, int]:
+    """(created, was empty, segment size). An existing store keeps its own segment size."""
+    if not root.exists():
+        return True, False, segment_size
+    if not root.is_dir():
+        raise _fail(f"{root} exists and is not a directory")
+    if not any(root.iterdir()):
+        return False, True, segment_size
+    if not (root / "commitlog").is_dir():
+        raise _fail(f"{root} is not empty and is not a store (no commitlog/); give a new or "
+                    "empty directory, or an earlier demo store")
+    segments = _segments(root / "commitlog")
+    if segments:
+        segment_size = segments[0].stat().st_size
+    return False, False, segment_size
+
+
+def _remove_demo_dir(root: Path, created: bool, was_empty: bool) -> None:
+    if created:
+        shutil.rmtree(root, ignore_errors=True)
+    elif was_empty:
+        for child in root.iterdir():
+            if child.is_dir():
+                shutil.rmtree(child, ignore_errors=True)
+            else:
+                child.unlink(missing_ok=True)
+    else:
+        click.echo(f"kept {root}: it held a store before the demo", err=True)
+
+
+@dataclass
+class _DemoReport:
+    single: _Phase
+    batched: _Phase
+    read: _Phase
+    start_offset: int = 0
+    end_offset: int = 0
+    recovery_s: float = 0.0
+    recovered_records: int = 0
+    found: _Digest = field(default_factory=_Digest)
+    first: list[dict[str, Any]] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+
+def _run_demo(root: Path, config: StoreConfig, workload: _Workload, messages: int,
+              batch: int) -> _DemoReport:
+    report = _DemoReport(_Phase("put_message"), _Phase("put_messages"), _Phase("scan"))
+    n_single = messages // 2
+    n_batch = messages - n_single
+    with _open_store(root, config, read_only=False) as store, \
+            tqdm(total=messages, unit="msg", unit_scale=True, desc="writing", disable=None,
+                 leave=False) as bar:
+        report.start_offset = store.get_max_phy_offset()
+        _write_single(store, workload, n_single, report.single, bar)
+        _write_batches(store, workload, n_batch, batch, report.batched, bar)
+        report.end_offset = store.get_max_phy_offset()
+    with _open_store(root, config, read_only=False) as store:
+        if store.recovery is not None:
+            report.recovery_s = store.recovery.duration_s
+            report.recovered_records = store.recovery.records
+        _read_back(store, report, messages)
+    for phase in (report.single, report.batched):
+        if phase.failed:
+            report.problems.append(f"{phase.failed} {phase.name} puts failed ({phase.failure})")
+    report.problems.extend(workload.expected.differences(report.found))
+    return report
+
+
+def _write_single(store: MessageStore, workload: _Workload, total: int, phase: _Phase,
+                  bar: tqdm) -> None:
+    done = 0
+    put = store.put_message
+    while done < total:
+        msgs, qids = workload.make(min(2048, total - done))
+        wrote = failed = 0
+        started = time.perf_counter()
+        for msg, qid in zip(msgs, qids, strict=True):
+            r = put(msg, qid)
+            if r.ok:
+                wrote += r.wrote_bytes
+            else:
+                failed += 1
+                phase.failure = phase.failure or r.status.name
+        phase.seconds += time.perf_counter() - started
+        phase.log_bytes += wrote
+        phase.failed += failed
+        phase.messages += len(msgs) - failed
+        done += len(msgs)
+        bar.update(len(msgs))
+
+
+def _write_batches(store: MessageStore, workload: _Workload, total: int, batch: int,
+                   phase: _Phase, bar: tqdm) -> None:
+    done = 0
+    while done < total:
+        msgs, qids = workload.make(min(batch, total - done))
+        started = time.perf_counter()
+        res = store.put_messages(msgs, qids)
+        phase.seconds += time.perf_counter() - started
+        phase.log_bytes += res.wrote_bytes
+        phase.messages += res.stored
+        if not res.ok:
+            phase.failed += res.count - res.stored
+            phase.failure = phase.failure or res.status.name
+        done += len(msgs)
+        bar.update(len(msgs))
+
+
+def _read_back(store: MessageStore, report: _DemoReport, expected: int) -> None:
+    found = report.found
+    read_bytes = 0
+    started = time.perf_counter()
+    try:
+        with tqdm(total=expected, unit="msg", unit_scale=True, desc="reading", disable=None,
+                  leave=False) as bar:
+            pending = 0
+            for msg in store.scan(report.start_offset):
+                found.add(msg.topic, msg.body)
+                read_bytes += msg.store_size
+                if len(report.first) < 3:
+                    report.first.append(msg.to_dict())
+                pending += 1
+                if pending == 4096:
+                    bar.update(pending)
+                    pending = 0
+            bar.update(pending)
+    except CorruptRecordError as exc:
+        report.problems.append(f"reading back failed: {exc}")
+    report.read.seconds = time.perf_counter() - started
+    report.read.messages = found.count
+    report.read.log_bytes = read_bytes
+
+
+def _mb(n: float) -> str:
+    return f"{n / 1e6:,.1f} MB"
+
+
+def _print_demo(report: _DemoReport, root: Path, topics: list[str], workload: _Workload,
+                batch: int) -> None:
+    echo = click.echo
+    exp = workload.expected
+    log_bytes = report.end_offset - report.start_offset
+    echo(f"rocketstore demo: {root}")
+    echo(f"  wrote        {exp.count:,} messages: {_mb(exp.body_bytes)} of bodies, "
+         f"{_mb(log_bytes)} of CommitLog (offsets {report.start_offset:,}.."
+         f"{report.end_offset:,})")
+    echo("  topics       " + ", ".join(
+        f"{t} ({workload.queues[t]} queues) {exp.topics.get(t, 0):,}" for t in topics))
+    echo(f"  put_message  {report.single.rate()}  (one call per message)")
+    echo(f"  put_messages {report.batched.rate()}  (batches of {batch})")
+    echo(f"  reopen       recovered {report.recovered_records:,} records in "
+         f"{report.recovery_s * 1000:,.1f} ms")
+    echo(f"  scan         {report.read.rate()}")
+    if report.problems:
+        echo("  verify       FAILED")
+    else:
+        echo(f"  verify       OK: {report.found.count:,} messages, body crc32 "
+             f"{report.found.crc:#010x}, {report.found.body_bytes:,} body bytes")
+    _print_files(root)
+    echo("  first records")
+    for d in report.first:
+        keys = d["keys"] or "-"
+        body = _preview(d["body_b64"])
+        echo(f"    @{d['commitLogOffset']:<10} {d['topic']}[{d['queueId']}]#{d['queueOffset']}"
+             f"  tags={d['tags'] or '-'}  keys={keys}  born={d['bornHost']}"
+             f"  msgId={d['msgId']}")
+        echo(f"      {body}")
+
+
+def _print_files(root: Path) -> None:
+    segments = _segments(root / "commitlog") if (root / "commitlog").is_dir() else []
+    total = sum(p.stat().st_size for p in segments)
+    click.echo(f"  files        {len(segments)} CommitLog segment(s), {_mb(total)}, in "
+               f"{root / 'commitlog'}")
+    shown = segments if len(segments) <= 6 else [*segments[:3], None, *segments[-2:]]
+    for p in shown:
+        if p is None:
+            click.echo(f"               ... {len(segments) - 5} more")
+        else:
+            click.echo(f"               {p.name}  {p.stat().st_size / 2**20:,.1f} MiB")
+
+
+def _preview(body_b64: str, width: int = 100) -> str:
+    text = base64.b64decode(body_b64).decode("utf-8", "replace")
+    return text if len(text) <= width else text[: width - 3] + "..."

@@ -1,0 +1,259 @@
+"""ConsumeQueue: per topic and queue id, 20-byte units locating each message in the CommitLog.
+
+Logical offset n is at byte n * 20; files are named by their starting byte offset. Units are
+written only by the dispatch thread; readers see units below the published write position.
+"""
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+
+import numpy as np
+
+from rocketstore._native.consume_queue import write_units
+from rocketstore.store.mapped_file_queue import MappedFileQueue
+
+log = logging.getLogger("rocketstore.store")
+
+UNIT_SIZE = 20
+UNIT_DTYPE = np.dtype([("offset", ">i8"), ("size", ">i4"), ("tags_code", ">i8")])
+BLANK_UNIT_SIZE = 0x7FFFFFFF
+
+
+class ConsumeQueue:
+    def __init__(self, topic: str, queue_id: int, root_dir: str, file_size: int, *,
+                 read_only: bool = False) -> None:
+        if file_size <= 0 or file_size % UNIT_SIZE:
+            raise ValueError(f"mapped_file_size_consume_queue must be a positive multiple of "
+                             f"{UNIT_SIZE}, got {file_size}")
+        self.topic = topic
+        self.queue_id = queue_id
+        self.file_size = file_size
+        self.read_only = read_only
+        self.queue = MappedFileQueue(os.path.join(root_dir, topic, str(queue_id)), file_size,
+                                     read_only=read_only)
+        self.max_physic_offset = -1     # end (offset + size) of the newest unit's record
+        self.min_logic_offset = 0       # byte offset of the first valid unit
+
+    def __repr__(self) -> str:
+        return (f"ConsumeQueue({self.topic!r}, {self.queue_id}, "
+                f"min={self.min_offset}, max={self.max_offset})")
+
+    # ---- lifecycle -------------------------------------------------------------------------
+    def load(self) -> None:
+        self.queue.load()
+        if self.queue.files:
+            self.min_logic_offset = self.queue.files[0].file_from_offset
+
+    def recover(self) -> None:
+        """Find the last valid unit, scanning from the third-last file (RocketMQ recover()).
+        Positions are set after it; what follows is a dirty tail and is dropped."""
+        files = self.queue.files
+        if not files:
+            return
+        index = max(0, len(files) - 3)
+        end = files[index].file_from_offset
+        max_phy = -1
+        for mf in files[index:]:
+            units = _units_of(mf, mf.file_size)
+            valid = (units["offset"] >= 0) & (units["size"] > 0)
+            count = len(units) if valid.all() else int(np.argmin(valid))
+            end = mf.file_from_offset + count * UNIT_SIZE
+            if count:
+                last = units[count - 1]
+                if last["size"] != BLANK_UNIT_SIZE:
+                    max_phy = int(last["offset"]) + int(last["size"])
+            if count < len(units):
+                break
+        self.max_physic_offset = max_phy
+        for mf in files:
+            if mf.file_from_offset + mf.file_size <= end:
+                mf.wrote_position = mf.committed_position = mf.flushed_position = mf.file_size
+        self.queue.truncate_dirty(end, zero_tail=not self.read_only)
+        self.queue.flushed_where = end
+
+    def correct_min_offset(self, min_commitlog_offset: int) -> None:
+        """First unit whose message is still in the CommitLog (RocketMQ correctMinOffset)."""
+        mf = self.queue.first_file()
+        if mf is None:
+            return
+        units = _units_of(mf, mf.read_position)
+        ok = (units["offset"] >= min_commitlog_offset) & (units["size"] > 0) & (
+            units["size"] != BLANK_UNIT_SIZE)
+        if ok.any():
+            self.min_logic_offset = mf.file_from_offset + int(np.argmax(ok)) * UNIT_SIZE
+        else:
+            self.min_logic_offset = mf.file_from_offset + len(units) * UNIT_SIZE
+
+    # ---- writes (dispatch thread only) -----------------------------------------------------
+    def put_units(self, phys: np.ndarray, sizes: np.ndarray, tags: np.ndarray,
+                  queue_offsets: np.ndarray) -> int:
+        """Append units for records in queue order; returns how many were written."""
+        written = 0
+        i, n = 0, len(phys)
+        while i < n:
+            expect = int(queue_offsets[i]) * UNIT_SIZE
+            last = self.queue.last_file()
+            if last is None or expect >= last.file_from_offset + self.file_size:
+                mf = self.queue.last_file_for_append(expect)
+                if last is None and mf.file_from_offset < expect:
+                    # first file of a queue that starts mid-stream (RocketMQ fillPreBlank)
+                    self.min_logic_offset = expect
+            else:
+                mf = self.queue.find_by_offset(expect) or last
+                if mf is not last:      # a unit before the last file: already built
+                    i += 1
+                    continue
+            before = mf.wrote_position
+            i, self.max_physic_offset, _skipped, _blanks = write_units(
+                mf, phys, sizes, tags, queue_offsets, i, self.max_physic_offset)
+            written += (mf.wrote_position - before) // UNIT_SIZE
+            if i < n and mf.wrote_position < self.file_size and \
+                    int(queue_offsets[i]) * UNIT_SIZE >= mf.file_from_offset + self.file_size:
+                # next unit belongs to a later file: close this one with blank units
+                self._fill_to_end(mf)
+        return written
+
+    def _fill_to_end(self, mf) -> None:
+        count = (self.file_size - mf.wrote_position) // UNIT_SIZE
+        if count:
+            blank = np.zeros(count, UNIT_DTYPE)
+            blank["size"] = BLANK_UNIT_SIZE
+            mf.append(blank.tobytes())
+
+    def truncate_dirty(self, phy_offset: int) -> None:
+        """Drop units whose message starts at or after phy_offset (RocketMQ
+        truncateDirtyLogicFiles), then recompute max_physic_offset."""
+        files = self.queue.files
+        cut = None
+        for mf in reversed(files):
+            units = _units_of(mf, mf.wrote_position)
+            if not len(units):
+                cut = mf.file_from_offset
+                continue
+            after = units["offset"] >= phy_offset
+            real = units["size"] != BLANK_UNIT_SIZE
+            if not (after & real).any():
+                break
+            first_after = int(np.argmax(after & real))
+            cut = mf.file_from_offset + first_after * UNIT_SIZE
+            if first_after > 0:
+                break
+        if cut is not None:
+            self.queue.truncate_dirty(cut, zero_tail=not self.read_only)
+        self._recompute_max_physic_offset()
+
+    def _recompute_max_physic_offset(self) -> None:
+        self.max_physic_offset = -1
+        for mf in reversed(self.queue.files):
+            units = _units_of(mf, mf.wrote_position)
+            real = units[units["size"] != BLANK_UNIT_SIZE]
+            if len(real):
+                self.max_physic_offset = int(real[-1]["offset"]) + int(real[-1]["size"])
+                return
+
+    def delete_expired(self, min_commitlog_offset: int) -> int:
+        """Delete files whose last unit points below min_commitlog_offset; count deleted."""
+        doomed_before = 0
+        for mf in self.queue.files[:-1]:
+            units = _units_of(mf, mf.wrote_position)
+            if len(units) and int(units[-1]["offset"]) < min_commitlog_offset:
+                doomed_before = mf.file_from_offset + self.file_size
+            else:
+                break
+        deleted = self.queue.delete_before(doomed_before) if doomed_before else 0
+        self.correct_min_offset(min_commitlog_offset)
+        return deleted
+
+    def flush(self, least_pages: int = 0) -> bool:
+        return self.queue.flush(least_pages)
+
+    def close(self) -> None:
+        self.queue.close()
+
+    # ---- reads -----------------------------------------------------------------------------
+    @property
+    def min_offset(self) -> int:
+        return self.min_logic_offset // UNIT_SIZE
+
+    @property
+    def max_offset(self) -> int:
+        return self.queue.max_offset() // UNIT_SIZE
+
+    def read_units(self, offset: int, max_count: int) -> np.ndarray | None:
+        """Up to max_count units from logical offset, within one file (a zero-copy view that
+        pins the file); None when offset is not readable."""
+        byte = offset * UNIT_SIZE
+        mf = self.queue.find_by_offset(byte)
+        if mf is None:
+            return None
+        pos = byte - mf.file_from_offset
+        limit = mf.read_position
+        if pos >= limit:
+            return None
+        count = min(max_count, (limit - pos) // UNIT_SIZE)
+        return np.frombuffer(mf.view(pos, count * UNIT_SIZE), UNIT_DTYPE)
+
+    def get_unit(self, offset: int) -> tuple[int, int, int] | None:
+        """(commitlog offset, size, tags code) of the unit at logical offset, or None."""
+        if offset < self.min_offset:
+            return None
+        units = self.read_units(offset, 1)
+        if units is None or not len(units):
+            return None
+        u = units[0]
+        return int(u["offset"]), int(u["size"]), int(u["tags_code"])
+
+    def roll_next_file(self, offset: int) -> int:
+        """First logical offset of the file after the one holding offset."""
+        per_file = self.file_size // UNIT_SIZE
+        return offset + per_file - offset % per_file
+
+    def get_offset_by_time(self, timestamp: int,
+                           store_time_of: Callable[[int, int], int]) -> int:
+        """Logical offset of the message stored nearest to timestamp (RocketMQ
+        getOffsetInQueueByTime: an exact hit, else the closer neighbour), by binary search
+        over the units, reading each probe's store time from the CommitLog."""
+        lo, hi = self.min_offset, self.max_offset - 1
+        if hi < lo:
+            return 0
+        left_off = right_off = -1
+        left_ts = right_ts = -1
+        while lo <= hi:
+            mid = (lo + hi) // 2
+            unit = self.get_unit(mid)
+            ts = store_time_of(unit[0], unit[1]) if unit is not None else -1
+            if ts < 0:          # message already removed from the CommitLog: look later
+                lo = mid + 1
+                continue
+            if ts == timestamp:
+                # the first of equal timestamps
+                while mid > self.min_offset:
+                    prev = self.get_unit(mid - 1)
+                    if prev is None or store_time_of(prev[0], prev[1]) != timestamp:
+                        break
+                    mid -= 1
+                return mid
+            if ts < timestamp:
+                left_off, left_ts = mid, ts
+                lo = mid + 1
+            else:
+                right_off, right_ts = mid, ts
+                hi = mid - 1
+        if left_off < 0:
+            return right_off if right_off >= 0 else self.min_offset
+        if right_off < 0:
+            return left_off
+        return right_off if abs(timestamp - left_ts) > abs(timestamp - right_ts) else left_off
+
+    def total_bytes(self) -> int:
+        return self.queue.total_bytes()
+
+
+def _units_of(mf, length: int) -> np.ndarray:
+    """The units in [0, length) of a file, as a structured array (a pinned view)."""
+    count = length // UNIT_SIZE
+    if count <= 0:
+        return np.zeros(0, UNIT_DTYPE)
+    return np.frombuffer(mf.view(0, count * UNIT_SIZE), UNIT_DTYPE)

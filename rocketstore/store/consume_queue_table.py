@@ -1,0 +1,128 @@
+"""All ConsumeQueues of a store (RocketMQ's consumeQueueTable) and the dispatcher that builds
+them from the CommitLog."""
+from __future__ import annotations
+
+import logging
+import os
+import threading
+
+import numpy as np
+
+from rocketstore._native.codec import DispatchBatch
+from rocketstore.store.consume_queue import ConsumeQueue
+
+log = logging.getLogger("rocketstore.store")
+
+
+class ConsumeQueueTable:
+    def __init__(self, root: str, file_size: int, *, read_only: bool = False) -> None:
+        self.root_dir = os.path.join(root, "consumequeue")
+        self.file_size = file_size
+        self.read_only = read_only
+        self._queues: dict[str, dict[int, ConsumeQueue]] = {}
+        self._create_lock = threading.Lock()
+
+    def load(self) -> None:
+        """Open every consumequeue/<topic>/<queueId>/ found on disk."""
+        if not os.path.isdir(self.root_dir):
+            return
+        for topic in sorted(os.listdir(self.root_dir)):
+            topic_dir = os.path.join(self.root_dir, topic)
+            if not os.path.isdir(topic_dir):
+                continue
+            for name in sorted(os.listdir(topic_dir)):
+                if not name.isdigit():
+                    log.warning("ignoring %s: not a queue id", os.path.join(topic_dir, name))
+                    continue
+                cq = ConsumeQueue(topic, int(name), self.root_dir, self.file_size,
+                                  read_only=self.read_only)
+                cq.load()
+                self._queues.setdefault(topic, {})[int(name)] = cq
+
+    def recover(self) -> None:
+        for cq in self.all():
+            cq.recover()
+
+    def all(self) -> list[ConsumeQueue]:
+        return [cq for queues in list(self._queues.values()) for cq in list(queues.values())]
+
+    def topics(self) -> list[str]:
+        return sorted(self._queues)
+
+    def queues(self, topic: str) -> dict[int, ConsumeQueue]:
+        return dict(self._queues.get(topic, {}))
+
+    def find(self, topic: str, queue_id: int) -> ConsumeQueue | None:
+        return self._queues.get(topic, {}).get(queue_id)
+
+    def find_or_create(self, topic: str, queue_id: int) -> ConsumeQueue:
+        cq = self._queues.get(topic, {}).get(queue_id)
+        if cq is None:
+            with self._create_lock:
+                queues = self._queues.setdefault(topic, {})
+                cq = queues.get(queue_id)
+                if cq is None:
+                    cq = ConsumeQueue(topic, queue_id, self.root_dir, self.file_size,
+                                      read_only=self.read_only)
+                    cq.load()
+                    queues[queue_id] = cq
+        return cq
+
+    def max_physic_offset(self) -> int:
+        """End of the newest record any ConsumeQueue points at (-1 when none)."""
+        return max((cq.max_physic_offset for cq in self.all()), default=-1)
+
+    def truncate_dirty(self, phy_offset: int) -> None:
+        for cq in self.all():
+            cq.truncate_dirty(phy_offset)
+
+    def correct_min_offsets(self, min_commitlog_offset: int) -> None:
+        for cq in self.all():
+            cq.correct_min_offset(min_commitlog_offset)
+
+    def flush(self, least_pages: int = 0) -> None:
+        for cq in self.all():
+            cq.flush(least_pages)
+
+    def close(self) -> None:
+        for cq in self.all():
+            cq.close()
+
+    # ---- dispatcher ------------------------------------------------------------------------
+    def dispatch(self, batch: DispatchBatch) -> None:
+        """Build units for the batch's plain and committed-transaction records, grouped by
+        queue (vectorised: no Python work per record)."""
+        if not len(batch):
+            return
+        tran = batch.sys_flags & 0xC
+        keep = (tran == 0) | (tran == 0x8)
+        if not keep.all():
+            index = np.nonzero(keep)[0]
+            if not len(index):
+                return
+        else:
+            index = None
+        topic_ids = batch.topic_ids if index is None else batch.topic_ids[index]
+        queue_ids = batch.queue_ids if index is None else batch.queue_ids[index]
+        key = topic_ids.astype(np.int64) << 32 | queue_ids.astype(np.int64) & 0xFFFFFFFF
+        if len(key) and (key == key[0]).all():
+            groups = [(int(key[0]), None)]
+        else:
+            order = np.argsort(key, kind="stable")
+            sorted_keys = key[order]
+            bounds = np.flatnonzero(np.diff(sorted_keys)) + 1
+            groups = [(int(sorted_keys[a]), order[a:b]) for a, b in
+                      zip(np.r_[0, bounds], np.r_[bounds, len(order)], strict=True)]
+        for k, rows in groups:
+            topic = batch.topics[k >> 32]
+            queue_id = int(np.int32(k & 0xFFFFFFFF))
+            if queue_id < 0:
+                log.warning("record with queue id %d in topic %r: not dispatched", queue_id,
+                            topic)
+                continue
+            if index is not None:
+                rows = index if rows is None else index[rows]
+            self.find_or_create(topic, queue_id).put_units(
+                *(np.ascontiguousarray(column if rows is None else column[rows])
+                  for column in (batch.phy_offsets, batch.sizes, batch.tags_codes,
+                                 batch.queue_offsets)))

@@ -1,0 +1,183 @@
+"""Queue reads: RocketMQ's DefaultMessageStore.getMessage over a ConsumeQueue and the CommitLog."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from rocketstore._native import codec
+from rocketstore.config import StoreConfig
+from rocketstore.message import GetMessageStatus, MessageExt
+from rocketstore.store.commit_log import CommitLog
+from rocketstore.store.consume_queue import BLANK_UNIT_SIZE
+from rocketstore.store.consume_queue_table import ConsumeQueueTable
+from rocketstore.store.subscription import parse_subscription
+
+MAX_FILTER_MESSAGE_COUNT = 16000
+
+
+def _physical_memory() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        return 8 << 30
+
+
+TOTAL_PHYSICAL_MEMORY = _physical_memory()
+
+
+@dataclass
+class GetMessageResult:
+    status: GetMessageStatus
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    messages: list[MessageExt] = field(default_factory=list)
+    buffer_total_size: int = 0
+    suggest_pulling_from_slave: bool = False
+
+    @property
+    def message_count(self) -> int:
+        return len(self.messages)
+
+    @property
+    def buffers(self) -> list[memoryview]:
+        """The raw records (zero-copy, pinned): what a broker sends in a pull reply."""
+        return [m.record for m in self.messages]
+
+
+def check_get_args(topic: object, queue_id: object, offset: object, max_msgs: object) -> None:
+    if not isinstance(topic, str):
+        raise TypeError(f"topic must be a str, got {type(topic).__name__}")
+    for name, value in (("queue_id", queue_id), ("offset", offset), ("max_msgs", max_msgs)):
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if queue_id < 0:  # type: ignore[operator]
+        raise ValueError(f"queue_id must be >= 0, got {queue_id}")
+    if max_msgs <= 0:  # type: ignore[operator]
+        raise ValueError(f"max_msgs must be positive, got {max_msgs}")
+
+
+def get_message(config: StoreConfig, commit_log: CommitLog, queues: ConsumeQueueTable,
+                topic: str, queue_id: int, offset: int, max_msgs: int,
+                subscription: str | None) -> GetMessageResult:
+    check_get_args(topic, queue_id, offset, max_msgs)
+    sub = parse_subscription(subscription)
+    correct = config.broker_role != "SLAVE" or config.offset_check_in_slave
+
+    def correction(new_offset: int) -> int:
+        return new_offset if correct else offset
+
+    cq = queues.find(topic, queue_id)
+    if cq is None:
+        return GetMessageResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, correction(0), 0, 0)
+    min_offset, max_offset = cq.min_offset, cq.max_offset
+    if max_offset == 0:
+        return GetMessageResult(GetMessageStatus.NO_MESSAGE_IN_QUEUE, correction(0),
+                                min_offset, max_offset)
+    if offset < min_offset:
+        return GetMessageResult(GetMessageStatus.OFFSET_TOO_SMALL, correction(min_offset),
+                                min_offset, max_offset)
+    if offset == max_offset:
+        return GetMessageResult(GetMessageStatus.OFFSET_OVERFLOW_ONE, correction(offset),
+                                min_offset, max_offset)
+    if offset > max_offset:
+        return GetMessageResult(GetMessageStatus.OFFSET_OVERFLOW_BADLY,
+                                correction(0 if min_offset == 0 else max_offset),
+                                min_offset, max_offset)
+    units = cq.read_units(offset, MAX_FILTER_MESSAGE_COUNT)
+    if units is None:
+        return GetMessageResult(GetMessageStatus.OFFSET_FOUND_NULL,
+                                correction(cq.roll_next_file(offset)), min_offset, max_offset)
+
+    result = GetMessageResult(GetMessageStatus.NO_MATCHED_MESSAGE, offset, min_offset,
+                              max_offset)
+    max_phy = commit_log.max_offset()
+    memory = TOTAL_PHYSICAL_MEMORY * config.access_message_in_memory_max_ratio // 100
+    next_phy_file_start = -1
+    max_phy_pulling = 0
+    buffer_total = 0
+    messages = result.messages
+    i = 0
+    # Work in chunks so a small pull does not convert 16,000 units to Python ints.
+    chunk = max(32, max_msgs * 2)
+    done = False
+    for start in range(0, len(units), chunk):
+        part = units[start:start + chunk]
+        for phy, size, tags_code in zip(part["offset"].tolist(), part["size"].tolist(),
+                                        part["tags_code"].tolist(), strict=True):
+            max_phy_pulling = phy
+            if size == BLANK_UNIT_SIZE or size <= 0:
+                i += 1
+                continue
+            if next_phy_file_start >= 0 and phy < next_phy_file_start:
+                i += 1
+                continue
+            in_disk = (max_phy - phy) > memory
+            if _batch_full(config, size, max_msgs, buffer_total, len(messages), in_disk):
+                done = True
+                break
+            i += 1
+            if not sub.matches_code(tags_code):
+                if not messages:
+                    result.status = GetMessageStatus.NO_MATCHED_MESSAGE
+                continue
+            msg = _message_at(commit_log, phy, size)
+            if msg is None:
+                if not messages:
+                    result.status = GetMessageStatus.MESSAGE_WAS_REMOVING
+                next_phy_file_start = _roll_next_file(commit_log, phy)
+                continue
+            if not sub.matches_tag(msg.tags):
+                if not messages:
+                    result.status = GetMessageStatus.NO_MATCHED_MESSAGE
+                continue
+            messages.append(msg)
+            buffer_total += size
+            result.status = GetMessageStatus.FOUND
+            next_phy_file_start = -1
+        if done:
+            break
+    result.buffer_total_size = buffer_total
+    result.next_begin_offset = correction(offset + i)
+    result.suggest_pulling_from_slave = (max_phy - max_phy_pulling) > memory
+    return result
+
+
+def _batch_full(config: StoreConfig, size: int, max_msgs: int, buffer_total: int,
+                count: int, in_disk: bool) -> bool:
+    """RocketMQ isTheBatchFull: message count and transfer byte/count limits."""
+    if buffer_total == 0 or count == 0:
+        return False
+    if max_msgs <= count:
+        return True
+    if in_disk:
+        return (buffer_total + size > config.max_transfer_bytes_on_message_in_disk
+                or count > config.max_transfer_count_on_message_in_disk - 1)
+    return (buffer_total + size > config.max_transfer_bytes_on_message_in_memory
+            or count > config.max_transfer_count_on_message_in_memory - 1)
+
+
+def _message_at(commit_log: CommitLog, phy: int, size: int) -> MessageExt | None:
+    """The record a unit points at, if it is still there and is that record."""
+    mf = commit_log.queue.find_by_offset(phy)
+    if mf is None:
+        return None
+    pos = phy - mf.file_from_offset
+    if pos + size > mf.read_position:
+        return None
+    try:
+        msg = codec.decode_at(mf, pos)
+    except (codec.CorruptRecordError, ValueError):
+        return None
+    return msg if msg.store_size == size else None
+
+
+def _roll_next_file(commit_log: CommitLog, phy: int) -> int:
+    size = commit_log.config.mapped_file_size_commit_log
+    return phy + size - phy % size
+
+
+def store_time_of(commit_log: CommitLog, phy: int, size: int) -> int:
+    """Store timestamp of the record at phy (-1 when it is gone): pickupStoreTimestamp."""
+    msg = _message_at(commit_log, phy, size)
+    return -1 if msg is None else msg.store_timestamp
