@@ -9,7 +9,8 @@ from rocketstore.message import (
     PutMessagesResult,
     PutMessageStatus,
 )
-from rocketstore.store.message_store import MessageStore, RecoveryReport, StoreLockedError
+from rocketstore.store.message_store import MessageStore, StoreLockedError
+from rocketstore.store.recovery import RecoveryReport
 
 __version__ = "0.1.0"
 

@@ -616,6 +616,12 @@ def put_result(int status_code):
     return _status_result(status_code)
 
 
+def with_status(PutMessageResult res not None, int status_code):
+    """The same stored message reported with another status (FLUSH_DISK_TIMEOUT ...)."""
+    res.status_code = status_code
+    return res
+
+
 def fail_batch(PutMessagesResult res not None, int status_code):
     """Mark a batch cut short: res.stored messages went in, the rest get status_code."""
     res.status_code = status_code
@@ -673,7 +679,9 @@ cdef class PutMessagesResult:
         if i >= self.stored:
             return _status_result(self.status_code if self.status_code != PUT_OK else 9)
         r = PutMessageResult.__new__(PutMessageResult)
-        r.status_code = PUT_OK
+        # stored messages keep PUT_OK unless the batch's status concerns them all (a flush
+        # or replication timeout); a batch cut short fails only the unstored rest
+        r.status_code = self.status_code if self.stored == self.count else PUT_OK
         r.commitlog_offset = self.commitlog_offsets[i]
         r.queue_offset = self.queue_offsets[i]
         r.wrote_bytes = self.sizes[i]

@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from rocketstore._native import codec
@@ -21,7 +21,13 @@ from rocketstore.message import (
     PutMessagesResult,
     PutMessageStatus,
 )
+from rocketstore.store.checkpoint import StoreCheckpoint
+from rocketstore.store.commit_real_time_service import CommitRealTimeService
+from rocketstore.store.flush_real_time_service import FlushRealTimeService
+from rocketstore.store.group_commit_service import GroupCommitRequest, GroupCommitService
 from rocketstore.store.mapped_file_queue import MappedFileQueue
+from rocketstore.store.service_thread import ServiceThread
+from rocketstore.store.transient_store_pool import TransientStorePool
 
 log = logging.getLogger("rocketstore.store")
 
@@ -38,10 +44,12 @@ class LogScan:
 
 
 class CommitLog:
-    def __init__(self, config: StoreConfig, root: str, *, read_only: bool = False,
-                 allocate=None) -> None:
+    def __init__(self, config: StoreConfig, root: str, checkpoint: StoreCheckpoint, *,
+                 read_only: bool = False, allocate=None,
+                 pool: TransientStorePool | None = None) -> None:
         self.config = config
         self.read_only = read_only
+        self.checkpoint = checkpoint
         self.queue = MappedFileQueue(
             os.path.join(root, "commitlog") if config.store_path_commit_log is None
             else config.store_path_commit_log,
@@ -49,8 +57,27 @@ class CommitLog:
         self.writer = codec.RecordWriter(config.mapped_file_size_commit_log,
                                          config.max_message_size, config.store_host)
         self.put_lock = threading.Lock()
-        self.begin_time_in_lock = 0.0
-        self.confirm_offset = -1
+        self.sync_flush = config.flush_disk_type == "SYNC_FLUSH"
+        self.sync_flush_timeout_s = config.sync_flush_timeout / 1000.0
+        self.flush_service: ServiceThread
+        if self.sync_flush:
+            self.flush_service = GroupCommitService(self.queue, checkpoint)
+        else:
+            self.flush_service = FlushRealTimeService(config, self.queue, checkpoint)
+        self.commit_service: CommitRealTimeService | None = None
+        if pool is not None:
+            self.commit_service = CommitRealTimeService(config, self.queue, pool,
+                                                        self.flush_service)
+        # wake the flusher on every put only when it is not on a fixed timer
+        self._wake_on_put = not self.sync_flush and (
+            pool is not None or not config.flush_commit_log_timed)
+
+    def start(self) -> None:
+        if self.read_only:
+            return
+        self.flush_service.start()
+        if self.commit_service is not None:
+            self.commit_service.start()
 
     @property
     def queue_table(self) -> codec.TopicQueueTable:
@@ -60,12 +87,18 @@ class CommitLog:
         self.queue.load()
 
     # ---- recovery --------------------------------------------------------------------------
-    def scan_files(self, first_index: int, *, check_crc: bool) -> LogScan:
+    def scan_files(self, first_index: int, *, check_crc: bool,
+                   progress: Callable[[int, int], None] | None = None) -> LogScan:
         """Walk records from files[first_index] on; stop at the end of data, or at the first
-        corrupt record."""
+        corrupt record. progress(done, total) is called per file with byte counts."""
         files = self.queue.files
         result = LogScan(end_offset=files[first_index].file_from_offset if files else 0)
+        total = sum(mf.file_size for mf in files[first_index:])
+        done = 0
         for mf in files[first_index:]:
+            if progress is not None:
+                progress(done, total)
+            done += mf.file_size
             result.files_scanned += 1
             found = codec.scan_region(mf, 0, mf.file_size, check_crc=check_crc,
                                       base_offset=mf.file_from_offset)
@@ -100,30 +133,58 @@ class CommitLog:
     # ---- writes ----------------------------------------------------------------------------
     def put_message(self, msg: Message, queue_id: int) -> PutMessageResult:
         with self.put_lock:
-            mf = self.queue.last_file_for_append(0)
+            mf = self._file_for_append()
+            if mf is None:
+                return codec.put_result(PutMessageStatus.CREATE_MAPPED_FILE_FAILED)
             result = self.writer.append(mf, msg, queue_id)
             if result is None:      # END_FILE written: roll once and retry
-                mf = self._roll()
+                mf = self._file_for_append()
                 if mf is None:
                     return codec.put_result(PutMessageStatus.CREATE_MAPPED_FILE_FAILED)
                 result = self.writer.append(mf, msg, queue_id)
                 if result is None:
                     return codec.put_result(PutMessageStatus.UNKNOWN_ERROR)
-            return result
+        if self.sync_flush:
+            if result.status_code == PutMessageStatus.PUT_OK and msg.properties.get(
+                    "WAIT") != "false":
+                if not self._wait_flushed(result.commitlog_offset + result.wrote_bytes):
+                    return codec.with_status(result, PutMessageStatus.FLUSH_DISK_TIMEOUT)
+            else:
+                self.flush_service.wakeup()
+        elif self._wake_on_put:
+            self._wake_flusher()
+        return result
 
     def put_messages(self, msgs: list[Message], queue_ids: int | list[int]) -> PutMessagesResult:
         with self.put_lock:
             result = self.writer.prepare_batch(msgs, queue_ids)
             if result.status_code != PutMessageStatus.PUT_OK or not msgs:
                 return result
-            mf = self.queue.last_file_for_append(0)
-            while not self.writer.write_batch(mf, result):
-                mf = self._roll()
-                if mf is None:    # what was stored stays; the result says where it stopped
-                    return codec.fail_batch(result, PutMessageStatus.CREATE_MAPPED_FILE_FAILED)
-            return result
+            mf = self._file_for_append()
+            while mf is not None and not self.writer.write_batch(mf, result):
+                mf = self._file_for_append()
+            if mf is None:    # what was stored stays; the result says where it stopped
+                result = codec.fail_batch(result, PutMessageStatus.CREATE_MAPPED_FILE_FAILED)
+        if result.stored:
+            end = int(result.commitlog_offsets[result.stored - 1] +
+                      result.sizes[result.stored - 1])
+            if self.sync_flush:
+                if not self._wait_flushed(end) and result.status_code == PutMessageStatus.PUT_OK:
+                    result = codec.fail_batch(result, PutMessageStatus.FLUSH_DISK_TIMEOUT)
+            elif self._wake_on_put:
+                self._wake_flusher()
+        return result
 
-    def _roll(self) -> MappedFile | None:
+    def _wait_flushed(self, next_offset: int) -> bool:
+        """SYNC_FLUSH: wait until the group commit made next_offset durable (or time out)."""
+        request = GroupCommitRequest(next_offset)
+        self.flush_service.put_request(request)  # type: ignore[attr-defined]
+        return request.wait(self.sync_flush_timeout_s)
+
+    def _wake_flusher(self) -> None:
+        (self.commit_service or self.flush_service).wakeup()
+
+    def _file_for_append(self) -> MappedFile | None:
         try:
             return self.queue.last_file_for_append(0)
         except OSError:
@@ -192,6 +253,12 @@ class CommitLog:
         return self.queue.flush(least_pages)
 
     def shutdown(self) -> None:
+        """Stop the commit and flush services (each finishes its work), then flush the rest."""
+        if self.commit_service is not None:
+            self.commit_service.shutdown()
+        self.flush_service.shutdown()
         if not self.read_only:
             self.queue.flush_all()
+            if self.queue.store_timestamp > 0:
+                self.checkpoint.physic_msg_timestamp = self.queue.store_timestamp
         self.queue.close()

@@ -7,18 +7,21 @@ import time
 from collections.abc import Callable
 
 from rocketstore.config import StoreConfig
+from rocketstore.store.checkpoint import StoreCheckpoint
 from rocketstore.store.consume_queue_table import ConsumeQueueTable
 from rocketstore.store.service_thread import ServiceThread
 
 
 class FlushConsumeQueueService(ServiceThread):
     def __init__(self, config: StoreConfig, queues: ConsumeQueueTable,
-                 on_flushed: Callable[[], None] | None = None) -> None:
+                 checkpoint: StoreCheckpoint, dispatched_timestamp: Callable[[], int]) -> None:
         super().__init__("FlushConsumeQueueService")
         self.config = config
         self.queues = queues
+        self.checkpoint = checkpoint
+        # store time of the newest record dispatched: read before a flush, recorded after it
+        self.dispatched_timestamp = dispatched_timestamp
         self.wait_interval_s = config.flush_interval_consume_queue / 1000.0
-        self.on_flushed = on_flushed   # records the checkpoint's logics timestamp
         self._last_thorough = time.monotonic()
 
     def flush(self, thorough: bool = False) -> None:
@@ -27,9 +30,12 @@ class FlushConsumeQueueService(ServiceThread):
             thorough = True
         if thorough:
             self._last_thorough = now
+        newest = self.dispatched_timestamp()
         self.queues.flush(0 if thorough else self.config.flush_consume_queue_least_pages)
-        if thorough and self.on_flushed is not None:
-            self.on_flushed()
+        if thorough:
+            if newest > 0:
+                self.checkpoint.logics_msg_timestamp = newest
+            self.checkpoint.flush()
 
     def run_once(self) -> None:
         self.flush()

@@ -44,6 +44,7 @@ class MappedFileQueue:
         self._files: list[MappedFile] = []
         self.flushed_where = 0
         self.committed_where = 0
+        self.store_timestamp = 0    # newest store time made durable by a thorough flush
 
     # ---- loading ---------------------------------------------------------------------------
     def load(self) -> None:
@@ -163,15 +164,34 @@ class MappedFileQueue:
         mf = self.find_by_offset(self.flushed_where, self.flushed_where == 0)
         if mf is None:
             return True
+        newest = mf.store_timestamp     # read first: the flush covers at least this record
         where = mf.file_from_offset + mf.flush(least_pages)
         done = where == self.flushed_where
         self.flushed_where = where
+        if least_pages == 0:
+            self.store_timestamp = newest
         return done
 
+    def commit(self, least_pages: int = 0) -> tuple[bool, list]:
+        """Commit the file holding committed_where from its transient buffer (RocketMQ
+        commit); returns (nothing was left, buffers handed back by full files)."""
+        mf = self.find_by_offset(self.committed_where, self.committed_where == 0)
+        if mf is None:
+            return True, []
+        committed, returned = mf.commit(least_pages)
+        where = mf.file_from_offset + committed
+        done = where == self.committed_where
+        self.committed_where = where
+        return done, [returned] if returned is not None else []
+
     def flush_all(self) -> None:
-        for mf in self._files:
+        files = self._files
+        newest = files[-1].store_timestamp if files else 0
+        for mf in files:
             mf.flush(0)
         self.flushed_where = self.max_offset()
+        if newest > 0:
+            self.store_timestamp = newest
 
     # ---- trimming --------------------------------------------------------------------------
     def truncate_dirty(self, offset: int, *, zero_tail: bool = True) -> int:

@@ -10,7 +10,6 @@ import threading
 import time
 import weakref
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 from rocketstore._native import codec
@@ -24,11 +23,16 @@ from rocketstore.message import (
     PutMessageStatus,
 )
 from rocketstore.store import get_message as reader
+from rocketstore.store.allocate_mapped_file_service import AllocateMappedFileService
+from rocketstore.store.checkpoint import StoreCheckpoint
 from rocketstore.store.commit_log import CommitLog
 from rocketstore.store.consume_queue_table import ConsumeQueueTable
 from rocketstore.store.flush_consume_queue_service import FlushConsumeQueueService
 from rocketstore.store.get_message import GetMessageResult
+from rocketstore.store.index_service import IndexService
+from rocketstore.store.recovery import Progress, RecoveryReport, recover
 from rocketstore.store.reput_service import ReputMessageService
+from rocketstore.store.transient_store_pool import TransientStorePool
 
 log = logging.getLogger("rocketstore.store")
 
@@ -37,20 +41,6 @@ _open_stores: weakref.WeakSet[MessageStore] = weakref.WeakSet()
 
 class StoreLockedError(RuntimeError):
     """Another process (or another MessageStore here) has the store open for writing."""
-
-
-@dataclass
-class RecoveryReport:
-    """What opening the store had to do to find the end of the log."""
-
-    abnormal: bool
-    records: int
-    files_scanned: int
-    end_offset: int
-    truncated_bytes: int
-    stop_status: str
-    stop_reason: str | None
-    duration_s: float
 
 
 class MessageStore:
@@ -65,12 +55,31 @@ class MessageStore:
             raise TypeError(f"config must be a StoreConfig, got {type(config).__name__}")
         self.config = config
         self.read_only = bool(read_only or config.read_only)
-        self.commit_log = CommitLog(config, self.root, read_only=self.read_only)
+        ro = self.read_only
+        self.pool: TransientStorePool | None = None
+        if config.transient_store_pool_enable and not ro:
+            if config.flush_disk_type != "ASYNC_FLUSH" or config.broker_role == "SLAVE":
+                raise ValueError(
+                    "transient_store_pool_enable needs flush_disk_type ASYNC_FLUSH and a "
+                    f"master broker_role (got flush_disk_type {config.flush_disk_type}, "
+                    f"broker_role {config.broker_role})")
+            self.pool = TransientStorePool(config.transient_store_pool_size,
+                                           config.mapped_file_size_commit_log)
+        self.checkpoint = StoreCheckpoint(os.path.join(self.root, "checkpoint"), read_only=ro)
+        self.allocate_service = None if ro else AllocateMappedFileService(config, self.pool)
+        self.commit_log = CommitLog(
+            config, self.root, self.checkpoint, read_only=ro, pool=self.pool,
+            allocate=None if self.allocate_service is None else self.allocate_service.allocate)
         self.consume_queues = ConsumeQueueTable(self.root, config.mapped_file_size_consume_queue,
-                                                read_only=self.read_only)
+                                                read_only=ro)
+        self.index_service = IndexService(config, self.root, read_only=ro)
+        self.index_service.on_file_full = self._index_file_full
         self.reput = ReputMessageService(self.commit_log)
         self.reput.dispatchers.append(self.consume_queues.dispatch)
-        self.flush_consume_queue = FlushConsumeQueueService(config, self.consume_queues)
+        if config.message_index_enable:
+            self.reput.dispatchers.append(self.index_service.dispatch)
+        self.flush_consume_queue = FlushConsumeQueueService(
+            config, self.consume_queues, self.checkpoint, lambda: self.reput.dispatched_timestamp)
         self.recovery: RecoveryReport | None = None
         self._lock_fd: int | None = None
         self._running = False
@@ -79,85 +88,100 @@ class MessageStore:
     # ---- lifecycle -------------------------------------------------------------------------
     @classmethod
     def open(cls, root: str | os.PathLike[str], config: StoreConfig | None = None, *,
-             read_only: bool = False) -> MessageStore:
-        """Open (creating if needed) the store at root. read_only takes no lock, runs no
-        recovery that writes, and never modifies a file: it sees the valid prefix."""
+             read_only: bool = False, progress: Progress | None = None) -> MessageStore:
+        """Open (creating if needed) the store at root: load, recover, start the services.
+
+        read_only takes no lock, starts no service and never modifies a file: it sees the
+        valid prefix of what is there (another process may be writing). progress(done,
+        total) follows the CommitLog scan of recovery (a progress bar for large stores)."""
         store = cls(root, config, read_only=read_only)
         try:
-            store.load()
+            store.load(progress)
             store.start()
         except BaseException:
             store._release_lock()
             raise
         return store
 
-    def load(self) -> None:
+    def load(self, progress: Progress | None = None) -> None:
         if self.read_only:
             if not os.path.isdir(self.root):
                 raise FileNotFoundError(f"store directory {self.root} does not exist")
         else:
             os.makedirs(self.root, exist_ok=True)
             self._take_lock()
+        self.checkpoint.load()
         abnormal = os.path.exists(self._abort_path)
         self.commit_log.load()
         self.consume_queues.load()
-        self._recover(abnormal)
+        loaded_before = self.index_service._file_names()
+        self.index_service.load(not abnormal, self.checkpoint.index_msg_timestamp,
+                                drop_corrupt=not self.read_only)
+        self.recovery = recover(self.config, self.commit_log, self.consume_queues, self.reput,
+                                self.checkpoint, abnormal=abnormal, read_only=self.read_only,
+                                progress=progress)
+        if not self.read_only and self.config.message_index_enable and \
+                len(self.index_service.files) < len(loaded_before):
+            self._reindex_after_dropped_files()
 
-    def _recover(self, abnormal: bool) -> None:
-        """ConsumeQueues first, then the CommitLog's end; units past it are dropped, what is
-        not dispatched yet is dispatched now, and the queue table comes from the queues."""
-        started = time.monotonic()
-        self.consume_queues.recover()
-        files = self.commit_log.queue.files
-        first = 0 if abnormal else max(0, len(files) - 3)
-        found = self.commit_log.scan_files(first, check_crc=self.config.check_crc_on_recover)
-        truncated = self.commit_log.set_end(found.end_offset,
-                                            zero_tail=found.stop_status == "corrupt")
-        if not self.read_only:
-            self.consume_queues.truncate_dirty(found.end_offset)
-            cq_end = self.consume_queues.max_physic_offset()
-            self.reput.reput_from_offset = max(self.commit_log.min_offset(),
-                                               min(cq_end, found.end_offset))
-            self.reput.do_reput()
-        else:
-            self.reput.reput_from_offset = found.end_offset
-        self.consume_queues.correct_min_offsets(self.commit_log.min_offset())
-        table = self.commit_log.queue_table
-        table.clear()
-        for cq in self.consume_queues.all():
-            table.set(cq.topic, cq.queue_id, cq.max_offset)
-        self.recovery = RecoveryReport(
-            abnormal=abnormal, records=found.records, files_scanned=found.files_scanned,
-            end_offset=found.end_offset, truncated_bytes=truncated,
-            stop_status=found.stop_status, stop_reason=found.stop_reason,
-            duration_s=time.monotonic() - started)
-        if found.stop_status == "corrupt":
-            log.warning("CommitLog of %s ends with a corrupt record at %d (%s); %d bytes after "
-                        "it discarded", self.root, found.end_offset, found.stop_reason, truncated)
-        log.info("recovered %s: %s", self.root, self.recovery)
+    def _reindex_after_dropped_files(self) -> None:
+        """Index files dropped at load (newer than the checkpoint, or corrupt): index the
+        records after the newest remaining file again (already-indexed ones are skipped)."""
+        files = self.index_service.files
+        offset = max(self.commit_log.min_offset(),
+                     files[-1].end_phy_offset if files else 0)
+        end = self.commit_log.max_offset()
+        while offset < end:
+            mf = self.commit_log.queue.find_by_offset(offset)
+            if mf is None:
+                break
+            batch = codec.dispatch_region(mf, offset - mf.file_from_offset)
+            if len(batch):
+                self.index_service.dispatch(batch)
+            if batch.stop_status == "corrupt" or batch.next_offset == offset:
+                break
+            offset = batch.next_offset
+
+    def _index_file_full(self, end_timestamp: int) -> None:
+        self.checkpoint.index_msg_timestamp = end_timestamp
+        self.checkpoint.flush()
 
     def start(self) -> None:
         if not self.read_only:
             with open(self._abort_path, "w"):
                 pass
+            if self.pool is not None:
+                self.pool.init()
+            assert self.allocate_service is not None
+            self.allocate_service.start()
+            self.commit_log.start()
             self.reput.start()
             self.flush_consume_queue.start()
         self._running = True
         _open_stores.add(self)
 
     def shutdown(self) -> None:
-        """Flush everything, remove the abort file and release the lock. Idempotent."""
+        """Stop the services in order (dispatch what is left, flush queues, commit and flush
+        the log), write the checkpoint, remove the abort file, release the lock. Idempotent."""
         with self._state_lock:
             if not self._running and self._lock_fd is None:
                 return
             self._running = False
-            # dispatch what is left, then flush the queues, then the log
             self.reput.shutdown()
             self.flush_consume_queue.shutdown()
-            self.consume_queues.close()
             self.commit_log.shutdown()
-            if not self.read_only and os.path.exists(self._abort_path):
-                os.remove(self._abort_path)
+            if self.allocate_service is not None:
+                self.allocate_service.shutdown()
+            self.index_service.shutdown()
+            self.consume_queues.close()
+            if not self.read_only:
+                if self.reput.dispatched_timestamp > 0:
+                    self.checkpoint.logics_msg_timestamp = self.reput.dispatched_timestamp
+                self.checkpoint.shutdown()
+                if self.pool is not None:
+                    self.pool.destroy()
+                if os.path.exists(self._abort_path):
+                    os.remove(self._abort_path)
             self._release_lock()
         _open_stores.discard(self)
 

@@ -30,6 +30,7 @@ class ReputMessageService(ServiceThread):
         self.dispatchers: list[Dispatcher] = []
         self.arrival_listeners: list[ArrivalListener] = []
         self.dispatched_records = 0
+        self.dispatched_timestamp = 0    # store time of the newest record dispatched
         self._round_lock = threading.Lock()
         self._corrupt_at: int | None = None
 
@@ -57,6 +58,7 @@ class ReputMessageService(ServiceThread):
                         dispatch(batch)
                     total += len(batch)
                     self.dispatched_records += len(batch)
+                    self.dispatched_timestamp = int(batch.store_timestamps[-1])
                     self._notify_arrivals(batch)
                 if batch.stop_status == "corrupt":
                     if self._corrupt_at != batch.next_offset:

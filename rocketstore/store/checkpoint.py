@@ -1,0 +1,66 @@
+"""StoreCheckpoint: the 4096-byte `checkpoint` file with the store timestamps of the newest
+data flushed in the CommitLog (@0), the ConsumeQueues (@8) and the IndexFiles (@16)."""
+from __future__ import annotations
+
+import os
+import struct
+
+from rocketstore._native.mapped_file import MappedFile
+
+CHECKPOINT_SIZE = 4096
+_LAYOUT = struct.Struct(">qqq")
+# Abnormal recovery starts this much before the checkpoint (RocketMQ getMinTimestamp).
+RECOVERY_MARGIN_MS = 3000
+
+
+class StoreCheckpoint:
+    def __init__(self, path: str, *, read_only: bool = False) -> None:
+        self.path = path
+        self.read_only = read_only
+        self.physic_msg_timestamp = 0
+        self.logics_msg_timestamp = 0
+        self.index_msg_timestamp = 0
+        self._file: MappedFile | None = None
+
+    def load(self) -> None:
+        """Open (writable: create) the file and read the three timestamps."""
+        exists = os.path.exists(self.path)
+        if self.read_only and not exists:
+            return
+        if exists and os.path.getsize(self.path) != CHECKPOINT_SIZE:
+            raise ValueError(f"checkpoint {self.path} is {os.path.getsize(self.path)} bytes, "
+                             f"expected {CHECKPOINT_SIZE}")
+        self._file = MappedFile(self.path, CHECKPOINT_SIZE, read_only=self.read_only,
+                                file_from_offset=0)
+        values = _LAYOUT.unpack(self._file.read(0, _LAYOUT.size))
+        self.physic_msg_timestamp, self.logics_msg_timestamp, self.index_msg_timestamp = (
+            max(0, v) for v in values)
+
+    def min_timestamp(self) -> int:
+        """Where abnormal recovery starts: min(physic, logics) - 3 s (never negative)."""
+        return max(0, min(self.physic_msg_timestamp, self.logics_msg_timestamp)
+                   - RECOVERY_MARGIN_MS)
+
+    def min_timestamp_index(self) -> int:
+        return min(self.min_timestamp(), self.index_msg_timestamp)
+
+    def flush(self) -> None:
+        if self._file is None or self.read_only:
+            return
+        self._file.write_at(0, _LAYOUT.pack(self.physic_msg_timestamp,
+                                            self.logics_msg_timestamp,
+                                            self.index_msg_timestamp))
+        self._file.wrote_position = _LAYOUT.size
+        self._file.flushed_position = 0
+        self._file.flush(0)
+
+    def shutdown(self) -> None:
+        if self._file is not None:
+            self.flush()
+            self._file.close()
+            self._file = None
+
+    def as_dict(self) -> dict[str, int]:
+        return {"physicMsgTimestamp": self.physic_msg_timestamp,
+                "logicsMsgTimestamp": self.logics_msg_timestamp,
+                "indexMsgTimestamp": self.index_msg_timestamp}

@@ -1,0 +1,105 @@
+"""Recovery on open (RocketMQ recoverNormally / recoverAbnormally).
+
+Normal (clean shutdown, no abort file): the CommitLog's end is found by scanning its last three
+files. Abnormal (abort file present): replay starts at the newest file whose first record was
+stored at or before the checkpoint's minimum timestamp; every record is validated (magic,
+size, body CRC when check_crc_on_recover) up to the first bad one, which is where the log ends.
+In both cases everything after the end is dropped from the CommitLog and the ConsumeQueues, the
+replayed range is dispatched again (idempotent), and the topic queue table is rebuilt from the
+ConsumeQueues."""
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+
+from rocketstore._native import codec
+from rocketstore.config import StoreConfig
+from rocketstore.store.checkpoint import StoreCheckpoint
+from rocketstore.store.commit_log import CommitLog
+from rocketstore.store.consume_queue_table import ConsumeQueueTable
+from rocketstore.store.reput_service import ReputMessageService
+
+log = logging.getLogger("rocketstore.store")
+
+# progress(bytes_done, bytes_total) while the CommitLog is scanned
+Progress = Callable[[int, int], None]
+
+
+@dataclass
+class RecoveryReport:
+    """What opening the store had to do."""
+
+    abnormal: bool                 # the abort file was there: the last run did not shut down
+    start_offset: int              # where the CommitLog scan started
+    end_offset: int                # the CommitLog's end after recovery
+    records: int                   # valid records scanned (replayed when abnormal)
+    files_scanned: int
+    truncated_bytes: int           # CommitLog bytes given up after the end
+    dispatched_records: int        # records (re)dispatched to ConsumeQueue/IndexFile
+    stop_status: str               # 'end' (clean), 'corrupt' (torn/invalid record found)
+    stop_reason: str | None
+    duration_s: float
+
+    def as_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+def first_file_to_replay(commit_log: CommitLog, min_timestamp: int) -> int:
+    """Index of the newest file whose first record is valid and stored at or before
+    min_timestamp (RocketMQ isMappedFileMatchedRecover); 0 when none is."""
+    files = commit_log.queue.files
+    for index in range(len(files) - 1, -1, -1):
+        mf = files[index]
+        found = codec.scan_region(mf, 0, mf.file_size, check_crc=False, max_records=1,
+                                  base_offset=mf.file_from_offset)
+        if len(found) and 0 < int(found.store_timestamps[0]) <= min_timestamp:
+            return index
+    return 0
+
+
+def recover(config: StoreConfig, commit_log: CommitLog, queues: ConsumeQueueTable,
+            reput: ReputMessageService, checkpoint: StoreCheckpoint, *, abnormal: bool,
+            read_only: bool, progress: Progress | None = None) -> RecoveryReport:
+    started = time.monotonic()
+    queues.recover()
+    files = commit_log.queue.files
+    if abnormal:
+        min_ts = checkpoint.min_timestamp()
+        if config.message_index_enable and config.message_index_safe:
+            min_ts = checkpoint.min_timestamp_index()
+        first = first_file_to_replay(commit_log, min_ts)
+    else:
+        first = max(0, len(files) - 3)
+    start_offset = files[first].file_from_offset if files else 0
+    check_crc = config.check_crc_on_recover
+    found = commit_log.scan_files(first, check_crc=check_crc, progress=progress)
+    truncated = commit_log.set_end(found.end_offset, zero_tail=found.stop_status == "corrupt")
+    dispatched = 0
+    if not read_only:
+        queues.truncate_dirty(found.end_offset)
+        if abnormal:
+            # replay the range: what is already in a ConsumeQueue or IndexFile is skipped
+            reput.reput_from_offset = start_offset
+        else:
+            reput.reput_from_offset = max(commit_log.min_offset(),
+                                          min(queues.max_physic_offset(), found.end_offset))
+        dispatched = reput.do_reput()
+    else:
+        reput.reput_from_offset = found.end_offset
+    queues.correct_min_offsets(commit_log.min_offset())
+    table = commit_log.queue_table
+    table.clear()
+    for cq in queues.all():
+        table.set(cq.topic, cq.queue_id, cq.max_offset)
+    report = RecoveryReport(
+        abnormal=abnormal, start_offset=start_offset, end_offset=found.end_offset,
+        records=found.records, files_scanned=found.files_scanned, truncated_bytes=truncated,
+        dispatched_records=dispatched, stop_status=found.stop_status,
+        stop_reason=found.stop_reason, duration_s=time.monotonic() - started)
+    if found.stop_status == "corrupt":
+        log.warning("CommitLog ends with an invalid record at %d (%s): %d bytes after it given "
+                    "up", found.end_offset, found.stop_reason, truncated)
+    log.info("recovery %s: %s", "abnormal" if abnormal else "normal", report)
+    return report
