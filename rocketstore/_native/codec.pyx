@@ -727,7 +727,8 @@ cdef struct RecordSpec:
     int32_t store_host_len
     int32_t store_port
     bint counted              # gets a queue offset (not prepared/rollback)
-    int64_t* queue_slot       # the queue's next-offset counter
+    PyObject* counters        # the topic's _QueueCounters (kept alive by the queue table);
+                              # not a pointer into its array, which a later spec may grow
 
 
 cdef inline void _write_record(char* dst, const RecordSpec* s, const Slice* slices,
@@ -866,7 +867,8 @@ cdef class RecordWriter:
         if queue_id < 0:
             raise ValueError(f"{_where(index)}queue_id must be >= 0, got {queue_id}")
         counters = self.queue_table.counters(msg.topic)    # validates the topic once
-        s.queue_slot = counters.slot(queue_id)
+        counters.slot(queue_id)                             # grow it now, while preparing
+        s.counters = <PyObject*>counters
         if msg.body is None:
             raise TypeError(f"{_where(index)}body must be bytes, got None")
         s.body = PyBytes_AS_STRING(msg.body)
@@ -951,6 +953,7 @@ cdef class RecordWriter:
         cdef Py_ssize_t slice_pos = 0
         cdef int64_t now_ms = _now_ms()
         cdef int64_t phy, qoff
+        cdef int64_t* slot
         cdef int code
         cdef PutMessageResult r
         if mf.read_only or not mf.available:
@@ -962,9 +965,10 @@ cdef class RecordWriter:
             self._write_blank(mf)
             return None
         phy = mf.file_from_offset + mf.wrote_pos
+        slot = &(<_QueueCounters>s.counters).next[s.queue_id]
         qoff = 0
         if s.counted:
-            qoff = s.queue_slot[0] if s.queue_slot[0] >= 0 else 0
+            qoff = slot[0] if slot[0] >= 0 else 0
         if s.total >= 16384:
             with nogil:
                 _write_record(mf.wbase + mf.wrote_pos, s, self.slices, phy, qoff, now_ms)
@@ -973,9 +977,9 @@ cdef class RecordWriter:
         mf.wrote_pos += s.total
         mf.store_ts = now_ms
         if s.counted:
-            s.queue_slot[0] = qoff + 1
-        elif s.queue_slot[0] < 0:
-            s.queue_slot[0] = 0
+            slot[0] = qoff + 1
+        elif slot[0] < 0:
+            slot[0] = 0
         r = PutMessageResult.__new__(PutMessageResult)
         r.status_code = PUT_OK
         r.commitlog_offset = phy
@@ -1046,6 +1050,7 @@ cdef class RecordWriter:
         cdef RecordSpec* s
         cdef int64_t pos = mf.wrote_pos, end_pos, qoff
         cdef int64_t ts = res.store_timestamp
+        cdef int64_t* slot
         cdef bint full = False
         cdef Py_ssize_t stop
         if mf.read_only or not mf.available:
@@ -1059,13 +1064,14 @@ cdef class RecordWriter:
                 break
             phys[i] = mf.file_from_offset + pos
             sizes[i] = s.total
+            slot = &(<_QueueCounters>s.counters).next[s.queue_id]
             if s.counted:
-                qoff = s.queue_slot[0] if s.queue_slot[0] >= 0 else 0
-                s.queue_slot[0] = qoff + 1
+                qoff = slot[0] if slot[0] >= 0 else 0
+                slot[0] = qoff + 1
             else:
                 qoff = 0
-                if s.queue_slot[0] < 0:
-                    s.queue_slot[0] = 0
+                if slot[0] < 0:
+                    slot[0] = 0
             qoffs[i] = qoff
             pos += s.total
             i += 1

@@ -76,7 +76,7 @@ class AllocateMappedFileService(ServiceThread):
                 self._queue.remove(req)
         try:
             os.makedirs(os.path.dirname(req.path), exist_ok=True)
-            mf = MappedFile(req.path, req.size)
+            mf = MappedFile(req.path, req.size, preallocate=True)
             if self.pool is not None:
                 self.pool.lend_to(mf)
             if self.config.warm_mapped_file_enable and req.size >= self.config.mapped_file_size_commit_log:

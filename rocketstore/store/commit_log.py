@@ -53,10 +53,12 @@ class CommitLog:
         self.queue = MappedFileQueue(
             os.path.join(root, "commitlog") if config.store_path_commit_log is None
             else config.store_path_commit_log,
-            config.mapped_file_size_commit_log, read_only=read_only, allocate=allocate)
+            config.mapped_file_size_commit_log, read_only=read_only, preallocate=True,
+            allocate=allocate)
         self.writer = codec.RecordWriter(config.mapped_file_size_commit_log,
                                          config.max_message_size, config.store_host)
         self.put_lock = threading.Lock()
+        self._append_file: MappedFile | None = None     # the last file, while not full
         self.sync_flush = config.flush_disk_type == "SYNC_FLUSH"
         self.sync_flush_timeout_s = config.sync_flush_timeout / 1000.0
         self.flush_service: ServiceThread
@@ -119,6 +121,7 @@ class CommitLog:
         for mf in self.queue.files:
             if mf.file_from_offset + mf.file_size <= end_offset:
                 mf.wrote_position = mf.committed_position = mf.flushed_position = mf.file_size
+        self._append_file = None
         dropped = 0
         if self.read_only:
             for mf in self.queue.files:
@@ -133,9 +136,11 @@ class CommitLog:
     # ---- writes ----------------------------------------------------------------------------
     def put_message(self, msg: Message, queue_id: int) -> PutMessageResult:
         with self.put_lock:
-            mf = self._file_for_append()
-            if mf is None:
-                return codec.put_result(PutMessageStatus.CREATE_MAPPED_FILE_FAILED)
+            mf = self._append_file
+            if mf is None or mf.is_full:
+                mf = self._file_for_append()
+                if mf is None:
+                    return codec.put_result(PutMessageStatus.CREATE_MAPPED_FILE_FAILED)
             result = self.writer.append(mf, msg, queue_id)
             if result is None:      # END_FILE written: roll once and retry
                 mf = self._file_for_append()
@@ -185,11 +190,13 @@ class CommitLog:
         (self.commit_service or self.flush_service).wakeup()
 
     def _file_for_append(self) -> MappedFile | None:
+        """The file appends go to (rolling when the last is full); cached for the next put."""
         try:
-            return self.queue.last_file_for_append(0)
+            self._append_file = self.queue.last_file_for_append(0)
         except OSError:
             log.exception("creating the next CommitLog file failed")
-            return None
+            self._append_file = None
+        return self._append_file
 
     # ---- reads -----------------------------------------------------------------------------
     def min_offset(self) -> int:

@@ -32,6 +32,7 @@ class MappedFileQueue:
         mapped_file_size: int,
         *,
         read_only: bool = False,
+        preallocate: bool = False,
         allocate: Callable[[str, str | None, int], MappedFile] | None = None,
     ) -> None:
         if mapped_file_size <= 0:
@@ -39,6 +40,7 @@ class MappedFileQueue:
         self.store_path = os.fspath(store_path)
         self.mapped_file_size = mapped_file_size
         self.read_only = read_only
+        self.preallocate = preallocate
         # allocate(path, next_path, size): the AllocateMappedFileService hook; None = direct.
         self._allocate = allocate
         self._files: list[MappedFile] = []
@@ -152,7 +154,7 @@ class MappedFileQueue:
             mf = self._allocate(path, next_path, self.mapped_file_size)
         else:
             os.makedirs(self.store_path, exist_ok=True)
-            mf = MappedFile(path, self.mapped_file_size)
+            mf = MappedFile(path, self.mapped_file_size, preallocate=self.preallocate)
         if not files:
             self.flushed_where = self.committed_where = create_offset
         self._files = [*files, mf]

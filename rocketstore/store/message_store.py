@@ -10,6 +10,7 @@ import threading
 import time
 import weakref
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from rocketstore._native import codec
@@ -41,6 +42,13 @@ _open_stores: weakref.WeakSet[MessageStore] = weakref.WeakSet()
 
 class StoreLockedError(RuntimeError):
     """Another process (or another MessageStore here) has the store open for writing."""
+
+
+@dataclass
+class QueryMessageResult:
+    messages: list[MessageExt]
+    index_last_update_timestamp: int
+    index_last_update_phy_offset: int
 
 
 class MessageStore:
@@ -83,6 +91,7 @@ class MessageStore:
         self.recovery: RecoveryReport | None = None
         self._lock_fd: int | None = None
         self._running = False
+        self._writable = False      # running and not read-only: checked once per put
         self._state_lock = threading.Lock()
 
     # ---- lifecycle -------------------------------------------------------------------------
@@ -158,6 +167,7 @@ class MessageStore:
             self.reput.start()
             self.flush_consume_queue.start()
         self._running = True
+        self._writable = not self.read_only
         _open_stores.add(self)
 
     def shutdown(self) -> None:
@@ -167,6 +177,7 @@ class MessageStore:
             if not self._running and self._lock_fd is None:
                 return
             self._running = False
+            self._writable = False
             self.reput.shutdown()
             self.flush_consume_queue.shutdown()
             self.commit_log.shutdown()
@@ -221,7 +232,7 @@ class MessageStore:
     # ---- writes ----------------------------------------------------------------------------
     def put_message(self, message: Message, queue_id: int = 0) -> PutMessageResult:
         """Append one message to queue_id of its topic."""
-        if not self._running or self.read_only:
+        if not self._writable:
             return codec.put_result(PutMessageStatus.SERVICE_NOT_AVAILABLE)
         if type(message) is not Message:
             raise TypeError(f"message must be a Message, got {type(message).__name__}")
@@ -232,7 +243,7 @@ class MessageStore:
         """Append a batch under one lock: all validated first, then written in order."""
         if not isinstance(messages, list):
             messages = list(messages)
-        if not self._running or self.read_only:
+        if not self._writable:
             result = self.commit_log.writer.prepare_batch([], 0)
             return codec.fail_batch(result, PutMessageStatus.SERVICE_NOT_AVAILABLE)
         return self.commit_log.put_messages(messages, queue_ids)
@@ -315,6 +326,39 @@ class MessageStore:
 
     def queues(self, topic: str) -> list[int]:
         return sorted(self.consume_queues.queues(topic))
+
+    def query_message(self, topic: str, key: str, max_num: int = 32, begin: int = 0,
+                      end: int = 2**63 - 1) -> QueryMessageResult:
+        """Messages of topic whose UNIQ_KEY or a KEYS token is key, stored within
+        [begin, end] ms, oldest first, at most max_num (capped at max_msgs_num_batch).
+        Every index hit is checked against the stored record, so keys whose hashes collide
+        never return each other's messages."""
+        if not isinstance(topic, str) or not isinstance(key, str):
+            raise TypeError("topic and key must be str")
+        if not key:
+            raise ValueError("key must not be empty")
+        if not isinstance(max_num, int) or max_num <= 0:
+            raise ValueError(f"max_num must be a positive int, got {max_num!r}")
+        if begin > end:
+            raise ValueError(f"begin {begin} is after end {end}")
+        found: dict[int, MessageExt] = {}
+
+        def verify(phy: int) -> bool:
+            try:
+                msg = self.commit_log.look_message_by_offset(phy)
+            except (codec.CorruptRecordError, ValueError):
+                return False
+            if msg is None or msg.topic != topic or not begin <= msg.store_timestamp <= end:
+                return False
+            if msg.uniq_key != key and key not in msg.keys:
+                return False
+            found[phy] = msg
+            return True
+
+        offsets = self.index_service.query(topic, key, max_num, begin, end, verify)
+        ts, phy = self.index_service.index_last_update()
+        return QueryMessageResult([found[o] for o in sorted(set(offsets)) if o in found], ts,
+                                  phy)
 
     def view_message(self, msg_id: str) -> MessageExt | None:
         """The message of an offsetMsgId (store host + CommitLog offset)."""
