@@ -67,17 +67,23 @@ class _ClickHandler(logging.Handler):
             self.handleError(record)
 
 
-def _setup_logging(verbose: bool) -> None:
+def _setup_logging(ctx: click.Context, verbose: bool) -> None:
+    """Send the package's log records to stderr for this command only: the handler and the
+    level are undone when the command ends (so embedding programs and tests keep theirs)."""
     pkg = logging.getLogger("rocketstore")
-    if not any(isinstance(h, _ClickHandler) for h in pkg.handlers):
-        handler = _ClickHandler()
-        pkg.addHandler(handler)
-    for h in pkg.handlers:
-        if isinstance(h, _ClickHandler):
-            h.setFormatter(logging.Formatter(
-                "%(asctime)s %(levelname)s %(name)s: %(message)s" if verbose
-                else "rocketstore: %(levelname)s: %(message)s"))
+    handler = _ClickHandler()
+    handler.setFormatter(logging.Formatter(
+        "%(asctime)s %(levelname)s %(name)s: %(message)s" if verbose
+        else "rocketstore: %(levelname)s: %(message)s"))
+    old_level = pkg.level
+    pkg.addHandler(handler)
     pkg.setLevel(logging.DEBUG if verbose else logging.WARNING)
+
+    def restore() -> None:
+        pkg.removeHandler(handler)
+        pkg.setLevel(old_level)
+
+    ctx.call_on_close(restore)
 
 
 def _fail(message: str, exc: BaseException | None = None) -> click.ClickException:
@@ -96,7 +102,19 @@ def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> 
         ctx.exit()
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Group(click.Group):
+    """Turns an unexpected OSError (permissions, a full disk) into a clean error too."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            raise  # click ends quietly on a closed pipe
+        except OSError as exc:
+            raise _fail(_describe(exc), exc) from None
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("-v", "--verbose", is_flag=True, help="Log what the store does (DEBUG level).")
 @click.option("--version", is_flag=True, expose_value=False, is_eager=True,
               callback=_print_version, help="Show the version and exit.")
@@ -110,7 +128,7 @@ def main(ctx: click.Context, verbose: bool) -> None:
       rocketstore dump ./rocketstore-demo --limit 3
     """
     ctx.obj = {"verbose": verbose}
-    _setup_logging(verbose)
+    _setup_logging(ctx, verbose)
 
 
 # ---- locating stores -----------------------------------------------------------------------
@@ -334,31 +352,38 @@ def dump(path: Path, from_offset: int, limit: int | None, no_body: bool, check_c
 
 def _dump_records(store: MessageStore, out: IO[bytes], from_offset: int, limit: int | None,
                   no_body: bool, check_crc: bool) -> int:
+    """Write the records as JSON lines; returns how many. Reading errors (corrupt data) are
+    reported after the lines before them are written; writing errors propagate."""
     written = 0
     pending: list[bytes] = []
-    try:
-        if limit != 0:
-            for msg in store.scan(from_offset, check_crc=check_crc):
-                d = msg.to_dict(body_b64=not no_body)
-                d.pop("body", None)
-                pending.append(_json_line(d))
-                written += 1
-                if len(pending) >= 512:
-                    out.write(b"".join(pending))
-                    pending.clear()
-                if written == limit:
-                    break
-    except CorruptRecordError as exc:
+
+    def write_pending() -> None:
         out.write(b"".join(pending))
-        out.flush()
-        raise _fail(f"corrupt CommitLog data: {exc} ({written} records before it were "
-                    "dumped)", exc) from None
-    except STORE_ERRORS as exc:
-        out.write(b"".join(pending))
-        out.flush()
-        raise _fail(f"reading the CommitLog failed after {written} records: "
-                    f"{_describe(exc)}", exc) from None
-    out.write(b"".join(pending))
+        pending.clear()
+
+    records = store.scan(from_offset, check_crc=check_crc)
+    while written != limit:
+        try:
+            msg = next(records, None)
+            if msg is None:
+                break
+            d = msg.to_dict(body_b64=not no_body)
+        except CorruptRecordError as exc:
+            write_pending()
+            out.flush()
+            raise _fail(f"corrupt CommitLog data: {exc} ({written} records before it were "
+                        "dumped)", exc) from None
+        except STORE_ERRORS as exc:
+            write_pending()
+            out.flush()
+            raise _fail(f"reading the CommitLog failed after {written} records: "
+                        f"{_describe(exc)}", exc) from None
+        d.pop("body", None)
+        pending.append(_json_line(d))
+        written += 1
+        if len(pending) >= 512:
+            write_pending()
+    write_pending()
     out.flush()
     # A read-only store stops at the first corrupt record it finds when opening (it never
     # repairs): the scan ends there quietly, so say it here unless --limit stopped us first.
@@ -602,7 +627,7 @@ def demo(path: Path, messages: int, topics: list[str], batch: int, body_size: in
     created, emptied_ok, segment_size = _prepare_demo_dir(root, segment_size)
     if body_size + 4096 > segment_size:
         raise _fail(f"--segment-size {segment_size} is too small for {body_size}-byte bodies")
-    config = StoreConfig(store_path_root_dir=str(root), mapped_file_size_commit_log=segment_size)
+    config = StoreConfig(**_demo_sizes(root, messages, segment_size))
     workload = _Workload(topics, body_size, seed)
     try:
         report = _run_demo(root, config, workload, messages, batch)
@@ -630,6 +655,22 @@ def _prepare_demo_dir(root: Path, segment_size: int) -> tuple[bool, bool, int]:
     if segments:
         segment_size = segments[0].stat().st_size
     return False, False, segment_size
+
+
+def _demo_sizes(root: Path, messages: int, segment_size: int) -> dict[str, Any]:
+    """File sizes for the demo store, scaled to the workload: RocketMQ's defaults would
+    allocate a 420 MB IndexFile and 6 MB per ConsumeQueue for a few thousand messages. An
+    existing store keeps the sizes its files have."""
+    slots = min(max(messages, 10_000), 5_000_000)
+    sizes: dict[str, Any] = {
+        "store_path_root_dir": str(root),
+        "mapped_file_size_commit_log": segment_size,
+        "mapped_file_size_consume_queue": 20 * min(max(messages // 4, 1000), 300_000),
+        "max_hash_slot_num": slots,
+        "max_index_num": 4 * slots,
+    }
+    sizes.update(_detected_index_sizes(root))
+    return sizes
 
 
 def _remove_demo_dir(root: Path, created: bool, was_empty: bool) -> None:
@@ -752,6 +793,16 @@ def _mb(n: float) -> str:
     return f"{n / 1e6:,.1f} MB"
 
 
+def _size(n: int) -> str:
+    """Binary units, as segment sizes are configured."""
+    value = float(n)
+    for unit in ("B", "KiB", "MiB"):
+        if value < 1024:
+            return f"{value:,.0f} B" if unit == "B" else f"{value:,.1f} {unit}"
+        value /= 1024
+    return f"{value:,.1f} GiB"
+
+
 def _print_demo(report: _DemoReport, root: Path, topics: list[str], workload: _Workload,
                 batch: int) -> None:
     echo = click.echo
@@ -765,7 +816,7 @@ def _print_demo(report: _DemoReport, root: Path, topics: list[str], workload: _W
         f"{t} ({workload.queues[t]} queues) {exp.topics.get(t, 0):,}" for t in topics))
     echo(f"  put_message  {report.single.rate()}  (one call per message)")
     echo(f"  put_messages {report.batched.rate()}  (batches of {batch})")
-    echo(f"  reopen       recovered {report.recovered_records:,} records in "
+    echo(f"  reopen       recovery checked {report.recovered_records:,} records in "
          f"{report.recovery_s * 1000:,.1f} ms")
     echo(f"  scan         {report.read.rate()}")
     if report.problems:
@@ -787,14 +838,19 @@ def _print_demo(report: _DemoReport, root: Path, topics: list[str], workload: _W
 def _print_files(root: Path) -> None:
     segments = _segments(root / "commitlog") if (root / "commitlog").is_dir() else []
     total = sum(p.stat().st_size for p in segments)
-    click.echo(f"  files        {len(segments)} CommitLog segment(s), {_mb(total)}, in "
+    click.echo(f"  files        {len(segments)} CommitLog segment(s), {_size(total)}, in "
                f"{root / 'commitlog'}")
     shown = segments if len(segments) <= 6 else [*segments[:3], None, *segments[-2:]]
     for p in shown:
         if p is None:
             click.echo(f"               ... {len(segments) - 5} more")
         else:
-            click.echo(f"               {p.name}  {p.stat().st_size / 2**20:,.1f} MiB")
+            click.echo(f"               {p.name}  {_size(p.stat().st_size)}")
+    for name in ("consumequeue", "index"):
+        files = [p for p in (root / name).rglob("*") if p.is_file()]
+        if files:
+            size = sum(p.stat().st_size for p in files)
+            click.echo(f"               {name}/: {len(files)} file(s), {_size(size)}")
 
 
 def _preview(body_b64: str, width: int = 100) -> str:

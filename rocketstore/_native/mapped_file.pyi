@@ -1,0 +1,130 @@
+"""Type stub of rocketstore/_native/mapped_file.pyx: one fixed-size memory-mapped file."""
+
+import os
+
+from typing_extensions import Buffer
+
+failure_counts: dict[str, int]
+"""Soft failures of the OS hints so far: keys 'madvise', 'mlock', 'munlock'."""
+
+class MappedFile:
+    """One fixed-size file mapped into memory (RocketMQ's MappedFile), with hold/release
+    counting so it is never unmapped under a live view."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        file_size: int,
+        *,
+        create: bool = True,
+        read_only: bool = False,
+        file_from_offset: int | None = None,
+    ) -> None:
+        """Open (or create and allocate) path and map file_size bytes; file_from_offset
+        defaults to the file's name when it is all digits."""
+
+    @property
+    def file_name(self) -> str:
+        """The file's path."""
+
+    @property
+    def file_from_offset(self) -> int:
+        """Offset of the file's first byte in its log."""
+
+    @property
+    def file_size(self) -> int: ...
+    @property
+    def read_only(self) -> bool: ...
+
+    # ---- positions ----
+    @property
+    def wrote_position(self) -> int:
+        """Bytes appended."""
+
+    @wrote_position.setter
+    def wrote_position(self, pos: int) -> None: ...
+    @property
+    def committed_position(self) -> int:
+        """Bytes in the mapped file (== wrote_position without a write buffer)."""
+
+    @committed_position.setter
+    def committed_position(self, pos: int) -> None: ...
+    @property
+    def flushed_position(self) -> int:
+        """Bytes made durable by msync."""
+
+    @flushed_position.setter
+    def flushed_position(self, pos: int) -> None: ...
+    @property
+    def read_position(self) -> int:
+        """Bytes a reader may see."""
+
+    @property
+    def store_timestamp(self) -> int:
+        """Store timestamp (ms) of the newest record written here."""
+
+    @store_timestamp.setter
+    def store_timestamp(self, ts: int) -> None: ...
+    @property
+    def is_full(self) -> bool: ...
+    @property
+    def is_available(self) -> bool:
+        """False once shut down (no new holders)."""
+
+    @property
+    def ref_count(self) -> int: ...
+    @property
+    def is_cleanup_over(self) -> bool:
+        """True once unmapped and closed."""
+
+    # ---- writes ----
+    def append(self, data: Buffer) -> bool:
+        """Copy data at the write position; False (nothing written) when it does not fit."""
+
+    def write_at(self, pos: int, data: Buffer) -> None:
+        """Copy data at pos without moving a position."""
+
+    def zero_range(self, pos: int, size: int) -> None:
+        """Zero [pos, pos+size)."""
+
+    # ---- reads ----
+    def view(self, pos: int, size: int) -> memoryview:
+        """Zero-copy read-only view of [pos, pos+size) that pins the file."""
+
+    def read(self, pos: int, size: int) -> bytes:
+        """A copy of [pos, pos+size)."""
+
+    # ---- reference counting ----
+    def hold(self) -> bool:
+        """Take a reference; False when the file is shutting down."""
+
+    def release(self) -> None:
+        """Drop a reference; the last one after shutdown unmaps the file."""
+
+    def shutdown(self, interval_forcibly_ms: float = 0.0) -> None:
+        """Refuse new holders; after the interval, detach from old ones."""
+
+    def destroy(self, interval_forcibly_ms: float = 0.0) -> bool:
+        """Shut down and delete the file; True once it is gone."""
+
+    def close(self) -> None:
+        """Flush and let go of the mapping (live views keep it mapped)."""
+
+    # ---- flush and commit ----
+    def flush(self, least_pages: int = 0) -> int:
+        """msync the dirty pages; returns the flushed position."""
+
+    def set_write_buffer(self, buffer: Buffer) -> None:
+        """Lend a writable buffer of file_size bytes (TransientStorePool) for appends."""
+
+    def commit(self, least_pages: int = 0) -> tuple[int, Buffer | None]:
+        """Copy the write buffer into the file; (committed position, the buffer given back
+        once the file is full, else None)."""
+
+    # ---- page cache hints ----
+    def warm(self, flush_disk_type: str = "ASYNC_FLUSH", pages: int = 4096) -> None:
+        """Touch every page, then madvise(WILLNEED) and mlock (soft failures)."""
+
+    def madvise_willneed(self) -> bool: ...
+    def mlock(self) -> bool: ...
+    def munlock(self) -> bool: ...
