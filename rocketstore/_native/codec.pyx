@@ -20,6 +20,7 @@ from cpython.unicode cimport PyUnicode_AsUTF8AndSize
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t
 from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memchr, memcpy, memset
+from posix.time cimport CLOCK_REALTIME, clock_gettime, timespec
 
 from rocketstore._native.mapped_file cimport MappedFile
 
@@ -291,8 +292,11 @@ _init_uniq_prefix()
 os.register_at_fork(after_in_child=_reset_uniq_prefix)
 
 
-cdef inline int64_t _now_ms() noexcept:
-    return <int64_t>(time.time() * 1000)
+cdef inline int64_t _now_ms() noexcept nogil:
+    """Wall-clock ms (the store timestamp), without a Python call."""
+    cdef timespec ts
+    clock_gettime(CLOCK_REALTIME, &ts)
+    return <int64_t>ts.tv_sec * 1000 + ts.tv_nsec // 1000000
 
 
 cdef str _new_uniq_key(int64_t now_ms):
@@ -491,6 +495,9 @@ def _rebuild_message(topic, body, properties, flag, born_timestamp, born_host, s
 
 # ---- queue offsets (RocketMQ's topicQueueTable) ----------------------------------------------
 
+# Queue ids index a per-topic array; RocketMQ topics have at most a few thousand queues.
+MAX_QUEUE_ID = 65535
+
 @cython.final
 cdef class _QueueCounters:
     cdef int64_t* next
@@ -502,6 +509,8 @@ cdef class _QueueCounters:
     cdef int64_t* slot(self, int queue_id) except NULL:
         cdef int new_n, i
         cdef int64_t* grown
+        if queue_id < 0 or queue_id > MAX_QUEUE_ID:
+            raise ValueError(f"queue_id must be in [0, {MAX_QUEUE_ID}], got {queue_id}")
         if queue_id >= self.n:
             new_n = max(queue_id + 1, self.n * 2, 8)
             grown = <int64_t*>realloc(self.next, new_n * sizeof(int64_t))
@@ -618,6 +627,15 @@ def put_result(int status_code):
 
 def with_status(PutMessageResult res not None, int status_code):
     """The same stored message reported with another status (FLUSH_DISK_TIMEOUT ...)."""
+    res.status_code = status_code
+    return res
+
+
+def rejected_batch(Py_ssize_t count, int status_code):
+    """A batch of count messages of which none was stored."""
+    cdef PutMessagesResult res = PutMessagesResult.__new__(PutMessagesResult)
+    res.count = count
+    res.stored = 0
     res.status_code = status_code
     return res
 
@@ -864,8 +882,9 @@ cdef class RecordWriter:
         cdef const char* p
         cdef dict props
         cdef _QueueCounters counters
-        if queue_id < 0:
-            raise ValueError(f"{_where(index)}queue_id must be >= 0, got {queue_id}")
+        if queue_id < 0 or queue_id > MAX_QUEUE_ID:
+            raise ValueError(f"{_where(index)}queue_id must be in [0, {MAX_QUEUE_ID}], "
+                             f"got {queue_id}")
         counters = self.queue_table.counters(msg.topic)    # validates the topic once
         counters.slot(queue_id)                             # grow it now, while preparing
         s.counters = <PyObject*>counters

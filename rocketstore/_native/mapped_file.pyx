@@ -222,6 +222,8 @@ cdef class MappedFile:
         self._check_open()
         if self.read_only:
             raise PermissionError(f"mapped file {self.file_name} is read-only")
+        if not self.available:      # shut down (maybe detached onto zero pages): no writes
+            raise ValueError(f"mapped file {self.file_name} is shut down")
         return 0
 
     # ---- writes ----------------------------------------------------------------------------
@@ -418,6 +420,9 @@ cdef class MappedFile:
         cdef bint sync = flush_disk_type == "SYNC_FLUSH"
         cdef int64_t every = <int64_t>pages * OS_PAGE_SIZE
         self._check_writable()
+        if self.wrote_pos > 0:
+            raise ValueError(f"warm writes a zero into every page: {self.file_name} already "
+                             f"holds {self.wrote_pos} bytes (warm new files only)")
         with nogil:
             i = 0
             while i < self.file_size:

@@ -59,6 +59,7 @@ class CommitLog:
                                          config.max_message_size, config.store_host)
         self.put_lock = threading.Lock()
         self._append_file: MappedFile | None = None     # the last file, while not full
+        self.closed = False     # set under put_lock at shutdown: later puts are refused
         self.sync_flush = config.flush_disk_type == "SYNC_FLUSH"
         self.sync_flush_timeout_s = config.sync_flush_timeout / 1000.0
         self.flush_service: ServiceThread
@@ -115,27 +116,22 @@ class CommitLog:
         return result
 
     def set_end(self, end_offset: int, *, zero_tail: bool) -> int:
-        """Make end_offset the end of the log: positions set, later files deleted, and with
-        zero_tail (after a corrupt record) the rest of the end file zeroed. Returns the bytes
-        given up. Read-only: positions only, no file is touched."""
+        """Make end_offset the end of the log: positions set, later files dropped (deleted,
+        or only closed when read-only), and with zero_tail (after a corrupt record) the rest
+        of the end file zeroed. Returns the bytes given up."""
         for mf in self.queue.files:
             if mf.file_from_offset + mf.file_size <= end_offset:
                 mf.wrote_position = mf.committed_position = mf.flushed_position = mf.file_size
         self._append_file = None
-        dropped = 0
-        if self.read_only:
-            for mf in self.queue.files:
-                if mf.file_from_offset <= end_offset < mf.file_from_offset + mf.file_size:
-                    pos = end_offset - mf.file_from_offset
-                    mf.wrote_position = mf.committed_position = mf.flushed_position = pos
-        else:
-            dropped = self.queue.truncate_dirty(end_offset, zero_tail=zero_tail)
+        dropped = self.queue.truncate_dirty(end_offset, zero_tail=zero_tail and not self.read_only)
         self.queue.flushed_where = self.queue.committed_where = end_offset
         return dropped
 
     # ---- writes ----------------------------------------------------------------------------
     def put_message(self, msg: Message, queue_id: int) -> PutMessageResult:
         with self.put_lock:
+            if self.closed:
+                return codec.put_result(PutMessageStatus.SERVICE_NOT_AVAILABLE)
             mf = self._append_file
             if mf is None or mf.is_full:
                 mf = self._file_for_append()
@@ -162,6 +158,8 @@ class CommitLog:
 
     def put_messages(self, msgs: list[Message], queue_ids: int | list[int]) -> PutMessagesResult:
         with self.put_lock:
+            if self.closed:
+                return codec.rejected_batch(len(msgs), PutMessageStatus.SERVICE_NOT_AVAILABLE)
             result = self.writer.prepare_batch(msgs, queue_ids)
             if result.status_code != PutMessageStatus.PUT_OK or not msgs:
                 return result
@@ -261,6 +259,8 @@ class CommitLog:
 
     def shutdown(self) -> None:
         """Stop the commit and flush services (each finishes its work), then flush the rest."""
+        with self.put_lock:     # waits for an append in progress (copies run without the GIL)
+            self.closed = True
         if self.commit_service is not None:
             self.commit_service.shutdown()
         self.flush_service.shutdown()

@@ -8,7 +8,7 @@ import threading
 
 import numpy as np
 
-from rocketstore._native.codec import DispatchBatch
+from rocketstore._native.codec import MAX_QUEUE_ID, DispatchBatch
 from rocketstore.store.consume_queue import ConsumeQueue
 
 log = logging.getLogger("rocketstore.store")
@@ -31,7 +31,7 @@ class ConsumeQueueTable:
             if not os.path.isdir(topic_dir):
                 continue
             for name in sorted(os.listdir(topic_dir)):
-                if not name.isdigit():
+                if not name.isdigit() or int(name) > MAX_QUEUE_ID:
                     log.warning("ignoring %s: not a queue id", os.path.join(topic_dir, name))
                     continue
                 cq = ConsumeQueue(topic, int(name), self.root_dir, self.file_size,
@@ -116,7 +116,7 @@ class ConsumeQueueTable:
         for k, rows in groups:
             topic = batch.topics[k >> 32]
             queue_id = int(np.int32(k & 0xFFFFFFFF))
-            if queue_id < 0:
+            if not 0 <= queue_id <= MAX_QUEUE_ID:
                 log.warning("record with queue id %d in topic %r: not dispatched", queue_id,
                             topic)
                 continue

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import atexit
 import fcntl
+import json
 import logging
 import os
 import threading
@@ -121,14 +122,15 @@ class MessageStore:
             self._take_lock()
         self.checkpoint.load()
         abnormal = os.path.exists(self._abort_path)
+        expected = None if abnormal else self._read_queue_offsets()
         self.commit_log.load()
         self.consume_queues.load()
-        loaded_before = self.index_service._file_names()
+        loaded_before = self.index_service.file_names()
         self.index_service.load(not abnormal, self.checkpoint.index_msg_timestamp,
                                 drop_corrupt=not self.read_only)
         self.recovery = recover(self.config, self.commit_log, self.consume_queues, self.reput,
                                 self.checkpoint, abnormal=abnormal, read_only=self.read_only,
-                                progress=progress)
+                                progress=progress, expected_queue_offsets=expected)
         if not self.read_only and self.config.message_index_enable and \
                 len(self.index_service.files) < len(loaded_before):
             self._reindex_after_dropped_files()
@@ -151,6 +153,36 @@ class MessageStore:
                 break
             offset = batch.next_offset
 
+    @property
+    def _queue_offsets_path(self) -> str:
+        return os.path.join(self.root, "config", "queueOffsets.json")
+
+    def _read_queue_offsets(self) -> dict[str, dict[str, int]] | None:
+        """Each queue's next offset as recorded at the last clean shutdown (a rocketstore
+        file; RocketMQ ignores it). Unreadable: None, and recovery trusts the queues."""
+        try:
+            with open(self._queue_offsets_path, encoding="utf-8") as f:
+                data = json.load(f)
+            table = data["queueOffsets"]
+            return {str(t): {str(q): int(o) for q, o in qs.items()} for t, qs in table.items()}
+        except FileNotFoundError:
+            return None
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            log.warning("ignoring unreadable %s: %s", self._queue_offsets_path, exc)
+            return None
+
+    def _write_queue_offsets(self) -> None:
+        table: dict[str, dict[str, int]] = {}
+        for cq in self.consume_queues.all():
+            table.setdefault(cq.topic, {})[str(cq.queue_id)] = cq.max_offset
+        os.makedirs(os.path.dirname(self._queue_offsets_path), exist_ok=True)
+        tmp = self._queue_offsets_path + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump({"queueOffsets": table}, f, sort_keys=True)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self._queue_offsets_path)
+
     def _index_file_full(self, end_timestamp: int) -> None:
         self.checkpoint.index_msg_timestamp = end_timestamp
         self.checkpoint.flush()
@@ -159,6 +191,9 @@ class MessageStore:
         if not self.read_only:
             with open(self._abort_path, "w"):
                 pass
+            # valid only after a clean shutdown: a crash must not leave a stale one
+            if os.path.exists(self._queue_offsets_path):
+                os.remove(self._queue_offsets_path)
             if self.pool is not None:
                 self.pool.init()
             assert self.allocate_service is not None
@@ -184,6 +219,8 @@ class MessageStore:
             if self.allocate_service is not None:
                 self.allocate_service.shutdown()
             self.index_service.shutdown()
+            if not self.read_only:
+                self._write_queue_offsets()
             self.consume_queues.close()
             if not self.read_only:
                 if self.reput.dispatched_timestamp > 0:
@@ -244,8 +281,7 @@ class MessageStore:
         if not isinstance(messages, list):
             messages = list(messages)
         if not self._writable:
-            result = self.commit_log.writer.prepare_batch([], 0)
-            return codec.fail_batch(result, PutMessageStatus.SERVICE_NOT_AVAILABLE)
+            return codec.rejected_batch(len(messages), PutMessageStatus.SERVICE_NOT_AVAILABLE)
         return self.commit_log.put_messages(messages, queue_ids)
 
     # ---- reads -----------------------------------------------------------------------------

@@ -59,9 +59,29 @@ def first_file_to_replay(commit_log: CommitLog, min_timestamp: int) -> int:
     return 0
 
 
+def damaged_queues_start(commit_log: CommitLog, queues: ConsumeQueueTable,
+                         expected: dict[str, dict[str, int]]) -> int | None:
+    """Where dispatch must restart so queues that lost units since the last clean shutdown
+    (damaged or deleted files) are rebuilt: the smallest end among them, or None."""
+    starts = []
+    for topic, by_queue in expected.items():
+        for qid, next_offset in by_queue.items():
+            cq = queues.find(topic, int(qid))
+            if cq is None or cq.max_offset < next_offset:
+                starts.append(cq.max_physic_offset if cq is not None and
+                              cq.max_physic_offset >= 0 else commit_log.min_offset())
+                log.warning("ConsumeQueue %s:%s ends at %d, %d at the last shutdown: rebuilt "
+                            "from the CommitLog", topic, qid,
+                            0 if cq is None else cq.max_offset, next_offset)
+    return min(starts) if starts else None
+
+
 def recover(config: StoreConfig, commit_log: CommitLog, queues: ConsumeQueueTable,
             reput: ReputMessageService, checkpoint: StoreCheckpoint, *, abnormal: bool,
-            read_only: bool, progress: Progress | None = None) -> RecoveryReport:
+            read_only: bool, progress: Progress | None = None,
+            expected_queue_offsets: dict[str, dict[str, int]] | None = None) -> RecoveryReport:
+    """expected_queue_offsets: each queue's next offset recorded at the last clean shutdown
+    (config/queueOffsets.json); a queue that recovers shorter is rebuilt."""
     started = time.monotonic()
     queues.recover()
     files = commit_log.queue.files
@@ -83,8 +103,12 @@ def recover(config: StoreConfig, commit_log: CommitLog, queues: ConsumeQueueTabl
             # replay the range: what is already in a ConsumeQueue or IndexFile is skipped
             reput.reput_from_offset = start_offset
         else:
-            reput.reput_from_offset = max(commit_log.min_offset(),
-                                          min(queues.max_physic_offset(), found.end_offset))
+            start = min(queues.max_physic_offset(), found.end_offset)
+            if expected_queue_offsets:
+                damaged = damaged_queues_start(commit_log, queues, expected_queue_offsets)
+                if damaged is not None:
+                    start = min(start, damaged)
+            reput.reput_from_offset = max(commit_log.min_offset(), start)
         dispatched = reput.do_reput()
     else:
         reput.reput_from_offset = found.end_offset

@@ -1,0 +1,856 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""IndexFile: RocketMQ 4.9's hash index from message keys to CommitLog offsets.
+
+Layout (FORMAT.md "IndexFile"), all big-endian::
+
+    header   40 bytes  beginTimestamp i64 @0, endTimestamp i64 @8, beginPhyOffset i64 @16,
+                       endPhyOffset i64 @24, hashSlotCount i32 @32, indexCount i32 @36
+    slots    hash_slot_num x i32     newest item number of the slot, 0 = empty
+    items    index_num x 20 bytes    keyHash i32, phyOffset i64, timeDiff i32 (s), prevIndex i32
+
+Item 0 is never used; indexCount starts at 1 and the file is full when indexCount >= index_num.
+A put writes the item, then the slot, then the header counters (with release fences between),
+so a concurrent reader that finds an item number in a slot always finds the item written.
+
+Nothing read from the file is trusted: the header is range-checked when a file is loaded (a bad
+one raises IndexFileCorruptError), and every slot and prevIndex value is checked before it is
+followed (0 < n <= indexCount, n < index_num, and each step must go to an older item, so a
+corrupt chain ends after at most indexCount steps instead of looping).
+
+Keys are hashed as Java's ``String.hashCode`` of ``topic + "#" + key``. The batch builder reads
+topics and properties straight from the mapped CommitLog record and hashes the UTF-8 bytes as
+Java's UTF-8 decoder (JDK 8-17 String(bytes, UTF_8), malformed input -> U+FFFD) would decode
+them, continuing the polynomial hash from ``hash(topic + "#")``: no Python object per message.
+"""
+import os
+
+from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
+from libc.stdlib cimport free, malloc
+from libc.string cimport memchr, memset
+from posix.mman cimport MS_SYNC, msync
+
+from rocketstore._native.codec cimport (
+    REC_OK,
+    SYSFLAG_ROLLBACK,
+    SYSFLAG_TRANSACTION_MASK,
+    RecordInfo,
+    check_record,
+    java_hash_str,
+    rs_get_i32,
+    rs_get_i64,
+    rs_put_u32,
+    rs_put_u64,
+)
+from rocketstore._native.mapped_file cimport MappedFile
+
+import numpy as np
+
+cdef extern from *:
+    """
+    static inline void rs_index_release_fence(void) { __atomic_thread_fence(__ATOMIC_RELEASE); }
+    static inline void rs_index_acquire_fence(void) { __atomic_thread_fence(__ATOMIC_ACQUIRE); }
+    """
+    void rs_index_release_fence() noexcept nogil
+    void rs_index_acquire_fence() noexcept nogil
+
+cdef enum:
+    HEADER_SIZE = 40
+    SLOT_SIZE = 4
+    ITEM_SIZE = 20
+    H_BEGIN_TS = 0
+    H_END_TS = 8
+    H_BEGIN_PHY = 16
+    H_END_PHY = 24
+    H_SLOT_COUNT = 32
+    H_INDEX_COUNT = 36
+    MAX_KEYS = 16400        # keys per record: 32,767 bytes of properties hold fewer
+
+cdef int32_t INT32_MAX_ = 0x7FFFFFFF
+
+INDEX_HEADER_SIZE = HEADER_SIZE
+INDEX_SLOT_SIZE = SLOT_SIZE
+INDEX_ITEM_SIZE = ITEM_SIZE
+
+
+class IndexFileCorruptError(ValueError):
+    """An index file whose header is out of range (or whose size does not fit the config)."""
+
+    def __init__(self, path, reason):
+        super().__init__(f"index file {path}: {reason}")
+        self.path = path
+        self.reason = reason
+
+
+def index_file_size(int64_t hash_slot_num, int64_t index_num):
+    """Bytes of an index file: 40 + hash_slot_num * 4 + index_num * 20."""
+    return HEADER_SIZE + hash_slot_num * SLOT_SIZE + index_num * ITEM_SIZE
+
+
+# ---- hashing ---------------------------------------------------------------------------------
+
+cdef inline int32_t _key_hash(int32_t h) noexcept nogil:
+    """IndexFile.indexKeyHashMethod: abs(hashCode), Integer.MIN_VALUE -> 0."""
+    if h == <int32_t>0x80000000:
+        return 0
+    return -h if h < 0 else h
+
+
+def index_key_hash(str key not None):
+    """keyHash of an index key (``topic#key``): abs(Java hashCode), MIN_VALUE -> 0."""
+    return _key_hash(java_hash_str(key))
+
+
+cdef inline bint _cont(int b) noexcept nogil:
+    return (b & 0xC0) == 0x80
+
+
+cdef inline bint _malformed3(int b1, int b2, int b3) noexcept nogil:
+    return (b1 == 0xE0 and (b2 & 0xE0) == 0x80) or not _cont(b2) or not _cont(b3)
+
+
+cdef inline bint _malformed3_2(int b1, int b2) noexcept nogil:
+    return (b1 == 0xE0 and (b2 & 0xE0) == 0x80) or not _cont(b2)
+
+
+cdef inline bint _malformed4_2(int b1, int b2) noexcept nogil:
+    return (b1 == 0xF0 and (b2 < 0x90 or b2 > 0xBF)) or (b1 == 0xF4 and (b2 & 0xF0) != 0x80) \
+        or not _cont(b2)
+
+
+cdef uint32_t _hash_utf8(uint32_t h, const unsigned char* s, Py_ssize_t n) noexcept nogil:
+    """Continue Java's String.hashCode over the UTF-16 units that Java's UTF-8 decoder
+    (String(byte[], UTF_8), JDK 8..17, REPLACE) makes of s[0:n]. A port of
+    String.decodeUTF8_UTF16: malformed input gives U+FFFD; a truncated sequence at the end
+    gives one U+FFFD and ends the text."""
+    cdef Py_ssize_t sp = 0
+    cdef int b1, b2, b3, b4
+    cdef uint32_t c, uc
+    while sp < n:
+        b1 = s[sp]
+        sp += 1
+        if b1 < 0x80:
+            h = h * 31 + <uint32_t>b1
+        elif (b1 & 0xE0) == 0xC0 and (b1 & 0x1E) != 0:            # 2 bytes
+            if sp < n:
+                b2 = s[sp]
+                sp += 1
+                if not _cont(b2):
+                    h = h * 31 + 0xFFFD
+                    sp -= 1
+                else:
+                    h = h * 31 + (((<uint32_t>b1 & 0x1F) << 6) | (<uint32_t>b2 & 0x3F))
+                continue
+            h = h * 31 + 0xFFFD
+            break
+        elif (b1 & 0xF0) == 0xE0:                                  # 3 bytes
+            if sp + 1 < n:
+                b2 = s[sp]
+                b3 = s[sp + 1]
+                sp += 2
+                if _malformed3(b1, b2, b3):
+                    h = h * 31 + 0xFFFD
+                    sp -= 3
+                    # malformed3: 1 byte when b2 can not continue b1, else 2
+                    sp += 1 if ((b1 == 0xE0 and (b2 & 0xE0) == 0x80) or not _cont(b2)) else 2
+                else:
+                    c = ((<uint32_t>b1 & 0x0F) << 12) | ((<uint32_t>b2 & 0x3F) << 6) \
+                        | (<uint32_t>b3 & 0x3F)
+                    if c >= 0xD800 and c <= 0xDFFF:
+                        c = 0xFFFD
+                    h = h * 31 + c
+                continue
+            if sp < n and _malformed3_2(b1, s[sp]):
+                h = h * 31 + 0xFFFD
+                continue
+            h = h * 31 + 0xFFFD
+            break
+        elif (b1 & 0xF8) == 0xF0:                                  # 4 bytes
+            if sp + 2 < n:
+                b2 = s[sp]
+                b3 = s[sp + 1]
+                b4 = s[sp + 2]
+                sp += 3
+                uc = ((<uint32_t>b1 & 0x07) << 18) | ((<uint32_t>b2 & 0x3F) << 12) \
+                    | ((<uint32_t>b3 & 0x3F) << 6) | (<uint32_t>b4 & 0x3F)
+                if not _cont(b2) or not _cont(b3) or not _cont(b4) \
+                        or uc < 0x10000 or uc > 0x10FFFF:
+                    h = h * 31 + 0xFFFD
+                    sp -= 4
+                    # malformed4
+                    if b1 > 0xF4 or (b1 == 0xF0 and (b2 < 0x90 or b2 > 0xBF)) \
+                            or (b1 == 0xF4 and (b2 & 0xF0) != 0x80) or not _cont(b2):
+                        sp += 1
+                    elif not _cont(b3):
+                        sp += 2
+                    else:
+                        sp += 3
+                else:
+                    uc -= 0x10000
+                    h = h * 31 + (0xD800 + (uc >> 10))
+                    h = h * 31 + (0xDC00 + (uc & 0x3FF))
+                continue
+            if b1 > 0xF4 or (sp < n and _malformed4_2(b1, s[sp])):
+                h = h * 31 + 0xFFFD
+                continue
+            sp += 1
+            h = h * 31 + 0xFFFD
+            if sp < n and not _cont(s[sp]):
+                continue
+            break
+        else:
+            h = h * 31 + 0xFFFD
+    return h
+
+
+def utf8_java_hash(data, int hash_from=0):
+    """Java hashCode of new String(data, UTF_8), continuing from hash_from (for tests)."""
+    cdef const unsigned char[::1] v = data
+    cdef uint32_t h = <uint32_t>hash_from
+    if v.shape[0] > 0:
+        h = _hash_utf8(h, &v[0], v.shape[0])
+    return <int32_t>h
+
+
+# ---- properties ------------------------------------------------------------------------------
+
+cdef inline bint _name_is(const char* p, Py_ssize_t n, const char* name, Py_ssize_t m) noexcept nogil:
+    cdef Py_ssize_t i
+    if n != m:
+        return False
+    for i in range(n):
+        if p[i] != name[i]:
+            return False
+    return True
+
+
+cdef void _find_keys(const char* props, int32_t props_len, const char** keys,
+                     Py_ssize_t* keys_len, const char** uniq, Py_ssize_t* uniq_len) noexcept nogil:
+    """KEYS and UNIQ_KEY values as MessageDecoder.string2messageProperties parses them: pairs
+    split on \\x02, name and value on the first \\x01, both non-empty; a later pair with the
+    same name wins (HashMap.put). Absent -> NULL."""
+    cdef const char* p = props
+    cdef const char* end = props + props_len
+    cdef const char* pair_end
+    cdef const char* sep
+    keys[0] = NULL
+    uniq[0] = NULL
+    keys_len[0] = 0
+    uniq_len[0] = 0
+    while p < end:
+        pair_end = <const char*>memchr(p, 2, end - p)
+        if pair_end == NULL:
+            pair_end = end
+        sep = <const char*>memchr(p, 1, pair_end - p)
+        if sep != NULL and sep > p and pair_end - sep > 1:
+            if _name_is(p, sep - p, "KEYS", 4):
+                keys[0] = sep + 1
+                keys_len[0] = pair_end - sep - 1
+            elif _name_is(p, sep - p, "UNIQ_KEY", 8):
+                uniq[0] = sep + 1
+                uniq_len[0] = pair_end - sep - 1
+        p = pair_end + 1
+
+
+cdef Py_ssize_t _record_key_hashes(const char* rec, RecordInfo* info, int32_t* out,
+                                   Py_ssize_t cap) noexcept nogil:
+    """keyHash of every index key of a record, in RocketMQ 4.9's put order: topic#UNIQ_KEY,
+    then topic#token for each non-empty space-separated KEYS token (duplicates kept)."""
+    cdef const char* keys
+    cdef const char* uniq
+    cdef Py_ssize_t keys_len, uniq_len, n = 0
+    cdef const char* p
+    cdef const char* end
+    cdef const char* tok_end
+    cdef uint32_t prefix
+    _find_keys(rec + info.props_offset, info.props_len, &keys, &keys_len, &uniq, &uniq_len)
+    if uniq == NULL and keys == NULL:
+        return 0
+    prefix = _hash_utf8(0, <const unsigned char*>rec + info.topic_offset, info.topic_len)
+    prefix = prefix * 31 + 35      # '#'
+    if uniq != NULL and n < cap:
+        out[n] = _key_hash(<int32_t>_hash_utf8(prefix, <const unsigned char*>uniq, uniq_len))
+        n += 1
+    if keys != NULL:
+        p = keys
+        end = keys + keys_len
+        while p < end and n < cap:
+            tok_end = <const char*>memchr(p, 32, end - p)
+            if tok_end == NULL:
+                tok_end = end
+            if tok_end > p:
+                out[n] = _key_hash(<int32_t>_hash_utf8(prefix, <const unsigned char*>p,
+                                                       tok_end - p))
+                n += 1
+            p = tok_end + 1
+    return n
+
+
+def record_index_key_hashes(MappedFile mf not None, int64_t pos):
+    """keyHashes a record at pos of mf gets in the index (empty for a ROLLBACK record)."""
+    cdef RecordInfo info
+    cdef int32_t* hashes = NULL
+    cdef Py_ssize_t n, i
+    cdef int64_t limit
+    if not mf.hold():
+        raise ValueError(f"mapped file {mf.file_name} is being destroyed")
+    try:
+        hashes = <int32_t*>malloc(MAX_KEYS * sizeof(int32_t))
+        if hashes == NULL:
+            raise MemoryError()
+        limit = mf.read_limit()
+        if pos < 0 or pos >= limit:
+            raise ValueError(f"position {pos} outside the written part [0, {limit})")
+        info = check_record(mf.base + pos, limit - pos, False, -1)
+        if info.status != REC_OK:
+            raise ValueError(f"no valid record at position {pos} of {mf.file_name}")
+        if (info.sys_flag & SYSFLAG_TRANSACTION_MASK) == SYSFLAG_ROLLBACK:
+            return []
+        n = _record_key_hashes(mf.base + pos, &info, hashes, MAX_KEYS)
+        return [hashes[i] for i in range(n)]
+    finally:
+        free(hashes)
+        mf.release()
+
+
+# ---- the file --------------------------------------------------------------------------------
+
+cdef class IndexFile:
+    """One index file (RocketMQ's IndexFile) over a MappedFile. Make one with
+    IndexFile.create(...) or IndexFile.load(...)."""
+    cdef readonly MappedFile mapped_file
+    cdef readonly int32_t hash_slot_num
+    cdef readonly int32_t index_num
+    cdef readonly bint writable
+    cdef int64_t items_at
+    # The header, as RocketMQ's IndexHeader keeps it in memory (and writes it through).
+    cdef int64_t _begin_ts
+    cdef int64_t _end_ts
+    cdef int64_t _begin_phy
+    cdef int64_t _end_phy
+    cdef int32_t _slot_count
+    cdef int32_t _index_count
+
+    def __init__(self):
+        raise TypeError("use IndexFile.create(...) or IndexFile.load(...)")
+
+    @staticmethod
+    def create(path, int hash_slot_num, int index_num, int64_t end_phy_offset=0,
+               int64_t end_timestamp=0):
+        """A new, empty index file. As RocketMQ's constructor, a file that follows a full one
+        starts with begin = end = that file's endPhyOffset / endTimestamp (when > 0); its first
+        put replaces the begin values."""
+        _check_sizes(hash_slot_num, index_num)
+        path = os.fspath(path)
+        if os.path.exists(path):
+            raise FileExistsError(f"index file {path} already exists")
+        mf = MappedFile(path, index_file_size(hash_slot_num, index_num), file_from_offset=0)
+        cdef IndexFile f = IndexFile.__new__(IndexFile)
+        f._init(mf, hash_slot_num, index_num, True)
+        f._index_count = 1
+        if end_phy_offset > 0:
+            f._begin_phy = end_phy_offset
+            f._end_phy = end_phy_offset
+        if end_timestamp > 0:
+            f._begin_ts = end_timestamp
+            f._end_ts = end_timestamp
+        f._write_header(mf.base)
+        return f
+
+    @staticmethod
+    def load(path, int hash_slot_num, int index_num, *, bint read_only=False):
+        """Open an existing index file. Raises IndexFileCorruptError when its size does not
+        match the config or its header counters are out of range."""
+        cdef IndexFile f
+        cdef const char* b
+        cdef int64_t size
+        _check_sizes(hash_slot_num, index_num)
+        path = os.fspath(path)
+        size = index_file_size(hash_slot_num, index_num)
+        actual = os.path.getsize(path)
+        if actual != size:
+            raise IndexFileCorruptError(
+                path, f"{actual} bytes, expected {size} for max_hash_slot_num={hash_slot_num}, "
+                      f"max_index_num={index_num}")
+        mf = MappedFile(path, size, create=False, read_only=read_only, file_from_offset=0)
+        f = IndexFile.__new__(IndexFile)
+        f._init(mf, hash_slot_num, index_num, not read_only)
+        b = mf.base
+        f._begin_ts = rs_get_i64(b + H_BEGIN_TS)
+        f._end_ts = rs_get_i64(b + H_END_TS)
+        f._begin_phy = rs_get_i64(b + H_BEGIN_PHY)
+        f._end_phy = rs_get_i64(b + H_END_PHY)
+        f._slot_count = rs_get_i32(b + H_SLOT_COUNT)
+        f._index_count = rs_get_i32(b + H_INDEX_COUNT)
+        reason = None
+        if f._index_count < 0 or f._index_count > index_num:
+            reason = f"indexCount {f._index_count} outside [0, {index_num}]"
+        elif f._slot_count < 0 or f._slot_count > hash_slot_num:
+            reason = f"hashSlotCount {f._slot_count} outside [0, {hash_slot_num}]"
+        if reason is not None:
+            mf.close()
+            raise IndexFileCorruptError(path, reason)
+        if f._index_count <= 0:      # IndexHeader.load: a file never written starts at 1
+            f._index_count = 1
+        return f
+
+    cdef void _init(self, MappedFile mf, int32_t hash_slot_num, int32_t index_num,
+                    bint writable):
+        self.mapped_file = mf
+        self.hash_slot_num = hash_slot_num
+        self.index_num = index_num
+        self.writable = writable
+        self.items_at = HEADER_SIZE + <int64_t>hash_slot_num * SLOT_SIZE
+
+    cdef void _write_header(self, char* b) noexcept nogil:
+        """IndexHeader.updateByteBuffer."""
+        rs_put_u64(b + H_BEGIN_TS, <uint64_t>self._begin_ts)
+        rs_put_u64(b + H_END_TS, <uint64_t>self._end_ts)
+        rs_put_u64(b + H_BEGIN_PHY, <uint64_t>self._begin_phy)
+        rs_put_u64(b + H_END_PHY, <uint64_t>self._end_phy)
+        rs_put_u32(b + H_SLOT_COUNT, <uint32_t>self._slot_count)
+        rs_put_u32(b + H_INDEX_COUNT, <uint32_t>self._index_count)
+
+    cdef int _hold_base(self, char** base) except -1:
+        if not self.mapped_file.hold():
+            raise ValueError(f"index file {self.mapped_file.file_name} is closed or destroyed")
+        base[0] = self.mapped_file.base
+        return 0
+
+    cdef int _check_writable(self) except -1:
+        if not self.writable:
+            raise PermissionError(f"index file {self.mapped_file.file_name} is read-only")
+        return 0
+
+    # ---- header ------------------------------------------------------------------------------
+    @property
+    def file_name(self):
+        return self.mapped_file.file_name
+
+    @property
+    def begin_timestamp(self):
+        return self._begin_ts
+
+    @property
+    def end_timestamp(self):
+        return self._end_ts
+
+    @property
+    def begin_phy_offset(self):
+        return self._begin_phy
+
+    @property
+    def end_phy_offset(self):
+        return self._end_phy
+
+    @property
+    def hash_slot_count(self):
+        return self._slot_count
+
+    @property
+    def index_count(self):
+        return self._index_count
+
+    @property
+    def is_write_full(self):
+        return self._index_count >= self.index_num
+
+    def header(self):
+        """The header with the names of RocketMQ's IndexHeader (and the fixture manifest)."""
+        return {"beginTimestamp": self._begin_ts, "endTimestamp": self._end_ts,
+                "beginPhyOffset": self._begin_phy, "endPhyOffset": self._end_phy,
+                "hashSlotCount": self._slot_count, "indexCount": self._index_count}
+
+    def is_time_matched(self, int64_t begin, int64_t end):
+        """IndexFile.isTimeMatched: [begin, end] overlaps [beginTimestamp, endTimestamp]."""
+        return _time_matched(self._begin_ts, self._end_ts, begin, end)
+
+    def __repr__(self):
+        return (f"IndexFile({self.mapped_file.file_name!r}, items={self._index_count - 1}, "
+                f"phy=[{self._begin_phy}, {self._end_phy}], "
+                f"ts=[{self._begin_ts}, {self._end_ts}])")
+
+    # ---- put ---------------------------------------------------------------------------------
+    cdef bint _put(self, char* base, int32_t key_hash, int64_t phy, int64_t ts) noexcept nogil:
+        """IndexFile.putKey with a precomputed keyHash (>= 0). False when the file is full."""
+        cdef int32_t count = self._index_count
+        cdef int32_t slot, slot_value, prev
+        cdef int64_t diff
+        cdef char* slot_p
+        cdef char* item
+        if count >= self.index_num or count < 1 or key_hash < 0:
+            return False
+        slot = key_hash % self.hash_slot_num
+        slot_p = base + HEADER_SIZE + <int64_t>slot * SLOT_SIZE
+        slot_value = rs_get_i32(slot_p)
+        if slot_value == count:
+            # A torn put (slot written, counter not): the item there is the slot's head, and
+            # is about to be overwritten; link to what it linked to (RocketMQ would self-loop).
+            prev = rs_get_i32(base + self.items_at + <int64_t>count * ITEM_SIZE + 16)
+            slot_value = prev if 0 < prev < count else 0
+        elif slot_value <= 0 or slot_value > count:
+            slot_value = 0
+        diff = <int64_t>(<uint64_t>ts - <uint64_t>self._begin_ts) / 1000
+        if self._begin_ts <= 0 or diff < 0:
+            diff = 0
+        elif diff > INT32_MAX_:
+            diff = INT32_MAX_
+        item = base + self.items_at + <int64_t>count * ITEM_SIZE
+        rs_put_u32(item, <uint32_t>key_hash)
+        rs_put_u64(item + 4, <uint64_t>phy)
+        rs_put_u32(item + 12, <uint32_t>diff)
+        rs_put_u32(item + 16, <uint32_t>slot_value)
+        rs_index_release_fence()
+        rs_put_u32(slot_p, <uint32_t>count)
+        rs_index_release_fence()
+        if count <= 1:
+            self._begin_phy = phy
+            self._begin_ts = ts
+            rs_put_u64(base + H_BEGIN_PHY, <uint64_t>phy)
+            rs_put_u64(base + H_BEGIN_TS, <uint64_t>ts)
+        if slot_value == 0:
+            self._slot_count += 1
+            rs_put_u32(base + H_SLOT_COUNT, <uint32_t>self._slot_count)
+        self._index_count = count + 1
+        rs_put_u32(base + H_INDEX_COUNT, <uint32_t>self._index_count)
+        self._end_phy = phy
+        self._end_ts = ts
+        rs_put_u64(base + H_END_PHY, <uint64_t>phy)
+        rs_put_u64(base + H_END_TS, <uint64_t>ts)
+        return True
+
+    def put_key(self, str key not None, int64_t phy_offset, int64_t store_timestamp):
+        """Put one index key (``topic#key``); False when the file is full."""
+        cdef char* base
+        cdef bint ok
+        self._check_writable()
+        if self._index_count >= self.index_num:
+            return False
+        cdef int32_t h = _key_hash(java_hash_str(key))
+        self._hold_base(&base)
+        try:
+            ok = self._put(base, h, phy_offset, store_timestamp)
+        finally:
+            self.mapped_file.release()
+        return ok
+
+    # ---- select ------------------------------------------------------------------------------
+    cdef Py_ssize_t _walk(self, const char* base, int32_t key_hash, int32_t start,
+                          int64_t* out, Py_ssize_t max_out, int64_t begin, int64_t end,
+                          int32_t* next_out) noexcept nogil:
+        """IndexFile.selectPhyOffset from item `start` (or the key's slot when start < 0):
+        appends matching phyOffsets (at most max_out) and sets *next_out to the item where a
+        continuation would start (0 when the chain is done)."""
+        cdef int32_t count = self._index_count
+        cdef int32_t cur, hash_read, prev
+        cdef int64_t time_diff, time_read, phy
+        cdef int64_t file_begin = self._begin_ts
+        cdef const char* item
+        cdef Py_ssize_t n = 0
+        next_out[0] = 0
+        if key_hash < 0 or count <= 1:
+            return 0
+        if start < 0:
+            cur = rs_get_i32(base + HEADER_SIZE
+                             + <int64_t>(key_hash % self.hash_slot_num) * SLOT_SIZE)
+            rs_index_acquire_fence()
+        else:
+            cur = start
+        if cur <= 0 or cur > count:
+            return 0
+        while True:
+            if n >= max_out:
+                next_out[0] = cur
+                break
+            if cur >= self.index_num:          # would read past the end of the file
+                break
+            item = base + self.items_at + <int64_t>cur * ITEM_SIZE
+            hash_read = rs_get_i32(item)
+            phy = rs_get_i64(item + 4)
+            time_diff = rs_get_i32(item + 12)
+            prev = rs_get_i32(item + 16)
+            if time_diff < 0:
+                break
+            time_read = <int64_t>(<uint64_t>file_begin + <uint64_t>(time_diff * 1000))
+            if hash_read == key_hash and time_read >= begin and time_read <= end:
+                out[n] = phy
+                n += 1
+            # RocketMQ stops at prev <= 0, prev > indexCount, prev == cur, or an item older
+            # than begin; prev > cur (only in a corrupt file) also stops, so chains end.
+            if prev <= 0 or prev > count or prev >= cur or time_read < begin:
+                break
+            cur = prev
+        return n
+
+    cdef int _select_into(self, list out, int32_t key_hash, int32_t start, Py_ssize_t max_out,
+                          int64_t begin, int64_t end, int32_t* next_out) except -1:
+        cdef int64_t buf[256]
+        cdef Py_ssize_t n, i
+        cdef int32_t cur = start
+        next_out[0] = 0
+        if max_out <= 0:
+            next_out[0] = start
+            return 0
+        if not self.mapped_file.hold():        # being destroyed: nothing to read (RocketMQ)
+            return 0
+        try:
+            while True:     # in steps of 256: the walk resumes exactly where it stopped
+                n = self._walk(self.mapped_file.base, key_hash, cur, buf,
+                               max_out if max_out < 256 else 256, begin, end, next_out)
+                for i in range(n):
+                    out.append(buf[i])
+                max_out -= n
+                cur = next_out[0]
+                if cur == 0 or max_out <= 0:
+                    break
+        finally:
+            self.mapped_file.release()
+        return 0
+
+    def select_phy_offsets(self, str key not None, int max_num, int64_t begin, int64_t end):
+        """IndexFile.selectPhyOffset for an index key (``topic#key``): the phyOffsets of the
+        key's chain whose keyHash matches and whose time is in [begin, end], newest first,
+        at most max_num. Raw: may hold other keys with the same keyHash, and duplicates."""
+        cdef list out = []
+        cdef int32_t nxt
+        self._select_into(out, _key_hash(java_hash_str(key)), -1, max_num, begin, end, &nxt)
+        return out
+
+    def walk(self, int32_t key_hash, int32_t start_item, int max_num, int64_t begin,
+             int64_t end):
+        """Resumable select by keyHash: (offsets, next_item). start_item -1 starts at the slot;
+        pass next_item back to continue; next_item 0 means the chain is done."""
+        cdef list out = []
+        cdef int32_t nxt
+        self._select_into(out, key_hash, start_item, max_num, begin, end, &nxt)
+        return out, nxt
+
+    # ---- raw access (tests, tools) -----------------------------------------------------------
+    def read_item(self, int32_t n):
+        """Item n as (keyHash, phyOffset, timeDiff, prevIndex); 0 <= n < index_num."""
+        cdef char* base
+        cdef const char* item
+        if n < 0 or n >= self.index_num:
+            raise IndexError(f"item {n} outside [0, {self.index_num})")
+        self._hold_base(&base)
+        try:
+            item = base + self.items_at + <int64_t>n * ITEM_SIZE
+            return (rs_get_i32(item), rs_get_i64(item + 4), rs_get_i32(item + 12),
+                    rs_get_i32(item + 16))
+        finally:
+            self.mapped_file.release()
+
+    def read_slot(self, int32_t slot):
+        """The value of hash slot `slot` (0 <= slot < hash_slot_num)."""
+        cdef char* base
+        cdef int32_t v
+        if slot < 0 or slot >= self.hash_slot_num:
+            raise IndexError(f"slot {slot} outside [0, {self.hash_slot_num})")
+        self._hold_base(&base)
+        try:
+            v = rs_get_i32(base + HEADER_SIZE + <int64_t>slot * SLOT_SIZE)
+        finally:
+            self.mapped_file.release()
+        return v
+
+    def trailing_items(self, int64_t phy_offset):
+        """How many of the newest items have this phyOffset (the keys of the last record
+        already put, for resuming its re-dispatch)."""
+        cdef char* base
+        cdef int32_t n, k = 0
+        self._hold_base(&base)
+        try:
+            n = self._index_count - 1
+            while n >= 1 and n < self.index_num:
+                if rs_get_i64(base + self.items_at + <int64_t>n * ITEM_SIZE + 4) != phy_offset:
+                    break
+                k += 1
+                n -= 1
+        finally:
+            self.mapped_file.release()
+        return k
+
+    def truncate(self, int64_t phy_offset):
+        """Remove the newest items whose phyOffset >= phy_offset (items are in CommitLog
+        order), unlinking each from its slot. Returns the number removed. The end offset
+        becomes the last kept item's; the end timestamp an upper bound of its time. For
+        recovery: no concurrent put."""
+        cdef char* base
+        cdef char* item
+        cdef int32_t n, removed = 0, h, prev, slot
+        cdef char* slot_p
+        cdef int64_t t
+        self._check_writable()
+        self._hold_base(&base)
+        try:
+            n = self._index_count - 1
+            while n >= 1 and n < self.index_num:
+                item = base + self.items_at + <int64_t>n * ITEM_SIZE
+                if rs_get_i64(item + 4) < phy_offset:
+                    break
+                h = rs_get_i32(item)
+                prev = rs_get_i32(item + 16)
+                # publish the smaller count first: readers then ignore the item
+                self._index_count = n
+                rs_put_u32(base + H_INDEX_COUNT, <uint32_t>n)
+                rs_index_release_fence()
+                if h >= 0:
+                    slot_p = base + HEADER_SIZE + <int64_t>(h % self.hash_slot_num) * SLOT_SIZE
+                    if rs_get_i32(slot_p) == n:
+                        rs_put_u32(slot_p, <uint32_t>(prev if 0 < prev < n else 0))
+                        if not (0 < prev < n) and self._slot_count > 0:
+                            self._slot_count -= 1
+                memset(item, 0, ITEM_SIZE)
+                removed += 1
+                n -= 1
+            if removed:
+                if self._index_count > 1:
+                    item = base + self.items_at + <int64_t>(self._index_count - 1) * ITEM_SIZE
+                    self._end_phy = rs_get_i64(item + 4)
+                    t = self._begin_ts + <int64_t>rs_get_i32(item + 12) * 1000 + 999
+                    if t < self._end_ts:
+                        self._end_ts = t
+                else:
+                    self._end_phy = self._begin_phy
+                    self._end_ts = self._begin_ts
+                self._write_header(base)
+        finally:
+            self.mapped_file.release()
+        return removed
+
+    # ---- lifecycle ---------------------------------------------------------------------------
+    def flush(self):
+        """IndexFile.flush: write the header, then msync the whole file (GIL released)."""
+        cdef char* base
+        cdef size_t size = <size_t>self.mapped_file.file_size
+        cdef int rc
+        if not self.writable:
+            return
+        if not self.mapped_file.hold():
+            return
+        try:
+            base = self.mapped_file.base
+            with nogil:
+                self._write_header(base)
+                rc = msync(base, size, MS_SYNC)
+            if rc != 0:
+                raise OSError(f"msync of index file {self.mapped_file.file_name} failed")
+        finally:
+            self.mapped_file.release()
+
+    def close(self):
+        """Flush (when writable) and unmap once no reader holds the file."""
+        if self.mapped_file.is_available:
+            self.flush()
+            self.mapped_file.close()
+
+    def destroy(self, double interval_forcibly_ms=0):
+        """Delete the file (MappedFile.destroy); True when it is gone, else call again."""
+        return self.mapped_file.destroy(interval_forcibly_ms)
+
+
+cdef inline bint _time_matched(int64_t fb, int64_t fe, int64_t begin, int64_t end) noexcept nogil:
+    return (begin < fb and end > fe) or (begin >= fb and begin <= fe) or (end >= fb and end <= fe)
+
+
+cdef _check_sizes(int hash_slot_num, int index_num):
+    if hash_slot_num < 1:
+        raise ValueError(f"max_hash_slot_num must be >= 1, got {hash_slot_num}")
+    if index_num < 2:
+        raise ValueError(f"max_index_num must be >= 2 (item 0 is never used), got {index_num}")
+
+
+# ---- batch build and query -------------------------------------------------------------------
+
+def build_index(IndexFile f not None, MappedFile commitlog_file not None, positions,
+                Py_ssize_t start=0, Py_ssize_t key_start=0):
+    """Index the records at `positions` (file-relative, in order) of a CommitLog file into f,
+    as IndexService.buildIndex: records whose offset is below f's endPhyOffset (already
+    indexed) and ROLLBACK records are skipped; each record puts topic#UNIQ_KEY, then
+    topic#token per non-empty KEYS token. A position that is not a valid record is skipped.
+
+    Starts at record `start`, skipping its first `key_start` keys. Returns (next_record,
+    next_key): (len(positions), 0) when all are done; otherwise f filled up at key next_key of
+    record next_record: create the next file and call again with those two values."""
+    cdef const int64_t[::1] pos = np.ascontiguousarray(positions, dtype=np.int64)
+    cdef Py_ssize_t n = pos.shape[0], i, k, nkeys, ks
+    cdef char* ibase
+    cdef const char* cbase
+    cdef const char* rec
+    cdef int64_t limit, p, from_offset
+    cdef RecordInfo info
+    cdef int32_t* hashes
+    cdef bint full = False
+    f._check_writable()
+    if start < 0 or key_start < 0:
+        raise ValueError(f"start ({start}) and key_start ({key_start}) must be >= 0")
+    if start >= n:
+        return (n, 0)
+    hashes = <int32_t*>malloc(MAX_KEYS * sizeof(int32_t))
+    if hashes == NULL:
+        raise MemoryError()
+    try:
+        f._hold_base(&ibase)
+        try:
+            if not commitlog_file.hold():
+                raise ValueError(f"mapped file {commitlog_file.file_name} is being destroyed")
+            try:
+                cbase = commitlog_file.base
+                limit = commitlog_file.read_limit()
+                from_offset = commitlog_file.file_from_offset
+                i = start
+                ks = key_start
+                with nogil:
+                    while i < n:
+                        p = pos[i]
+                        if p < 0 or p >= limit:
+                            i += 1
+                            ks = 0
+                            continue
+                        rec = cbase + p
+                        info = check_record(rec, limit - p, False, from_offset + p)
+                        if info.status != REC_OK or info.phy_offset < f._end_phy \
+                                or (info.sys_flag & SYSFLAG_TRANSACTION_MASK) == SYSFLAG_ROLLBACK:
+                            i += 1
+                            ks = 0
+                            continue
+                        nkeys = _record_key_hashes(rec, &info, hashes, MAX_KEYS)
+                        k = ks
+                        while k < nkeys:
+                            if not f._put(ibase, hashes[k], info.phy_offset, info.store_ts):
+                                full = True
+                                break
+                            k += 1
+                        if full:
+                            ks = k
+                            break
+                        i += 1
+                        ks = 0
+            finally:
+                commitlog_file.release()
+        finally:
+            f.mapped_file.release()
+    finally:
+        free(hashes)
+    return (i, ks)
+
+
+def query_files(files, str index_key not None, int max_num, int64_t begin, int64_t end):
+    """IndexService.queryOffset over `files` (oldest first): newest file first, only files
+    whose time range overlaps [begin, end]; stops after a file that begins before `begin`
+    or once max_num offsets are found. Raw offsets (collisions, duplicates), newest first.
+    The caller caps max_num (maxMsgsNumBatch)."""
+    cdef list out = []
+    cdef IndexFile f
+    cdef int32_t nxt
+    cdef int32_t h = _key_hash(java_hash_str(index_key))
+    cdef Py_ssize_t i
+    if max_num <= 0:
+        return out
+    files = tuple(files)
+    for i in range(len(files) - 1, -1, -1):
+        f = <IndexFile?>files[i]
+        if _time_matched(f._begin_ts, f._end_ts, begin, end):
+            f._select_into(out, h, -1, max_num - len(out), begin, end, &nxt)
+        if f._begin_ts < begin or len(out) >= max_num:
+            break
+    return out

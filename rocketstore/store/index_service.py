@@ -1,0 +1,385 @@
+"""IndexService: the key index over the CommitLog (RocketMQ 4.9's IndexService).
+
+Index files live in ``<root>/index/``, named by their creation time ``yyyyMMddHHmmssSSS``
+(local time), oldest first. The reput thread calls :meth:`IndexService.dispatch` with each
+batch of new records; the native ``build_index`` puts their keys, and when a file fills up the
+next one is created, the full one is flushed (in the background, as RocketMQ does) and
+:attr:`IndexService.on_file_full` is told its end timestamp (the checkpoint's
+indexMsgTimestamp).
+
+Threads: one writer (the reput thread) and any number of readers. Mutations of the file list
+(dispatch rolling a file, delete_expired, truncate, shutdown) happen under a lock and publish a
+new tuple (copy-on-write); a query reads the tuple it finds, holds each file while it walks it,
+and never sees a half-written item because a put writes the item, then the slot, then the
+header count.
+
+:meth:`IndexService.query_offsets` is RocketMQ's queryOffset: raw candidates, including other
+keys whose hashes collide and duplicates. :meth:`IndexService.query` checks every candidate
+with a caller's ``verify(phy_offset)`` (the store compares the stored record's topic, keys and
+store time) and keeps walking past rejected ones, so two colliding keys never return each
+other's messages (RocketMQ issue 3613) and up to ``max_num`` true matches come back.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import numpy as np
+
+from rocketstore._native.index_file import (
+    IndexFile,
+    IndexFileCorruptError,
+    build_index,
+    index_key_hash,
+    query_files,
+)
+from rocketstore._native.mapped_file import MappedFile
+from rocketstore.config import StoreConfig
+
+__all__ = ["IndexBatch", "IndexFileCorruptError", "IndexService", "index_file_name"]
+
+log = logging.getLogger("rocketstore.store")
+
+#: Store timestamps are kept in whole seconds in an item: an item's time is up to 999 ms
+#: before the record's. query() widens its window by this much; verify() checks exactly.
+TIME_GRANULARITY_MS = 1000
+_LONG_MAX = 2**63 - 1
+
+
+class IndexBatch(Protocol):
+    """What dispatch needs of a batch (rocketstore._native.codec.DispatchBatch has it)."""
+
+    @property
+    def mapped_file(self) -> MappedFile: ...
+
+    @property
+    def positions(self) -> Any: ...
+
+    @property
+    def phy_offsets(self) -> Any: ...
+
+
+def index_file_name(ms: int) -> str:
+    """UtilAll.timeMillisToHumanString: ``yyyyMMddHHmmssSSS`` in local time."""
+    t = time.localtime(ms // 1000)
+    return time.strftime("%Y%m%d%H%M%S", t) + f"{ms % 1000:03d}"
+
+
+def _next_name(name: str) -> str:
+    """The file name one millisecond after `name` (calendar arithmetic on the digits)."""
+    try:
+        t = datetime.datetime.strptime(name[:14], "%Y%m%d%H%M%S")
+        t += datetime.timedelta(milliseconds=int(name[14:]) + 1)
+        return t.strftime("%Y%m%d%H%M%S") + f"{t.microsecond // 1000:03d}"
+    except ValueError:  # not a date (a foreign name): any larger 17-digit name will do
+        return str(int(name) + 1).zfill(17)
+
+
+def _destroy_now(f: IndexFile) -> None:
+    """Delete f now: a query still reading it is detached (it reads zeros, never faults)."""
+    if not f.destroy(0):
+        f.destroy(0)
+
+
+def _check_text(name: str, value: object) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be str, got {type(value).__name__}")
+    return value
+
+
+class IndexService:
+    """The index files of one store and the operations RocketMQ's IndexService has."""
+
+    def __init__(self, config: StoreConfig, root: str | os.PathLike[str], read_only: bool = False):
+        self.config = config
+        self.root = os.fspath(root)
+        self.store_path = os.path.join(self.root, "index")
+        self.read_only = read_only
+        self.hash_slot_num = config.max_hash_slot_num
+        self.index_num = config.max_index_num
+        if self.index_num < 2:
+            raise ValueError(f"max_index_num must be >= 2 (item 0 is never used), "
+                             f"got {self.index_num}")
+        #: Called with a full file's endTimestamp once it is flushed (the store records it
+        #: as the checkpoint's indexMsgTimestamp). May run on a background thread.
+        self.on_file_full: Callable[[int], None] | None = None
+        #: Flush full files on a background thread (RocketMQ's FlushIndexFileThread).
+        self.async_flush_full = True
+        #: ms a destroyed file waits for readers before it is detached (RocketMQ: 3000).
+        self.destroy_interval_ms = 3000.0
+        self._files: tuple[IndexFile, ...] = ()
+        self._lock = threading.RLock()
+        self._flushers: list[threading.Thread] = []
+
+    # ---- files -------------------------------------------------------------------------------
+    @property
+    def files(self) -> tuple[IndexFile, ...]:
+        """The index files, oldest first (a snapshot)."""
+        return self._files
+
+    def file_names(self) -> list[str]:
+        """Names of the index files on disk (loaded or not), oldest first."""
+        return self._file_names()
+
+    def _file_names(self) -> list[str]:
+        try:
+            names = os.listdir(self.store_path)
+        except FileNotFoundError:
+            return []
+        return sorted(n for n in names if n.isdigit()
+                      and os.path.isfile(os.path.join(self.store_path, n)))
+
+    def load(self, last_exit_ok: bool, checkpoint_index_ts: int = 0,
+             *, drop_corrupt: bool = False) -> None:
+        """IndexService.load: open every index file, oldest first. After an unclean exit, a
+        file whose endTimestamp is newer than the checkpoint's index timestamp is dropped (its
+        records get re-dispatched). A corrupt file raises IndexFileCorruptError, or with
+        drop_corrupt is deleted (logged) so its records can be indexed again."""
+        with self._lock:
+            if self._files:
+                raise RuntimeError("index files are already loaded")
+            loaded: list[IndexFile] = []
+            try:
+                for name in self._file_names():
+                    path = os.path.join(self.store_path, name)
+                    try:
+                        f = IndexFile.load(path, self.hash_slot_num, self.index_num,
+                                           read_only=self.read_only)
+                    except IndexFileCorruptError:
+                        if not drop_corrupt or self.read_only:
+                            raise
+                        log.exception("dropping corrupt index file %s", path)
+                        os.remove(path)
+                        continue
+                    if not last_exit_ok and f.end_timestamp > checkpoint_index_ts:
+                        log.info("index file %s ends after the checkpoint (%d > %d): dropped",
+                                 path, f.end_timestamp, checkpoint_index_ts)
+                        if self.read_only:
+                            f.close()
+                        else:
+                            f.destroy(0)
+                        continue
+                    loaded.append(f)
+            except BaseException:
+                for f in loaded:
+                    f.close()
+                raise
+            self._files = tuple(loaded)
+
+    def _new_file(self, prev: IndexFile | None) -> IndexFile:
+        """getAndCreateLastIndexFile: a file named by now (strictly after the newest name, so
+        two files made in one millisecond never collide), starting where prev ended."""
+        os.makedirs(self.store_path, exist_ok=True)
+        last = os.path.basename(self._files[-1].file_name) if self._files else ""
+        name = index_file_name(int(time.time() * 1000))
+        while name <= last or os.path.exists(os.path.join(self.store_path, name)):
+            name = _next_name(max(name, last))
+        end_phy = prev.end_phy_offset if prev is not None else 0
+        end_ts = prev.end_timestamp if prev is not None else 0
+        f = IndexFile.create(os.path.join(self.store_path, name), self.hash_slot_num,
+                             self.index_num, end_phy, end_ts)
+        self._files = (*self._files, f)
+        return f
+
+    def _flush_full(self, f: IndexFile) -> None:
+        """IndexService.flush(f): msync, then report its endTimestamp when it is full."""
+        try:
+            f.flush()
+        except Exception:  # noqa: BLE001 - logged; the file is flushed again at shutdown
+            log.exception("flush of index file %s failed", f.file_name)
+            return
+        if f.is_write_full and self.on_file_full is not None:
+            self.on_file_full(f.end_timestamp)
+
+    def _schedule_flush(self, f: IndexFile) -> None:
+        if not self.async_flush_full:
+            self._flush_full(f)
+            return
+        self._flushers = [t for t in self._flushers if t.is_alive()]
+        t = threading.Thread(target=self._flush_full, args=(f,), name="FlushIndexFileThread",
+                             daemon=True)
+        self._flushers.append(t)
+        t.start()
+
+    def _wait_flushers(self) -> None:
+        flushers, self._flushers = self._flushers, []
+        for t in flushers:
+            t.join()
+
+    # ---- dispatch ----------------------------------------------------------------------------
+    def _already_put(self, phy: int) -> int:
+        """Keys of the record at phy already in the index (it is the newest indexed record):
+        the trailing items with that offset, across files when its keys were split."""
+        total = 0
+        for f in reversed(self._files):
+            k = f.trailing_items(phy)
+            total += k
+            if k < f.index_count - 1 or f.begin_phy_offset != phy:
+                break
+        return total
+
+    def dispatch(self, batch: IndexBatch) -> None:
+        """The dispatcher hook (CommitLogDispatcherBuildIndex): index a batch of records."""
+        if not self.config.message_index_enable:
+            return
+        if self.read_only:
+            raise PermissionError("the index service is read-only")
+        positions = np.ascontiguousarray(batch.positions, dtype=np.int64)
+        n = len(positions)
+        if n == 0:
+            return
+        mf = batch.mapped_file
+        with self._lock:
+            f = self._files[-1] if self._files else None
+            start = key_start = 0
+            if f is not None:
+                # Re-dispatch (recovery): records below the newest indexed offset are skipped
+                # by build_index; the newest one resumes after the keys it already has.
+                end_phy = f.end_phy_offset
+                phys = getattr(batch, "phy_offsets", None)
+                phys = (np.asarray(phys, dtype=np.int64) if phys is not None
+                        else positions + mf.file_from_offset)
+                j = int(np.searchsorted(phys, end_phy, side="left"))
+                if j < n and phys[j] == end_phy:
+                    start, key_start = j, self._already_put(end_phy)
+                else:
+                    start = j
+            if f is None:
+                f = self._new_file(None)
+            while start < n:
+                nxt, nk = build_index(f, mf, positions, start, key_start)
+                if nxt >= n:
+                    break
+                if f.index_count <= 1:      # a fresh file took nothing: can not happen
+                    raise RuntimeError(f"index file {f.file_name} accepts no item")
+                full = f
+                f = self._new_file(full)
+                self._schedule_flush(full)
+                start, key_start = nxt, nk
+
+    # ---- queries -----------------------------------------------------------------------------
+    def _cap(self, max_num: int) -> int:
+        if not isinstance(max_num, int):
+            raise TypeError(f"max_num must be int, got {type(max_num).__name__}")
+        return min(max_num, self.config.max_msgs_num_batch)
+
+    def query_offsets(self, topic: str, key: str, max_num: int, begin: int, end: int
+                      ) -> list[int]:
+        """IndexService.queryOffset: CommitLog offsets indexed under topic#key with an index
+        time in [begin, end], newest first, at most min(max_num, max_msgs_num_batch). Raw: may
+        include records of colliding keys and duplicates (DefaultMessageStore.queryMessage
+        sorts this list ascending)."""
+        _check_text("topic", topic)
+        _check_text("key", key)
+        return query_files(self._files, f"{topic}#{key}", self._cap(max_num), begin, end)
+
+    def query(self, topic: str, key: str, max_num: int, begin: int, end: int,
+              verify: Callable[[int], bool]) -> list[int]:
+        """Offsets of records that really carry topic#key: each candidate is passed to
+        verify(phy_offset) (the store checks the stored record's topic, keys and store time
+        against [begin, end]); rejected ones are skipped and the walk goes on, so up to
+        min(max_num, max_msgs_num_batch) verified offsets come back, newest first, each once.
+        The index window starts 999 ms early (items keep whole seconds)."""
+        _check_text("topic", topic)
+        _check_text("key", key)
+        max_num = self._cap(max_num)
+        out: list[int] = []
+        if max_num <= 0:
+            return out
+        wbegin = max(begin - (TIME_GRANULARITY_MS - 1), -(2**63))
+        key_hash = index_key_hash(f"{topic}#{key}")
+        seen: set[int] = set()
+        for f in reversed(self._files):
+            if f.is_time_matched(wbegin, end):
+                item = -1
+                while len(out) < max_num:
+                    cands, item = f.walk(key_hash, item, max_num - len(out), wbegin, end)
+                    for phy in cands:
+                        if phy not in seen:
+                            seen.add(phy)
+                            if verify(phy):
+                                out.append(phy)
+                    if item == 0:
+                        break
+            if f.begin_timestamp < wbegin or len(out) >= max_num:
+                break
+        return out
+
+    def index_last_update(self) -> tuple[int, int]:
+        """(endTimestamp, endPhyOffset) of the newest file (QueryOffsetResult's
+        indexLastUpdateTimestamp / indexLastUpdatePhyoffset); (0, 0) without files."""
+        files = self._files
+        if not files:
+            return (0, 0)
+        return (files[-1].end_timestamp, files[-1].end_phy_offset)
+
+    # ---- maintenance -------------------------------------------------------------------------
+    def _check_writable(self) -> None:
+        if self.read_only:
+            raise PermissionError("the index service is read-only")
+
+    def delete_expired(self, min_phy_offset: int) -> int:
+        """IndexService.deleteExpiredFile: delete the oldest files whose endPhyOffset <
+        min_phy_offset (never the newest one). Returns how many were deleted; a file still
+        read by a query stays listed until a later call."""
+        self._check_writable()
+        with self._lock:
+            files = self._files
+            doomed: list[IndexFile] = []
+            for f in files[:-1]:
+                if f.end_phy_offset < min_phy_offset:
+                    doomed.append(f)
+                else:
+                    break
+            gone = [f for f in doomed if f.destroy(self.destroy_interval_ms)]
+            if gone:
+                gone_ids = {id(f) for f in gone}
+                self._files = tuple(f for f in files if id(f) not in gone_ids)
+            return len(gone)
+
+    def truncate(self, phy_offset: int) -> None:
+        """Remove every index item of a record at or after phy_offset (the CommitLog was
+        truncated there): newer files are deleted, the one holding the cut is cut."""
+        self._check_writable()
+        with self._lock:
+            self._wait_flushers()
+            files = list(self._files)
+            while files:
+                f = files[-1]
+                f.truncate(phy_offset)
+                if f.index_count > 1:
+                    break
+                files.pop()
+                self._files = tuple(files)
+                _destroy_now(f)
+            self._files = tuple(files)
+
+    def flush(self) -> None:
+        """Wait for background flushes of full files, then flush the newest file."""
+        with self._lock:
+            self._wait_flushers()
+            if self._files and not self.read_only:
+                self._files[-1].flush()
+
+    def shutdown(self) -> None:
+        """Flush and close every file (IndexService.shutdown)."""
+        with self._lock:
+            self._wait_flushers()
+            files, self._files = self._files, ()
+            for f in files:
+                f.close()
+
+    def destroy(self) -> None:
+        """Delete every index file (IndexService.destroy)."""
+        self._check_writable()
+        with self._lock:
+            self._wait_flushers()
+            files, self._files = self._files, ()
+            for f in files:
+                _destroy_now(f)
