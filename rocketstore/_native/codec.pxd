@@ -61,4 +61,6 @@ cdef struct RecordInfo:
 cdef RecordInfo check_record(const char* p, int64_t avail, bint check_crc,
                              int64_t expected_phy) noexcept nogil
 cdef int32_t java_hash_str(str s)
+# Java String.hashCode continued over the UTF-16 units Java's UTF-8 decoder makes of s[0:n]
+cdef uint32_t hash_utf8(uint32_t h, const unsigned char* s, Py_ssize_t n) noexcept nogil
 cdef int64_t tags_code_of(const char* props, int32_t props_len) noexcept nogil

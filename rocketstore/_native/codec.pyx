@@ -99,47 +99,106 @@ def java_hash(str s not None):
     return java_hash_str(s)
 
 
-cdef inline int32_t _utf8_java_hash(const char* p, Py_ssize_t n) noexcept nogil:
-    """Java hashCode of UTF-8 text, decoding code points on the fly (invalid bytes -> U+FFFD)."""
-    cdef uint32_t h = 0, c
-    cdef Py_ssize_t i = 0
-    cdef unsigned char b
-    cdef int extra
-    while i < n:
-        b = <unsigned char>p[i]
-        if b < 0x80:
-            c = b
-            extra = 0
-        elif b >= 0xC2 and b < 0xE0:
-            c = b & 0x1F
-            extra = 1
-        elif b >= 0xE0 and b < 0xF0:
-            c = b & 0x0F
-            extra = 2
-        elif b >= 0xF0 and b < 0xF5:
-            c = b & 0x07
-            extra = 3
+cdef inline bint _cont(int b) noexcept nogil:
+    return (b & 0xC0) == 0x80
+
+
+cdef inline bint _malformed3(int b1, int b2, int b3) noexcept nogil:
+    return (b1 == 0xE0 and (b2 & 0xE0) == 0x80) or not _cont(b2) or not _cont(b3)
+
+
+cdef inline bint _malformed3_2(int b1, int b2) noexcept nogil:
+    return (b1 == 0xE0 and (b2 & 0xE0) == 0x80) or not _cont(b2)
+
+
+cdef inline bint _malformed4_2(int b1, int b2) noexcept nogil:
+    return (b1 == 0xF0 and (b2 < 0x90 or b2 > 0xBF)) or (b1 == 0xF4 and (b2 & 0xF0) != 0x80) \
+        or not _cont(b2)
+
+
+cdef uint32_t hash_utf8(uint32_t h, const unsigned char* s, Py_ssize_t n) noexcept nogil:
+    """Continue Java's String.hashCode over the UTF-16 units that Java's UTF-8 decoder
+    (String(byte[], UTF_8), JDK 8..17, REPLACE) makes of s[0:n]. A port of
+    String.decodeUTF8_UTF16: malformed input gives U+FFFD; a truncated sequence at the end
+    gives one U+FFFD and ends the text."""
+    cdef Py_ssize_t sp = 0
+    cdef int b1, b2, b3, b4
+    cdef uint32_t c, uc
+    while sp < n:
+        b1 = s[sp]
+        sp += 1
+        if b1 < 0x80:
+            h = h * 31 + <uint32_t>b1
+        elif (b1 & 0xE0) == 0xC0 and (b1 & 0x1E) != 0:            # 2 bytes
+            if sp < n:
+                b2 = s[sp]
+                sp += 1
+                if not _cont(b2):
+                    h = h * 31 + 0xFFFD
+                    sp -= 1
+                else:
+                    h = h * 31 + (((<uint32_t>b1 & 0x1F) << 6) | (<uint32_t>b2 & 0x3F))
+                continue
+            h = h * 31 + 0xFFFD
+            break
+        elif (b1 & 0xF0) == 0xE0:                                  # 3 bytes
+            if sp + 1 < n:
+                b2 = s[sp]
+                b3 = s[sp + 1]
+                sp += 2
+                if _malformed3(b1, b2, b3):
+                    h = h * 31 + 0xFFFD
+                    sp -= 3
+                    # malformed3: 1 byte when b2 can not continue b1, else 2
+                    sp += 1 if ((b1 == 0xE0 and (b2 & 0xE0) == 0x80) or not _cont(b2)) else 2
+                else:
+                    c = ((<uint32_t>b1 & 0x0F) << 12) | ((<uint32_t>b2 & 0x3F) << 6) \
+                        | (<uint32_t>b3 & 0x3F)
+                    if c >= 0xD800 and c <= 0xDFFF:
+                        c = 0xFFFD
+                    h = h * 31 + c
+                continue
+            if sp < n and _malformed3_2(b1, s[sp]):
+                h = h * 31 + 0xFFFD
+                continue
+            h = h * 31 + 0xFFFD
+            break
+        elif (b1 & 0xF8) == 0xF0:                                  # 4 bytes
+            if sp + 2 < n:
+                b2 = s[sp]
+                b3 = s[sp + 1]
+                b4 = s[sp + 2]
+                sp += 3
+                uc = ((<uint32_t>b1 & 0x07) << 18) | ((<uint32_t>b2 & 0x3F) << 12) \
+                    | ((<uint32_t>b3 & 0x3F) << 6) | (<uint32_t>b4 & 0x3F)
+                if not _cont(b2) or not _cont(b3) or not _cont(b4) \
+                        or uc < 0x10000 or uc > 0x10FFFF:
+                    h = h * 31 + 0xFFFD
+                    sp -= 4
+                    # malformed4
+                    if b1 > 0xF4 or (b1 == 0xF0 and (b2 < 0x90 or b2 > 0xBF)) \
+                            or (b1 == 0xF4 and (b2 & 0xF0) != 0x80) or not _cont(b2):
+                        sp += 1
+                    elif not _cont(b3):
+                        sp += 2
+                    else:
+                        sp += 3
+                else:
+                    uc -= 0x10000
+                    h = h * 31 + (0xD800 + (uc >> 10))
+                    h = h * 31 + (0xDC00 + (uc & 0x3FF))
+                continue
+            if b1 > 0xF4 or (sp < n and _malformed4_2(b1, s[sp])):
+                h = h * 31 + 0xFFFD
+                continue
+            sp += 1
+            h = h * 31 + 0xFFFD
+            if sp < n and not _cont(s[sp]):
+                continue
+            break
         else:
             h = h * 31 + 0xFFFD
-            i += 1
-            continue
-        i += 1
-        while extra > 0:
-            if i >= n or (<unsigned char>p[i] & 0xC0) != 0x80:
-                break
-            c = (c << 6) | (<unsigned char>p[i] & 0x3F)
-            i += 1
-            extra -= 1
-        if extra > 0:
-            h = h * 31 + 0xFFFD
-            continue
-        if c >= 0x10000:
-            c -= 0x10000
-            h = h * 31 + (0xD800 + (c >> 10))
-            h = h * 31 + (0xDC00 + (c & 0x3FF))
-        else:
-            h = h * 31 + c
-    return <int32_t>h
+    return h
 
 
 cdef int64_t tags_code_of(const char* props, int32_t props_len) noexcept nogil:
@@ -160,7 +219,9 @@ cdef int64_t tags_code_of(const char* props, int32_t props_len) noexcept nogil:
             value = sep + 1         # the last TAGS pair wins, as in string2messageProperties
             value_len = pair_end - sep - 1
         p = pair_end + 1
-    return _utf8_java_hash(value, value_len) if value != NULL else 0
+    if value == NULL:
+        return 0
+    return <int32_t>hash_utf8(0, <const unsigned char*>value, value_len)
 
 
 # ---- hosts -----------------------------------------------------------------------------------

@@ -29,6 +29,7 @@ from libc.stdlib cimport free, malloc
 from libc.string cimport memchr, memset
 from posix.mman cimport MS_SYNC, msync
 
+from rocketstore._native.codec cimport hash_utf8 as _hash_utf8
 from rocketstore._native.codec cimport (
     REC_OK,
     SYSFLAG_ROLLBACK,
@@ -98,108 +99,6 @@ cdef inline int32_t _key_hash(int32_t h) noexcept nogil:
 def index_key_hash(str key not None):
     """keyHash of an index key (``topic#key``): abs(Java hashCode), MIN_VALUE -> 0."""
     return _key_hash(java_hash_str(key))
-
-
-cdef inline bint _cont(int b) noexcept nogil:
-    return (b & 0xC0) == 0x80
-
-
-cdef inline bint _malformed3(int b1, int b2, int b3) noexcept nogil:
-    return (b1 == 0xE0 and (b2 & 0xE0) == 0x80) or not _cont(b2) or not _cont(b3)
-
-
-cdef inline bint _malformed3_2(int b1, int b2) noexcept nogil:
-    return (b1 == 0xE0 and (b2 & 0xE0) == 0x80) or not _cont(b2)
-
-
-cdef inline bint _malformed4_2(int b1, int b2) noexcept nogil:
-    return (b1 == 0xF0 and (b2 < 0x90 or b2 > 0xBF)) or (b1 == 0xF4 and (b2 & 0xF0) != 0x80) \
-        or not _cont(b2)
-
-
-cdef uint32_t _hash_utf8(uint32_t h, const unsigned char* s, Py_ssize_t n) noexcept nogil:
-    """Continue Java's String.hashCode over the UTF-16 units that Java's UTF-8 decoder
-    (String(byte[], UTF_8), JDK 8..17, REPLACE) makes of s[0:n]. A port of
-    String.decodeUTF8_UTF16: malformed input gives U+FFFD; a truncated sequence at the end
-    gives one U+FFFD and ends the text."""
-    cdef Py_ssize_t sp = 0
-    cdef int b1, b2, b3, b4
-    cdef uint32_t c, uc
-    while sp < n:
-        b1 = s[sp]
-        sp += 1
-        if b1 < 0x80:
-            h = h * 31 + <uint32_t>b1
-        elif (b1 & 0xE0) == 0xC0 and (b1 & 0x1E) != 0:            # 2 bytes
-            if sp < n:
-                b2 = s[sp]
-                sp += 1
-                if not _cont(b2):
-                    h = h * 31 + 0xFFFD
-                    sp -= 1
-                else:
-                    h = h * 31 + (((<uint32_t>b1 & 0x1F) << 6) | (<uint32_t>b2 & 0x3F))
-                continue
-            h = h * 31 + 0xFFFD
-            break
-        elif (b1 & 0xF0) == 0xE0:                                  # 3 bytes
-            if sp + 1 < n:
-                b2 = s[sp]
-                b3 = s[sp + 1]
-                sp += 2
-                if _malformed3(b1, b2, b3):
-                    h = h * 31 + 0xFFFD
-                    sp -= 3
-                    # malformed3: 1 byte when b2 can not continue b1, else 2
-                    sp += 1 if ((b1 == 0xE0 and (b2 & 0xE0) == 0x80) or not _cont(b2)) else 2
-                else:
-                    c = ((<uint32_t>b1 & 0x0F) << 12) | ((<uint32_t>b2 & 0x3F) << 6) \
-                        | (<uint32_t>b3 & 0x3F)
-                    if c >= 0xD800 and c <= 0xDFFF:
-                        c = 0xFFFD
-                    h = h * 31 + c
-                continue
-            if sp < n and _malformed3_2(b1, s[sp]):
-                h = h * 31 + 0xFFFD
-                continue
-            h = h * 31 + 0xFFFD
-            break
-        elif (b1 & 0xF8) == 0xF0:                                  # 4 bytes
-            if sp + 2 < n:
-                b2 = s[sp]
-                b3 = s[sp + 1]
-                b4 = s[sp + 2]
-                sp += 3
-                uc = ((<uint32_t>b1 & 0x07) << 18) | ((<uint32_t>b2 & 0x3F) << 12) \
-                    | ((<uint32_t>b3 & 0x3F) << 6) | (<uint32_t>b4 & 0x3F)
-                if not _cont(b2) or not _cont(b3) or not _cont(b4) \
-                        or uc < 0x10000 or uc > 0x10FFFF:
-                    h = h * 31 + 0xFFFD
-                    sp -= 4
-                    # malformed4
-                    if b1 > 0xF4 or (b1 == 0xF0 and (b2 < 0x90 or b2 > 0xBF)) \
-                            or (b1 == 0xF4 and (b2 & 0xF0) != 0x80) or not _cont(b2):
-                        sp += 1
-                    elif not _cont(b3):
-                        sp += 2
-                    else:
-                        sp += 3
-                else:
-                    uc -= 0x10000
-                    h = h * 31 + (0xD800 + (uc >> 10))
-                    h = h * 31 + (0xDC00 + (uc & 0x3FF))
-                continue
-            if b1 > 0xF4 or (sp < n and _malformed4_2(b1, s[sp])):
-                h = h * 31 + 0xFFFD
-                continue
-            sp += 1
-            h = h * 31 + 0xFFFD
-            if sp < n and not _cont(s[sp]):
-                continue
-            break
-        else:
-            h = h * 31 + 0xFFFD
-    return h
 
 
 def utf8_java_hash(data, int hash_from=0):
