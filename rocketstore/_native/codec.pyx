@@ -726,7 +726,7 @@ cdef class PutMessagesResult:
     cdef readonly object queue_offsets       # int64 array
     cdef readonly object sizes               # int32 array
     cdef readonly int64_t store_timestamp
-    cdef list uniq_keys
+    cdef list messages      # the batch: UNIQ_KEYs are read from it on demand
     cdef bytes store_host_raw
     cdef int32_t store_port
 
@@ -765,7 +765,8 @@ cdef class PutMessagesResult:
         r.queue_offset = self.queue_offsets[i]
         r.wrote_bytes = self.sizes[i]
         r.store_timestamp = self.store_timestamp
-        r.uniq_key = self.uniq_keys[i] if self.uniq_keys is not None else None
+        r.uniq_key = (<Message>self.messages[i]).properties.get(PROPERTY_UNIQ_KEY) \
+            if self.messages is not None else None
         r.store_host_raw = self.store_host_raw
         r.store_port = self.store_port
         return r
@@ -1114,7 +1115,7 @@ cdef class RecordWriter:
         res.sizes = np.empty(count, dtype=np.int32)
         res.store_host_raw = self.store_host_raw
         res.store_port = self.store_port
-        res.uniq_keys = [(<Message>m).properties.get(PROPERTY_UNIQ_KEY) for m in messages]
+        res.messages = messages
         return res
 
     def write_batch(self, MappedFile mf not None, PutMessagesResult res not None):

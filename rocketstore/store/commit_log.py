@@ -71,9 +71,12 @@ class CommitLog:
         if pool is not None:
             self.commit_service = CommitRealTimeService(config, self.queue, pool,
                                                         self.flush_service)
-        # wake the flusher on every put only when it is not on a fixed timer
+        # what a put does after its append: wait for the group commit (SYNC_FLUSH), wake the
+        # flusher (when it is not on a fixed timer), or nothing
         self._wake_on_put = not self.sync_flush and (
             pool is not None or not config.flush_commit_log_timed)
+        self._after_put = (self._sync_flush_after_put if self.sync_flush else
+                           self._wake_after_put if self._wake_on_put else None)
 
     def start(self) -> None:
         if self.read_only:
@@ -122,38 +125,49 @@ class CommitLog:
         for mf in self.queue.files:
             if mf.file_from_offset + mf.file_size <= end_offset:
                 mf.wrote_position = mf.committed_position = mf.flushed_position = mf.file_size
-        self._append_file = None
         dropped = self.queue.truncate_dirty(end_offset, zero_tail=zero_tail and not self.read_only)
         self.queue.flushed_where = self.queue.committed_where = end_offset
+        last = self.queue.last_file()
+        self._append_file = last if last is not None and not self.read_only else None
         return dropped
 
     # ---- writes ----------------------------------------------------------------------------
     def put_message(self, msg: Message, queue_id: int) -> PutMessageResult:
         with self.put_lock:
-            if self.closed:
-                return codec.put_result(PutMessageStatus.SERVICE_NOT_AVAILABLE)
-            mf = self._append_file
-            if mf is None or mf.is_full:
-                mf = self._file_for_append()
-                if mf is None:
-                    return codec.put_result(PutMessageStatus.CREATE_MAPPED_FILE_FAILED)
+            mf = self._append_file      # None when closed or not created yet
+            result = None if mf is None else self.writer.append(mf, msg, queue_id)
+            if result is None:          # the file filled up (END_FILE written) or none yet
+                result = self._append_rolling(msg, queue_id)
+        if self._after_put is None:     # ASYNC_FLUSH on a timer: nothing more to do
+            return result
+        return self._after_put(result, msg)
+
+    def _append_rolling(self, msg: Message, queue_id: int) -> PutMessageResult:
+        """Slow path of put_message, under the put lock: roll to a new file and retry."""
+        if self.closed:
+            return codec.put_result(PutMessageStatus.SERVICE_NOT_AVAILABLE)
+        mf = self._file_for_append()
+        if mf is None:
+            return codec.put_result(PutMessageStatus.CREATE_MAPPED_FILE_FAILED)
+        result = self.writer.append(mf, msg, queue_id)
+        if result is None:
+            mf = self._file_for_append()
+            if mf is None:
+                return codec.put_result(PutMessageStatus.CREATE_MAPPED_FILE_FAILED)
             result = self.writer.append(mf, msg, queue_id)
-            if result is None:      # END_FILE written: roll once and retry
-                mf = self._file_for_append()
-                if mf is None:
-                    return codec.put_result(PutMessageStatus.CREATE_MAPPED_FILE_FAILED)
-                result = self.writer.append(mf, msg, queue_id)
-                if result is None:
-                    return codec.put_result(PutMessageStatus.UNKNOWN_ERROR)
-        if self.sync_flush:
-            if result.status_code == PutMessageStatus.PUT_OK and msg.properties.get(
-                    "WAIT") != "false":
-                if not self._wait_flushed(result.commitlog_offset + result.wrote_bytes):
-                    return codec.with_status(result, PutMessageStatus.FLUSH_DISK_TIMEOUT)
-            else:
-                self.flush_service.wakeup()
-        elif self._wake_on_put:
-            self._wake_flusher()
+        return codec.put_result(PutMessageStatus.UNKNOWN_ERROR) if result is None else result
+
+    def _sync_flush_after_put(self, result: PutMessageResult, msg: Message) -> PutMessageResult:
+        if result.status_code == PutMessageStatus.PUT_OK and msg.properties.get(
+                "WAIT") != "false":
+            if not self._wait_flushed(result.commitlog_offset + result.wrote_bytes):
+                return codec.with_status(result, PutMessageStatus.FLUSH_DISK_TIMEOUT)
+        else:
+            self.flush_service.wakeup()
+        return result
+
+    def _wake_after_put(self, result: PutMessageResult, msg: Message) -> PutMessageResult:
+        self._wake_flusher()
         return result
 
     def put_messages(self, msgs: list[Message], queue_ids: int | list[int]) -> PutMessagesResult:
@@ -261,6 +275,7 @@ class CommitLog:
         """Stop the commit and flush services (each finishes its work), then flush the rest."""
         with self.put_lock:     # waits for an append in progress (copies run without the GIL)
             self.closed = True
+            self._append_file = None
         if self.commit_service is not None:
             self.commit_service.shutdown()
         self.flush_service.shutdown()
