@@ -34,6 +34,23 @@ def _soft_fail(kind, path, err):
                       RuntimeWarning, stacklevel=3)
 
 
+def _create(str path, int64_t size, bint preallocate):
+    """Create a file of its full size under a hidden name, then rename it into place, so a
+    reader listing the directory (a read-only open beside the writer) never sees it short."""
+    head, name = os.path.split(path)
+    tmp = os.path.join(head, f".{name}.creating")
+    fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        _allocate(fd, size, preallocate)
+        os.rename(tmp, path)
+    except BaseException:
+        os.close(fd)
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+    return fd
+
+
 def _allocate(int fd, int64_t size, bint preallocate):
     """Size a new file. Preallocated blocks make first-touch page faults cheap (~1.3 us a
     page here, against ~10 us on a sparse file, which allocates blocks in the fault)."""
@@ -109,17 +126,18 @@ cdef class MappedFile:
         exists = os.path.exists(path)
         if not exists and (read_only or not create):
             raise FileNotFoundError(f"mapped file {path} does not exist")
-        fd = os.open(path, os.O_RDONLY if read_only else (os.O_RDWR | os.O_CREAT), 0o644)
+        if exists:
+            fd = os.open(path, os.O_RDONLY if read_only else os.O_RDWR)
+        else:
+            fd = _create(path, file_size, preallocate)
         try:
             actual = os.fstat(fd).st_size
-            if exists and actual != file_size:
+            if actual != file_size:
                 if actual == 0 and not read_only:
                     _allocate(fd, file_size, preallocate)
                 else:
                     raise ValueError(
                         f"mapped file {path} is {actual} bytes, expected {file_size}")
-            elif not exists:
-                _allocate(fd, file_size, preallocate)
         except BaseException:
             os.close(fd)
             raise
