@@ -94,9 +94,11 @@ class CommitLog:
 
     # ---- recovery --------------------------------------------------------------------------
     def scan_files(self, first_index: int, *, check_crc: bool,
-                   progress: Callable[[int, int], None] | None = None) -> LogScan:
+                   progress: Callable[[int, int], None] | None = None,
+                   on_batch: Callable[[codec.DispatchBatch], None] | None = None) -> LogScan:
         """Walk records from files[first_index] on; stop at the end of data, or at the first
-        corrupt record. progress(done, total) is called per file with byte counts."""
+        corrupt record. progress(done, total) is called per file with byte counts; on_batch
+        sees the valid records decoded for dispatch (topic, queue, queue offset...)."""
         files = self.queue.files
         result = LogScan(end_offset=files[first_index].file_from_offset if files else 0)
         total = sum(mf.file_size for mf in files[first_index:])
@@ -106,16 +108,26 @@ class CommitLog:
                 progress(done, total)
             done += mf.file_size
             result.files_scanned += 1
-            found = codec.scan_region(mf, 0, mf.file_size, check_crc=check_crc,
-                                      base_offset=mf.file_from_offset)
-            result.records += len(found)
-            result.end_offset = mf.file_from_offset + found.stop_position
-            if found.stop_status == "blank":
+            pos = 0
+            while True:
+                batch = codec.dispatch_region(mf, pos, mf.file_size, max_records=65536,
+                                              check_crc=check_crc)
+                result.records += len(batch)
+                if on_batch is not None and len(batch):
+                    on_batch(batch)
+                pos = batch.stop_position
+                if batch.stop_status != "limit":
+                    break
+            result.end_offset = mf.file_from_offset + pos
+            if batch.stop_status == "blank":
                 result.end_offset = mf.file_from_offset + mf.file_size
                 continue
-            result.stop_status = found.stop_status
-            result.stop_reason = found.reason
+            result.stop_status = "end" if batch.stop_status in ("end", "limit") else \
+                batch.stop_status
+            result.stop_reason = batch.reason
             break
+        if progress is not None:
+            progress(total, total)
         return result
 
     def set_end(self, end_offset: int, *, zero_tail: bool) -> int:
@@ -240,14 +252,17 @@ class CommitLog:
             return None
         return mf.view(pos, size)
 
-    def look_message_by_offset(self, offset: int) -> MessageExt | None:
+    def look_message_by_offset(self, offset: int, size: int | None = None) -> MessageExt | None:
+        """The message whose record starts at offset (None past the end, or when size is
+        given and the record there is not that long). Raises CorruptRecordError."""
         mf = self.queue.find_by_offset(offset)
         if mf is None:
             return None
         pos = offset - mf.file_from_offset
-        if pos >= mf.read_position:
+        if pos >= mf.read_position or (size is not None and pos + size > mf.read_position):
             return None
-        return codec.decode_at(mf, pos)
+        msg = codec.decode_at(mf, pos)
+        return None if size is not None and msg.store_size != size else msg
 
     def scan(self, from_offset: int = 0, *, check_crc: bool = False) -> Iterator[MessageExt]:
         """Every message from from_offset (a record boundary) to the end, in log order."""

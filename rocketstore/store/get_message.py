@@ -159,17 +159,10 @@ def _batch_full(config: StoreConfig, size: int, max_msgs: int, buffer_total: int
 
 def _message_at(commit_log: CommitLog, phy: int, size: int) -> MessageExt | None:
     """The record a unit points at, if it is still there and is that record."""
-    mf = commit_log.queue.find_by_offset(phy)
-    if mf is None:
-        return None
-    pos = phy - mf.file_from_offset
-    if pos + size > mf.read_position:
-        return None
     try:
-        msg = codec.decode_at(mf, pos)
+        return commit_log.look_message_by_offset(phy, size)
     except (codec.CorruptRecordError, ValueError):
         return None
-    return msg if msg.store_size == size else None
 
 
 def _roll_next_file(commit_log: CommitLog, phy: int) -> int:

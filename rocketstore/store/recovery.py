@@ -14,6 +14,8 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
+import numpy as np
+
 from rocketstore._native import codec
 from rocketstore.config import StoreConfig
 from rocketstore.store.checkpoint import StoreCheckpoint
@@ -76,6 +78,34 @@ def damaged_queues_start(commit_log: CommitLog, queues: ConsumeQueueTable,
     return min(starts) if starts else None
 
 
+class QueuesBehindLog:
+    """Watches the recovery scan for records whose queue offset is at or past their
+    ConsumeQueue's end: after a clean shutdown every record was dispatched, so such a queue
+    lost units (damaged or deleted files). start is where dispatch must restart."""
+
+    def __init__(self, queues: ConsumeQueueTable) -> None:
+        self.queues = queues
+        self.start: int | None = None
+
+    def __call__(self, batch: codec.DispatchBatch) -> None:
+        tran = batch.sys_flags & 0xC
+        counted = (tran == 0) | (tran == 0x8)       # the records that get units
+        for topic_id, topic in enumerate(batch.topics):
+            rows = counted & (batch.topic_ids == topic_id)
+            if not rows.any():
+                continue
+            queue_ids = batch.queue_ids[rows]
+            queue_offsets = batch.queue_offsets[rows]
+            phys = batch.phy_offsets[rows]
+            for queue_id in np.unique(queue_ids).tolist():
+                cq = self.queues.find(topic, queue_id)
+                end = 0 if cq is None else cq.max_offset
+                behind = (queue_ids == queue_id) & (queue_offsets >= end)
+                if behind.any():
+                    first = int(phys[behind].min())
+                    self.start = first if self.start is None else min(self.start, first)
+
+
 def recover(config: StoreConfig, commit_log: CommitLog, queues: ConsumeQueueTable,
             reput: ReputMessageService, checkpoint: StoreCheckpoint, *, abnormal: bool,
             read_only: bool, progress: Progress | None = None,
@@ -94,7 +124,9 @@ def recover(config: StoreConfig, commit_log: CommitLog, queues: ConsumeQueueTabl
         first = max(0, len(files) - 3)
     start_offset = files[first].file_from_offset if files else 0
     check_crc = config.check_crc_on_recover
-    found = commit_log.scan_files(first, check_crc=check_crc, progress=progress)
+    behind = QueuesBehindLog(queues)
+    found = commit_log.scan_files(first, check_crc=check_crc, progress=progress,
+                                  on_batch=None if abnormal else behind)
     truncated = commit_log.set_end(found.end_offset, zero_tail=found.stop_status == "corrupt")
     dispatched = 0
     if not read_only:
@@ -104,6 +136,8 @@ def recover(config: StoreConfig, commit_log: CommitLog, queues: ConsumeQueueTabl
             reput.reput_from_offset = start_offset
         else:
             start = min(queues.max_physic_offset(), found.end_offset)
+            if behind.start is not None:
+                start = min(start, behind.start)
             if expected_queue_offsets:
                 damaged = damaged_queues_start(commit_log, queues, expected_queue_offsets)
                 if damaged is not None:
