@@ -5,6 +5,19 @@
   verifies the count and a checksum of the bodies, then prints throughput and what it wrote.
 - ``rocketstore dump PATH`` decodes a CommitLog (ours or Apache RocketMQ's) to JSON lines with
   the field names of the RocketMQ 4.9.8 fixture's ``messages.jsonl`` (body as ``body_b64``).
+- ``rocketstore stat PATH [--json]``: topics, queues (min/max offsets, counts), CommitLog
+  offsets, dispatch lag, file counts and sizes, checkpoint, abort file / running writer.
+- ``rocketstore query PATH --topic T --key K``: messages by key (IndexFiles), JSON lines.
+- ``rocketstore get PATH --topic T --queue Q --offset N``: a consumer pull (getMessage): a
+  result line, then the messages as JSON lines.
+- ``rocketstore view PATH MSG_ID``: a message by offsetMsgId.
+- ``rocketstore recover PATH``: open for writing (normal or abnormal recovery, with a progress
+  bar), shut down cleanly, report what recovery did.
+
+Every command that opens an existing store reads its file sizes (CommitLog, ConsumeQueue,
+IndexFile) from its files, so stores written with other settings open as they are;
+``--hash-slots``/``--index-num`` give the IndexFile geometry when the size does not tell it.
+All but ``recover`` (and ``demo``) open the store read-only, safe beside a running writer.
 
 Only the store's public API is used here (layer 5 over layer 4, see DESIGN.md). Every expected
 failure (missing path, locked store, bad segment files, corrupt records) ends as a one-line
@@ -25,6 +38,7 @@ import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any
 
@@ -34,7 +48,9 @@ from tqdm import tqdm
 from rocketstore import (
     CorruptRecordError,
     Message,
+    MessageExt,
     MessageStore,
+    RecoveryReport,
     StoreConfig,
     StoreLockedError,
     __version__,
@@ -48,6 +64,7 @@ DEFAULT_DEMO_DIR = "rocketstore-demo"
 DEFAULT_DEMO_TOPICS = "orders,audit,clicks"
 DEFAULT_DEMO_SEGMENT = 32 * 1024 * 1024
 MAX_BODY_SIZE = 4 * 1024 * 1024  # StoreConfig.max_message_size default
+LONG_MAX = 2**63 - 1
 # Errors that opening or reading a store can raise for reasons outside the program: missing or
 # unreadable files (OSError), bad segment names or sizes (StoreFormatError, a ValueError),
 # another writer (StoreLockedError, a RuntimeError).
@@ -126,6 +143,9 @@ def main(ctx: click.Context, verbose: bool) -> None:
     Try it:
       rocketstore demo                  # write, reopen, verify ./rocketstore-demo
       rocketstore dump ./rocketstore-demo --limit 3
+      rocketstore stat ./rocketstore-demo
+      rocketstore get ./rocketstore-demo --topic orders --queue 0 --offset 0 --max 2
+      rocketstore query ./rocketstore-demo --topic orders --key ord-1000
     """
     ctx.obj = {"verbose": verbose}
     _setup_logging(ctx, verbose)
@@ -231,11 +251,13 @@ def _locate(path: Path) -> _Located:
 
 
 @contextmanager
-def _open_store(root: Path, config: StoreConfig, *, read_only: bool) -> Iterator[MessageStore]:
+def _open_store(root: Path, config: StoreConfig, *, read_only: bool,
+                progress: Callable[[int, int], None] | None = None,
+                locked_hint: str | None = None) -> Iterator[MessageStore]:
     try:
-        store = MessageStore.open(root, config, read_only=read_only)
+        store = MessageStore.open(root, config, read_only=read_only, progress=progress)
     except StoreLockedError as exc:
-        raise _fail(f"{exc}", exc) from None
+        raise _fail(locked_hint or f"{exc}", exc) from None
     except CorruptRecordError as exc:
         raise _fail(f"cannot open the store at {root}: {exc}", exc) from None
     except STORE_ERRORS as exc:
@@ -266,6 +288,93 @@ def _describe(exc: BaseException) -> str:
         where = f": {exc.filename}" if exc.filename else ""
         return f"{exc.strerror}{where}"
     return str(exc) or type(exc).__name__
+
+
+# ---- opening existing stores ---------------------------------------------------------------
+
+INDEX_HEADER_SIZE = 40
+INDEX_SLOT_SIZE = 4
+INDEX_ITEM_SIZE = 20
+
+
+def _index_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """--hash-slots / --index-num: the IndexFile geometry, when the file size alone does not
+    tell it (the sizes are read from the files assuming RocketMQ's 4 items per slot)."""
+    f = click.option("--index-num", type=click.IntRange(min=2), default=None,
+                     help="Items per IndexFile (maxIndexNum) of the store; default: read from "
+                          "the files.")(f)
+    f = click.option("--hash-slots", type=click.IntRange(min=1), default=None,
+                     help="Hash slots per IndexFile (maxHashSlotNum) of the store; default: "
+                          "read from the files (40 + 4*slots + 20*items bytes, items = "
+                          "4*slots).")(f)
+    return f
+
+
+def _index_files(root: Path) -> list[Path]:
+    directory = root / "index"
+    try:
+        return sorted(p for p in directory.iterdir() if p.name.isdigit() and p.is_file())
+    except OSError:
+        return []
+
+
+def _index_file_size(slots: int, items: int) -> int:
+    return INDEX_HEADER_SIZE + INDEX_SLOT_SIZE * slots + INDEX_ITEM_SIZE * items
+
+
+def _index_overrides(root: Path, hash_slots: int | None, index_num: int | None
+                     ) -> dict[str, int]:
+    """StoreConfig changes for --hash-slots/--index-num. Given one of them, the other comes
+    from the size of the store's first IndexFile (or the 4 items per slot ratio without one)."""
+    if hash_slots is None and index_num is None:
+        return {}
+    files = _index_files(root)
+    if hash_slots is not None and index_num is not None:
+        return {"max_hash_slot_num": hash_slots, "max_index_num": index_num}
+    if not files:
+        if hash_slots is not None:
+            return {"max_hash_slot_num": hash_slots, "max_index_num": 4 * hash_slots}
+        assert index_num is not None
+        return {"max_hash_slot_num": max(1, index_num // 4), "max_index_num": index_num}
+    size = files[0].stat().st_size
+    if hash_slots is not None:
+        rest = size - INDEX_HEADER_SIZE - INDEX_SLOT_SIZE * hash_slots
+        if rest < 2 * INDEX_ITEM_SIZE or rest % INDEX_ITEM_SIZE:
+            raise _fail(f"--hash-slots {hash_slots} does not fit index file {files[0]} "
+                        f"({size:,} bytes = 40 + 4*slots + 20*items); give --index-num too")
+        return {"max_hash_slot_num": hash_slots, "max_index_num": rest // INDEX_ITEM_SIZE}
+    assert index_num is not None
+    rest = size - INDEX_HEADER_SIZE - INDEX_ITEM_SIZE * index_num
+    if rest < INDEX_SLOT_SIZE or rest % INDEX_SLOT_SIZE:
+        raise _fail(f"--index-num {index_num} does not fit index file {files[0]} "
+                    f"({size:,} bytes = 40 + 4*slots + 20*items); give --hash-slots too")
+    return {"max_hash_slot_num": rest // INDEX_SLOT_SIZE, "max_index_num": index_num}
+
+
+def _check_index_files(root: Path, config: StoreConfig) -> None:
+    """Every IndexFile must have the size the config gives it: the store would refuse (or,
+    opened for writing, drop and rebuild) a file of another size."""
+    slots, items = config.max_hash_slot_num, config.max_index_num
+    expected = _index_file_size(slots, items)
+    for p in _index_files(root):
+        size = p.stat().st_size
+        if size != expected:
+            raise _fail(
+                f"index file {p} is {size:,} bytes, not the {expected:,} bytes of {slots:,} hash "
+                f"slots and {items:,} items (40 + 4*slots + 20*items): give the store's "
+                "--hash-slots and --index-num")
+
+
+def _existing_store(path: Path, hash_slots: int | None = None, index_num: int | None = None,
+                    **extra: Any) -> tuple[_Located, StoreConfig]:
+    """Locate the store at PATH and make a config whose file sizes (CommitLog, ConsumeQueue,
+    IndexFile) are those of its files, so stores written with other settings open as they
+    are (e.g. the RocketMQ fixture: 64 KiB CommitLog, 2000-byte ConsumeQueue and 200-slot,
+    800-item IndexFiles)."""
+    located = _locate(path)
+    config = located.config(**_index_overrides(located.root, hash_slots, index_num), **extra)
+    _check_index_files(located.root, config)
+    return located, config
 
 
 # ---- dump ----------------------------------------------------------------------------------
@@ -320,8 +429,10 @@ def _output_stream(output: str | None) -> tuple[IO[bytes], bool]:
               help="Verify every body CRC; a mismatch is reported as corrupt data.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
               help="Write the JSON lines to this file instead of stdout.")
+@_index_options
 def dump(path: Path, from_offset: int, limit: int | None, no_body: bool, check_crc: bool,
-         output: str | None) -> None:
+         output: str | None, hash_slots: int | None = None, index_num: int | None = None
+         ) -> None:
     """Decode the CommitLog of PATH to JSON lines, in CommitLog order.
 
     PATH is a store directory (containing commitlog/) or a CommitLog directory. Works on
@@ -329,11 +440,11 @@ def dump(path: Path, from_offset: int, limit: int | None, no_body: bool, check_c
     read-only and never modified. Corrupt data stops the dump with an error naming the
     offset (exit code 1); the records before it have been written.
     """
-    located = _locate(path)
+    located, config = _existing_store(path, hash_slots, index_num,
+                                      check_crc_on_recover=check_crc)
     if not located.segments:
         log.info("%s has no CommitLog segments yet: nothing to dump", located.commitlog)
         return
-    config = located.config(check_crc_on_recover=check_crc)
     with _quiet_store_warnings(), _open_store(located.root, config, read_only=True) as store:
         problem = _check_record_start(store, from_offset)
         if problem is not None:
@@ -403,6 +514,397 @@ def _silence_stdout() -> None:
         os.dup2(devnull, click.get_binary_stream("stdout").fileno())
     except (OSError, ValueError, AttributeError):
         pass
+
+
+# ---- stat ----------------------------------------------------------------------------------
+
+
+def _lock_holder(root: Path) -> tuple[bool | None, int | None]:
+    """(whether a writer holds the store's lock, its pid), read from /proc/locks without
+    touching the lock (taking it, even shared and for a moment, could make a starting writer
+    fail). (None, None) where that cannot be told."""
+    try:
+        st = (root / "lock").stat()
+    except FileNotFoundError:
+        return False, None
+    except OSError:
+        return None, None
+    wanted = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    try:
+        with open("/proc/locks", encoding="ascii", errors="replace") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None, None
+    for line in lines:
+        # "1: FLOCK  ADVISORY  WRITE 3708 fe:00:2146418 0 EOF" ("1: -> FLOCK ..." waits)
+        fields = line.split()
+        if len(fields) >= 6 and fields[1] == "FLOCK" and fields[5] == wanted:
+            return True, int(fields[4]) if fields[4].isdigit() else None
+    return False, None
+
+
+def _files_summary(paths: list[Path], file_size: int) -> dict[str, int]:
+    return {"files": len(paths), "bytes": sum(p.stat().st_size for p in paths),
+            "fileSize": file_size}
+
+
+def _dispatch_lag(store: MessageStore) -> int:
+    """CommitLog bytes not yet in a ConsumeQueue. Read-only (no dispatch service): the
+    CommitLog end minus the end of the newest record a ConsumeQueue points at."""
+    if not store.read_only:
+        return store.dispatch_behind_bytes()
+    max_phy = store.get_max_phy_offset()
+    dispatched = max(store.consume_queues.max_physic_offset(), store.get_min_phy_offset())
+    return max(0, max_phy - dispatched)
+
+
+def _store_stat(store: MessageStore, root: Path, commitlog_dir: Path) -> dict[str, Any]:
+    config = store.config
+    topics: list[dict[str, Any]] = []
+    total = 0
+    for topic in store.topics():
+        queues = []
+        for qid in store.queues(topic):
+            lo = store.get_min_offset_in_queue(topic, qid)
+            hi = store.get_max_offset_in_queue(topic, qid)
+            queues.append({"queueId": qid, "minOffset": lo, "maxOffset": hi,
+                           "messages": max(0, hi - lo)})
+        count = sum(q["messages"] for q in queues)
+        total += count
+        topics.append({"topic": topic, "messages": count, "queues": queues})
+    rec = store.recovery
+    # File counts and sizes are those on disk (a read-only open may leave some files aside,
+    # e.g. IndexFiles newer than the checkpoint while the abort file is there).
+    commitlog = {"minOffset": store.get_min_phy_offset(), "maxOffset": store.get_max_phy_offset(),
+                 **_files_summary(_segments(commitlog_dir), config.mapped_file_size_commit_log),
+                 "endStatus": rec.stop_status if rec is not None else "end",
+                 "endReason": rec.stop_reason if rec is not None else None}
+    cq_files = [p for p in (root / "consumequeue").glob("*/*/*")
+                if _is_segment_name(p.name) and p.is_file()]
+    index_ts, index_phy = store.index_service.index_last_update()
+    index = {**_files_summary(_index_files(root),
+                              _index_file_size(config.max_hash_slot_num, config.max_index_num)),
+             "hashSlots": config.max_hash_slot_num, "indexNum": config.max_index_num,
+             "lastUpdateTimestamp": index_ts, "lastUpdatePhyOffset": index_phy}
+    abort = (root / "abort").exists()
+    writer, pid = _lock_holder(root)
+    clean: bool | None = not abort
+    if abort and writer is not False:
+        clean = None  # the abort file of a running writer says nothing about the last run
+    return {
+        "store": str(root),
+        "topicCount": len(topics),
+        "queueCount": sum(len(t["queues"]) for t in topics),
+        "messages": total,
+        "commitLog": commitlog,
+        "consumeQueue": {**_files_summary(cq_files, config.mapped_file_size_consume_queue),
+                         "queues": len(store.consume_queues.all())},
+        "index": index,
+        "dispatchBehindBytes": _dispatch_lag(store),
+        "checkpoint": store.checkpoint.as_dict(),
+        "abortFile": abort,
+        "writerRunning": writer,
+        "writerPid": pid,
+        "lastShutdownClean": clean,
+        "topics": topics,
+    }
+
+
+def _when(ms: int) -> str:
+    if ms <= 0:
+        return "-"
+    try:
+        when = datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
+    except (OverflowError, OSError, ValueError):
+        return str(ms)
+    return when.strftime("%Y-%m-%d %H:%M:%S.") + f"{ms % 1000:03d} UTC"
+
+
+def _print_stat(st: dict[str, Any]) -> None:
+    echo = click.echo
+    cl, cq, ix = st["commitLog"], st["consumeQueue"], st["index"]
+    echo(f"store          {st['store']}")
+    if st["writerRunning"]:
+        pid = f" (pid {st['writerPid']})" if st["writerPid"] else ""
+        echo(f"writer         running{pid}: this is a snapshot")
+    if st["lastShutdownClean"] is None and st["abortFile"]:
+        echo("last shutdown  unknown (the abort file is the running writer's)")
+    elif st["abortFile"]:
+        echo("last shutdown  UNCLEAN: abort file present (the next writable open runs abnormal "
+             "recovery; `rocketstore recover` does it now)")
+    else:
+        echo("last shutdown  clean (no abort file)")
+    echo(f"commitlog      offsets {cl['minOffset']:,} .. {cl['maxOffset']:,}; {cl['files']} "
+         f"file(s), {_size(cl['bytes'])} ({_file_size(cl['fileSize'])} each)")
+    if cl["endStatus"] != "end":
+        echo(f"               ends at an invalid record ({cl['endReason'] or cl['endStatus']})")
+    echo(f"consumequeue   {cq['queues']} queue(s), {cq['files']} file(s), {_size(cq['bytes'])} "
+         f"({_file_size(cq['fileSize'])} each)")
+    echo(f"index          {ix['files']} file(s), {_size(ix['bytes'])} ({ix['hashSlots']:,} hash "
+         f"slots, {ix['indexNum']:,} items each); last update {_when(ix['lastUpdateTimestamp'])}"
+         f" at offset {ix['lastUpdatePhyOffset']:,}")
+    echo(f"dispatch lag   {st['dispatchBehindBytes']:,} bytes")
+    ck = st["checkpoint"]
+    echo(f"checkpoint     physic {_when(ck['physicMsgTimestamp'])}, logics "
+         f"{_when(ck['logicsMsgTimestamp'])}, index {_when(ck['indexMsgTimestamp'])}")
+    echo(f"messages       {st['messages']:,} in {st['queueCount']} queue(s) of "
+         f"{st['topicCount']} topic(s)")
+    rows = [(_clip(t["topic"], 48), str(q["queueId"]), f"{q['minOffset']:,}", f"{q['maxOffset']:,}",
+             f"{q['messages']:,}") for t in st["topics"] for q in t["queues"]]
+    if not rows:
+        return
+    head = ("TOPIC", "QUEUE", "MIN OFFSET", "MAX OFFSET", "MESSAGES")
+    widths = [max(len(r[i]) for r in (head, *rows)) for i in range(len(head))]
+    echo("")
+    for r in (head, *rows):
+        echo("  ".join([r[0].ljust(widths[0])] + [c.rjust(w) for c, w in
+                                                  zip(r[1:], widths[1:], strict=True)]))
+
+
+def _file_size(n: int) -> str:
+    """A configured file size: binary units when it is a whole number of KiB."""
+    return _size(n) if n % 1024 == 0 else f"{n:,} B"
+
+
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+@main.command()
+@click.argument("path", type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="One JSON document instead of a table.")
+@_index_options
+def stat(path: Path, as_json: bool, hash_slots: int | None, index_num: int | None) -> None:
+    """Summarise the store at PATH: topics and queues (min/max offsets, message counts), the
+    CommitLog's offsets, dispatch lag, file counts and sizes per kind, the checkpoint, and
+    whether the last shutdown was clean (abort file).
+
+    Opens the store read-only: safe while a writer has it open (it shows a snapshot).
+    """
+    located, config = _existing_store(path, hash_slots, index_num)
+    with _open_store(located.root, config, read_only=True) as store:
+        st = _store_stat(store, located.root, located.commitlog)
+    if as_json:
+        click.echo(json.dumps(st, ensure_ascii=False, indent=2))
+    else:
+        _print_stat(st)
+
+
+# ---- query, get, view ----------------------------------------------------------------------
+
+
+def _write_messages(messages: list[MessageExt], no_body: bool,
+                    head: dict[str, Any] | None = None) -> None:
+    out = click.get_binary_stream("stdout")
+    lines = [] if head is None else [_json_line(head)]
+    for msg in messages:
+        d = msg.to_dict(body_b64=not no_body)
+        d.pop("body", None)
+        lines.append(_json_line(d))
+    try:
+        out.write(b"".join(lines))
+        out.flush()
+    except BrokenPipeError:
+        _silence_stdout()
+
+
+_NO_BODY = click.option("--no-body", is_flag=True, help="Leave out body_b64.")
+
+
+@main.command()
+@click.argument("path", type=click.Path(path_type=Path))
+@click.option("-t", "--topic", required=True, help="The topic.")
+@click.option("-k", "--key", required=True, help="A KEYS token or a UNIQ_KEY.")
+@click.option("--max", "max_num", type=click.IntRange(min=1), default=64, show_default=True,
+              help="At most this many messages (the newest ones).")
+@click.option("--begin", type=click.IntRange(min=0), default=0,
+              help="Only messages stored at or after this time (ms since the epoch).")
+@click.option("--end", type=click.IntRange(min=0), default=LONG_MAX,
+              help="Only messages stored at or before this time (ms since the epoch).")
+@_NO_BODY
+@_index_options
+def query(path: Path, topic: str, key: str, max_num: int, begin: int, end: int, no_body: bool,
+          hash_slots: int | None, index_num: int | None) -> None:
+    """Messages of TOPIC with key KEY, as JSON lines, oldest first.
+
+    KEY matches a token of the KEYS property or the UNIQ_KEY (client message id), as
+    RocketMQ's queryMessage; every index hit is checked against the stored record, so keys
+    whose hashes collide never return each other's messages. The lookup needs the store's
+    IndexFiles (index/, written when messageIndexEnable is on): without them nothing is
+    found. No match: no output, exit code 0. Opens the store read-only.
+    """
+    if not key:
+        raise _fail("--key must not be empty")
+    if begin > end:
+        raise _fail(f"--begin {begin} is after --end {end}")
+    located, config = _existing_store(path, hash_slots, index_num,
+                                      max_msgs_num_batch=max_num)
+    if not _index_files(located.root):
+        log.warning("%s has no IndexFiles (index/): a query by key finds nothing without them",
+                    located.root)
+    with _open_store(located.root, config, read_only=True) as store:
+        try:
+            found = store.query_message(topic, key, max_num, begin, end)
+        except (TypeError, ValueError) as exc:
+            raise _fail(f"cannot query {topic}#{key}: {_describe(exc)}", exc) from None
+        messages = sorted(found.messages, key=lambda m: m.commitlog_offset)
+        _write_messages(messages, no_body)
+        log.info("%d message(s) of %s with key %s", len(messages), topic, key)
+
+
+def _queue_not_found(store: MessageStore, topic: str, queue_id: int) -> click.ClickException:
+    queues = store.queues(topic)
+    if queues:
+        return _fail(f"topic {topic!r} has no queue {queue_id} in this store (its queues: "
+                     f"{', '.join(map(str, queues))})")
+    topics = store.topics()
+    shown = ", ".join(repr(t) for t in topics[:20]) + (", ..." if len(topics) > 20 else "")
+    return _fail(f"topic {topic!r} has no ConsumeQueue in this store (topics: "
+                 f"{shown or 'none'})")
+
+
+@main.command("get")
+@click.argument("path", type=click.Path(path_type=Path))
+@click.option("-t", "--topic", required=True, help="The topic.")
+@click.option("-q", "--queue", "queue_id", type=click.IntRange(min=0), required=True,
+              help="The queue id.")
+@click.option("--offset", type=click.IntRange(min=0), required=True,
+              help="Logical offset in the queue to read from.")
+@click.option("-n", "--max", "max_msgs", type=click.IntRange(min=1), default=32,
+              show_default=True, help="At most this many messages (the store's transfer "
+                                      "limits apply too, as in a RocketMQ pull).")
+@click.option("-s", "--subscription", default="*", show_default=True,
+              help="Tag expression: '*' or 'TagA || TagB'.")
+@click.option("-g", "--group", default="rocketstore-cli", show_default=True,
+              help="Consumer group (informational).")
+@_NO_BODY
+@_index_options
+def get_command(path: Path, topic: str, queue_id: int, offset: int, max_msgs: int,
+                subscription: str, group: str, no_body: bool, hash_slots: int | None,
+                index_num: int | None) -> None:
+    """Read a queue like a consumer pull (RocketMQ getMessage), as JSON lines.
+
+    The first line is the result: {"status", "nextBeginOffset", "minOffset", "maxOffset",
+    "messageCount"} (status is RocketMQ's GetMessageStatus); one line per message follows.
+    Pull on from nextBeginOffset. Opens the store read-only.
+    """
+    located, config = _existing_store(path, hash_slots, index_num)
+    with _open_store(located.root, config, read_only=True) as store:
+        if queue_id not in store.queues(topic):
+            raise _queue_not_found(store, topic, queue_id)
+        try:
+            r = store.get_message(group, topic, queue_id, offset, max_msgs, subscription)
+        except (TypeError, ValueError) as exc:
+            raise _fail(f"cannot read {topic}:{queue_id} at {offset}: {_describe(exc)}",
+                        exc) from None
+        head = {"status": r.status.name, "nextBeginOffset": r.next_begin_offset,
+                "minOffset": r.min_offset, "maxOffset": r.max_offset,
+                "messageCount": len(r.messages)}
+        _write_messages(r.messages, no_body, head)
+
+
+@main.command()
+@click.argument("path", type=click.Path(path_type=Path))
+@click.argument("msg_id")
+@_NO_BODY
+@_index_options
+def view(path: Path, msg_id: str, no_body: bool, hash_slots: int | None,
+         index_num: int | None) -> None:
+    """The message with offsetMsgId MSG_ID (store host + CommitLog offset, 32 or 56 hex
+    characters, as RocketMQ's viewMessage), as one JSON line. Opens the store read-only."""
+    located, config = _existing_store(path, hash_slots, index_num)
+    with _open_store(located.root, config, read_only=True) as store:
+        try:
+            msg = store.view_message(msg_id)
+        except (TypeError, ValueError) as exc:
+            raise _fail(f"bad message id {msg_id!r}: {_describe(exc)}", exc) from None
+        if msg is None:
+            raise _fail(f"no message {msg_id} in the store: no record starts at the CommitLog "
+                        f"offset it names (the CommitLog holds {store.get_min_phy_offset():,}"
+                        f" .. {store.get_max_phy_offset():,})")
+        if msg.msg_id.upper() != msg_id.upper():
+            log.warning("%s names another store host than the record's (%s, id %s)", msg_id,
+                        msg.store_host, msg.msg_id)
+        _write_messages([msg], no_body)
+
+
+# ---- recover -------------------------------------------------------------------------------
+
+
+def _print_recovery(report: RecoveryReport, root: Path, dry_run: bool, clean: bool) -> None:
+    echo = click.echo
+    if report.abnormal:
+        echo("recovery     abnormal: the abort file was there (the last run did not shut down "
+             "cleanly)")
+    else:
+        echo("recovery     normal: the last run shut down cleanly")
+    echo(f"store        {root}")
+    echo(f"scanned      {report.records:,} record(s) in {report.files_scanned} file(s), "
+         f"CommitLog offsets {report.start_offset:,} .. {report.end_offset:,}")
+    if report.stop_status == "end":
+        echo("stopped      at the end of the data")
+    else:
+        echo(f"stopped      at an invalid record at {report.end_offset:,}: "
+             f"{report.stop_reason or report.stop_status}")
+    verb = "would give up" if dry_run else "gave up"
+    echo(f"truncated    {verb} {report.truncated_bytes:,} CommitLog byte(s) after the end")
+    if not dry_run:
+        echo(f"dispatched   {report.dispatched_records:,} record(s) to ConsumeQueue/IndexFile")
+    echo(f"took         {report.duration_s * 1000:,.1f} ms")
+    if dry_run:
+        echo("dry run      nothing was changed")
+    elif clean:
+        echo("shutdown     clean: checkpoint written, abort file removed")
+    else:
+        echo("shutdown     the abort file is still there", err=True)
+
+
+@main.command()
+@click.argument("path", type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="The report as JSON.")
+@click.option("--dry-run", is_flag=True,
+              help="Open read-only: report what recovery finds, change nothing.")
+@_index_options
+def recover(path: Path, as_json: bool, dry_run: bool, hash_slots: int | None,
+            index_num: int | None) -> None:
+    """Run the store's recovery at PATH now and shut it down cleanly.
+
+    Opens the store for writing, which recovers it: normally after a clean shutdown (the
+    last files are checked), abnormally when the abort file is there (the CommitLog is
+    replayed from the checkpoint, validating every record; whatever follows the first
+    invalid one is cut from the CommitLog, ConsumeQueues and IndexFiles, and the replayed
+    range is dispatched again). Then it shuts down cleanly (checkpoint written, abort file
+    removed) and reports what it did. The store must not be open for writing elsewhere.
+    """
+    located, config = _existing_store(path, hash_slots, index_num)
+    root = located.root
+    hint = (f"store {root} is locked: another process has it open for writing; stop it first "
+            "(stat, query, get, view and dump read a store while it runs)")
+    bar = tqdm(total=0, unit="B", unit_scale=True, unit_divisor=1024, desc="recovering",
+               disable=None, leave=False)
+
+    def progress(done: int, total: int) -> None:
+        if bar.total != total:
+            bar.total = total
+            bar.refresh()
+        if done > bar.n:
+            bar.update(done - bar.n)
+
+    try:
+        with _open_store(root, config, read_only=dry_run, progress=progress,
+                         locked_hint=hint) as store:
+            report = store.recovery
+    finally:
+        bar.close()
+    if report is None:
+        raise _fail(f"the store at {root} reported no recovery")
+    clean = dry_run or not (root / "abort").exists()
+    if as_json:
+        click.echo(json.dumps(report.as_dict(), ensure_ascii=False))
+    else:
+        _print_recovery(report, root, dry_run, clean)
+    if not clean:
+        raise _fail(f"the store at {root} did not shut down cleanly (abort file left)")
 
 
 # ---- demo workload -------------------------------------------------------------------------

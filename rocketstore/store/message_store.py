@@ -126,7 +126,10 @@ class MessageStore:
         self.commit_log.load()
         self.consume_queues.load()
         loaded_before = self.index_service.file_names()
-        self.index_service.load(not abnormal, self.checkpoint.index_msg_timestamp,
+        # A reader beside a running writer sees its abort file; it rebuilds nothing, so it
+        # keeps every index file (the writer's newest one included).
+        self.index_service.load(not abnormal or self.read_only,
+                                self.checkpoint.index_msg_timestamp,
                                 drop_corrupt=not self.read_only)
         self.recovery = recover(self.config, self.commit_log, self.consume_queues, self.reput,
                                 self.checkpoint, abnormal=abnormal, read_only=self.read_only,

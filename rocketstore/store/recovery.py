@@ -38,7 +38,8 @@ class RecoveryReport:
     end_offset: int                # the CommitLog's end after recovery
     records: int                   # valid records scanned (replayed when abnormal)
     files_scanned: int
-    truncated_bytes: int           # CommitLog bytes given up after the end
+    truncated_bytes: int           # bytes given up after the end: the rest of the end
+                                   # segment (zeroed after a corrupt record) + later segments
     dispatched_records: int        # records (re)dispatched to ConsumeQueue/IndexFile
     stop_status: str               # 'end' (clean), 'corrupt' (torn/invalid record found)
     stop_reason: str | None
