@@ -271,6 +271,8 @@ def format_host(raw, int port):
     """Raw 4- or 16-byte address and port -> 'a.b.c.d:port' or '[v6]:port' (RFC 5952)."""
     addr = ipaddress.ip_address(bytes(raw))
     if addr.version == 6:
+        if addr.ipv4_mapped is not None:    # one spelling on every Python version
+            return f"[::ffff:{addr.ipv4_mapped}]:{port}"
         return f"[{addr.compressed}]:{port}"
     return f"{addr}:{port}"
 

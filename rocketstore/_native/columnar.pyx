@@ -1,11 +1,17 @@
-# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+# cython: initializedcheck=False
 """Columnar decode: CommitLog records -> one pyarrow.RecordBatch, with no Python object per
 message.
 
-Two passes over the records, both without the GIL: the first validates every record and sums
-what each column needs (rows, string bytes, list items); numpy buffers of exactly those sizes
-are allocated (GIL held, once per batch); the second pass fills them. The Arrow arrays are then
-assembled from the buffers (``pa.Array.from_buffers``), zero-copy.
+Two passes over the records, both without the GIL. Pass 1 validates every record
+(``codec.check_record``) and sizes every column: exactly for the per-row values, and for what
+comes out of the properties (names, values, tags, keys) a bound from their length, so the
+properties are tokenized only once. The buffers are then carved from one allocation per batch
+(GIL held) and pass 2 parses and fills them; the Arrow arrays are assembled from the filled
+part of each buffer (``pa.Array.from_buffers``), zero-copy. The allocation is recycled when the
+batch dies (``set_buffer_cache``): fresh pages cost the kernel a zeroing pass, which was half
+the decode time before. Properties are tokenized 8 bytes at a time (separators and non-ASCII
+found with one word test); host text is formatted once per run of equal hosts.
 
 Column semantics (``SCHEMA``, the Spark schema of issue 5):
 
@@ -34,19 +40,28 @@ Column semantics (``SCHEMA``, the Spark schema of issue 5):
 - ``body``: the stored body bytes (compressed bodies, sysFlag 0x1, are left compressed).
 
 Invalid UTF-8 (topic, property names and values): each maximal invalid subpart is replaced by
-one U+FFFD, exactly what Python's ``bytes.decode("utf-8", "replace")`` (and Java's decoder)
-give, so every string column is valid UTF-8 and ``validate(full=True)`` passes.
+one U+FFFD (Unicode's recommended practice: what Python's ``bytes.decode("utf-8", "replace")``
+gives, and Java's decoder follows it too), so every string column is valid UTF-8 and
+``validate(full=True)`` passes.
 
 Size limit: string/binary columns have 32-bit offsets, so no column may hold more than
-``MAX_BATCH_BYTES`` (2**31 - 1) bytes of data. ``decode_region`` stops before the record that
-would overflow one and reports ``stop_status == "limit"``; the caller continues from
-``next_position``. ``decode_positions`` raises ``BatchTooLargeError`` (its ``fits`` attribute
+``MAX_BATCH_BYTES`` (2**31 - 1) bytes of data (``max_batch_bytes`` lowers that). Pass 1 checks
+the sizes (bounds, for the property-derived columns) before taking each record:
+``decode_region`` stops before the record that could overflow a column and reports
+``stop_status == "limit"``; the caller continues from ``next_position``. A batch always takes
+at least its first record. ``decode_positions`` raises ``BatchTooLargeError`` (its ``fits`` attribute
 says how many leading positions fit) so the caller can split the positions.
 """
 cimport cython
-from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
-from libc.stdlib cimport free, malloc, realloc
-from libc.string cimport memchr, memcmp, memcpy, memset
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
+from libc.stdlib cimport calloc, free, malloc, realloc
+from libc.string cimport memcmp, memcpy, memset
+from posix.mman cimport (
+    MAP_ANONYMOUS, MAP_FAILED, MAP_PRIVATE, PROT_READ, PROT_WRITE, madvise, mmap, munmap,
+)
+
+cdef extern from "<sys/mman.h>" nogil:
+    enum: MADV_HUGEPAGE
 
 cimport numpy as cnp
 
@@ -56,11 +71,12 @@ from rocketstore._native.codec cimport (
     REC_END,
     REC_OK,
     SYSFLAG_BORNHOST_V6,
+    SYSFLAG_STOREHOST_V6,
     RecordInfo,
     check_record,
     rs_get_i32,
     rs_get_i64,
-    rs_get_u32,
+    rs_get_u16,
 )
 from rocketstore._native.mapped_file cimport MappedFile
 
@@ -77,7 +93,14 @@ DEF MAX_PAIRS = 8200            # a kept pair needs >= 4 bytes of the <= 32767-b
 DEF PROPS_SCRATCH = 3 * 32768   # sanitized properties: an invalid byte becomes 3 bytes
 DEF TOPIC_SCRATCH = 3 * 256
 DEF HOST_TEXT = 64              # '[' + 39 + ']:' + 11 fits
+DEF BORN_SLOTS = 64             # host caches (powers of two)
+DEF STORE_SLOTS = 8
 DEF MIN_RECORD = 91
+DEF ARENA_ALIGN = 64
+DEF SLACK = 32                  # spare bytes after each buffer for _put's block copies
+DEF ARENA_MMAP_MIN = 1 << 20    # smaller arenas come from malloc and are not cached
+DEF ARENA_GRAIN = 2 << 20
+DEF ARENA_SLOTS = 8
 
 # ---- schema ----------------------------------------------------------------------------------
 
@@ -229,6 +252,33 @@ cdef Py_ssize_t _utf8_sanitize(const unsigned char* p, Py_ssize_t n, char* out) 
     return o
 
 
+cdef Py_ssize_t _utf8_text_len(const unsigned char* p, Py_ssize_t n) noexcept nogil:
+    """Length of p once sanitized: n when it is ASCII (checked 8 bytes at a time) or valid
+    UTF-8, else what the replacements make of it."""
+    cdef Py_ssize_t i = 0, o = 0
+    cdef uint64_t w, acc = 0
+    cdef int r
+    while i + 8 <= n:
+        memcpy(&w, p + i, 8)
+        acc |= w
+        i += 8
+    while i < n:
+        acc |= p[i]
+        i += 1
+    if (acc & 0x8080808080808080ULL) == 0 or _utf8_valid(p, n):
+        return n
+    i = 0
+    while i < n:
+        r = _utf8_seq(p, i, n)
+        if r > 0:
+            o += r
+            i += r
+        else:
+            o += 3
+            i -= r
+    return o
+
+
 def sanitize_utf8(data):
     """bytes with every maximal invalid UTF-8 subpart replaced by U+FFFD (testing aid:
     equals ``data.decode('utf-8', 'replace').encode()``)."""
@@ -246,6 +296,7 @@ def sanitize_utf8(data):
 
 cdef char _HEXU[512]     # byte -> two upper-case hex digits
 cdef char _HEXL[16]
+cdef uint16_t _HEX2[256]  # the same two digits as one 2-byte store
 
 cdef void _init_tables() noexcept:
     cdef const char* up = b"0123456789ABCDEF"
@@ -256,6 +307,8 @@ cdef void _init_tables() noexcept:
         _HEXU[2 * i + 1] = up[i & 15]
     for i in range(16):
         _HEXL[i] = low[i]
+    for i in range(256):
+        memcpy(&_HEX2[i], &_HEXU[2 * i], 2)
 
 _init_tables()
 
@@ -291,11 +344,21 @@ cdef inline int _put_ipv4(char* out, const unsigned char* a) noexcept nogil:
     return n
 
 
+cdef inline int _put_hex16(char* out, unsigned int x) noexcept nogil:
+    cdef int n = 0, j = 12
+    while j > 0 and ((x >> j) & 15) == 0:
+        j -= 4
+    while j >= 0:
+        out[n] = _HEXL[(x >> j) & 15]
+        n += 1
+        j -= 4
+    return n
+
+
 cdef int _format_host(const unsigned char* a, int alen, int32_t port, char* out) noexcept nogil:
     """'a.b.c.d:port' or '[rfc5952]:port' into out (HOST_TEXT bytes); returns the length."""
     cdef int n = 0, i, j, best_start = -1, best_len = 0, run_start = -1, run_len = 0
     cdef unsigned int g[8]
-    cdef unsigned int x
     cdef bint mapped
     if alen == 4:
         n = _put_ipv4(out, a)
@@ -308,7 +371,7 @@ cdef int _format_host(const unsigned char* a, int alen, int32_t port, char* out)
                 mapped = False
                 break
         if mapped and a[10] == 0xFF and a[11] == 0xFF:
-            memcpy(out + n, b"::ffff:", 7)
+            memcpy(out + n, <const char*>b"::ffff:", 7)
             n += 7
             n += _put_ipv4(out + n, a + 12)
         else:
@@ -327,27 +390,20 @@ cdef int _format_host(const unsigned char* a, int alen, int32_t port, char* out)
             if best_len < 2:
                 best_start = -1
             i = 0
+            j = 0       # 1: a group was written since the last '::' (needs a ':' before)
             while i < 8:
                 if i == best_start:
                     out[n] = b':'
                     out[n + 1] = b':'
                     n += 2
                     i += best_len
+                    j = 0
                     continue
-                if i > 0 and i != best_start + best_len:
+                if j:
                     out[n] = b':'
                     n += 1
-                elif i > 0 and best_start < 0:
-                    out[n] = b':'
-                    n += 1
-                x = g[i]
-                j = 12
-                while j > 0 and ((x >> j) & 15) == 0:
-                    j -= 4
-                while j >= 0:
-                    out[n] = _HEXL[(x >> j) & 15]
-                    n += 1
-                    j -= 4
+                n += _put_hex16(out + n, g[i])
+                j = 1
                 i += 1
         out[n] = b']'
         n += 1
@@ -368,37 +424,55 @@ def format_host(raw, int32_t port):
 
 
 cdef struct HostCache:
-    int key_len                 # address length + 4 (port); 0 = empty
-    unsigned char key[20]
+    int alen                    # address length (4 or 16); 0 = empty
+    uint64_t k0                 # the raw address + port, as words
+    uint64_t k1
+    uint32_t k2
     int text_len
-    char text[HOST_TEXT]
+    char text[HOST_TEXT]        # 'ip:port'
+    char hex[40]                # upper-case hex of address + port: the msg_id prefix
 
 
-cdef inline const char* _host_text(HostCache* c, const char* raw, int alen,
-                                   int* text_len) noexcept nogil:
-    """Formatted text of the host at raw (address + port), cached for repeats."""
-    if c.key_len != alen + 4 or memcmp(c.key, raw, alen + 4) != 0:
-        memcpy(c.key, raw, alen + 4)
-        c.key_len = alen + 4
+cdef inline HostCache* _host(HostCache* cache, int slots, const char* raw,
+                             int alen) noexcept nogil:
+    """The host at raw (address + port), formatted once: a direct-mapped cache of `slots`
+    (a power of two) entries, so a few producers' born hosts interleaving stay cached."""
+    cdef uint64_t a, b = 0
+    cdef uint32_t d = 0
+    cdef int i
+    cdef unsigned char x
+    cdef HostCache* c
+    memcpy(&a, raw, 8)
+    if alen == 16:
+        memcpy(&b, raw + 8, 8)
+        memcpy(&d, raw + 16, 4)
+    c = &cache[((a ^ (b * 31) ^ d) * 0x9E3779B97F4A7C15ULL) >> 58 & <uint64_t>(slots - 1)]
+    if c.alen != alen or c.k0 != a or c.k1 != b or c.k2 != d:
+        c.alen = alen
+        c.k0 = a
+        c.k1 = b
+        c.k2 = d
         c.text_len = _format_host(<const unsigned char*>raw, alen, rs_get_i32(raw + alen),
                                   c.text)
-    text_len[0] = c.text_len
-    return c.text
+        for i in range(alen + 4):
+            x = <unsigned char>raw[i]
+            c.hex[2 * i] = _HEXU[2 * x]
+            c.hex[2 * i + 1] = _HEXU[2 * x + 1]
+    return c
 
 
-cdef inline void _put_msg_id(char* out, const char* host, int alen, int64_t offset) noexcept nogil:
-    """offsetMsgId hex: address + port as stored, then the offset (big-endian)."""
+cdef inline void _put_msg_id(char* out, const HostCache* store, int64_t offset) noexcept nogil:
+    """offsetMsgId hex: store address + port as stored, then the offset (big-endian)."""
     cdef int i
-    cdef unsigned char b
-    for i in range(alen + 4):
-        b = <unsigned char>host[i]
-        out[2 * i] = _HEXU[2 * b]
-        out[2 * i + 1] = _HEXU[2 * b + 1]
-    out += 2 * (alen + 4)
+    cdef uint64_t v = <uint64_t>offset
+    if store.alen == 4:
+        memcpy(out, store.hex, 16)
+        out += 16
+    else:
+        memcpy(out, store.hex, 40)
+        out += 40
     for i in range(8):
-        b = <unsigned char>((<uint64_t>offset) >> (56 - 8 * i))
-        out[2 * i] = _HEXU[2 * b]
-        out[2 * i + 1] = _HEXU[2 * b + 1]
+        memcpy(out + 2 * i, &_HEX2[(v >> (56 - 8 * i)) & 0xFF], 2)
 
 
 # ---- properties ------------------------------------------------------------------------------
@@ -410,86 +484,132 @@ cdef struct Pair:
     int32_t value_len
 
 
+cdef struct PairTable:
+    # scratch for one record's pairs, grown on demand
+    Pair* items
+    int32_t cap
+    int oom
+
+
 cdef struct Props:
     # of one record, after sanitizing and string2messageProperties
     int32_t npairs
     int32_t tags                # index in pairs, or -1
     int32_t keys                # index in pairs, or -1
-    int32_t key_tokens
-    int64_t key_bytes
-    int64_t name_bytes
-    int64_t value_bytes
 
 
-cdef inline bint _is_name(const Pair* pr, const char* s) noexcept nogil:
-    return pr.name_len == 4 and memcmp(pr.name, s, 4) == 0
+cdef extern from *:
+    """
+    #include <stdint.h>
+    #include <string.h>
+    /* 8 bytes as a little-endian word, so the lowest set flag is the first byte in memory. */
+    static inline uint64_t rs_load_le64(const char *p) {
+        uint64_t w; memcpy(&w, p, 8);
+    #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+        w = __builtin_bswap64(w);
+    #endif
+        return w;
+    }
+    /* High bit set in every byte that is < 0x03 (the \x01/\x02 separators, NUL) or >= 0x80
+       (non-ASCII). Bytes above a flagged one may be flagged falsely; the lowest is exact. */
+    static inline uint64_t rs_special(uint64_t w) {
+        return ((w - 0x0303030303030303ULL) & ~w & 0x8080808080808080ULL)
+               | (w & 0x8080808080808080ULL);
+    }
+    static inline int rs_first_byte(uint64_t m) { return __builtin_ctzll(m) >> 3; }
+    """
+    uint64_t rs_load_le64(const char* p) noexcept nogil
+    uint64_t rs_special(uint64_t w) noexcept nogil
+    int rs_first_byte(uint64_t m) noexcept nogil
 
 
-cdef void _parse_props(const char* text, int32_t n, Pair* pairs, Props* out) noexcept nogil:
-    """string2messageProperties over valid UTF-8 text: pairs (unique names, first-seen order,
-    last value wins), the TAGS and KEYS entries and the byte counts."""
-    cdef const char* p = text
-    cdef const char* end = text + n
-    cdef const char* pair_end
-    cdef const char* sep
-    cdef int32_t name_len, value_len, i, found
-    cdef uint64_t seen = 0, bit
-    cdef const char* v
-    cdef const char* vend
-    cdef const char* t
+cdef inline void _add_pair(const char* text, int32_t start, int32_t sep, int32_t end,
+                           PairTable* pt, Props* out, uint64_t* seen) noexcept nogil:
+    """One `name\x01value` piece: kept when both are non-empty; a repeated name takes the
+    new value in the first one's place."""
+    cdef int32_t name_len = sep - start, value_len = end - sep - 1, i
+    cdef const char* name = text + start
+    cdef uint64_t bit
+    cdef Pair* pairs = pt.items
+    cdef Pair* grown
+    if sep < 0 or name_len <= 0 or value_len <= 0:
+        return
+    bit = (<uint64_t>1) << ((<unsigned char>name[0] + <unsigned char>name[name_len - 1] * 7
+                             + <uint32_t>name_len * 13) & 63)
+    if seen[0] & bit:
+        for i in range(out.npairs):
+            if pairs[i].name_len == name_len and memcmp(pairs[i].name, name, name_len) == 0:
+                pairs[i].value = text + sep + 1
+                pairs[i].value_len = value_len
+                return
+    if out.npairs >= pt.cap:
+        if pt.cap >= MAX_PAIRS:
+            return
+        grown = <Pair*>realloc(pt.items, 2 * pt.cap * sizeof(Pair))
+        if grown == NULL:
+            pt.oom = 1
+            return
+        pt.items = pairs = grown
+        pt.cap *= 2
+    seen[0] |= bit
+    pairs[out.npairs].name = name
+    pairs[out.npairs].name_len = name_len
+    pairs[out.npairs].value = text + sep + 1
+    pairs[out.npairs].value_len = value_len
+    if name_len == 4:
+        if memcmp(name, <const char*>b"TAGS", 4) == 0:
+            out.tags = out.npairs
+        elif memcmp(name, <const char*>b"KEYS", 4) == 0:
+            out.keys = out.npairs
+    out.npairs += 1
+
+
+cdef bint _parse_props(const char* text, int32_t n, PairTable* pt, Props* out) noexcept nogil:
+    """string2messageProperties over text in one scan, 8 bytes at a time: pairs (unique
+    names in first-seen order, last value wins) and the TAGS and KEYS entries. False when
+    text is not valid UTF-8 (sanitize it and call again)."""
+    cdef const unsigned char* u = <const unsigned char*>text
+    cdef int32_t i = 0, start = 0, sep = -1, r
+    cdef uint64_t m, seen = 0
+    cdef bint found
+    cdef unsigned char b
     out.npairs = 0
     out.tags = -1
     out.keys = -1
-    out.key_tokens = 0
-    out.key_bytes = 0
-    out.name_bytes = 0
-    out.value_bytes = 0
-    while p < end:
-        pair_end = <const char*>memchr(p, 2, end - p)
-        if pair_end == NULL:
-            pair_end = end
-        sep = <const char*>memchr(p, 1, pair_end - p)
-        if sep != NULL and sep > p and pair_end - sep > 1:
-            name_len = <int32_t>(sep - p)
-            value_len = <int32_t>(pair_end - sep - 1)
-            bit = (<uint64_t>1) << ((<unsigned char>p[0] + <unsigned char>sep[-1] * 7
-                                     + <uint32_t>name_len * 13) & 63)
-            found = -1
-            if seen & bit:
-                for i in range(out.npairs):
-                    if pairs[i].name_len == name_len and memcmp(pairs[i].name, p, name_len) == 0:
-                        found = i
-                        break
-            if found >= 0:
-                pairs[found].value = sep + 1
-                pairs[found].value_len = value_len
-            elif out.npairs < MAX_PAIRS:
-                seen |= bit
-                pairs[out.npairs].name = p
-                pairs[out.npairs].name_len = name_len
-                pairs[out.npairs].value = sep + 1
-                pairs[out.npairs].value_len = value_len
-                if name_len == 4:
-                    if memcmp(p, b"TAGS", 4) == 0:
-                        out.tags = out.npairs
-                    elif memcmp(p, b"KEYS", 4) == 0:
-                        out.keys = out.npairs
-                out.npairs += 1
-        p = pair_end + 1
-    for i in range(out.npairs):
-        out.name_bytes += pairs[i].name_len
-        out.value_bytes += pairs[i].value_len
-    if out.keys >= 0:
-        v = pairs[out.keys].value
-        vend = v + pairs[out.keys].value_len
-        while v < vend:
-            t = <const char*>memchr(v, 32, vend - v)
-            if t == NULL:
-                t = vend
-            if t > v:
-                out.key_tokens += 1
-                out.key_bytes += t - v
-            v = t + 1
+    while True:
+        found = False
+        while i + 8 <= n:
+            m = rs_special(rs_load_le64(text + i))
+            if m:
+                i += rs_first_byte(m)
+                found = True
+                break
+            i += 8
+        if not found:
+            while i < n and u[i] >= 3 and u[i] < 0x80:
+                i += 1
+            if i >= n:
+                break
+        b = u[i]
+        if b >= 0x80:
+            while True:         # a run of multi-byte characters
+                r = _utf8_seq(u, i, n)
+                if r < 0:
+                    return False
+                i += r
+                if i >= n or u[i] < 0x80:
+                    break
+        elif b == 2:
+            _add_pair(text, start, sep, i, pt, out, &seen)
+            i += 1
+            start = i
+            sep = -1
+        else:
+            if b == 1 and sep < 0:
+                sep = i
+            i += 1
+    _add_pair(text, start, sep, n, pt, out, &seen)
+    return True
 
 
 # ---- the two passes --------------------------------------------------------------------------
@@ -518,22 +638,23 @@ cdef struct Ctx:
     bint ts_us
     int64_t max_bytes
     # scratch
-    Pair* pairs
-    char* props_buf
+    PairTable pt
+    char* props_buf             # allocated on the first invalid UTF-8
     char* topic_buf
-    HostCache born_cache
-    HostCache store_cache
+    HostCache* hosts            # BORN_SLOTS born-host entries, then STORE_SLOTS store-host ones
     # the records: positions in the source
     int64_t* pos
     int64_t npos
     int64_t pos_cap
-    # pass 1 outcome
+    # pass 1 outcome: rows and exact or bounding sizes; pass 2: what was filled
     Totals tot
+    Totals fill
     RecordInfo stop_info
     int64_t stop_pos
     int64_t bad_index           # decode_positions: the failing position's index, or -1
     int oversize                # 1: stopped for max_bytes
     int oom                     # 1: out of memory
+    int64_t tag_nulls           # pass 2: rows without TAGS
 
 
 cdef struct Rec:
@@ -541,29 +662,47 @@ cdef struct Rec:
     RecordInfo info
     const char* topic
     int32_t topic_len
+    const char* topic_end       # readable up to here (for the block copies of _put)
     const char* props
     int32_t props_len
+    const char* props_end
     Props pr
 
 
 cdef inline void _parse(Ctx* c, const char* p, Rec* r) noexcept nogil:
     cdef const char* props = p + r.info.props_offset
     cdef const char* topic = p + r.info.topic_offset
-    if _utf8_valid(<const unsigned char*>topic, r.info.topic_len):
-        r.topic = topic
-        r.topic_len = r.info.topic_len
-    else:
-        r.topic_len = <int32_t>_utf8_sanitize(<const unsigned char*>topic, r.info.topic_len,
-                                              c.topic_buf)
-        r.topic = c.topic_buf
-    if _utf8_valid(<const unsigned char*>props, r.info.props_len):
-        r.props = props
-        r.props_len = r.info.props_len
-    else:
-        r.props_len = <int32_t>_utf8_sanitize(<const unsigned char*>props, r.info.props_len,
-                                              c.props_buf)
-        r.props = c.props_buf
-    _parse_props(r.props, r.props_len, c.pairs, &r.pr)
+    r.topic = topic
+    r.topic_len = r.info.topic_len
+    r.topic_end = c.base + c.limit
+    if not _utf8_valid(<const unsigned char*>topic, r.info.topic_len):
+        if c.topic_buf == NULL:
+            c.topic_buf = <char*>malloc(TOPIC_SCRATCH + SLACK)
+        if c.topic_buf == NULL:
+            c.oom = 1
+            r.topic_len = 0
+        else:
+            r.topic_len = <int32_t>_utf8_sanitize(<const unsigned char*>topic, r.info.topic_len,
+                                                  c.topic_buf)
+            r.topic = c.topic_buf
+            r.topic_end = c.topic_buf + TOPIC_SCRATCH
+    r.props = props
+    r.props_len = r.info.props_len
+    r.props_end = c.base + c.limit
+    if not _parse_props(props, r.props_len, &c.pt, &r.pr):
+        if c.props_buf == NULL:
+            c.props_buf = <char*>malloc(PROPS_SCRATCH + SLACK)
+        if c.props_buf == NULL:
+            c.oom = 1
+            r.props_len = 0
+        else:
+            r.props_len = <int32_t>_utf8_sanitize(<const unsigned char*>props,
+                                                  r.info.props_len, c.props_buf)
+            r.props = c.props_buf
+            r.props_end = c.props_buf + PROPS_SCRATCH
+        _parse_props(r.props, r.props_len, &c.pt, &r.pr)
+    if c.pt.oom:
+        c.oom = 1
 
 
 cdef inline int _push_pos(Ctx* c, int64_t pos) noexcept nogil:
@@ -582,35 +721,31 @@ cdef inline int _push_pos(Ctx* c, int64_t pos) noexcept nogil:
     return 0
 
 
-cdef inline bint _over(int64_t total, int64_t add, int64_t cap) noexcept nogil:
-    return total + add > cap
-
-
-cdef bint _account(Ctx* c, const char* p, Rec* r) noexcept nogil:
-    """Add one validated record to the totals; False (nothing added) when a column would
-    pass max_bytes and the batch already has a row."""
+cdef bint _account(Ctx* c, const char* p, const RecordInfo* info) noexcept nogil:
+    """Add one validated record to the sizes; False (nothing added) when a column would pass
+    max_bytes and the batch already has a row. Exact for the per-row values; for what comes
+    out of the properties, bounds, so they are tokenized only once (pass 2): from properties
+    of L bytes, L' once sanitized, come names, values, TAGS and KEYS of <= L' bytes each,
+    <= (L + 1) / 4 + 1 pairs (a kept pair takes >= 4 bytes; the separators are ASCII, so
+    sanitizing adds none) and <= L / 2 + 1 KEYS tokens."""
     cdef Totals t = c.tot
-    cdef int born_len, store_len
-    cdef int32_t tags_len = 0
-    _parse(c, p, r)
-    _host_text(&c.born_cache, p + 48, r.info.born_host_len, &born_len)
-    _host_text(&c.store_cache, p + r.info.store_ts_offset + 8, r.info.store_host_len,
-               &store_len)
-    if r.pr.tags >= 0:
-        tags_len = c.pairs[r.pr.tags].value_len
+    cdef int64_t props_len = _utf8_text_len(<const unsigned char*>p + info.props_offset,
+                                            info.props_len)
+    cdef int64_t raw_len = info.props_len
     t.rows += 1
-    t.topic += r.topic_len
-    t.born += born_len
-    t.store += store_len
-    t.msg_id += 2 * (r.info.store_host_len + 12)
-    t.tags += tags_len
-    t.key_tokens += r.pr.key_tokens
-    t.keys += r.pr.key_bytes
-    t.pairs += r.pr.npairs
-    t.names += r.pr.name_bytes
-    t.values += r.pr.value_bytes
+    t.topic += _utf8_text_len(<const unsigned char*>p + info.topic_offset, info.topic_len)
+    t.born += _host(c.hosts, BORN_SLOTS, p + 48, info.born_host_len).text_len
+    t.store += _host(c.hosts + BORN_SLOTS, STORE_SLOTS, p + info.store_ts_offset + 8,
+                     info.store_host_len).text_len
+    t.msg_id += 2 * (info.store_host_len + 12)
+    t.tags += props_len
+    t.keys += props_len
+    t.key_tokens += raw_len // 2 + 1
+    t.pairs += (raw_len + 1) // 4 + 1
+    t.names += props_len
+    t.values += props_len
     if c.include_body:
-        t.body += r.info.body_len
+        t.body += info.body_len
     if c.tot.rows > 0 and (
             t.topic > c.max_bytes or t.born > c.max_bytes or t.store > c.max_bytes
             or t.msg_id > c.max_bytes or t.tags > c.max_bytes or t.keys > c.max_bytes
@@ -624,7 +759,6 @@ cdef bint _account(Ctx* c, const char* p, Rec* r) noexcept nogil:
 cdef void _pass1_region(Ctx* c, int64_t start, int64_t end, int64_t max_records) noexcept nogil:
     """Walk records starting in [start, end); they may extend to c.limit."""
     cdef int64_t pos = start
-    cdef Rec r
     cdef RecordInfo info
     memset(&info, 0, sizeof(RecordInfo))
     info.status = REC_OK
@@ -633,8 +767,7 @@ cdef void _pass1_region(Ctx* c, int64_t start, int64_t end, int64_t max_records)
                             c.base_offset + pos if c.base_offset >= 0 else -1)
         if info.status != REC_OK:
             break
-        r.info = info
-        if not _account(c, c.base + pos, &r):
+        if not _account(c, c.base + pos, &info):
             c.oversize = 1
             break
         if _push_pos(c, pos) < 0:
@@ -646,14 +779,13 @@ cdef void _pass1_region(Ctx* c, int64_t start, int64_t end, int64_t max_records)
 
 cdef void _pass1_positions(Ctx* c, const int64_t* positions, int64_t n) noexcept nogil:
     cdef int64_t i, pos
-    cdef Rec r
     cdef RecordInfo info
     for i in range(n):
         pos = positions[i]
         if pos < 0 or pos >= c.limit:
             memset(&info, 0, sizeof(RecordInfo))
             info.status = REC_CORRUPT
-            info.reason = "position outside the readable data"
+            info.reason = b"position outside the readable data"
         else:
             info = check_record(c.base + pos, c.limit - pos, c.check_crc,
                                 c.base_offset + pos if c.base_offset >= 0 else -1)
@@ -661,8 +793,7 @@ cdef void _pass1_positions(Ctx* c, const int64_t* positions, int64_t n) noexcept
             c.stop_info = info
             c.bad_index = i
             return
-        r.info = info
-        if not _account(c, c.base + pos, &r):
+        if not _account(c, c.base + pos, &info):
             c.oversize = 1
             c.bad_index = i
             return
@@ -704,32 +835,84 @@ cdef struct Out:
 
 
 cdef inline int _put(char* dst, int32_t* off_slot, int64_t* fill, int64_t cap,
-                     const char* src, int64_t n) noexcept nogil:
-    """Append n bytes to a column's data, bounds-checked against pass 1's size."""
+                     const char* src, int64_t n, const char* src_end) noexcept nogil:
+    """Append n bytes to a column's data, bounds-checked against pass 1's size. Short
+    strings are copied as one 16- or 32-byte block when the source has that much readable:
+    the overshoot lands in the column's own unwritten space or its SLACK bytes."""
     if fill[0] + n > cap:
         return -1
-    memcpy(dst + fill[0], src, n)
+    dst += fill[0]
+    if n <= 16 and src + 16 <= src_end:
+        memcpy(dst, src, 16)
+    elif n <= 32 and src + 32 <= src_end:
+        memcpy(dst, src, 32)
+    else:
+        memcpy(dst, src, n)
     fill[0] += n
     off_slot[0] = <int32_t>fill[0]
     return 0
 
 
+cdef inline bint _relayout(const char* p, int64_t avail, RecordInfo* r) noexcept nogil:
+    """The field layout of a record pass 1 validated (check_record), without re-validating
+    magic, offset or CRC; every length is still bounds-checked, so a record that changed
+    since cannot make pass 2 read outside the data."""
+    cdef int32_t off, bh, sh
+    if avail < MIN_RECORD:
+        return False
+    r.size = rs_get_i32(p)
+    if r.size < MIN_RECORD or r.size > avail:
+        return False
+    r.sys_flag = rs_get_i32(p + 36)
+    bh = 16 if r.sys_flag & SYSFLAG_BORNHOST_V6 else 4
+    sh = 16 if r.sys_flag & SYSFLAG_STOREHOST_V6 else 4
+    r.born_host_len = bh
+    r.store_host_len = sh
+    off = 48 + bh + 4
+    r.store_ts_offset = off
+    if off + 8 + sh + 4 + 4 + 8 + 4 > r.size:
+        return False
+    r.store_ts = rs_get_i64(p + off)
+    off += 8 + sh + 4 + 4 + 8
+    r.body_len = rs_get_i32(p + off)
+    off += 4
+    if r.body_len < 0 or r.body_len > r.size - off - 3:
+        return False
+    r.body_offset = off
+    off += r.body_len
+    r.topic_len = <uint8_t>p[off]
+    off += 1
+    if r.topic_len > r.size - off - 2:
+        return False
+    r.topic_offset = off
+    off += r.topic_len
+    r.props_len = <int32_t>rs_get_u16(p + off)
+    off += 2
+    if off + r.props_len != r.size:
+        return False
+    r.props_offset = off
+    r.queue_id = rs_get_i32(p + 12)
+    r.queue_offset = rs_get_i64(p + 20)
+    r.phy_offset = rs_get_i64(p + 28)
+    return True
+
+
 cdef int _pass2(Ctx* c, Out* o) noexcept nogil:
     """Fill the buffers for the records of pass 1. -1 when a record no longer matches what
     pass 1 measured (the source changed underneath): the buffers are never overrun."""
-    cdef int64_t i, pos, ts, phy
+    cdef int64_t i, pos, phy
     cdef int32_t j, k
     cdef const char* p
-    cdef const char* host
     cdef const char* v
-    cdef const char* vend
-    cdef const char* t
+    cdef const char* data_end = c.base + c.limit
     cdef Rec r
-    cdef RecordInfo info
-    cdef int text_len
+    cdef HostCache* h
+    cdef HostCache* sh
+    cdef int n
     cdef Totals f       # fill positions (bytes, and items for key_tokens/pairs)
     cdef Pair* pr
     memset(&f, 0, sizeof(Totals))
+    c.tag_nulls = 0
     o.topic_off[0] = 0
     o.born_off[0] = 0
     o.store_off[0] = 0
@@ -745,216 +928,346 @@ cdef int _pass2(Ctx* c, Out* o) noexcept nogil:
     for i in range(c.npos):
         pos = c.pos[i]
         p = c.base + pos
-        info = check_record(p, c.limit - pos, False, -1)
-        if info.status != REC_OK:
+        if pos < 0 or pos >= c.limit or not _relayout(p, c.limit - pos, &r.info):
             return -1
-        r.info = info
         _parse(c, p, &r)
-        o.queue_id[i] = info.queue_id
-        o.queue_offset[i] = info.queue_offset
-        phy = c.base_offset + pos if c.base_offset >= 0 else info.phy_offset
+        o.queue_id[i] = r.info.queue_id
+        o.queue_offset[i] = r.info.queue_offset
+        phy = c.base_offset + pos if c.base_offset >= 0 else r.info.phy_offset
         o.commitlog_offset[i] = phy
-        o.store_size[i] = info.size
-        o.sys_flag[i] = info.sys_flag
+        o.store_size[i] = r.info.size
+        o.sys_flag[i] = r.info.sys_flag
         o.flag[i] = rs_get_i32(p + 16)
-        host = p + info.store_ts_offset + 8
-        o.reconsume[i] = rs_get_i32(host + info.store_host_len + 4)
+        sh = _host(c.hosts + BORN_SLOTS, STORE_SLOTS, p + r.info.store_ts_offset + 8,
+                   r.info.store_host_len)
+        o.reconsume[i] = rs_get_i32(p + r.info.store_ts_offset + 8 + r.info.store_host_len + 4)
         if c.ts_us:
             o.born_ts[i] = <int64_t>(<uint64_t>rs_get_i64(p + 40) * 1000u)
-            o.store_ts[i] = <int64_t>(<uint64_t>info.store_ts * 1000u)
+            o.store_ts[i] = <int64_t>(<uint64_t>r.info.store_ts * 1000u)
         else:
             o.born_ts[i] = rs_get_i64(p + 40)
-            o.store_ts[i] = info.store_ts
+            o.store_ts[i] = r.info.store_ts
         # strings
-        if _put(o.topic, &o.topic_off[i + 1], &f.topic, c.tot.topic, r.topic, r.topic_len):
+        if _put(o.topic, &o.topic_off[i + 1], &f.topic, c.tot.topic, r.topic, r.topic_len,
+                r.topic_end):
             return -1
-        t = _host_text(&c.born_cache, p + 48, info.born_host_len, &text_len)
-        if _put(o.born, &o.born_off[i + 1], &f.born, c.tot.born, t, text_len):
+        h = _host(c.hosts, BORN_SLOTS, p + 48, r.info.born_host_len)
+        if _put(o.born, &o.born_off[i + 1], &f.born, c.tot.born, h.text, h.text_len,
+                h.text + HOST_TEXT):
             return -1
-        t = _host_text(&c.store_cache, host, info.store_host_len, &text_len)
-        if _put(o.store, &o.store_off[i + 1], &f.store, c.tot.store, t, text_len):
+        if _put(o.store, &o.store_off[i + 1], &f.store, c.tot.store, sh.text, sh.text_len,
+                sh.text + HOST_TEXT):
             return -1
-        text_len = 2 * (info.store_host_len + 12)
-        if f.msg_id + text_len > c.tot.msg_id:
+        n = 2 * (sh.alen + 12)
+        if f.msg_id + n > c.tot.msg_id:
             return -1
-        _put_msg_id(o.msg_id + f.msg_id, host, info.store_host_len, phy)
-        f.msg_id += text_len
+        _put_msg_id(o.msg_id + f.msg_id, sh, phy)
+        f.msg_id += n
         o.msg_id_off[i + 1] = <int32_t>f.msg_id
         # tags (null when absent: offsets repeat, validity bit clear)
         if r.pr.tags >= 0:
-            pr = &c.pairs[r.pr.tags]
-            if _put(o.tags, &o.tags_off[i + 1], &f.tags, c.tot.tags, pr.value, pr.value_len):
+            pr = &c.pt.items[r.pr.tags]
+            if _put(o.tags, &o.tags_off[i + 1], &f.tags, c.tot.tags, pr.value, pr.value_len,
+                    r.props_end):
                 return -1
             o.tags_valid[i >> 3] |= <uint8_t>(1 << (i & 7))
         else:
             o.tags_off[i + 1] = <int32_t>f.tags
+            c.tag_nulls += 1
         # keys
         if r.pr.keys >= 0:
-            if f.key_tokens + r.pr.key_tokens > c.tot.key_tokens:
-                return -1
-            pr = &c.pairs[r.pr.keys]
+            pr = &c.pt.items[r.pr.keys]
             v = pr.value
-            vend = v + pr.value_len
-            while v < vend:
-                t = <const char*>memchr(v, 32, vend - v)
-                if t == NULL:
-                    t = vend
-                if t > v:
-                    if _put(o.keys, &o.keys_off[f.key_tokens + 1], &f.keys, c.tot.keys, v,
-                            t - v):
-                        return -1
-                    f.key_tokens += 1
-                v = t + 1
+            j = 0
+            for k in range(pr.value_len + 1):
+                if k == pr.value_len or v[k] == b' ':
+                    if k > j:
+                        if f.key_tokens >= c.tot.key_tokens:
+                            return -1
+                        if _put(o.keys, &o.keys_off[f.key_tokens + 1], &f.keys, c.tot.keys,
+                                v + j, k - j, r.props_end):
+                            return -1
+                        f.key_tokens += 1
+                    j = k + 1
         o.keys_list_off[i + 1] = <int32_t>f.key_tokens
         # properties
         if f.pairs + r.pr.npairs > c.tot.pairs:
             return -1
         for j in range(r.pr.npairs):
-            pr = &c.pairs[j]
+            pr = &c.pt.items[j]
             k = <int32_t>(f.pairs + j + 1)
-            if _put(o.names, &o.names_off[k], &f.names, c.tot.names, pr.name, pr.name_len):
+            if _put(o.names, &o.names_off[k], &f.names, c.tot.names, pr.name, pr.name_len,
+                    r.props_end):
                 return -1
             if _put(o.values, &o.values_off[k], &f.values, c.tot.values, pr.value,
-                    pr.value_len):
+                    pr.value_len, r.props_end):
                 return -1
         f.pairs += r.pr.npairs
         o.props_off[i + 1] = <int32_t>f.pairs
         if c.include_body:
-            if _put(o.body, &o.body_off[i + 1], &f.body, c.tot.body, p + info.body_offset,
-                    info.body_len):
+            if _put(o.body, &o.body_off[i + 1], &f.body, c.tot.body, p + r.info.body_offset,
+                    r.info.body_len, data_end):
                 return -1
+    c.fill = f
     if (f.topic != c.tot.topic or f.born != c.tot.born or f.store != c.tot.store
-            or f.msg_id != c.tot.msg_id or f.tags != c.tot.tags or f.keys != c.tot.keys
-            or f.key_tokens != c.tot.key_tokens or f.pairs != c.tot.pairs
-            or f.names != c.tot.names or f.values != c.tot.values
-            or (c.include_body and f.body != c.tot.body)):
-        return -1
+            or f.msg_id != c.tot.msg_id or (c.include_body and f.body != c.tot.body)):
+        return -1           # the exactly measured columns must come out exact
     return 0
 
 
 # ---- assembly --------------------------------------------------------------------------------
 
-cdef inline void* _data(cnp.ndarray a) noexcept:
-    return cnp.PyArray_DATA(a)
+
+# Freed arenas kept for reuse (GIL-protected): a batch's buffers live in one mapping, and
+# re-using the pages of the previous batch saves the kernel zeroing fresh ones (that was
+# half the decode time with a fresh allocation per batch).
+cdef char* _free_ptr[ARENA_SLOTS]
+cdef size_t _free_cap[ARENA_SLOTS]
+cdef int _nfree = 0
+cdef size_t _free_bytes = 0
+cdef size_t _cache_limit = 512 << 20
+
+
+def set_buffer_cache(size_t max_bytes):
+    """How many bytes of freed batch memory to keep for reuse (default 512 MiB; 0 disables).
+    Returns the previous limit."""
+    global _cache_limit
+    cdef size_t old = _cache_limit
+    _cache_limit = max_bytes
+    while _nfree and _free_bytes > _cache_limit:
+        _drop_free(0)
+    return old
+
+
+cdef void _drop_free(int i) noexcept:
+    global _nfree, _free_bytes
+    munmap(_free_ptr[i], _free_cap[i])
+    _free_bytes -= _free_cap[i]
+    _nfree -= 1
+    _free_ptr[i] = _free_ptr[_nfree]
+    _free_cap[i] = _free_cap[_nfree]
+
+
+@cython.final
+cdef class _Arena:
+    """One allocation holding every buffer of a batch; the Arrow buffers are slices of it
+    and keep it alive. When the last one dies, the memory goes back to the cache."""
+    cdef char* ptr
+    cdef size_t cap
+    cdef bint mapped
+    cdef Py_ssize_t shape[1]
+
+    def __cinit__(self):
+        self.ptr = NULL
+
+    def __getbuffer__(self, Py_buffer* buf, int flags):
+        self.shape[0] = <Py_ssize_t>self.cap
+        buf.buf = self.ptr
+        buf.len = <Py_ssize_t>self.cap
+        buf.obj = self
+        buf.readonly = 0
+        buf.itemsize = 1
+        buf.format = "B"
+        buf.ndim = 1
+        buf.shape = self.shape
+        buf.strides = NULL
+        buf.suboffsets = NULL
+        buf.internal = NULL
+
+    def __releasebuffer__(self, Py_buffer* buf):
+        pass
+
+    def __dealloc__(self):
+        global _nfree, _free_bytes
+        if self.ptr == NULL:
+            return
+        if not self.mapped:
+            free(self.ptr)
+        elif _nfree < ARENA_SLOTS and _free_bytes + self.cap <= _cache_limit:
+            _free_ptr[_nfree] = self.ptr
+            _free_cap[_nfree] = self.cap
+            _nfree += 1
+            _free_bytes += self.cap
+        else:
+            munmap(self.ptr, self.cap)
+        self.ptr = NULL
+
+
+cdef _Arena _new_arena(size_t need):
+    global _nfree, _free_bytes
+    cdef _Arena a = _Arena.__new__(_Arena)
+    cdef int i, best = -1
+    cdef void* p
+    if need < ARENA_MMAP_MIN:
+        a.ptr = <char*>malloc(need if need else 1)
+        if a.ptr == NULL:
+            raise MemoryError()
+        a.cap = need
+        a.mapped = False
+        return a
+    for i in range(_nfree):     # the smallest cached arena that fits, if not twice too big
+        if _free_cap[i] >= need and _free_cap[i] <= 2 * need + ARENA_GRAIN and (
+                best < 0 or _free_cap[i] < _free_cap[best]):
+            best = i
+    if best >= 0:
+        a.ptr = _free_ptr[best]
+        a.cap = _free_cap[best]
+        a.mapped = True
+        _free_bytes -= a.cap
+        _nfree -= 1
+        _free_ptr[best] = _free_ptr[_nfree]
+        _free_cap[best] = _free_cap[_nfree]
+        return a
+    a.cap = (need + ARENA_GRAIN - 1) // ARENA_GRAIN * ARENA_GRAIN
+    p = mmap(NULL, a.cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+    if p == MAP_FAILED:
+        raise MemoryError(f"cannot map {a.cap} bytes for a batch")
+    madvise(p, a.cap, MADV_HUGEPAGE)
+    a.ptr = <char*>p
+    a.mapped = True
+    return a
 
 
 cdef object _string_array(object typ, int64_t n, object offs, object data, object valid=None,
                           int64_t nulls=0):
-    return pa.Array.from_buffers(
-        typ, n, [None if valid is None else pa.py_buffer(valid), pa.py_buffer(offs),
-                 pa.py_buffer(data)], null_count=nulls)
+    return pa.Array.from_buffers(typ, n, [valid, offs, data], null_count=nulls)
 
 
 cdef object _fixed(object typ, int64_t n, object arr):
-    return pa.Array.from_buffers(typ, n, [None, pa.py_buffer(arr)], null_count=0)
+    return pa.Array.from_buffers(typ, n, [None, arr], null_count=0)
+
+
+# The buffers of a batch, in one arena.
+cdef enum:
+    B_QUEUE_ID, B_QUEUE_OFFSET, B_COMMITLOG_OFFSET, B_STORE_SIZE, B_SYS_FLAG, B_FLAG,
+    B_BORN_TS, B_STORE_TS, B_RECONSUME,
+    B_TOPIC_OFF, B_TOPIC, B_BORN_OFF, B_BORN, B_STORE_OFF, B_STORE, B_MSG_ID_OFF, B_MSG_ID,
+    B_TAGS_VALID, B_TAGS_OFF, B_TAGS, B_KEYS_LIST_OFF, B_KEYS_OFF, B_KEYS,
+    B_PROPS_OFF, B_NAMES_OFF, B_NAMES, B_VALUES_OFF, B_VALUES, B_BODY_OFF, B_BODY,
+    B_COUNT
 
 
 cdef object _fill_batch(Ctx* c):
-    """Allocate the buffers pass 1 sized, run pass 2 (no GIL) and build the RecordBatch."""
+    """Allocate the buffers pass 1 sized, run pass 2 (no GIL) and build the RecordBatch
+    from the filled part of each buffer."""
     cdef int64_t n = c.npos
     cdef Totals t = c.tot
+    cdef Totals f
+    cdef int64_t size[B_COUNT]
+    cdef size_t at[B_COUNT]
+    cdef char* ptr[B_COUNT]
+    cdef size_t total = 0
     cdef Out o
-    cdef int rc
-    i32, i64, u8 = np.int32, np.int64, np.uint8
-    queue_id = np.empty(n, i32)
-    queue_offset = np.empty(n, i64)
-    commitlog_offset = np.empty(n, i64)
-    store_size = np.empty(n, i32)
-    sys_flag = np.empty(n, i32)
-    flag = np.empty(n, i32)
-    born_ts = np.empty(n, i64)
-    store_ts = np.empty(n, i64)
-    reconsume = np.empty(n, i32)
-    topic_off = np.empty(n + 1, i32)
-    topic = np.empty(t.topic, u8)
-    born_off = np.empty(n + 1, i32)
-    born = np.empty(t.born, u8)
-    store_off = np.empty(n + 1, i32)
-    store = np.empty(t.store, u8)
-    msg_id_off = np.empty(n + 1, i32)
-    msg_id = np.empty(t.msg_id, u8)
-    tags_valid = np.zeros((n + 7) // 8, u8)
-    tags_off = np.empty(n + 1, i32)
-    tags = np.empty(t.tags, u8)
-    keys_list_off = np.empty(n + 1, i32)
-    keys_off = np.empty(t.key_tokens + 1, i32)
-    keys = np.empty(t.keys, u8)
-    props_off = np.empty(n + 1, i32)
-    names_off = np.empty(t.pairs + 1, i32)
-    names = np.empty(t.names, u8)
-    values_off = np.empty(t.pairs + 1, i32)
-    values = np.empty(t.values, u8)
-    body_off = np.empty(n + 1 if c.include_body else 0, i32)
-    body = np.empty(t.body if c.include_body else 0, u8)
-    o.queue_id = <int32_t*>_data(queue_id)
-    o.queue_offset = <int64_t*>_data(queue_offset)
-    o.commitlog_offset = <int64_t*>_data(commitlog_offset)
-    o.store_size = <int32_t*>_data(store_size)
-    o.sys_flag = <int32_t*>_data(sys_flag)
-    o.flag = <int32_t*>_data(flag)
-    o.born_ts = <int64_t*>_data(born_ts)
-    o.store_ts = <int64_t*>_data(store_ts)
-    o.reconsume = <int32_t*>_data(reconsume)
-    o.topic_off = <int32_t*>_data(topic_off)
-    o.topic = <char*>_data(topic)
-    o.born_off = <int32_t*>_data(born_off)
-    o.born = <char*>_data(born)
-    o.store_off = <int32_t*>_data(store_off)
-    o.store = <char*>_data(store)
-    o.msg_id_off = <int32_t*>_data(msg_id_off)
-    o.msg_id = <char*>_data(msg_id)
-    o.tags_valid = <uint8_t*>_data(tags_valid)
-    o.tags_off = <int32_t*>_data(tags_off)
-    o.tags = <char*>_data(tags)
-    o.keys_list_off = <int32_t*>_data(keys_list_off)
-    o.keys_off = <int32_t*>_data(keys_off)
-    o.keys = <char*>_data(keys)
-    o.props_off = <int32_t*>_data(props_off)
-    o.names_off = <int32_t*>_data(names_off)
-    o.names = <char*>_data(names)
-    o.values_off = <int32_t*>_data(values_off)
-    o.values = <char*>_data(values)
-    o.body_off = <int32_t*>_data(body_off)
-    o.body = <char*>_data(body)
+    cdef int rc, i
+    cdef _Arena arena
+    for i in range(B_COUNT):
+        size[i] = 4 * (n + 1)           # most are int32 offsets
+    size[B_QUEUE_ID] = size[B_STORE_SIZE] = size[B_SYS_FLAG] = size[B_FLAG] = 4 * n
+    size[B_RECONSUME] = 4 * n
+    size[B_QUEUE_OFFSET] = size[B_COMMITLOG_OFFSET] = size[B_BORN_TS] = size[B_STORE_TS] = 8 * n
+    size[B_TOPIC] = t.topic
+    size[B_BORN] = t.born
+    size[B_STORE] = t.store
+    size[B_MSG_ID] = t.msg_id
+    size[B_TAGS_VALID] = (n + 7) // 8
+    size[B_TAGS] = t.tags
+    size[B_KEYS_OFF] = 4 * (t.key_tokens + 1)
+    size[B_KEYS] = t.keys
+    size[B_NAMES_OFF] = size[B_VALUES_OFF] = 4 * (t.pairs + 1)
+    size[B_NAMES] = t.names
+    size[B_VALUES] = t.values
+    if not c.include_body:
+        size[B_BODY_OFF] = size[B_BODY] = 0
+    else:
+        size[B_BODY] = t.body
+    for i in range(B_COUNT):
+        at[i] = total
+        total += (<size_t>size[i] + SLACK + ARENA_ALIGN - 1) // ARENA_ALIGN * ARENA_ALIGN
+    arena = _new_arena(total)
+    for i in range(B_COUNT):
+        ptr[i] = arena.ptr + at[i]
+    memset(ptr[B_TAGS_VALID], 0, size[B_TAGS_VALID])
+    o.queue_id = <int32_t*>ptr[B_QUEUE_ID]
+    o.queue_offset = <int64_t*>ptr[B_QUEUE_OFFSET]
+    o.commitlog_offset = <int64_t*>ptr[B_COMMITLOG_OFFSET]
+    o.store_size = <int32_t*>ptr[B_STORE_SIZE]
+    o.sys_flag = <int32_t*>ptr[B_SYS_FLAG]
+    o.flag = <int32_t*>ptr[B_FLAG]
+    o.born_ts = <int64_t*>ptr[B_BORN_TS]
+    o.store_ts = <int64_t*>ptr[B_STORE_TS]
+    o.reconsume = <int32_t*>ptr[B_RECONSUME]
+    o.topic_off = <int32_t*>ptr[B_TOPIC_OFF]
+    o.topic = ptr[B_TOPIC]
+    o.born_off = <int32_t*>ptr[B_BORN_OFF]
+    o.born = ptr[B_BORN]
+    o.store_off = <int32_t*>ptr[B_STORE_OFF]
+    o.store = ptr[B_STORE]
+    o.msg_id_off = <int32_t*>ptr[B_MSG_ID_OFF]
+    o.msg_id = ptr[B_MSG_ID]
+    o.tags_valid = <uint8_t*>ptr[B_TAGS_VALID]
+    o.tags_off = <int32_t*>ptr[B_TAGS_OFF]
+    o.tags = ptr[B_TAGS]
+    o.keys_list_off = <int32_t*>ptr[B_KEYS_LIST_OFF]
+    o.keys_off = <int32_t*>ptr[B_KEYS_OFF]
+    o.keys = ptr[B_KEYS]
+    o.props_off = <int32_t*>ptr[B_PROPS_OFF]
+    o.names_off = <int32_t*>ptr[B_NAMES_OFF]
+    o.names = ptr[B_NAMES]
+    o.values_off = <int32_t*>ptr[B_VALUES_OFF]
+    o.values = ptr[B_VALUES]
+    o.body_off = <int32_t*>ptr[B_BODY_OFF]
+    o.body = ptr[B_BODY]
     with nogil:
         rc = _pass2(c, &o)
+    if c.oom:
+        raise MemoryError()
     if rc < 0:
         raise RuntimeError("the records changed while they were decoded (the source was "
                            "modified concurrently)")
+    f = c.fill          # the property-derived sizes were bounds: keep what was filled
+    size[B_TAGS] = f.tags
+    size[B_KEYS_OFF] = 4 * (f.key_tokens + 1)
+    size[B_KEYS] = f.keys
+    size[B_NAMES_OFF] = size[B_VALUES_OFF] = 4 * (f.pairs + 1)
+    size[B_NAMES] = f.names
+    size[B_VALUES] = f.values
+    whole = pa.py_buffer(arena)
+    b = [whole.slice(at[i], size[i]) for i in range(B_COUNT)]
     sch = _SCHEMAS[(bool(c.include_body), bool(c.ts_us))]
     s = pa.string()
     ts = sch.field("born_timestamp").type
-    ntags = int(n - np.unpackbits(tags_valid, count=n).sum()) if n else 0
-    keys_child = _string_array(s, t.key_tokens, keys_off, keys)
+    props_type = sch.field("properties").type
+    i32 = pa.int32()
+    i64 = pa.int64()
     entries = pa.StructArray.from_arrays(
-        [_string_array(s, t.pairs, names_off, names),
-         _string_array(s, t.pairs, values_off, values)],
-        fields=list(sch.field("properties").type.value_type))
+        [_string_array(s, f.pairs, b[B_NAMES_OFF], b[B_NAMES]),
+         _string_array(s, f.pairs, b[B_VALUES_OFF], b[B_VALUES])],
+        fields=[props_type.key_field, props_type.item_field])
     columns = [
-        _string_array(s, n, topic_off, topic),
-        _fixed(pa.int32(), n, queue_id),
-        _fixed(pa.int64(), n, queue_offset),
-        _fixed(pa.int64(), n, commitlog_offset),
-        _fixed(pa.int32(), n, store_size),
-        _fixed(pa.int32(), n, sys_flag),
-        _fixed(pa.int32(), n, flag),
-        _fixed(ts, n, born_ts),
-        _fixed(ts, n, store_ts),
-        _string_array(s, n, born_off, born),
-        _string_array(s, n, store_off, store),
-        _fixed(pa.int32(), n, reconsume),
-        _string_array(s, n, msg_id_off, msg_id),
-        _string_array(s, n, tags_off, tags, tags_valid if ntags else None, ntags),
-        pa.Array.from_buffers(sch.field("keys").type, n, [None, pa.py_buffer(keys_list_off)],
-                              null_count=0, children=[keys_child]),
-        pa.Array.from_buffers(sch.field("properties").type, n,
-                              [None, pa.py_buffer(props_off)], null_count=0,
+        _string_array(s, n, b[B_TOPIC_OFF], b[B_TOPIC]),
+        _fixed(i32, n, b[B_QUEUE_ID]),
+        _fixed(i64, n, b[B_QUEUE_OFFSET]),
+        _fixed(i64, n, b[B_COMMITLOG_OFFSET]),
+        _fixed(i32, n, b[B_STORE_SIZE]),
+        _fixed(i32, n, b[B_SYS_FLAG]),
+        _fixed(i32, n, b[B_FLAG]),
+        _fixed(ts, n, b[B_BORN_TS]),
+        _fixed(ts, n, b[B_STORE_TS]),
+        _string_array(s, n, b[B_BORN_OFF], b[B_BORN]),
+        _string_array(s, n, b[B_STORE_OFF], b[B_STORE]),
+        _fixed(i32, n, b[B_RECONSUME]),
+        _string_array(s, n, b[B_MSG_ID_OFF], b[B_MSG_ID]),
+        _string_array(s, n, b[B_TAGS_OFF], b[B_TAGS],
+                      b[B_TAGS_VALID] if c.tag_nulls else None, c.tag_nulls),
+        pa.Array.from_buffers(sch.field("keys").type, n, [None, b[B_KEYS_LIST_OFF]],
+                              null_count=0,
+                              children=[_string_array(s, f.key_tokens, b[B_KEYS_OFF],
+                                                      b[B_KEYS])]),
+        pa.Array.from_buffers(props_type, n, [None, b[B_PROPS_OFF]], null_count=0,
                               children=[entries]),
     ]
     if c.include_body:
-        columns.append(pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(body_off),
-                                                               pa.py_buffer(body)],
-                                             null_count=0))
+        columns.append(_string_array(pa.binary(), n, b[B_BODY_OFF], b[B_BODY]))
     return pa.RecordBatch.from_arrays(columns, schema=sch)
 
 
@@ -969,21 +1282,23 @@ cdef int _ctx_init(Ctx* c, int64_t base_offset, bint include_body, bint check_cr
     c.ts_us = spark
     c.max_bytes = max_bytes
     c.bad_index = -1
-    c.pairs = <Pair*>malloc(MAX_PAIRS * sizeof(Pair))
-    c.props_buf = <char*>malloc(PROPS_SCRATCH)
-    c.topic_buf = <char*>malloc(TOPIC_SCRATCH)
-    if c.pairs == NULL or c.props_buf == NULL or c.topic_buf == NULL:
+    c.pt.cap = 32
+    c.pt.items = <Pair*>malloc(c.pt.cap * sizeof(Pair))
+    c.hosts = <HostCache*>calloc(BORN_SLOTS + STORE_SLOTS, sizeof(HostCache))
+    if c.pt.items == NULL or c.hosts == NULL:
         _ctx_free(c)
         raise MemoryError()
     return 0
 
 
 cdef void _ctx_free(Ctx* c) noexcept:
-    free(c.pairs)
+    free(c.pt.items)
+    free(c.hosts)
+    c.hosts = NULL
     free(c.props_buf)
     free(c.topic_buf)
     free(c.pos)
-    c.pairs = NULL
+    c.pt.items = NULL
     c.props_buf = NULL
     c.topic_buf = NULL
     c.pos = NULL
@@ -1010,6 +1325,33 @@ cdef str _reason(RecordInfo info):
 _STATUS = ("ok", "blank", "end", "corrupt")
 
 
+@cython.final
+cdef class _Source:
+    """The bytes being decoded: a held MappedFile (up to its read position) or a buffer."""
+    cdef MappedFile mf
+    cdef const unsigned char[::1] view
+    cdef const char* base
+    cdef int64_t limit
+
+    def __cinit__(self, source):
+        if isinstance(source, MappedFile):
+            mf = <MappedFile>source
+            if not mf.hold():
+                raise ValueError(f"mapped file {mf.file_name} is being destroyed")
+            self.mf = mf
+            self.base = mf.base
+            self.limit = mf.read_limit()
+        else:
+            self.view = source
+            self.limit = self.view.shape[0]
+            self.base = <const char*>&self.view[0] if self.limit > 0 else NULL
+
+    cdef void release(self):
+        if self.mf is not None:
+            self.mf.release()
+            self.mf = None
+
+
 def decode_region(source, int64_t start, int64_t end=-1, *, base_offset,
                   bint include_body=True, bint check_crc=False, int64_t max_records=-1,
                   int64_t max_batch_bytes=MAX_BYTES, bint spark=False):
@@ -1032,27 +1374,19 @@ def decode_region(source, int64_t start, int64_t end=-1, *, base_offset,
     next_position). Never reads outside the buffer; never raises for bad data.
     """
     cdef Ctx c
-    cdef MappedFile mf = None
-    cdef const unsigned char[::1] view
-    cdef int64_t limit
+    cdef _Source src
     cdef int64_t bo = _base_offset_arg(base_offset)
     cdef str status
     _ctx_init(&c, bo, include_body, check_crc, spark, max_batch_bytes)
     try:
-        if isinstance(source, MappedFile):
-            mf = <MappedFile>source
-            if not mf.hold():
-                raise ValueError(f"mapped file {mf.file_name} is being destroyed")
-            c.base = mf.base
-            limit = mf.read_limit()
-        else:
-            view = source
-            limit = view.shape[0]
-            c.base = <const char*>&view[0] if limit > 0 else NULL
+        src = _Source(source)
         try:
-            c.limit = limit
-            if end < 0 or end > limit:
-                end = limit
+            c.base = src.base
+            c.limit = src.limit
+            if bo > 0x7FFFFFFFFFFFFFFF - c.limit:
+                raise ValueError(f"base_offset {bo} + {c.limit} bytes overflows int64")
+            if end < 0 or end > c.limit:
+                end = c.limit
             if start < 0 or start > end:
                 raise ValueError(f"start {start} outside [0, {end}]")
             with nogil:
@@ -1061,8 +1395,7 @@ def decode_region(source, int64_t start, int64_t end=-1, *, base_offset,
                 raise MemoryError()
             batch = _fill_batch(&c)
         finally:
-            if mf is not None:
-                mf.release()
+            src.release()
         reason = None
         if c.oversize or (c.stop_info.status == REC_OK and c.stop_pos < end):
             status = "limit"
@@ -1091,9 +1424,7 @@ def decode_positions(source, positions, *, base_offset, bint include_body=True,
     raises BatchTooLargeError (``.fits`` leading positions fit): split and retry.
     """
     cdef Ctx c
-    cdef MappedFile mf = None
-    cdef const unsigned char[::1] view
-    cdef int64_t limit
+    cdef _Source src
     cdef int64_t bo = _base_offset_arg(base_offset)
     cdef cnp.ndarray pos_arr = np.ascontiguousarray(positions, dtype=np.int64)
     cdef int64_t n
@@ -1102,18 +1433,12 @@ def decode_positions(source, positions, *, base_offset, bint include_body=True,
     n = pos_arr.shape[0]
     _ctx_init(&c, bo, include_body, check_crc, spark, max_batch_bytes)
     try:
-        if isinstance(source, MappedFile):
-            mf = <MappedFile>source
-            if not mf.hold():
-                raise ValueError(f"mapped file {mf.file_name} is being destroyed")
-            c.base = mf.base
-            limit = mf.read_limit()
-        else:
-            view = source
-            limit = view.shape[0]
-            c.base = <const char*>&view[0] if limit > 0 else NULL
+        src = _Source(source)
         try:
-            c.limit = limit
+            c.base = src.base
+            c.limit = src.limit
+            if bo > 0x7FFFFFFFFFFFFFFF - c.limit:
+                raise ValueError(f"base_offset {bo} + {c.limit} bytes overflows int64")
             with nogil:
                 _pass1_positions(&c, <const int64_t*>cnp.PyArray_DATA(pos_arr), n)
             if c.oom:
@@ -1129,13 +1454,16 @@ def decode_positions(source, positions, *, base_offset, bint include_body=True,
                                          bad + bo if bo >= 0 else bad)
             return _fill_batch(&c)
         finally:
-            if mf is not None:
-                mf.release()
+            src.release()
     finally:
         _ctx_free(&c)
 
 
 def empty_batch(bint include_body=True, *, bint spark=False):
     """A RecordBatch with no rows and the schema of the decoded batches."""
-    return _SCHEMAS[(include_body, spark)].empty_table().to_batches(max_chunksize=1)[0] \
-        if False else pa.RecordBatch.from_pylist([], schema=_SCHEMAS[(include_body, spark)])
+    return pa.RecordBatch.from_pylist([], schema=_SCHEMAS[(include_body, spark)])
+
+
+def buffer_cache_info():
+    """(arenas, bytes) of freed batch memory kept for reuse."""
+    return _nfree, _free_bytes

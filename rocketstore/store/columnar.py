@@ -1,0 +1,215 @@
+"""Columnar reads of a MessageStore's CommitLog: byte ranges -> pyarrow RecordBatches.
+
+The decoding is native (``rocketstore._native.columnar``); this module walks the segment files.
+
+Range contract (what Spark's batch partitions stand on):
+
+- A range ``[a, b)`` of CommitLog offsets owns exactly the records whose first byte is in
+  ``[a, b)``. A record that starts before ``b`` is returned whole even if it ends after ``b``;
+  one that starts before ``a`` is never returned. ``b`` may be any offset.
+- ``a`` must be a record start for the bytes at ``a`` to be read as a record: use
+  ``align_to_record(store, a)`` (``read_range(..., align=True)``, the default, does it for you)
+  to move an arbitrary offset to the first record that starts at or after it. No record starts
+  in ``[x, align_to_record(store, x))``, so splitting ``[lo, hi)`` at ANY sorted offsets
+  ``lo = x0 <= x1 <= ... <= xn = hi`` and reading every ``[xi, xi+1)`` with alignment returns
+  every record starting in ``[lo, hi)`` exactly once, in CommitLog order.
+- END_FILE blanks (and the unwritten tail of a segment) are skipped: reading moves on to the
+  next segment. Reads stop at the end of the log as it is when the read starts: the store's
+  ``max_offset()``, or the end of the first segment that is not full if that comes first (a
+  consistent prefix: records are published only after they are written).
+- A corrupt record inside the range raises ``CorruptRecordError`` (after the batches before it
+  were yielded).
+
+Batches: each holds the records of at most ``batch_bytes`` bytes of CommitLog (by start
+offset) within one segment, so no batch crosses a segment; none is empty. A column never holds
+more than 2 GiB of data (the native decoder stops a batch short and the walk continues). The
+same range of the same store gives the same batches, so a replayed Spark task reads identical
+data. ``spark=True`` gives timestamps as ``timestamp[us, tz=UTC]`` (see ``schema``).
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pyarrow as pa
+
+from rocketstore._native import codec
+from rocketstore._native.columnar import (
+    MAX_BATCH_BYTES,
+    SCHEMA,
+    BatchTooLargeError,
+    RegionResult,
+    decode_positions,
+    decode_region,
+    empty_batch,
+    schema,
+)
+
+if TYPE_CHECKING:
+    from rocketstore._native.mapped_file import MappedFile
+    from rocketstore.store.message_store import MessageStore
+
+__all__ = [
+    "MAX_BATCH_BYTES",
+    "SCHEMA",
+    "BatchTooLargeError",
+    "RegionResult",
+    "align_to_record",
+    "decode_positions",
+    "decode_region",
+    "empty_batch",
+    "plan_ranges",
+    "read_range",
+    "read_range_table",
+    "schema",
+]
+
+DEFAULT_BATCH_BYTES = 64 << 20
+
+
+def _visible(store: MessageStore) -> tuple[list[MappedFile], int, int]:
+    """(segments, min offset, end offset) of the readable log, snapshotted: it ends at the
+    first segment that is not full (a read-only CommitLog cut with set_end keeps later files
+    in its list; they are not part of the log)."""
+    commit_log = store.commit_log
+    files = list(commit_log.queue.files)
+    lo, hi = commit_log.min_offset(), commit_log.max_offset()
+    for i, mf in enumerate(files):
+        if mf.read_position < mf.file_size:
+            files = files[:i + 1]
+            hi = min(hi, mf.file_from_offset + mf.read_position)
+            break
+    return files, lo, hi
+
+
+def _file_at(files: list[MappedFile], offset: int) -> MappedFile | None:
+    """The segment holding offset, from a snapshot of the file list."""
+    if not files:
+        return None
+    size = files[0].file_size
+    index = (offset - files[0].file_from_offset) // size
+    if 0 <= index < len(files):
+        mf = files[index]
+        if mf.file_from_offset <= offset < mf.file_from_offset + size:
+            return mf
+    return None
+
+
+def _align_sorted(files: list[MappedFile], offsets: list[int], lo: int, hi: int) -> list[int]:
+    """align_to_record for ascending offsets, each segment scanned at most once."""
+    scans: dict[int, codec.ScanResult] = {}
+    out = []
+    for offset in offsets:
+        off = min(max(offset, lo), hi)
+        mf = _file_at(files, off) if off < hi else None
+        if mf is None:
+            out.append(hi)
+            continue
+        base = mf.file_from_offset
+        rel = off - base
+        if rel == 0:                    # a segment starts with a record (or is empty)
+            out.append(off)
+            continue
+        found = scans.get(base)
+        if found is None:
+            found = scans[base] = codec.scan_region(mf, 0, mf.read_position, check_crc=False,
+                                                    base_offset=base)
+        k = int(np.searchsorted(found.offsets, rel, side="left"))
+        if k < len(found.offsets):
+            res = base + int(found.offsets[k])
+        elif found.stop_status == "corrupt":
+            if rel > found.stop_position:
+                raise codec.CorruptRecordError(found.reason or "corrupt record",
+                                               base + found.stop_position)
+            res = base + found.stop_position
+        elif found.stop_status == "blank" or mf is not files[-1]:
+            res = base + mf.file_size   # nothing more starts in this segment: the next one
+        else:
+            res = base + found.stop_position    # the end of the data
+        out.append(min(res, hi))
+    return out
+
+
+def align_to_record(store: MessageStore, offset: int) -> int:
+    """The CommitLog offset of the first record that starts at or after offset.
+
+    offset may be anything: below the store's min offset it gives the min offset (the first
+    record), at or past the max offset it gives the max offset. Inside a segment, the segment
+    is scanned from its start (record headers only) to find the boundary; when no record
+    starts at or after offset in that segment (offset is in its END_FILE blank or unwritten
+    tail), the result is the next segment's start (or, in the last segment, the end of the
+    data). Monotonic: a <= b implies align(a) <= align(b); no record starts in
+    [offset, align_to_record(offset)). Raises CorruptRecordError if a corrupt record precedes
+    offset in its segment."""
+    files, lo, hi = _visible(store)
+    return _align_sorted(files, [offset], lo, hi)[0]
+
+
+def plan_ranges(store: MessageStore, partition_bytes: int, start_offset: int | None = None,
+                end_offset: int | None = None) -> list[tuple[int, int]]:
+    """Split [start_offset, end_offset) (default: the whole log) into record-aligned
+    CommitLog ranges of about partition_bytes each: [(a0, a1), (a1, a2), ...], every a_i a
+    record start (or the end). Reading each with ``read_range(..., align=False)`` returns
+    every record starting in the span exactly once. Empty ranges are dropped."""
+    if partition_bytes <= 0:
+        raise ValueError(f"partition_bytes must be positive, got {partition_bytes}")
+    files, lo, hi = _visible(store)
+    start = lo if start_offset is None else max(lo, start_offset)
+    end = hi if end_offset is None else min(hi, end_offset)
+    if start >= end:
+        return []
+    cuts = [*range(start, end, partition_bytes), end]
+    aligned = _align_sorted(files, cuts, lo, hi)
+    return [(a, b) for a, b in zip(aligned[:-1], aligned[1:], strict=True) if b > a]
+
+
+def read_range(store: MessageStore, start_offset: int, end_offset: int | None = None,
+               include_body: bool = True, *, align: bool = True,
+               batch_bytes: int = DEFAULT_BATCH_BYTES, check_crc: bool = False,
+               spark: bool = False) -> Iterator[pa.RecordBatch]:
+    """RecordBatches of the records that start in [start_offset, end_offset) of the
+    CommitLog (end_offset None: the end of the log), crossing segment files.
+
+    align=True first moves start_offset to a record boundary (``align_to_record``); with
+    align=False start_offset must already be one (a segment start, an offset that
+    ``align_to_record``/``plan_ranges`` returned, or a record's commitlog_offset), else the
+    bytes there are reported corrupt. See the module docstring for the whole contract."""
+    if batch_bytes <= 0:
+        raise ValueError(f"batch_bytes must be positive, got {batch_bytes}")
+    files, lo, hi = _visible(store)
+    end = hi if end_offset is None else min(hi, end_offset)
+    pos = max(lo, start_offset)
+    if align and pos < end:
+        pos = _align_sorted(files, [pos], lo, hi)[0]
+    while pos < end:
+        mf = _file_at(files, pos)
+        if mf is None:
+            return
+        base = mf.file_from_offset
+        rel = pos - base
+        rel_end = min(end - base, mf.file_size)
+        chunk_end = min(rel_end, rel + batch_bytes)
+        res = decode_region(mf, rel, chunk_end, base_offset=base, include_body=include_body,
+                            check_crc=check_crc, spark=spark)
+        batch, next_rel, status = res
+        if batch.num_rows:
+            yield batch
+        if status == "corrupt":
+            raise codec.CorruptRecordError(res.reason or "corrupt record", base + next_rel)
+        if status == "blank" or (status == "end" and next_rel < chunk_end):
+            if mf is files[-1]:
+                return                        # the end of the data
+            pos = base + mf.file_size         # the rest of this segment is unused
+        else:                                 # 'end' of the chunk, or 'limit'
+            pos = base + next_rel
+
+
+def read_range_table(store: MessageStore, start_offset: int, end_offset: int | None = None,
+                     include_body: bool = True, *, align: bool = True,
+                     batch_bytes: int = DEFAULT_BATCH_BYTES, check_crc: bool = False,
+                     spark: bool = False) -> pa.Table:
+    """read_range gathered into one pa.Table (with the schema even when empty)."""
+    batches = list(read_range(store, start_offset, end_offset, include_body, align=align,
+                              batch_bytes=batch_bytes, check_crc=check_crc, spark=spark))
+    return pa.Table.from_batches(batches, schema=schema(include_body, spark=spark))
