@@ -87,7 +87,10 @@ def format_host(raw: bytes, port: int) -> str:
     if len(raw) == 4:
         return f"{ipaddress.IPv4Address(raw)}:{port}"
     if len(raw) == 16:
-        return f"[{ipaddress.IPv6Address(raw).compressed}]:{port}"
+        addr = ipaddress.IPv6Address(raw)
+        if addr.ipv4_mapped is not None:    # RFC 5952 section 5 (Python >= 3.13 does this)
+            return f"[::ffff:{addr.ipv4_mapped}]:{port}"
+        return f"[{addr.compressed}]:{port}"
     raise ValueError(f"host address must be 4 or 16 bytes, got {len(raw)}")
 
 
