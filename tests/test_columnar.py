@@ -400,6 +400,17 @@ def test_multi_segment_read_equals_scan(multi_store: MessageStore) -> None:
     assert rows(table) == [expected_row(m) for m in multi_store.scan()]
 
 
+@pytest.mark.parametrize("threads", [2, 3])
+def test_parallel_read_equals_serial(multi_store: MessageStore, threads: int) -> None:
+    serial = store_columnar.read_range_table(multi_store, 0, batch_bytes=20_000)
+    parallel = store_columnar.read_range_table(multi_store, 0, batch_bytes=20_000,
+                                               threads=threads)
+    assert parallel.equals(serial)
+    mid = multi_store.get_max_phy_offset() // 3
+    assert store_columnar.read_range_table(multi_store, mid, 2 * mid, threads=threads).equals(
+        store_columnar.read_range_table(multi_store, mid, 2 * mid))
+
+
 def test_align_to_record_contract(multi_store: MessageStore) -> None:
     offsets = all_offsets(multi_store)
     starts = set(offsets)
