@@ -4,10 +4,13 @@ when a file rolled in between) and wakes every producer whose offset is now dura
 from __future__ import annotations
 
 import threading
+import time
 
 from rocketstore.store.checkpoint import StoreCheckpoint
 from rocketstore.store.mapped_file_queue import MappedFileQueue
 from rocketstore.store.service_thread import ServiceThread
+
+MAX_LINGER_S = 0.002
 
 
 class GroupCommitRequest:
@@ -38,6 +41,8 @@ class GroupCommitService(ServiceThread):
         self._requests_write: list[GroupCommitRequest] = []
         self._requests_read: list[GroupCommitRequest] = []
         self.flushes = 0
+        self._last_batch = 1        # requests the last flush covered
+        self._linger_s = 0.0        # how long to wait for that many again
 
     def put_request(self, request: GroupCommitRequest) -> None:
         with self._lock:
@@ -67,8 +72,33 @@ class GroupCommitService(ServiceThread):
             self.checkpoint.physic_msg_timestamp = self.queue.store_timestamp
         self._requests_read = []
 
+    def _linger(self) -> None:
+        """Before flushing, wait briefly for as many requests as the last round had (at most
+        half the last flush's duration): producers released by that flush are on their way
+        back, and one msync can cover them all (PostgreSQL's commit_delay idea, adaptive)."""
+        target = self._last_batch
+        if not self._requests_read or len(self._requests_read) >= target or self._linger_s <= 0:
+            return
+        deadline = time.monotonic() + self._linger_s
+        while True:
+            with self._lock:
+                if self._requests_write:
+                    self._requests_read.extend(self._requests_write)
+                    self._requests_write = []
+            remaining = deadline - time.monotonic()
+            if len(self._requests_read) >= target or remaining <= 0:
+                return
+            if self._wakeup.wait(remaining):
+                self._wakeup.clear()
+
     def run_once(self) -> None:
+        self._linger()
+        batch = len(self._requests_read)
+        started = time.monotonic()
         self._do_commit()
+        if batch:
+            self._last_batch = batch
+            self._linger_s = min(0.5 * (time.monotonic() - started), MAX_LINGER_S)
 
     def on_shutdown(self) -> None:
         self.on_wait_end()
