@@ -15,4 +15,9 @@ static inline int16_t rs_get_i16(const char *p) { return (int16_t)rs_get_u16(p);
 static inline int32_t rs_get_i32(const char *p) { return (int32_t)rs_get_u32(p); }
 static inline int64_t rs_get_i64(const char *p) { return (int64_t)rs_get_u64(p); }
 
+/* Orders the stores before it ahead of the stores after it (compiler and CPU): a record's
+ * header is published only after its other bytes, so a writer killed mid-record leaves no
+ * valid-looking header over a partial record. */
+static inline void rs_release_fence(void) { __atomic_thread_fence(__ATOMIC_RELEASE); }
+
 #endif

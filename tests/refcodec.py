@@ -230,6 +230,8 @@ def decode_record(buf: bytes, pos: int = 0, *, check_crc: bool = True) -> RefRec
     props_str = text(take_bytes(props_len, "properties"), "properties")
     if cur != total:
         raise RefDecodeError(f"TOTALSIZE {total} != sum of the parts {cur} at {pos}")
+    if props_str.endswith("\x00"):     # rocketstore's rule: a NUL-ended tail is a torn record
+        raise RefDecodeError(f"properties end in NUL (torn record) at {pos}")
     if check_crc and crc != body_crc(body):
         raise RefDecodeError(f"BODYCRC {crc} != {body_crc(body)} at {pos}")
     props = parse_properties(props_str)

@@ -264,7 +264,7 @@ def roundtrip(tmp_path_factory: pytest.TempPathFactory):
     rt.store.shutdown()
 
 
-PROP_CHARS = st.characters(codec="utf-8", exclude_characters="\x01\x02")
+PROP_CHARS = st.characters(codec="utf-8", exclude_characters="\x00\x01\x02")
 PROP_TEXT = st.text(PROP_CHARS, min_size=1, max_size=20)
 TOPICS = st.text(st.sampled_from(TOPIC_ALPHABET), min_size=1, max_size=127).filter(
     lambda t: t != SCHEDULE_TOPIC
@@ -272,10 +272,10 @@ TOPICS = st.text(st.sampled_from(TOPIC_ALPHABET), min_size=1, max_size=127).filt
 KEYS = st.one_of(
     st.none(),
     st.lists(
-        st.text(st.characters(codec="utf-8", exclude_characters="\x01\x02 "), max_size=12),
+        st.text(st.characters(codec="utf-8", exclude_characters="\x00\x01\x02 "), max_size=12),
         max_size=4,
     ),
-    st.text(st.characters(codec="utf-8", exclude_characters="\x01\x02"), max_size=30),
+    st.text(st.characters(codec="utf-8", exclude_characters="\x00\x01\x02"), max_size=30),
 )
 HOSTS = st.one_of(st.none(), st.builds(host_text, IPV4, PORTS), st.builds(host_text, IPV6, PORTS))
 SYS_FLAGS = st.builds(

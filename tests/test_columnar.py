@@ -288,7 +288,7 @@ def test_spark_timestamps(fixture_store: MessageStore) -> None:
 
 # ---------------------------------------------------------------------------- generated stores
 
-PROP_CHARS = st.characters(codec="utf-8", exclude_characters="\x01\x02")
+PROP_CHARS = st.characters(codec="utf-8", exclude_characters="\x00\x01\x02")
 PROP_TEXT = st.text(PROP_CHARS, min_size=1, max_size=20)
 TOPIC_ALPHABET = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-%|"
 TOPICS = st.text(st.sampled_from(TOPIC_ALPHABET), min_size=1, max_size=127)
@@ -309,9 +309,9 @@ HOSTS = st.one_of(
 )
 KEYS = st.one_of(
     st.none(),
-    st.lists(st.text(st.characters(codec="utf-8", exclude_characters="\x01\x02 "), max_size=12),
+    st.lists(st.text(st.characters(codec="utf-8", exclude_characters="\x00\x01\x02 "), max_size=12),
              max_size=4),
-    st.text(st.characters(codec="utf-8", exclude_characters="\x01\x02"), max_size=30),
+    st.text(st.characters(codec="utf-8", exclude_characters="\x00\x01\x02"), max_size=30),
 )
 BODIES = st.one_of(
     st.binary(max_size=300),

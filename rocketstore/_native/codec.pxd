@@ -11,6 +11,7 @@ cdef extern from "rs_bytes.h" nogil:
     int64_t rs_get_i64(const char* p)
     unsigned short rs_get_u16(const char* p)
     uint32_t rs_get_u32(const char* p)
+    void rs_release_fence()
 
 
 cdef extern from "rs_crc32.h" nogil:

@@ -407,6 +407,9 @@ cdef _check_property_text(str what, object value):
         raise TypeError(f"{what} must be str, got {type(value).__name__}")
     if "\x01" in value or "\x02" in value:
         raise ValueError(f"{what} {value!r} contains a separator character (\\x01 or \\x02)")
+    if "\x00" in value:
+        raise ValueError(f"{what} {value!r} contains NUL (recovery reads NUL-ended properties "
+                         "as a torn record)")
 
 
 cdef class Message:
@@ -819,8 +822,8 @@ cdef inline void _write_record(char* dst, const RecordSpec* s, const Slice* slic
     cdef char* p = dst
     cdef Py_ssize_t i
     cdef uint32_t crc = rs_crc32(0, s.body, s.body_len) & 0x7FFFFFFF
-    rs_put_u32(p, s.total)
-    rs_put_u32(p + 4, MESSAGE_MAGIC)
+    # TOTALSIZE and MAGICCODE go in last (see the end): until then the record reads as
+    # "no data" (zeros), never as a valid header over a partial record
     rs_put_u32(p + 8, crc)
     rs_put_u32(p + 12, s.queue_id)
     rs_put_u32(p + 16, s.flag)
@@ -854,6 +857,9 @@ cdef inline void _write_record(char* dst, const RecordSpec* s, const Slice* slic
             p += 1
         memcpy(p, slices[i].p, slices[i].n)
         p += slices[i].n
+    rs_release_fence()
+    rs_put_u32(dst + 4, MESSAGE_MAGIC)
+    rs_put_u32(dst, s.total)
 
 
 cdef str _where(Py_ssize_t index):
@@ -984,9 +990,11 @@ cdef class RecordWriter:
             if (memchr(self.slices[n].p, 1, self.slices[n].n) != NULL
                     or memchr(self.slices[n].p, 2, self.slices[n].n) != NULL
                     or memchr(self.slices[n + 1].p, 1, self.slices[n + 1].n) != NULL
-                    or memchr(self.slices[n + 1].p, 2, self.slices[n + 1].n) != NULL):
+                    or memchr(self.slices[n + 1].p, 2, self.slices[n + 1].n) != NULL
+                    or memchr(self.slices[n].p, 0, self.slices[n].n) != NULL
+                    or memchr(self.slices[n + 1].p, 0, self.slices[n + 1].n) != NULL):
                 raise ValueError(f"{_where(index)}property {<object>key!r} contains a separator "
-                                 "character (\\x01 or \\x02)")
+                                 "character (\\x01 or \\x02) or NUL")
             props_len += self.slices[n].n + self.slices[n + 1].n + 2
             n += 2
         slice_pos[0] = n
@@ -1248,6 +1256,10 @@ cdef RecordInfo check_record(const char* p, int64_t avail, bint check_crc,
     r.props_offset = off
     if off + r.props_len != r.size:
         r.reason = "total size does not match the sum of the fields"
+        return r
+    if r.props_len > 0 and p[r.size - 1] == 0:
+        # the writer never ends properties with NUL: a zeroed tail is a torn record
+        r.reason = "properties end in NUL bytes (torn record)"
         return r
     if expected_phy >= 0 and r.phy_offset != expected_phy:
         r.reason = "physical offset does not match the record's position"

@@ -63,6 +63,9 @@ class AllocateMappedFileService(ServiceThread):
                 raise OSError(f"creating {path} took more than {WAIT_TIMEOUT_S:.0f} s")
         with self._lock:
             self._requests.pop(path, None)
+        if req.error is not None:   # maybe prepared during an outage that is over: try again
+            req = _Request(path, size)
+            self._create(req)
         if req.error is not None:
             raise OSError(f"creating {path} failed: {req.error}") from req.error
         assert req.file is not None

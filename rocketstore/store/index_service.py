@@ -41,6 +41,7 @@ from rocketstore._native.index_file import (
 )
 from rocketstore._native.mapped_file import MappedFile
 from rocketstore.config import StoreConfig
+from rocketstore.store.mapped_file_queue import remove_creating_leftovers
 
 __all__ = ["IndexBatch", "IndexFileCorruptError", "IndexService", "index_file_name"]
 
@@ -144,6 +145,8 @@ class IndexService:
         with self._lock:
             if self._files:
                 raise RuntimeError("index files are already loaded")
+            if not self.read_only and os.path.isdir(self.store_path):
+                remove_creating_leftovers(self.store_path)
             loaded: list[IndexFile] = []
             try:
                 for name in self._file_names():
@@ -156,6 +159,13 @@ class IndexService:
                             raise
                         log.exception("dropping corrupt index file %s", path)
                         os.remove(path)
+                        continue
+                    if f.index_count <= 1 and not self.read_only:
+                        # no item: a file created just before a crash (its header never
+                        # written); as the newest file its endPhyOffset 0 would re-index
+                        # everything replayed. Nothing is lost by dropping it.
+                        log.info("index file %s holds no item: dropped", path)
+                        f.destroy(0)
                         continue
                     if not last_exit_ok and f.end_timestamp > checkpoint_index_ts:
                         log.info("index file %s ends after the checkpoint (%d > %d): dropped",

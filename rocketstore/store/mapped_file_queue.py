@@ -20,6 +20,19 @@ class StoreFormatError(ValueError):
     """A store directory whose files do not form a valid sequence (gap, size, name)."""
 
 
+def remove_creating_leftovers(directory: str) -> int:
+    """Delete '.<name>.creating' files a process killed while creating a file left behind
+    (MappedFile creates under that name and renames it in); returns how many."""
+    removed = 0
+    for name in os.listdir(directory):
+        if name.startswith(".") and name.endswith(".creating"):
+            path = os.path.join(directory, name)
+            log.warning("removing %s, left by a process killed while creating it", path)
+            os.remove(path)
+            removed += 1
+    return removed
+
+
 def file_name_of(offset: int) -> str:
     """20-digit zero-padded start offset, as RocketMQ's UtilAll.offset2FileName."""
     return f"{offset:0{NAME_DIGITS}d}"
@@ -56,6 +69,8 @@ class MappedFileQueue:
                 self._files = []
                 return
             os.makedirs(self.store_path, exist_ok=True)
+        if not self.read_only:
+            remove_creating_leftovers(self.store_path)
         names = sorted(os.listdir(self.store_path))
         files: list[MappedFile] = []
         expected: int | None = None

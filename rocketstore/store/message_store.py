@@ -131,30 +131,17 @@ class MessageStore:
         self.index_service.load(not abnormal or self.read_only,
                                 self.checkpoint.index_msg_timestamp,
                                 drop_corrupt=not self.read_only)
+        reindex_from = None
+        if self.config.message_index_enable and \
+                len(self.index_service.files) < len(loaded_before):
+            # index files dropped (newer than the checkpoint, or corrupt): index again from
+            # where the newest remaining one ends (already-indexed records are skipped)
+            files = self.index_service.files
+            reindex_from = files[-1].end_phy_offset if files else 0
         self.recovery = recover(self.config, self.commit_log, self.consume_queues, self.reput,
                                 self.checkpoint, abnormal=abnormal, read_only=self.read_only,
-                                progress=progress, expected_queue_offsets=expected)
-        if not self.read_only and self.config.message_index_enable and \
-                len(self.index_service.files) < len(loaded_before):
-            self._reindex_after_dropped_files()
-
-    def _reindex_after_dropped_files(self) -> None:
-        """Index files dropped at load (newer than the checkpoint, or corrupt): index the
-        records after the newest remaining file again (already-indexed ones are skipped)."""
-        files = self.index_service.files
-        offset = max(self.commit_log.min_offset(),
-                     files[-1].end_phy_offset if files else 0)
-        end = self.commit_log.max_offset()
-        while offset < end:
-            mf = self.commit_log.queue.find_by_offset(offset)
-            if mf is None:
-                break
-            batch = codec.dispatch_region(mf, offset - mf.file_from_offset)
-            if len(batch):
-                self.index_service.dispatch(batch)
-            if batch.stop_status == "corrupt" or batch.next_offset == offset:
-                break
-            offset = batch.next_offset
+                                progress=progress, expected_queue_offsets=expected,
+                                reindex_from=reindex_from, index=self.index_service)
 
     @property
     def _queue_offsets_path(self) -> str:
@@ -187,8 +174,11 @@ class MessageStore:
         os.replace(tmp, self._queue_offsets_path)
 
     def _index_file_full(self, end_timestamp: int) -> None:
-        self.checkpoint.index_msg_timestamp = end_timestamp
-        self.checkpoint.flush()
+        # full files are flushed on their own threads: keep the newest time, whatever order
+        # their flushes finish in
+        if end_timestamp > self.checkpoint.index_msg_timestamp:
+            self.checkpoint.index_msg_timestamp = end_timestamp
+            self.checkpoint.flush()
 
     def start(self) -> None:
         if not self.read_only:
@@ -415,9 +405,12 @@ class MessageStore:
     def wait_dispatched(self, timeout_s: float = 10.0) -> bool:
         """Block until everything put so far is dispatched (tests, tools)."""
         deadline = time.monotonic() + timeout_s
-        while self.reput.behind() > 0:
+        target = self.commit_log.queue.max_wrote_offset()   # written, maybe not committed
+        while self.reput.reput_from_offset < target:
             if time.monotonic() > deadline:
                 return False
+            if self.commit_log.commit_service is not None:
+                self.commit_log.commit_service.wakeup()
             self.reput.wakeup()
             time.sleep(0.0005)
         return True

@@ -21,6 +21,7 @@ from rocketstore.config import StoreConfig
 from rocketstore.store.checkpoint import StoreCheckpoint
 from rocketstore.store.commit_log import CommitLog
 from rocketstore.store.consume_queue_table import ConsumeQueueTable
+from rocketstore.store.index_service import IndexService
 from rocketstore.store.reput_service import ReputMessageService
 
 log = logging.getLogger("rocketstore.store")
@@ -110,9 +111,13 @@ class QueuesBehindLog:
 def recover(config: StoreConfig, commit_log: CommitLog, queues: ConsumeQueueTable,
             reput: ReputMessageService, checkpoint: StoreCheckpoint, *, abnormal: bool,
             read_only: bool, progress: Progress | None = None,
-            expected_queue_offsets: dict[str, dict[str, int]] | None = None) -> RecoveryReport:
+            expected_queue_offsets: dict[str, dict[str, int]] | None = None,
+            reindex_from: int | None = None,
+            index: IndexService | None = None) -> RecoveryReport:
     """expected_queue_offsets: each queue's next offset recorded at the last clean shutdown
-    (config/queueOffsets.json); a queue that recovers shorter is rebuilt."""
+    (config/queueOffsets.json); a queue that recovers shorter is rebuilt. reindex_from: where
+    the IndexFiles end when some were dropped at load (newer than the checkpoint, or
+    corrupt); dispatch restarts there at the latest so their keys are indexed again."""
     started = time.monotonic()
     queues.recover()
     files = commit_log.queue.files
@@ -132,9 +137,14 @@ def recover(config: StoreConfig, commit_log: CommitLog, queues: ConsumeQueueTabl
     dispatched = 0
     if not read_only:
         queues.truncate_dirty(found.end_offset)
+        if index is not None:
+            index.truncate(found.end_offset)    # items of records given up go too
         if abnormal:
             # replay the range: what is already in a ConsumeQueue or IndexFile is skipped
             reput.reput_from_offset = start_offset
+            if reindex_from is not None:
+                reput.reput_from_offset = max(commit_log.min_offset(),
+                                              min(start_offset, reindex_from))
         else:
             start = min(queues.max_physic_offset(), found.end_offset)
             if behind.start is not None:
@@ -143,6 +153,8 @@ def recover(config: StoreConfig, commit_log: CommitLog, queues: ConsumeQueueTabl
                 damaged = damaged_queues_start(commit_log, queues, expected_queue_offsets)
                 if damaged is not None:
                     start = min(start, damaged)
+            if reindex_from is not None:
+                start = min(start, reindex_from)
             reput.reput_from_offset = max(commit_log.min_offset(), start)
         dispatched = reput.do_reput()
     else:
