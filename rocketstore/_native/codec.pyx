@@ -1615,20 +1615,25 @@ cdef class DispatchBatch:
                 f"stop={self.stop_status} at {self.stop_position})")
 
 
+DEF MAX_BATCH_TOPICS = 256     # distinct topics per dispatch batch (a batch stops early)
+
+
 def dispatch_region(MappedFile mf not None, int64_t start, int64_t end=-1, *,
                     Py_ssize_t max_records=4096, bint check_crc=False):
-    """Decode the records of mf from start (up to end / the readable limit) for dispatch."""
+    """Decode the records of mf from start (up to end / the readable limit) for dispatch.
+    The walk runs without the GIL, so dispatch runs beside producers."""
     cdef int64_t limit, pos
-    cdef Py_ssize_t cap, n = 0, t, ntopics = 0
+    cdef Py_ssize_t cap, n = 0, t, k, ntopics = 0
     cdef RecordInfo info
     cdef const char* p
     cdef const char* rec
-    cdef const char* last_topic = NULL
-    cdef int32_t last_topic_len = -1, last_topic_id = -1
+    cdef const char* topic_ptr[MAX_BATCH_TOPICS]
+    cdef int32_t topic_len[MAX_BATCH_TOPICS]
+    cdef Py_ssize_t last_t = -1
+    cdef bint topics_full = False
     cdef DispatchBatch b = DispatchBatch.__new__(DispatchBatch)
     cdef int64_t[::1] v_pos, v_phy, v_qoff, v_tags, v_ts
     cdef int32_t[::1] v_size, v_qid, v_flag, v_tid
-    cdef Py_ssize_t k
     if not mf.hold():
         raise ValueError(f"mapped file {mf.file_name} is being destroyed")
     try:
@@ -1649,45 +1654,47 @@ def dispatch_region(MappedFile mf not None, int64_t start, int64_t end=-1, *,
         tids = np.empty(cap, np.int32)
         v_pos = positions; v_phy = phys; v_size = sizes; v_qid = qids; v_qoff = qoffs
         v_tags = tags; v_ts = stamps; v_flag = flags; v_tid = tids
-        b.topics = []
-        topic_ptrs = []     # (position of a record with that topic) per topic id
         p = mf.base
         pos = start
         info.status = REC_OK
-        while pos < end and n < cap:
-            info = check_record(p + pos, end - pos, check_crc, mf.file_from_offset + pos)
-            if info.status != REC_OK:
-                break
-            rec = p + pos
-            if info.topic_len == last_topic_len and last_topic != NULL and \
-                    memcmp_(last_topic, rec + info.topic_offset, info.topic_len):
-                t = last_topic_id
-            else:
+        with nogil:
+            while pos < end and n < cap:
+                info = check_record(p + pos, end - pos, check_crc, mf.file_from_offset + pos)
+                if info.status != REC_OK:
+                    break
+                rec = p + pos
                 t = -1
-                for k in range(ntopics):
-                    tp = b.topics[k]
-                    if _topic_equals(tp, rec + info.topic_offset, info.topic_len):
-                        t = k
-                        break
-                if t < 0:
-                    b.topics.append(PyUnicode_DecodeUTF8(rec + info.topic_offset,
-                                                         info.topic_len, "replace"))
-                    t = ntopics
-                    ntopics += 1
-                last_topic = rec + info.topic_offset
-                last_topic_len = info.topic_len
-                last_topic_id = t
-            v_pos[n] = pos
-            v_phy[n] = info.phy_offset
-            v_size[n] = info.size
-            v_qid[n] = info.queue_id
-            v_qoff[n] = info.queue_offset
-            v_tags[n] = tags_code_of(rec + info.props_offset, info.props_len)
-            v_ts[n] = info.store_ts
-            v_flag[n] = info.sys_flag
-            v_tid[n] = t
-            n += 1
-            pos += info.size
+                if last_t >= 0 and topic_len[last_t] == info.topic_len and \
+                        memcmp_(topic_ptr[last_t], rec + info.topic_offset, info.topic_len):
+                    t = last_t
+                else:
+                    for k in range(ntopics):
+                        if topic_len[k] == info.topic_len and \
+                                memcmp_(topic_ptr[k], rec + info.topic_offset, info.topic_len):
+                            t = k
+                            break
+                    if t < 0:
+                        if ntopics == MAX_BATCH_TOPICS:
+                            topics_full = True      # the next round goes on from here
+                            break
+                        topic_ptr[ntopics] = rec + info.topic_offset
+                        topic_len[ntopics] = info.topic_len
+                        t = ntopics
+                        ntopics += 1
+                    last_t = t
+                v_pos[n] = pos
+                v_phy[n] = info.phy_offset
+                v_size[n] = info.size
+                v_qid[n] = info.queue_id
+                v_qoff[n] = info.queue_offset
+                v_tags[n] = tags_code_of(rec + info.props_offset, info.props_len)
+                v_ts[n] = info.store_ts
+                v_flag[n] = info.sys_flag
+                v_tid[n] = <int32_t>t
+                n += 1
+                pos += info.size
+        b.topics = [PyUnicode_DecodeUTF8(topic_ptr[k], topic_len[k], "replace")
+                    for k in range(ntopics)]
         b.mapped_file = mf
         b.positions = positions[:n]
         b.phy_offsets = phys[:n]
@@ -1699,7 +1706,7 @@ def dispatch_region(MappedFile mf not None, int64_t start, int64_t end=-1, *,
         b.sys_flags = flags[:n]
         b.topic_ids = tids[:n]
         b.stop_position = pos
-        if info.status == REC_OK:
+        if info.status == REC_OK or topics_full:
             b.stop_status = "limit" if pos < end else "end"
         else:
             b.stop_status = _STATUS_NAMES[info.status]
@@ -1710,7 +1717,7 @@ def dispatch_region(MappedFile mf not None, int64_t start, int64_t end=-1, *,
         mf.release()
 
 
-cdef inline bint memcmp_(const char* a, const char* b, int32_t n) noexcept:
+cdef inline bint memcmp_(const char* a, const char* b, int32_t n) noexcept nogil:
     cdef int32_t i
     for i in range(n):
         if a[i] != b[i]:
@@ -1718,7 +1725,3 @@ cdef inline bint memcmp_(const char* a, const char* b, int32_t n) noexcept:
     return True
 
 
-cdef inline bint _topic_equals(str topic, const char* p, int32_t n):
-    cdef Py_ssize_t tn
-    cdef const char* tp = PyUnicode_AsUTF8AndSize(topic, &tn)
-    return tn == n and memcmp_(tp, p, n)
