@@ -1358,3 +1358,100 @@ def _print_files(root: Path) -> None:
 def _preview(body_b64: str, width: int = 100) -> str:
     text = base64.b64decode(body_b64).decode("utf-8", "replace")
     return text if len(text) <= width else text[: width - 3] + "..."
+
+
+# ---- offsets, export, spark-ingest (issue 5) -------------------------------------------------
+
+
+@main.command()
+@click.argument("path", type=click.Path(path_type=Path))
+@_index_options
+def offsets(path: Path, hash_slots: int | None, index_num: int | None) -> None:
+    """Print the offsets of the store at PATH as JSON: the CommitLog's min/max, each queue's
+    min/max logical offsets ("topic:queueId"), and the consumer groups' committed offsets
+    (config/consumerOffset.json). Opens the store read-only."""
+    from rocketstore.store.offsets import export_offsets
+
+    located, config = _existing_store(path, hash_slots, index_num)
+    with _open_store(located.root, config, read_only=True) as store:
+        exported = export_offsets(store)
+    click.echo(json.dumps(exported, ensure_ascii=False, indent=2))
+
+
+@main.command("export")
+@click.argument("path", type=click.Path(path_type=Path))
+@click.argument("out", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--format", "fmt", type=click.Choice(["parquet"]), default="parquet",
+              show_default=True, help="Output format.")
+@click.option("--no-body", is_flag=True, help="Leave out the body column.")
+@click.option("--compression", default="snappy", show_default=True,
+              help="Parquet codec (snappy, zstd, gzip, none...).")
+@click.option("--workers", type=click.IntRange(min=1), default=None,
+              help="Segments exported at a time (default: min(4, CPUs)).")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@_index_options
+def export_command(path: Path, out: Path, fmt: str, no_body: bool, compression: str,
+                   workers: int | None, as_json: bool, hash_slots: int | None,
+                   index_num: int | None) -> None:
+    """Write the sealed CommitLog segments of PATH to OUT as Parquet, one file per segment,
+    with the schema of the rocketstore Spark source (pyarrow; no Spark needed).
+
+    Idempotent and resumable: segments already in OUT are skipped, so running it again
+    exports only newly sealed segments. The segment still being written is left out.
+    Opens the store read-only."""
+    from rocketstore.store.parquet_export import export_parquet
+
+    located, config = _existing_store(path, hash_slots, index_num)
+    with _open_store(located.root, config, read_only=True) as store:
+        try:
+            report = export_parquet(store, out, include_body=not no_body,
+                                    compression=compression, workers=workers, progress=True)
+        except ValueError as exc:
+            raise _fail(str(exc), exc) from None
+    if as_json:
+        click.echo(json.dumps(report.as_dict(), indent=2))
+    else:
+        click.echo(f"exported {len(report.exported)} segment(s), {report.rows:,} rows, "
+                   f"{_size(report.parquet_bytes)} of Parquet to {out} in "
+                   f"{report.seconds:.1f}s; {len(report.skipped)} already there, "
+                   f"{len(report.pending)} not sealed yet")
+
+
+@main.command("spark-ingest")
+@click.argument("path", type=click.Path(path_type=Path))
+@click.option("--to", "to", type=click.Choice(["parquet", "orc", "json"]), default="parquet",
+              show_default=True, help="Output format.")
+@click.argument("out", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--mode", type=click.Choice(["errorifexists", "overwrite", "append"]),
+              default="errorifexists", show_default=True)
+@click.option("--topics", default=None, help="Comma-separated topics (read by queue).")
+@click.option("--no-body", is_flag=True, help="Leave out the body column.")
+@click.option("--option", "extra", multiple=True, metavar="KEY=VALUE",
+              help="Any other rocketstore source option (repeatable).")
+@click.option("--master", default="local[*]", show_default=True, help="Spark master.")
+def spark_ingest_command(path: Path, to: str, out: Path, mode: str, topics: str | None,
+                         no_body: bool, extra: tuple[str, ...], master: str) -> None:
+    """Read the store at PATH with spark.read.format("rocketstore") on a local Spark and
+    write it to OUT (Parquet by default). Needs the spark extra (pyspark, Java 17)."""
+    try:
+        from rocketstore.spark.ingest import error_summary, spark_ingest
+    except ImportError as exc:
+        raise _fail(f"{exc} (pip install 'rocketstore[spark]')", exc) from None
+    located = _locate(path)
+    options: dict[str, str] = {}
+    for item in extra:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise _fail(f"--option {item!r} is not KEY=VALUE")
+        options[key] = value
+    if topics:
+        options["topics"] = topics
+    if no_body:
+        options["includeBody"] = "false"
+    try:
+        report = spark_ingest(str(located.root), str(out), to=to, mode=mode, options=options,
+                              master=master)
+    except Exception as exc:  # noqa: BLE001 - Spark wraps errors in its own classes
+        raise _fail(f"spark-ingest failed: {error_summary(exc)}", exc) from None
+    rows = "" if report["rows"] is None else f"{report['rows']:,} rows "
+    click.echo(f"wrote {rows}to {report['out']} ({to}) in {report['seconds']:.1f}s")

@@ -487,3 +487,47 @@ def test_index_sizes_that_the_file_size_does_not_tell(tmp_path: Path) -> None:
     report = json.loads(ok("recover", root, "--json", "--hash-slots", 64).stdout)
     assert report["abnormal"] is False
     assert index_file.stat().st_size == 40 + 4 * 64 + 20 * 400
+
+
+# ---- offsets, export, spark-ingest (issue 5) ------------------------------------------------
+
+def test_offsets_lists_every_queue_and_group(rocketmq_store: Path,
+                                             fixture_consumequeue: list[dict[str, Any]]) -> None:
+    from rocketstore.store.offsets import commit_group_offsets
+
+    commit_group_offsets(str(rocketmq_store), "cg-test", {"orders:0": 7})
+    data = json.loads(ok("offsets", rocketmq_store).output)
+    text = json.dumps(data)
+    for q in fixture_consumequeue:
+        assert f"{q['topic']}:{q['queueId']}" in text
+    assert "cg-test" in text and "7" in text
+
+
+def test_export_parquet_is_idempotent(rocketmq_store: Path, tmp_path: Path,
+                                      fixture_messages: list[dict[str, Any]]) -> None:
+    import pyarrow.parquet as pq
+
+    out = tmp_path / "out"
+    ok("export", rocketmq_store, "--format", "parquet", out)
+    files = sorted(out.glob("*.parquet"))
+    assert len(files) == 9      # the sealed segments; the last one is still open
+    rows = sum(pq.read_metadata(f).num_rows for f in files)
+    last_segment_start = 589824
+    assert rows == sum(1 for m in fixture_messages if m["commitLogOffset"] < last_segment_start)
+    before = {f.name: f.stat().st_mtime_ns for f in files}
+    ok("export", rocketmq_store, "--format", "parquet", out)
+    assert {f.name: f.stat().st_mtime_ns for f in sorted(out.glob("*.parquet"))} == before
+
+
+@pytest.mark.slow
+def test_spark_ingest_to_parquet(rocketmq_store: Path, tmp_path: Path,
+                                 fixture_messages: list[dict[str, Any]]) -> None:
+    pytest.importorskip("pyspark")
+    import pyarrow.parquet as pq
+
+    out = tmp_path / "ingested"
+    ok("spark-ingest", rocketmq_store, "--to", "parquet", out)
+    table = pq.read_table(out)
+    assert table.num_rows == len(fixture_messages)
+    assert sorted(table.column("commitlog_offset").to_pylist()) == sorted(
+        m["commitLogOffset"] for m in fixture_messages)

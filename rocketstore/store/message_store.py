@@ -399,6 +399,30 @@ class MessageStore:
         except codec.CorruptRecordError:
             return None
 
+    # ---- offsets and exports (the Spark pipeline stands on these) -------------------------
+    def export_offsets(self) -> dict[str, Any]:
+        """Offsets as JSON-able data: the CommitLog's min/max, every queue's min/max logical
+        offset ("topic:queueId"), and the consumer groups' committed offsets."""
+        from rocketstore.store.offsets import export_offsets
+        return export_offsets(self)
+
+    def consumer_offsets(self, group: str) -> dict[str, int]:
+        """A consumer group's committed offsets, {"topic:queueId": offset}."""
+        from rocketstore.store.offsets import group_offsets
+        return group_offsets(self.root, group)
+
+    def commit_consumer_offsets(self, group: str, offsets: dict[str, int]) -> bool:
+        """Record a group's offsets in config/consumerOffset.json (idempotent; True when the
+        file changed)."""
+        from rocketstore.store.offsets import commit_group_offsets
+        return commit_group_offsets(self.root, group, offsets)
+
+    def export_parquet(self, out_dir: str | os.PathLike[str], **kwargs: Any) -> Any:
+        """Sealed CommitLog segments to Parquet, one file each, idempotent and resumable
+        (rocketstore.store.parquet_export.export_parquet)."""
+        from rocketstore.store.parquet_export import export_parquet
+        return export_parquet(self, out_dir, **kwargs)
+
     def dispatch_behind_bytes(self) -> int:
         return self.reput.behind()
 

@@ -1,0 +1,320 @@
+#!/usr/bin/env python
+"""Spark batch ingest throughput: ``spark.read.format("rocketstore")`` against references
+measured in the same SparkSession and run (issue 5).
+
+Workload: a store of --messages messages (default 2,000,000) with 100 B bodies, one topic,
+8 queues, a tag and a key per message, --segment-size CommitLog segments (default 128 MiB:
+several sealed segments for the export rows). Every read is forced to materialise every
+column of every row with Spark's ``noop`` sink; default JIT (no TieredStopAtLevel);
+local[*]; each reader is run once to warm up, then --repeat times interleaved (A B C A B C ..),
+and the median is reported.
+
+Rows:
+  rocketstore               spark.read.format("rocketstore").load(store): CommitLog ranges
+                            decoded natively to Arrow (17 columns)
+  (a) parquet (pyarrow)     spark.read.parquet of the same rows (same schema) written once by
+                            pyarrow (snappy, one file)
+  (b) re-yield floor        a trivial Python data source that re-yields one prebuilt
+                            RecordBatch (the first batch rocketstore decodes, same schema) for
+                            the same number of rows in the same number of partitions: the cost
+                            of Spark's Python data source path alone
+  export                    rocketstore.store.parquet_export.export_parquet of the sealed
+                            segments (pyarrow, no Spark; what ``rocketstore export --format
+                            parquet`` runs), --repeat times into fresh directories
+  parquet (exported)        spark.read.parquet of the exported directory
+MB/s is CommitLog bytes of the rows read (the same logical bytes for every reader). CPU s is
+the CPU time of the whole process tree (driver, JVM, Python workers) per run, read from /proc:
+on a shared machine it shows the work done, where wall time also shows the waiting.
+
+Targets (the script never asserts; it prints PASS/MISS):
+  - rocketstore >= 0.85 x the re-yield floor (rows/s): decoding is not the bottleneck
+  - export + a Parquet read beats the direct read on a second scan: for the exported rows,
+    export + 2 x parquet(exported) < 2 x rocketstore
+Usage: python bench/spark_ingest.py [--quick] [--messages N] [--repeat 3] [--dir DIR]
+                                    [--json out.json]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import pickle
+import sys
+import time
+from typing import Any
+
+import _common as C
+
+C.ensure_importable()
+
+import pyarrow.compute as pc  # noqa: E402
+import pyarrow.parquet as pq  # noqa: E402
+
+from rocketstore import Message, MessageStore, StoreConfig  # noqa: E402
+from rocketstore.store import columnar  # noqa: E402
+from rocketstore.store.parquet_export import export_parquet  # noqa: E402
+
+TOPIC = "bench"
+QUEUES = 8
+
+
+def log(msg: str) -> None:
+    print(f"[spark_ingest] {msg}", file=sys.stderr, flush=True)
+
+
+# ---- the store -------------------------------------------------------------------------------
+def build_store(root: str, n: int, segment_size: int) -> dict[str, Any]:
+    config = StoreConfig(store_path_root_dir=root, mapped_file_size_commit_log=segment_size)
+    body = bytes(range(100))
+    batch = 2000
+    t0 = time.perf_counter()
+    with MessageStore.open(root, config) as store:
+        for start in range(0, n, batch):
+            k = min(batch, n - start)
+            msgs = [Message(TOPIC, body, tags=f"Tag{(start + i) % 4}",
+                            keys=[f"key-{start + i:010d}"]) for i in range(k)]
+            store.put_messages(msgs, [(start + i) % QUEUES for i in range(k)])
+        store.wait_dispatched(300)
+        info = {"max_offset": store.get_max_phy_offset(),
+                "segments": len(store.commit_log.queue.files)}
+    info["build_s"] = time.perf_counter() - t0
+    return info
+
+
+def open_ro(root: str, segment_size: int) -> MessageStore:
+    return MessageStore.open(root, StoreConfig(store_path_root_dir=root,
+                                               mapped_file_size_commit_log=segment_size),
+                             read_only=True)
+
+
+# ---- the re-yield data source ----------------------------------------------------------------
+def reyield_source(batch_blob: bytes, rows_per_partition: list[int]) -> type:
+    from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+    from rocketstore.spark import spark_schema
+
+    class Part(InputPartition):
+        def __init__(self, rows: int) -> None:
+            self.rows = rows
+
+    class Reader(DataSourceReader):
+        def partitions(self) -> list[Part]:
+            return [Part(r) for r in rows_per_partition]
+
+        def read(self, partition: Part):
+            batch = pickle.loads(batch_blob)
+            left = partition.rows
+            while left > 0:
+                k = min(left, batch.num_rows)
+                yield batch if k == batch.num_rows else batch.slice(0, k)
+                left -= k
+
+    class ReyieldSource(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "reyield"
+
+        def schema(self):
+            return spark_schema(True)
+
+        def reader(self, schema):
+            return Reader()
+
+    return ReyieldSource
+
+
+# ---- runs ------------------------------------------------------------------------------------
+def tree_cpu_seconds() -> float:
+    """CPU time (user + sys, with reaped children) of this process and all its descendants:
+    the driver, Spark's JVM and its Python workers. Robust to other processes on the cores."""
+    procs: dict[int, tuple[int, int]] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()
+        procs[int(name)] = (int(fields[1]), sum(int(x) for x in fields[11:15]))
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _) in procs.items():
+        children.setdefault(ppid, []).append(pid)
+    total, todo = 0, [os.getpid()]
+    while todo:
+        pid = todo.pop()
+        total += procs.get(pid, (0, 0))[1]
+        todo += children.get(pid, [])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def noop(df) -> tuple[float, float]:
+    """(wall s, CPU s of the whole process tree) of materialising df with the noop sink."""
+    c0 = tree_cpu_seconds()
+    t0 = time.perf_counter()
+    df.write.format("noop").mode("overwrite").save()
+    return time.perf_counter() - t0, tree_cpu_seconds() - c0
+
+
+def spark_session(args: argparse.Namespace):
+    from rocketstore.spark.ingest import local_spark
+    os.environ.setdefault("PYTHONPATH", C.REPO_ROOT)
+    if C.REPO_ROOT not in os.environ["PYTHONPATH"].split(os.pathsep):
+        os.environ["PYTHONPATH"] = os.pathsep.join([C.REPO_ROOT, os.environ["PYTHONPATH"]])
+    spark = local_spark(args.master, "rocketstore bench", {
+        "spark.driver.memory": "2g",
+        "spark.executorEnv.PYTHONPATH": os.environ["PYTHONPATH"],
+    })
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--messages", type=int, default=2_000_000)
+    p.add_argument("--quick", action="store_true", help="300,000 messages")
+    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--warmup", type=int, default=2,
+                   help="untimed runs per reader first (the JIT compiles Spark's Arrow-to-row "
+                        "code over the first runs)")
+    p.add_argument("--segment-size", type=int, default=128 << 20)
+    p.add_argument("--master", default="local[*]")
+    p.add_argument("--dir", default=None, help="where the temp store goes (not tmpfs)")
+    p.add_argument("--json", default=None, metavar="PATH")
+    args = p.parse_args(argv)
+    n = 300_000 if args.quick else args.messages
+    if args.quick:
+        args.segment_size = min(args.segment_size, 16 << 20)
+
+    td = C.TempDirs(args.dir)
+    root = td.new("store")
+    log(f"building a store of {n:,} messages in {root}")
+    built = build_store(root, n, args.segment_size)
+    log(f"built in {built['build_s']:.1f}s: {built['max_offset'] / C.MB:,.1f} MB, "
+        f"{built['segments']} segments")
+
+    # the references' inputs: the same rows, decoded once
+    with open_ro(root, args.segment_size) as store:
+        table = columnar.read_range_table(store, 0, spark=True)
+        first_batch = next(columnar.read_range(store, 0, spark=True, batch_bytes=8 << 20))
+    assert table.num_rows == n, table.num_rows
+    total_bytes = int(pc.sum(table.column("store_size")).as_py())
+    parquet_ref = os.path.join(td.new("parquet-ref"), "rows.parquet")
+    pq.write_table(table, parquet_ref)
+    del table
+
+    spark = spark_session(args)
+    from rocketstore.spark.options import ReadOptions
+    from rocketstore.spark.plan import plan_batch
+
+    parts = plan_batch(ReadOptions.parse({"path": root}))
+    rows_per_part = []
+    with open_ro(root, args.segment_size) as store:
+        for part in parts:
+            t = columnar.read_range_table(store, part.start, part.end, include_body=False)
+            rows_per_part.append(t.num_rows)
+    assert sum(rows_per_part) == n
+    spark.dataSource.register(reyield_source(pickle.dumps(first_batch), rows_per_part))
+    log(f"{len(parts)} rocketstore partitions; re-yield batch {first_batch.num_rows:,} rows")
+
+    # the export (timed --repeat times into fresh directories) and its Parquet read
+    export_times: list[float] = []
+    export_cpu: list[float] = []
+    export_dir = ""
+    for _ in range(args.repeat):
+        if export_dir:
+            td.remove(export_dir)
+        export_dir = td.new("export")
+        with open_ro(root, args.segment_size) as store:
+            with C.Timer(gc_off=False) as t_exp:
+                report = export_parquet(store, export_dir, progress=None)
+        export_times.append(t_exp.wall)
+        export_cpu.append(t_exp.cpu)
+    export_s, export_cpu_s = C.median(export_times), C.median(export_cpu)
+    exported_rows = report.rows
+    exported_bytes = report.commitlog_bytes
+    log(f"exported {len(report.exported)} segments, {exported_rows:,} rows in "
+        f"{', '.join(f'{x:.2f}' for x in export_times)}s")
+
+    readers = {
+        "rocketstore": lambda: spark.read.format("rocketstore").load(root),
+        "(a) parquet (pyarrow)": lambda: spark.read.parquet(parquet_ref),
+        "(b) re-yield floor": lambda: spark.read.format("reyield").load(),
+        "parquet (exported)": lambda: spark.read.parquet(export_dir),
+    }
+    counts = {name: n for name in readers}
+    counts["parquet (exported)"] = exported_rows
+    for name, make in readers.items():
+        got = make().count()
+        if got != counts[name]:
+            raise RuntimeError(f"{name} read {got} rows, expected {counts[name]}")
+    for i in range(args.warmup):                  # JIT, page cache, Python workers
+        for name, make in readers.items():
+            log(f"warm-up {i + 1}/{args.warmup} {name}: {noop(make())[0]:.2f}s")
+    samples: dict[str, list[float]] = {name: [] for name in readers}
+    cpu: dict[str, list[float]] = {name: [] for name in readers}
+    for i in range(args.repeat):
+        for name, make in readers.items():
+            wall, used = noop(make())
+            samples[name].append(wall)
+            cpu[name].append(used)
+            log(f"run {i + 1}/{args.repeat} {name}: {wall:.2f}s (CPU {used:.2f}s)")
+    spark.stop()
+
+    med = {name: C.median(v) for name, v in samples.items()}
+    med_cpu = {name: C.median(v) for name, v in cpu.items()}
+    rate = {name: counts[name] / med[name] for name in readers}
+    byte_count = {name: total_bytes for name in readers}
+    byte_count["parquet (exported)"] = exported_bytes
+    floor = rate["(b) re-yield floor"]
+    pq_rate = rate["(a) parquet (pyarrow)"]
+    rows = []
+    for name in readers:
+        rows.append([name, C.fmt_int(counts[name]), f"{med[name]:.2f}",
+                     C.fmt_int(rate[name]), C.fmt_rate(byte_count[name] / C.MB / med[name]),
+                     f"{rate[name] / floor:.2f}", f"{rate[name] / pq_rate:.2f}",
+                     f"{med_cpu[name]:.2f}",
+                     C.fmt_int(counts[name] / med_cpu[name]) if med_cpu[name] > 0 else "-"])
+    export_rate = exported_rows / export_s
+    rows.append(["export (pyarrow)", C.fmt_int(exported_rows), f"{export_s:.2f}",
+                 C.fmt_int(export_rate), C.fmt_rate(exported_bytes / C.MB / export_s),
+                 "", "", f"{export_cpu_s:.2f}", C.fmt_int(exported_rows / export_cpu_s)])
+    table_md = C.markdown_table(
+        ["reader", "rows", "median s", "rows/s", "MB/s", "vs re-yield", "vs parquet",
+         "CPU s", "rows/CPU s"], rows)
+
+    info = C.machine_info(td.root, {"messages": n, "partitions": len(parts),
+                                    "segment_size": args.segment_size,
+                                    "store_mb": round(built["max_offset"] / C.MB, 1)})
+    C.print_machine_info(info)
+    print()
+    print(table_md)
+    print()
+    ratio = rate["rocketstore"] / floor
+    cpu_ratio = med_cpu["(b) re-yield floor"] / med_cpu["rocketstore"]
+    print(f"- rocketstore vs re-yield floor: {ratio:.2f} (target >= 0.85): "
+          f"{'PASS' if ratio >= 0.85 else 'MISS'}  (by CPU time of the process tree: "
+          f"{cpu_ratio:.2f})")
+    # per exported row: two scans each way
+    direct_2 = 2 * exported_rows / rate["rocketstore"]
+    export_2 = export_s + 2 * exported_rows / rate["parquet (exported)"]
+    saving = exported_rows / rate["rocketstore"] - exported_rows / rate["parquet (exported)"]
+    breakeven = export_s / saving if saving > 0 else float("inf")
+    print(f"- export + 2 Parquet scans {export_2:.2f}s vs 2 direct scans {direct_2:.2f}s "
+          f"(of the {exported_rows:,} exported rows; break-even after {breakeven:.2f} scans) "
+          f"(target: export wins by the second scan): "
+          f"{'PASS' if export_2 < direct_2 else 'MISS'}")
+    if args.json:
+        C.write_json(args.json, {"machine": info, "samples": samples, "median_s": med,
+                                 "cpu_samples": cpu, "median_cpu_s": med_cpu,
+                                 "rows_per_s": rate, "export_s": export_times,
+                                 "export_cpu_s": export_cpu,
+                                 "exported_rows": exported_rows, "ratio_vs_floor": ratio,
+                                 "export_two_scans_s": export_2, "direct_two_scans_s": direct_2})
+    td.cleanup()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,372 @@
+"""Partition planning and partition reads for the rocketstore data source.
+
+Two kinds of partition, both small frozen dataclasses that carry everything a task needs (the
+reader object is pickled before ``partitions()`` runs, so nothing computed there may live on
+it):
+
+- ``CommitLogPartition``: the records that START in a CommitLog byte range ``[start, end)``,
+  ``start`` a record boundary. A full scan splits the log into ranges of about
+  ``partitionBytes`` (``columnar.plan_ranges``); a time filter first moves the two ends to the
+  first record stored at/after each bound (whole segments outside the window are never read).
+- ``QueuePartition``: the ConsumeQueue logical offsets ``[start_offset, end_offset)`` of one
+  queue. Used when a query names topics or queue offsets (only that queue's records are read:
+  its units are mapped to CommitLog positions and decoded in place, so other topics' bytes are
+  never touched), and by the streaming reader (one partition per queue and micro-batch).
+
+Consistency: planning opens the store read-only once and captures the CommitLog's max offset
+(``snapshot_end``) and each queue's max offset; partitions never reach past them, so a store
+being written by another process is read as the prefix that existed at planning time, never a
+torn record. Tasks do not open the store (no recovery scan per task): they map the segment
+files read-only (``StoreSnapshot``) and decode natively to Arrow (``rocketstore._native.
+columnar``), yielding ``pyarrow.RecordBatch``es in Spark's schema (timestamps as
+``timestamp[us, UTC]``), never a Python object per row.
+
+Reads are deterministic: the same partition returns the same rows in the same order (CommitLog
+order; queue order), which the streaming reader relies on when Spark replays a batch.
+"""
+from __future__ import annotations
+
+import bisect
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from rocketstore._native import codec
+from rocketstore._native.columnar import BatchTooLargeError
+from rocketstore.spark.location import StoreLocation, StoreSnapshot
+from rocketstore.spark.options import (
+    DEFAULT_BATCH_BYTES,
+    DEFAULT_BATCH_ROWS,
+    OptionError,
+    ReadOptions,
+    queue_key,
+)
+from rocketstore.store import columnar
+from rocketstore.store.consume_queue import BLANK_UNIT_SIZE
+
+try:  # the partitions are Spark InputPartitions when pyspark is there
+    from pyspark.sql.datasource import InputPartition
+except ImportError:  # pragma: no cover - planning without Spark
+    class InputPartition:  # type: ignore[no-redef]
+        pass
+
+if TYPE_CHECKING:
+    from rocketstore.store.message_store import MessageStore
+
+log = logging.getLogger("rocketstore.spark")
+
+_STORE_TS = "store_timestamp"
+
+
+@dataclass(frozen=True, repr=True)
+class CommitLogPartition(InputPartition):
+    """Records starting in CommitLog offsets [start, end)."""
+
+    index: int
+    location: StoreLocation
+    start: int
+    end: int
+    snapshot_end: int               # the CommitLog max offset captured at planning
+    include_body: bool = True
+    start_timestamp: int | None = None   # ms, inclusive (rows filtered exactly)
+    end_timestamp: int | None = None     # ms, exclusive
+    batch_bytes: int = DEFAULT_BATCH_BYTES
+
+    @property
+    def bytes(self) -> int:
+        """CommitLog bytes this partition reads."""
+        return self.end - self.start
+
+
+@dataclass(frozen=True, repr=True)
+class QueuePartition(InputPartition):
+    """Messages of one ConsumeQueue at logical offsets [start_offset, end_offset)."""
+
+    index: int
+    location: StoreLocation
+    topic: str
+    queue_id: int
+    start_offset: int
+    end_offset: int
+    bytes: int = -1                 # CommitLog bytes of those records (-1: not computed)
+    include_body: bool = True
+    start_timestamp: int | None = None
+    end_timestamp: int | None = None
+    batch_rows: int = DEFAULT_BATCH_ROWS
+
+    @property
+    def key(self) -> str:
+        return queue_key(self.topic, self.queue_id)
+
+    @property
+    def count(self) -> int:
+        return self.end_offset - self.start_offset
+
+
+Partition = CommitLogPartition | QueuePartition
+
+
+# ---- planning --------------------------------------------------------------------------------
+
+def plan_batch(options: ReadOptions) -> list[Partition]:
+    """The partitions of a batch read (see the module docstring)."""
+    location = StoreLocation.detect(options.path,
+                                    commit_log_file_size=options.commit_log_file_size,
+                                    consume_queue_file_size=options.consume_queue_file_size)
+    with location.open_read_only() as store:
+        if options.by_queue:
+            return _plan_queues(store, location, options)
+        return _plan_commit_log(store, location, options)
+
+
+def _plan_commit_log(store: MessageStore, location: StoreLocation, options: ReadOptions
+                     ) -> list[CommitLogPartition]:
+    lo, hi = store.get_min_phy_offset(), store.get_max_phy_offset()
+    snapshot_end = hi
+    if options.start_timestamp is not None:
+        lo = offset_at_time(store, options.start_timestamp)
+    if options.end_timestamp is not None:
+        hi = offset_at_time(store, options.end_timestamp)
+    if hi <= lo:
+        return []
+    ranges = columnar.plan_ranges(store, options.partition_bytes, lo, hi)
+    return [CommitLogPartition(i, location, a, b, snapshot_end, options.include_body,
+                               options.start_timestamp, options.end_timestamp,
+                               options.batch_bytes)
+            for i, (a, b) in enumerate(ranges)]
+
+
+def offset_at_time(store: MessageStore, timestamp: int) -> int:
+    """CommitLog offset of the first record stored at or after timestamp (ms); the max offset
+    when there is none. Segments are chosen by the store time of their first record and only
+    the one segment that straddles timestamp is walked (record headers, natively). Assumes
+    store times do not decrease along the log (as RocketMQ's own time lookups do)."""
+    lo, hi = store.get_min_phy_offset(), store.get_max_phy_offset()
+    files = [mf for mf in store.commit_log.queue.files
+             if mf.file_from_offset < hi and mf.file_from_offset + mf.file_size > lo]
+    firsts: list[int] = []
+    kept = []
+    for mf in files:
+        found = codec.scan_region(mf, 0, mf.read_position, check_crc=False,
+                                  base_offset=mf.file_from_offset, max_records=1)
+        if len(found):
+            firsts.append(int(found.store_timestamps[0]))
+            kept.append(mf)
+    if not kept:
+        return hi
+    k = bisect.bisect_left(firsts, timestamp)    # files[:k] start before timestamp
+    if k == 0:
+        return max(lo, kept[0].file_from_offset)
+    mf = kept[k - 1]
+    found = codec.scan_region(mf, 0, mf.read_position, check_crc=False,
+                              base_offset=mf.file_from_offset)
+    later = np.flatnonzero(np.asarray(found.store_timestamps) >= timestamp)
+    if len(later):
+        return min(hi, max(lo, mf.file_from_offset + int(found.offsets[later[0]])))
+    if k < len(kept):
+        return min(hi, kept[k].file_from_offset)
+    return hi
+
+
+def _plan_queues(store: MessageStore, location: StoreLocation, options: ReadOptions
+                 ) -> list[QueuePartition]:
+    present = set(store.topics())
+    if options.topics:
+        missing = [t for t in options.topics if t not in present]
+        if missing:
+            raise OptionError(f"option 'topics': topic(s) {', '.join(missing)} not found in "
+                              f"the store at {location.root} (it has: "
+                              f"{', '.join(sorted(present)) or 'no topics'})")
+        queues = [(t, q) for t in options.topics for q in store.queues(t)]
+    else:
+        queues = sorted(set(options.start_offsets) | set(options.end_offsets))
+    for topic, qid in (*options.start_offsets, *options.end_offsets):
+        if topic not in present or qid not in store.queues(topic):
+            raise OptionError(f"options 'startOffsets'/'endOffsets': queue "
+                              f"{queue_key(topic, qid)} does not exist in the store at "
+                              f"{location.root}")
+    parts: list[QueuePartition] = []
+    for topic, qid in queues:
+        lo = store.get_min_offset_in_queue(topic, qid)
+        hi = store.get_max_offset_in_queue(topic, qid)
+        start = min(hi, max(lo, options.start_offsets.get((topic, qid), lo)))
+        end = max(start, min(hi, options.end_offsets.get((topic, qid), hi)))
+        if options.start_timestamp is not None and start < end:
+            start = max(start, queue_offset_at_time(store, topic, qid, options.start_timestamp,
+                                                    start, end))
+        if options.end_timestamp is not None and start < end:
+            end = min(end, queue_offset_at_time(store, topic, qid, options.end_timestamp,
+                                                start, end))
+        if start >= end:
+            continue
+        for a, b, nbytes in _split_queue(store, topic, qid, start, end,
+                                         options.partition_bytes):
+            parts.append(QueuePartition(len(parts), location, topic, qid, a, b, nbytes,
+                                        options.include_body, options.start_timestamp,
+                                        options.end_timestamp, options.batch_rows))
+    return parts
+
+
+def queue_offset_at_time(store: MessageStore, topic: str, queue_id: int, timestamp: int,
+                         lo: int, hi: int) -> int:
+    """First logical offset in [lo, hi) whose message was stored at or after timestamp (hi
+    when none): a binary search over the queue, reading each probe's store time."""
+    while lo < hi:
+        mid = (lo + hi) // 2
+        ts = store.get_message_store_timestamp(topic, queue_id, mid)
+        if ts < timestamp:      # also -1: a message already gone lies before the window
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+def _split_queue(store: MessageStore, topic: str, queue_id: int, start: int, end: int,
+                 partition_bytes: int) -> list[tuple[int, int, int]]:
+    """[start, end) cut into ranges of about partition_bytes of CommitLog each, with their
+    exact byte counts (the unit sizes, read a ConsumeQueue file at a time, vectorised)."""
+    cq = store.consume_queues.find(topic, queue_id)
+    if cq is None:
+        return []
+    sizes_parts = []
+    off = start
+    while off < end:
+        units = cq.read_units(off, end - off)
+        if units is None or not len(units):
+            raise RuntimeError(f"ConsumeQueue {queue_key(topic, queue_id)} has no unit at "
+                               f"offset {off} (its max offset is {cq.max_offset})")
+        sizes = units["size"].astype(np.int64)
+        del units
+        sizes[sizes == BLANK_UNIT_SIZE] = 0
+        sizes_parts.append(sizes)
+        off += len(sizes)
+    sizes = np.concatenate(sizes_parts)
+    cum = np.cumsum(sizes)
+    out = []
+    a = 0
+    n = len(sizes)
+    base = 0
+    while a < n:
+        # the first unit index after which this partition holds >= partition_bytes
+        b = int(np.searchsorted(cum, base + partition_bytes, side="left")) + 1
+        b = max(a + 1, min(n, b))
+        nbytes = int(cum[b - 1] - base)
+        out.append((start + a, start + b, nbytes))
+        base = int(cum[b - 1])
+        a = b
+    return out
+
+
+# ---- reading ---------------------------------------------------------------------------------
+
+def read_partition(partition: object) -> Iterator[pa.RecordBatch]:
+    """The RecordBatches of a planned partition (an empty iterator for Spark's placeholder
+    partition of an empty plan)."""
+    if isinstance(partition, CommitLogPartition):
+        yield from _read_commit_log(partition)
+    elif isinstance(partition, QueuePartition):
+        with partition.location.snapshot() as snap:
+            yield from read_queue_range(
+                snap, partition.topic, partition.queue_id, partition.start_offset,
+                partition.end_offset, include_body=partition.include_body,
+                batch_rows=partition.batch_rows, start_timestamp=partition.start_timestamp,
+                end_timestamp=partition.end_timestamp)
+
+
+def _read_commit_log(p: CommitLogPartition) -> Iterator[pa.RecordBatch]:
+    with p.location.snapshot(p.snapshot_end) as snap:
+        for batch in columnar.read_range(snap, p.start, p.end, p.include_body, align=False,
+                                         batch_bytes=p.batch_bytes, spark=True):
+            batch = filter_time(batch, p.start_timestamp, p.end_timestamp)
+            if batch.num_rows:
+                yield batch
+
+
+def filter_time(batch: pa.RecordBatch, start: int | None, end: int | None) -> pa.RecordBatch:
+    """Rows with start <= store_timestamp (ms) < end; the batch itself when no bound."""
+    if start is None and end is None:
+        return batch
+    ts = batch.column(batch.schema.get_field_index(_STORE_TS))
+    unit = ts.type.unit
+    scale = {"s": 0.001, "ms": 1, "us": 1000, "ns": 1_000_000}[unit]
+    values = ts.cast(pa.int64())
+    mask = None
+    if start is not None:
+        mask = pc.greater_equal(values, int(start * scale))
+    if end is not None:
+        below = pc.less(values, int(end * scale))
+        mask = below if mask is None else pc.and_(mask, below)
+    if pc.all(mask).as_py():
+        return batch
+    return batch.filter(mask)
+
+
+def read_queue_range(snap: StoreSnapshot, topic: str, queue_id: int, start: int, end: int, *,
+                     include_body: bool = True, batch_rows: int = DEFAULT_BATCH_ROWS,
+                     start_timestamp: int | None = None, end_timestamp: int | None = None,
+                     spark: bool = True) -> Iterator[pa.RecordBatch]:
+    """RecordBatches of the messages at logical offsets [start, end) of a queue, in queue
+    order: its units are read batch_rows at a time, mapped to positions in the CommitLog
+    segments and decoded there (``decode_positions``), one batch per segment run.
+
+    Units whose message is no longer in the CommitLog (expired segments) are skipped; a
+    missing unit below end (a queue shorter than planned) raises."""
+    if start >= end:
+        return
+    cq = snap.consume_queue(topic, queue_id)
+    if cq is None:
+        raise FileNotFoundError(f"ConsumeQueue {queue_key(topic, queue_id)} not found in "
+                                f"{snap.location.root}")
+    files = snap.commit_log.queue.files
+    if not files:
+        return
+    seg = files[0].file_size
+    first_base = files[0].file_from_offset
+    off = max(start, cq.min_offset)
+    while off < end:
+        units = cq.read_units(off, min(end - off, batch_rows))
+        if units is None or not len(units):
+            raise RuntimeError(f"ConsumeQueue {queue_key(topic, queue_id)} has no unit at "
+                               f"offset {off}, below the planned end {end}")
+        phys = units["offset"].astype(np.int64)
+        sizes = units["size"].astype(np.int64)
+        del units                           # the view pins the ConsumeQueue file
+        off += len(phys)
+        keep = (sizes != BLANK_UNIT_SIZE) & (sizes > 0) & (phys >= first_base)
+        if not keep.all():
+            phys = phys[keep]
+        if not len(phys):
+            continue
+        seg_index = (phys - first_base) // seg
+        cuts = np.flatnonzero(np.diff(seg_index)) + 1
+        for a, b in zip(np.r_[0, cuts], np.r_[cuts, len(phys)], strict=True):
+            index = int(seg_index[a])
+            if index >= len(files):
+                raise RuntimeError(f"ConsumeQueue {queue_key(topic, queue_id)} points at "
+                                   f"CommitLog offset {int(phys[a])}, past the last segment")
+            mf = files[index]
+            positions = phys[a:b] - mf.file_from_offset
+            for batch in _decode_positions(mf, positions, include_body, spark):
+                batch = filter_time(batch, start_timestamp, end_timestamp)
+                if batch.num_rows:
+                    yield batch
+
+
+def _decode_positions(mf, positions: np.ndarray, include_body: bool, spark: bool
+                      ) -> Iterator[pa.RecordBatch]:
+    while len(positions):
+        try:
+            yield columnar.decode_positions(mf, positions, base_offset=mf.file_from_offset,
+                                            include_body=include_body, spark=spark)
+            return
+        except BatchTooLargeError as exc:     # > 2 GiB in a column: split
+            fits = max(1, exc.fits)
+            yield columnar.decode_positions(mf, positions[:fits],
+                                            base_offset=mf.file_from_offset,
+                                            include_body=include_body, spark=spark)
+            positions = positions[fits:]
