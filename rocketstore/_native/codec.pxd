@@ -14,6 +14,12 @@ cdef extern from "rs_bytes.h" nogil:
     void rs_release_fence()
 
 
+cdef extern from "Python.h":
+    # released by hand where a loop is worth it (dispatch_region, write_units, build_index)
+    ctypedef struct PyThreadState
+    PyThreadState* PyEval_SaveThread()
+    void PyEval_RestoreThread(PyThreadState* state)
+
 cdef extern from "rs_crc32.h" nogil:
     void rs_crc32_init()
     uint32_t rs_crc32(uint32_t crc, const void* buf, size_t length)

@@ -1035,7 +1035,7 @@ cdef class RecordWriter:
             memset(mf.wbase + mf.wrote_pos, 0, remaining)
         mf.wrote_pos = mf.file_size
 
-    def append(self, MappedFile mf not None, Message msg not None, int queue_id):
+    def append(self, MappedFile mf not None, Message message not None, int queue_id):
         """Encode one message at mf's write position.
 
         Returns a PutMessageResult, or None when it did not fit: the END_FILE blank was
@@ -1049,7 +1049,7 @@ cdef class RecordWriter:
         cdef PutMessageResult r
         if mf.read_only or not mf.available:
             raise ValueError(f"mapped file {mf.file_name} is not writable")
-        code = self._prepare(msg, queue_id, s, &slice_pos, now_ms, -1)
+        code = self._prepare(message, queue_id, s, &slice_pos, now_ms, -1)
         if code != PUT_OK:
             return _status_result(code)
         if mf.wrote_pos + s.total + END_FILE_MIN_BLANK_LENGTH > mf.file_size:
@@ -1077,11 +1077,11 @@ cdef class RecordWriter:
         r.queue_offset = qoff
         r.wrote_bytes = s.total
         r.store_timestamp = now_ms
-        r.uniq_key = msg.properties.get(PROPERTY_UNIQ_KEY)
-        r.store_host_raw = self.store_host_raw if msg.store_host is None else None
+        r.uniq_key = message.properties.get(PROPERTY_UNIQ_KEY)
+        r.store_host_raw = self.store_host_raw if message.store_host is None else None
         r.store_port = self.store_port
-        if msg.store_host is not None:
-            raw, port = parse_host(msg.store_host)
+        if message.store_host is not None:
+            raw, port = parse_host(message.store_host)
             r.store_host_raw = raw
             r.store_port = port
         return r
@@ -1616,6 +1616,7 @@ cdef class DispatchBatch:
 
 
 DEF MAX_BATCH_TOPICS = 256     # distinct topics per dispatch batch (a batch stops early)
+DEF RELEASE_GIL_BYTES = 262144  # decode at least this much without the GIL, else keep it
 
 
 def dispatch_region(MappedFile mf not None, int64_t start, int64_t end=-1, *,
@@ -1631,6 +1632,7 @@ def dispatch_region(MappedFile mf not None, int64_t start, int64_t end=-1, *,
     cdef int32_t topic_len[MAX_BATCH_TOPICS]
     cdef Py_ssize_t last_t = -1
     cdef bint topics_full = False
+    cdef PyThreadState* _save = NULL
     cdef DispatchBatch b = DispatchBatch.__new__(DispatchBatch)
     cdef int64_t[::1] v_pos, v_phy, v_qoff, v_tags, v_ts
     cdef int32_t[::1] v_size, v_qid, v_flag, v_tid
@@ -1657,7 +1659,10 @@ def dispatch_region(MappedFile mf not None, int64_t start, int64_t end=-1, *,
         p = mf.base
         pos = start
         info.status = REC_OK
-        with nogil:
+        # Release the GIL only for real work: taking it back forces the producer thread
+        # off it, which costs more than decoding a few records (dispatch runs every ms).
+        _save = PyEval_SaveThread() if end - start >= RELEASE_GIL_BYTES else NULL
+        try:
             while pos < end and n < cap:
                 info = check_record(p + pos, end - pos, check_crc, mf.file_from_offset + pos)
                 if info.status != REC_OK:
@@ -1693,6 +1698,9 @@ def dispatch_region(MappedFile mf not None, int64_t start, int64_t end=-1, *,
                 v_tid[n] = <int32_t>t
                 n += 1
                 pos += info.size
+        finally:
+            if _save != NULL:
+                PyEval_RestoreThread(_save)
         b.topics = [PyUnicode_DecodeUTF8(topic_ptr[k], topic_len[k], "replace")
                     for k in range(ntopics)]
         b.mapped_file = mf

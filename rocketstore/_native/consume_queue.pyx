@@ -2,7 +2,13 @@
 """ConsumeQueue unit writes: 20-byte units (commitLogOffset int64, size int32, tagsCode int64)."""
 from libc.stdint cimport int32_t, int64_t, uint32_t
 
-from rocketstore._native.codec cimport rs_put_u32, rs_put_u64
+from rocketstore._native.codec cimport (
+    PyEval_RestoreThread,
+    PyEval_SaveThread,
+    PyThreadState,
+    rs_put_u32,
+    rs_put_u64,
+)
 from rocketstore._native.mapped_file cimport MappedFile
 
 DEF UNIT = 20
@@ -29,6 +35,7 @@ def write_units(MappedFile mf not None, const int64_t[::1] phys, const int32_t[:
     cdef Py_ssize_t i, n = phys.shape[0]
     cdef int64_t expect, cur
     cdef Py_ssize_t skipped = 0, blanks = 0
+    cdef PyThreadState* _save = NULL
     if sizes.shape[0] != n or tags.shape[0] != n or queue_offsets.shape[0] != n:
         raise ValueError("phys, sizes, tags and queue_offsets must have the same length")
     if mf.read_only:
@@ -36,7 +43,8 @@ def write_units(MappedFile mf not None, const int64_t[::1] phys, const int32_t[:
     if not mf.hold():
         raise ValueError(f"mapped file {mf.file_name} is being destroyed")
     try:
-        with nogil:
+        _save = PyEval_SaveThread() if n - start >= 4096 else NULL   # small: keep the GIL
+        try:
             i = start
             while i < n:
                 if phys[i] + sizes[i] <= max_physic_offset:
@@ -63,6 +71,9 @@ def write_units(MappedFile mf not None, const int64_t[::1] phys, const int32_t[:
                 mf.wrote_pos = expect + UNIT
                 max_physic_offset = phys[i] + sizes[i]
                 i += 1
+        finally:
+            if _save != NULL:
+                PyEval_RestoreThread(_save)
     finally:
         mf.release()
     return i, max_physic_offset, skipped, blanks

@@ -31,6 +31,9 @@ from posix.mman cimport MS_SYNC, msync
 
 from rocketstore._native.codec cimport hash_utf8 as _hash_utf8
 from rocketstore._native.codec cimport (
+    PyEval_RestoreThread,
+    PyEval_SaveThread,
+    PyThreadState,
     REC_OK,
     SYSFLAG_ROLLBACK,
     SYSFLAG_TRANSACTION_MASK,
@@ -679,6 +682,7 @@ def build_index(IndexFile f not None, MappedFile commitlog_file not None, positi
     cdef RecordInfo info
     cdef int32_t* hashes
     cdef bint full = False
+    cdef PyThreadState* _save = NULL
     f._check_writable()
     if start < 0 or key_start < 0:
         raise ValueError(f"start ({start}) and key_start ({key_start}) must be >= 0")
@@ -698,7 +702,8 @@ def build_index(IndexFile f not None, MappedFile commitlog_file not None, positi
                 from_offset = commitlog_file.file_from_offset
                 i = start
                 ks = key_start
-                with nogil:
+                _save = PyEval_SaveThread() if n - i >= 4096 else NULL   # small: keep the GIL
+                try:
                     while i < n:
                         p = pos[i]
                         if p < 0 or p >= limit:
@@ -724,6 +729,9 @@ def build_index(IndexFile f not None, MappedFile commitlog_file not None, positi
                             break
                         i += 1
                         ks = 0
+                finally:
+                    if _save != NULL:
+                        PyEval_RestoreThread(_save)
             finally:
                 commitlog_file.release()
         finally:

@@ -144,15 +144,16 @@ class CommitLog:
         return dropped
 
     # ---- writes ----------------------------------------------------------------------------
-    def put_message(self, msg: Message, queue_id: int) -> PutMessageResult:
+    def put_message(self, message: Message, queue_id: int = 0) -> PutMessageResult:
+        """Append one message (the store's put path: MessageStore binds it while running)."""
         with self.put_lock:
             mf = self._append_file      # None when closed or not created yet
-            result = None if mf is None else self.writer.append(mf, msg, queue_id)
+            result = None if mf is None else self.writer.append(mf, message, queue_id)
             if result is None:          # the file filled up (END_FILE written) or none yet
-                result = self._append_rolling(msg, queue_id)
+                result = self._append_rolling(message, queue_id)
         if self._after_put is None:     # ASYNC_FLUSH on a timer: nothing more to do
             return result
-        return self._after_put(result, msg)
+        return self._after_put(result, message)
 
     def _append_rolling(self, msg: Message, queue_id: int) -> PutMessageResult:
         """Slow path of put_message, under the put lock: roll to a new file and retry."""
