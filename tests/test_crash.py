@@ -55,10 +55,11 @@ import crash_writer as cw
 import pytest
 import refcodec
 
+import rocketstore
 from rocketstore import MessageStore
 from rocketstore.message import GetMessageStatus, PutMessageStatus
 
-REPO = Path(__file__).resolve().parents[1]
+PACKAGE_PARENT = Path(rocketstore.__file__).resolve().parents[1]
 TESTS = Path(__file__).resolve().parent
 WRITER = TESTS / "crash_writer.py"
 SEED = 20261122
@@ -67,7 +68,10 @@ BLANK_MAGIC = 0xCBD43194
 
 def _child_env() -> dict[str, str]:
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO), str(TESTS), env.get("PYTHONPATH", "")])
+    # the rocketstore this test imported (an in-place build, or the installed package in CI;
+    # the repository root would shadow an installed package with uncompiled sources)
+    env["PYTHONPATH"] = os.pathsep.join([str(PACKAGE_PARENT), str(TESTS),
+                                         env.get("PYTHONPATH", "")])
     env["OPENBLAS_NUM_THREADS"] = "1"       # the fork server forks: keep it single-threaded
     env["OMP_NUM_THREADS"] = "1"
     return env
@@ -84,7 +88,7 @@ class ForkServer:
     def __init__(self) -> None:
         self.proc = subprocess.Popen(
             [sys.executable, str(WRITER), "serve"], stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE, stderr=None, text=True, env=_child_env(), cwd=str(REPO),
+            stdout=subprocess.PIPE, stderr=None, text=True, env=_child_env(), cwd=str(TESTS),
             preexec_fn=_no_core)
 
     def _read(self, timeout: float) -> dict[str, Any]:
@@ -130,7 +134,7 @@ class ForkServer:
 def run_direct(spec: dict[str, Any], kill_after_ready: float | None) -> tuple[int, int]:
     """The writer in a fresh interpreter; SIGKILL it kill_after_ready s after READY."""
     proc = subprocess.Popen([sys.executable, str(WRITER), "run", json.dumps(spec)],
-                            env=_child_env(), cwd=str(REPO), preexec_fn=_no_core)
+                            env=_child_env(), cwd=str(TESTS), preexec_fn=_no_core)
     try:
         if kill_after_ready is not None:
             deadline = time.monotonic() + 60

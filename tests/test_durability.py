@@ -34,11 +34,11 @@ import crash_writer as cw
 import pytest
 import refcodec
 
+import rocketstore
 from rocketstore import Message, MessageStore, StoreConfig
 from rocketstore.message import GetMessageStatus, PutMessageStatus
 from rocketstore.store.mapped_file_queue import StoreFormatError
 
-REPO = Path(__file__).resolve().parents[1]
 TESTS = Path(__file__).resolve().parent
 CL = 64 * 1024              # CommitLog segment
 CQ = 20 * 50                # ConsumeQueue segment: 50 units
@@ -86,9 +86,11 @@ def segments(root) -> list[Path]:
 
 def run_python(code: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO), str(TESTS), env.get("PYTHONPATH", "")])
+    # the rocketstore this test imported (in CI the installed package, not the source tree)
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(rocketstore.__file__).resolve().parents[1]),
+                                         str(TESTS), env.get("PYTHONPATH", "")])
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
-                          text=True, timeout=timeout, env=env, cwd=str(REPO))
+                          text=True, timeout=timeout, env=env, cwd=str(TESTS))
 
 
 def touch_abort(root) -> None:

@@ -75,6 +75,9 @@ def spark():
                .config("spark.sql.session.timeZone", "UTC")
                .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1")
                .config("spark.executorEnv.PYTHONPATH", os.environ["PYTHONPATH"])
+               # workers start with `python -m` in the driver's directory (the repository
+               # root here): keep it off sys.path so they import the installed package
+               .config("spark.executorEnv.PYTHONSAFEPATH", "1")
                .config("spark.sql.streaming.pollingDelay", "50ms")
                .getOrCreate())
     session.sparkContext.setLogLevel("ERROR")

@@ -38,6 +38,9 @@ def local_spark(master: str = "local[*]", app_name: str = "rocketstore",
     from pyspark.sql import SparkSession
 
     builder = (SparkSession.builder.master(master).appName(app_name)
+               # Python workers start with `python -m` in the driver's directory; run from a
+               # source checkout, that directory would shadow the installed (compiled) package
+               .config("spark.executorEnv.PYTHONSAFEPATH", "1")
                .config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.session.timeZone", "UTC"))
