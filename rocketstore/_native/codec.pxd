@@ -65,6 +65,8 @@ cdef struct RecordInfo:
     int64_t store_ts
     const char* reason       # for REC_CORRUPT
 
+# sizes and field offsets only (no magic/offset/CRC): NULL when consistent, else the reason
+cdef const char* record_layout(const char* p, int64_t avail, RecordInfo* r) noexcept nogil
 cdef RecordInfo check_record(const char* p, int64_t avail, bint check_crc,
                              int64_t expected_phy) noexcept nogil
 cdef int32_t java_hash_str(str s)

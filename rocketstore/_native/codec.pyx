@@ -1188,12 +1188,57 @@ cdef class RecordWriter:
 
 # ---- decoding ----------------------------------------------------------------------------------
 
+cdef const char* record_layout(const char* p, int64_t avail, RecordInfo* r) noexcept nogil:
+    """Size and field offsets of the v1 record at p (magic, offset and CRC not checked), every
+    length bounds-checked against avail: NULL when they are consistent, else why not. Shared
+    by check_record and by decoders re-reading a record check_record already accepted."""
+    cdef int32_t off, bh, sh
+    r.size = rs_get_i32(p) if avail >= 4 else 0
+    if r.size < MIN_RECORD_SIZE or r.size > avail:
+        return "total size out of range"
+    r.queue_id = rs_get_i32(p + 12)
+    r.queue_offset = rs_get_i64(p + 20)
+    r.phy_offset = rs_get_i64(p + 28)
+    r.sys_flag = rs_get_i32(p + 36)
+    bh = 16 if r.sys_flag & SYSFLAG_BORNHOST_V6 else 4
+    sh = 16 if r.sys_flag & SYSFLAG_STOREHOST_V6 else 4
+    r.born_host_len = bh
+    r.store_host_len = sh
+    off = 48 + bh + 4
+    r.store_ts_offset = off
+    if off + 8 + sh + 4 + 4 + 8 + 4 > r.size:
+        return "header runs past the record"
+    r.store_ts = rs_get_i64(p + off)
+    off += 8 + sh + 4 + 4 + 8
+    r.body_len = rs_get_i32(p + off)
+    off += 4
+    if r.body_len < 0 or r.body_len > r.size - off - 1 - 2:
+        return "body length runs past the record"
+    r.body_offset = off
+    off += r.body_len
+    r.topic_len = <uint8_t>p[off]
+    off += 1
+    if r.topic_len > MAX_TOPIC_LENGTH:      # Java reads a signed byte: > 127 is negative
+        return "topic length over 127"
+    if r.topic_len > r.size - off - 2:
+        return "topic length runs past the record"
+    r.topic_offset = off
+    off += r.topic_len
+    r.props_len = <int32_t>rs_get_u16(p + off)
+    off += 2
+    if r.props_len > 0x7FFF:
+        return "negative properties length"
+    r.props_offset = off
+    if off + r.props_len != r.size:
+        return "total size does not match the sum of the fields"
+    return NULL
+
+
 cdef RecordInfo check_record(const char* p, int64_t avail, bint check_crc,
                              int64_t expected_phy) noexcept nogil:
     """Validate the record at p with avail readable bytes; never reads outside [p, p+avail)."""
     cdef RecordInfo r
     cdef uint32_t magic
-    cdef int32_t off, bh, sh
     memset(&r, 0, sizeof(RecordInfo))
     if avail < 8:
         r.status = REC_END
@@ -1213,49 +1258,8 @@ cdef RecordInfo check_record(const char* p, int64_t avail, bint check_crc,
     if magic != MESSAGE_MAGIC:
         r.reason = "bad magic code"
         return r
-    if r.size < MIN_RECORD_SIZE or r.size > avail:
-        r.reason = "total size out of range"
-        return r
-    r.queue_id = rs_get_i32(p + 12)
-    r.queue_offset = rs_get_i64(p + 20)
-    r.phy_offset = rs_get_i64(p + 28)
-    r.sys_flag = rs_get_i32(p + 36)
-    bh = 16 if r.sys_flag & SYSFLAG_BORNHOST_V6 else 4
-    sh = 16 if r.sys_flag & SYSFLAG_STOREHOST_V6 else 4
-    r.born_host_len = bh
-    r.store_host_len = sh
-    off = 48 + bh + 4
-    r.store_ts_offset = off
-    if off + 8 + sh + 4 + 4 + 8 + 4 > r.size:
-        r.reason = "header runs past the record"
-        return r
-    r.store_ts = rs_get_i64(p + off)
-    off += 8 + sh + 4 + 4 + 8
-    r.body_len = rs_get_i32(p + off)
-    off += 4
-    if r.body_len < 0 or r.body_len > r.size - off - 1 - 2:
-        r.reason = "body length runs past the record"
-        return r
-    r.body_offset = off
-    off += r.body_len
-    r.topic_len = <uint8_t>p[off]
-    off += 1
-    if r.topic_len > MAX_TOPIC_LENGTH:      # Java reads a signed byte: > 127 is negative
-        r.reason = "topic length over 127"
-        return r
-    if r.topic_len > r.size - off - 2:
-        r.reason = "topic length runs past the record"
-        return r
-    r.topic_offset = off
-    off += r.topic_len
-    r.props_len = <int32_t>rs_get_u16(p + off)
-    off += 2
-    if r.props_len > 0x7FFF:
-        r.reason = "negative properties length"
-        return r
-    r.props_offset = off
-    if off + r.props_len != r.size:
-        r.reason = "total size does not match the sum of the fields"
+    r.reason = record_layout(p, avail, &r)
+    if r.reason != NULL:
         return r
     if r.props_len > 0 and p[r.size - 1] == 0:
         # the writer never ends properties with NUL: a zeroed tail is a torn record

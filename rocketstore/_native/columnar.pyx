@@ -74,6 +74,7 @@ from rocketstore._native.codec cimport (
     SYSFLAG_STOREHOST_V6,
     RecordInfo,
     check_record,
+    record_layout,
     rs_get_i32,
     rs_get_i64,
     rs_get_u16,
@@ -95,7 +96,6 @@ DEF TOPIC_SCRATCH = 3 * 256
 DEF HOST_TEXT = 64              # '[' + 39 + ']:' + 11 fits
 DEF BORN_SLOTS = 64             # host caches (powers of two)
 DEF STORE_SLOTS = 8
-DEF MIN_RECORD = 91
 DEF ARENA_ALIGN = 64
 DEF SLACK = 32                  # spare bytes after each buffer for _put's block copies
 DEF ARENA_MMAP_MIN = 1 << 20    # smaller arenas come from malloc and are not cached
@@ -853,50 +853,6 @@ cdef inline int _put(char* dst, int32_t* off_slot, int64_t* fill, int64_t cap,
     return 0
 
 
-cdef inline bint _relayout(const char* p, int64_t avail, RecordInfo* r) noexcept nogil:
-    """The field layout of a record pass 1 validated (check_record), without re-validating
-    magic, offset or CRC; every length is still bounds-checked, so a record that changed
-    since cannot make pass 2 read outside the data."""
-    cdef int32_t off, bh, sh
-    if avail < MIN_RECORD:
-        return False
-    r.size = rs_get_i32(p)
-    if r.size < MIN_RECORD or r.size > avail:
-        return False
-    r.sys_flag = rs_get_i32(p + 36)
-    bh = 16 if r.sys_flag & SYSFLAG_BORNHOST_V6 else 4
-    sh = 16 if r.sys_flag & SYSFLAG_STOREHOST_V6 else 4
-    r.born_host_len = bh
-    r.store_host_len = sh
-    off = 48 + bh + 4
-    r.store_ts_offset = off
-    if off + 8 + sh + 4 + 4 + 8 + 4 > r.size:
-        return False
-    r.store_ts = rs_get_i64(p + off)
-    off += 8 + sh + 4 + 4 + 8
-    r.body_len = rs_get_i32(p + off)
-    off += 4
-    if r.body_len < 0 or r.body_len > r.size - off - 3:
-        return False
-    r.body_offset = off
-    off += r.body_len
-    r.topic_len = <uint8_t>p[off]
-    off += 1
-    if r.topic_len > r.size - off - 2:
-        return False
-    r.topic_offset = off
-    off += r.topic_len
-    r.props_len = <int32_t>rs_get_u16(p + off)
-    off += 2
-    if off + r.props_len != r.size:
-        return False
-    r.props_offset = off
-    r.queue_id = rs_get_i32(p + 12)
-    r.queue_offset = rs_get_i64(p + 20)
-    r.phy_offset = rs_get_i64(p + 28)
-    return True
-
-
 cdef int _pass2(Ctx* c, Out* o) noexcept nogil:
     """Fill the buffers for the records of pass 1. -1 when a record no longer matches what
     pass 1 measured (the source changed underneath): the buffers are never overrun."""
@@ -928,7 +884,7 @@ cdef int _pass2(Ctx* c, Out* o) noexcept nogil:
     for i in range(c.npos):
         pos = c.pos[i]
         p = c.base + pos
-        if pos < 0 or pos >= c.limit or not _relayout(p, c.limit - pos, &r.info):
+        if pos < 0 or pos >= c.limit or record_layout(p, c.limit - pos, &r.info) != NULL:
             return -1
         _parse(c, p, &r)
         o.queue_id[i] = r.info.queue_id
