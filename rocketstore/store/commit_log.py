@@ -232,26 +232,14 @@ class CommitLog:
 
     def get_data(self, offset: int) -> memoryview | None:
         """Readable bytes from offset to the end of its file (pinned view), or None."""
-        mf = self.queue.find_by_offset(offset)
-        if mf is None:
-            return None
-        pos = offset - mf.file_from_offset
-        limit = mf.read_position
-        if pos >= limit:
-            return None
-        return mf.view(pos, limit - pos)
+        return self.queue.read_view(offset)
 
     def get_message(self, offset: int, size: int) -> memoryview | None:
         """The raw record bytes [offset, offset+size) as a pinned view (None if not there)."""
         if size <= 0:
             raise ValueError(f"size must be positive, got {size}")
-        mf = self.queue.find_by_offset(offset)
-        if mf is None:
-            return None
-        pos = offset - mf.file_from_offset
-        if pos + size > mf.read_position:
-            return None
-        return mf.view(pos, size)
+        view = self.queue.read_view(offset, size)
+        return view if view is not None and len(view) == size else None
 
     def look_message_by_offset(self, offset: int, size: int | None = None) -> MessageExt | None:
         """The message whose record starts at offset (None past the end, or when size is

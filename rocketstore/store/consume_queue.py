@@ -184,16 +184,10 @@ class ConsumeQueue:
     def read_units(self, offset: int, max_count: int) -> np.ndarray | None:
         """Up to max_count units from logical offset, within one file (a zero-copy view that
         pins the file); None when offset is not readable."""
-        byte = offset * UNIT_SIZE
-        mf = self.queue.find_by_offset(byte)
-        if mf is None:
+        view = self.queue.read_view(offset * UNIT_SIZE, max_count * UNIT_SIZE)
+        if view is None:
             return None
-        pos = byte - mf.file_from_offset
-        limit = mf.read_position
-        if pos >= limit:
-            return None
-        count = min(max_count, (limit - pos) // UNIT_SIZE)
-        return np.frombuffer(mf.view(pos, count * UNIT_SIZE), UNIT_DTYPE)
+        return np.frombuffer(view[:len(view) - len(view) % UNIT_SIZE], UNIT_DTYPE)
 
     def get_unit(self, offset: int) -> tuple[int, int, int] | None:
         """(commitlog offset, size, tags code) of the unit at logical offset, or None."""

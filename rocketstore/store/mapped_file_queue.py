@@ -149,6 +149,18 @@ class MappedFileQueue:
                 return mf
         return files[0] if return_first_on_not_found else None
 
+    def read_view(self, offset: int, max_bytes: int | None = None) -> memoryview | None:
+        """The readable bytes from offset to its file's read position (at most max_bytes), as
+        a view that pins the file; None when nothing is readable there."""
+        mf = self.find_by_offset(offset)
+        if mf is None:
+            return None
+        pos = offset - mf.file_from_offset
+        limit = mf.read_position
+        if pos >= limit:
+            return None
+        return mf.view(pos, limit - pos if max_bytes is None else min(max_bytes, limit - pos))
+
     # ---- growth ----------------------------------------------------------------------------
     def last_file_for_append(self, start_offset: int = 0) -> MappedFile:
         """The file to append to, creating the next one when the last is full (or none)."""
