@@ -102,3 +102,17 @@ def assert_no_signal(proc: subprocess.CompletedProcess[str], what: str) -> None:
         f"{what}: child process killed by signal {-proc.returncode}\n"
         f"--- stdout\n{proc.stdout[-4000:]}\n--- stderr\n{proc.stderr[-4000:]}"
     )
+
+
+def cli_run(*args: str | int | os.PathLike[str]) -> Any:
+    """Invoke the `rocketstore` CLI in-process (click's CliRunner), stderr kept apart."""
+    from click.testing import CliRunner
+
+    from rocketstore.cli import main
+
+    try:  # click < 8.2 mixes stderr into stdout unless told not to
+        runner = CliRunner(mix_stderr=False)  # type: ignore[call-arg]
+    except TypeError:
+        runner = CliRunner()
+    argv = [str(a) if isinstance(a, int) else os.fspath(a) for a in args]
+    return runner.invoke(main, argv, catch_exceptions=False)

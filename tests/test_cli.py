@@ -10,27 +10,19 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import helpers
 import pytest
-from click.testing import CliRunner, Result
+from click.testing import Result
 
 import rocketstore
-from rocketstore.cli import main
 
 # Fields of messages.jsonl that describe the fixture, not the record: dump does not make them.
 BOOKKEEPING = ("seq", "note", "inConsumeQueue", "indexed")
 SEGMENT = 65536  # the fixture's CommitLog file size
 
 
-def _runner() -> CliRunner:
-    try:  # click < 8.2 mixes stderr into stdout unless told not to
-        return CliRunner(mix_stderr=False)  # type: ignore[call-arg]
-    except TypeError:
-        return CliRunner()
-
-
 def run(*args: str | int | os.PathLike[str]) -> Result:
-    argv = [str(a) if isinstance(a, int) else os.fspath(a) for a in args]
-    return _runner().invoke(main, argv, catch_exceptions=False)
+    return helpers.cli_run(*args)
 
 
 def expected_record(line: dict[str, Any]) -> dict[str, Any]:

@@ -11,12 +11,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import helpers
 import pytest
-from click.testing import CliRunner, Result
+from click.testing import Result
 
 import rocketstore
 from rocketstore import Message, MessageStore, StoreConfig
-from rocketstore.cli import main
 
 BOOKKEEPING = ("seq", "note", "inConsumeQueue", "indexed")
 ROLLBACK = 0xC
@@ -25,16 +25,8 @@ FIXTURE_SIZES = {"mapped_file_size_commit_log": 65536, "mapped_file_size_consume
                  "max_hash_slot_num": 200, "max_index_num": 800}
 
 
-def _runner() -> CliRunner:
-    try:  # click < 8.2 mixes stderr into stdout unless told not to
-        return CliRunner(mix_stderr=False)  # type: ignore[call-arg]
-    except TypeError:
-        return CliRunner()
-
-
 def run(*args: str | int | os.PathLike[str]) -> Result:
-    argv = [str(a) if isinstance(a, int) else os.fspath(a) for a in args]
-    return _runner().invoke(main, argv, catch_exceptions=False)
+    return helpers.cli_run(*args)
 
 
 def ok(*args: str | int | os.PathLike[str]) -> Result:

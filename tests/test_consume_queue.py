@@ -25,6 +25,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+import helpers
 import numpy as np
 import pytest
 import refcodec
@@ -35,7 +36,7 @@ from rocketstore import GetMessageStatus, Message, MessageStore, StoreConfig
 CL_SIZE = 64 * 1024
 CQ_UNITS = 100
 CQ_SIZE = CQ_UNITS * 20
-STORE_HOST = "192.168.0.10:10911"
+STORE_HOST = helpers.STORE_HOST
 # topic -> number of queues
 TOPICS = {"alpha": 3, "beta": 2, "%RETRY%grp": 1}
 TAGS = [None, "TagA", "TagB", "Aa", "BB", "订单", "café", "📦"]
@@ -43,16 +44,12 @@ PREPARED, COMMIT, ROLLBACK = 0x4, 0x8, 0xC
 
 
 def make_config(root: str | os.PathLike[str], **changes: Any) -> StoreConfig:
-    values: dict[str, Any] = {
-        "store_path_root_dir": os.fspath(root),
-        "mapped_file_size_commit_log": CL_SIZE,
-        "mapped_file_size_consume_queue": CQ_SIZE,
-        "max_hash_slot_num": 64,
-        "max_index_num": 400,
-        "store_host": STORE_HOST,
-    }
-    values.update(changes)
-    return StoreConfig(**values)
+    """helpers.make_config with this file's sizes: 100-unit ConsumeQueue files (rolls early)
+    and a 64-slot IndexFile (collisions)."""
+    sizes: dict[str, Any] = {"mapped_file_size_commit_log": CL_SIZE,
+                             "mapped_file_size_consume_queue": CQ_SIZE,
+                             "max_hash_slot_num": 64, "max_index_num": 400}
+    return helpers.make_config(root, **{**sizes, **changes})
 
 
 def open_store(root: str | os.PathLike[str], **changes: Any) -> MessageStore:

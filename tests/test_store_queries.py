@@ -24,6 +24,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import helpers
 import pytest
 import refcodec
 
@@ -33,22 +34,18 @@ from rocketstore._native import codec
 S = GetMessageStatus
 CL_SIZE = 64 * 1024
 CQ_UNITS = 100
-STORE_HOST = "192.168.0.10:10911"
+STORE_HOST = helpers.STORE_HOST
 PREPARED, COMMIT, ROLLBACK = 0x4, 0x8, 0xC
 LONG_MAX = 2**63 - 1
 
 
 def make_config(root: str | os.PathLike[str], **changes: Any) -> StoreConfig:
-    values: dict[str, Any] = {
-        "store_path_root_dir": os.fspath(root),
-        "mapped_file_size_commit_log": CL_SIZE,
-        "mapped_file_size_consume_queue": CQ_UNITS * 20,
-        "max_hash_slot_num": 64,
-        "max_index_num": 400,
-        "store_host": STORE_HOST,
-    }
-    values.update(changes)
-    return StoreConfig(**values)
+    """helpers.make_config with this file's sizes: 100-unit ConsumeQueue files (rolls early)
+    and a 64-slot IndexFile (collisions)."""
+    sizes: dict[str, Any] = {"mapped_file_size_commit_log": CL_SIZE,
+                             "mapped_file_size_consume_queue": CQ_UNITS * 20,
+                             "max_hash_slot_num": 64, "max_index_num": 400}
+    return helpers.make_config(root, **{**sizes, **changes})
 
 
 def open_store(root: str | os.PathLike[str], **changes: Any) -> MessageStore:
