@@ -2,7 +2,8 @@
 
 :class:`StoreConfig` has one field for every field of Apache RocketMQ 4.9.x's
 ``org.apache.rocketmq.store.config.MessageStoreConfig``, named in snake_case and with the same
-default value, plus two rocketstore-only fields (``store_host`` and ``read_only``).
+default value, plus three rocketstore-only fields (``store_host``, ``read_only`` and
+``commit_log_prefault_ahead``).
 
 Broker ``.properties`` files are read with :meth:`StoreConfig.from_properties` and written with
 :meth:`StoreConfig.to_properties`. Keys are the ones RocketMQ's broker reads (``MixAll.
@@ -183,7 +184,7 @@ class StoreConfig:
       ``disk_max_used_space_ratio`` keeps the configured value; RocketMQ's getter clamps it to
       10..95 when used, and ``transient_store_pool_enable`` only takes effect with
       ``ASYNC_FLUSH`` on a non-``SLAVE`` broker (as RocketMQ's getter says).
-    - ``store_host`` and ``read_only`` are rocketstore's own.
+    - ``store_host``, ``read_only`` and ``commit_log_prefault_ahead`` are rocketstore's own.
     """
 
     # The root directory in which the log data is kept.
@@ -300,6 +301,10 @@ class StoreConfig:
     )
     # Open the store without writing to it.
     read_only: bool = _bool(False)
+    # Bytes of the CommitLog faulted in for writing ahead of the write position by a
+    # background thread (CommitLogPrefaultService), so puts do not pay first-touch page
+    # faults; 0 turns it off. Not used with the transient store pool (writes go to buffers).
+    commit_log_prefault_ahead: int = _int(32 * 1024 * 1024, high=JAVA_LONG_MAX)
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):

@@ -98,6 +98,7 @@ ROCKETMQ_DEFAULTS: dict[str, Any] = {
     # rocketstore's own
     "store_host": "127.0.0.1:10911",
     "read_only": False,
+    "commit_log_prefault_ahead": 32 * 1024 * 1024,
 }
 
 # Every property key RocketMQ 4.9's broker reads into MessageStoreConfig (its setters), plus ours.
@@ -128,7 +129,7 @@ ROCKETMQ_KEYS = {
     "enableScheduleAsyncDeliver", "scheduleAsyncDeliverMaxPendingLimit",
     "scheduleAsyncDeliverMaxResendNum2Blocked",
 }  # fmt: skip
-ROCKETSTORE_KEYS = {"storeHost", "readOnly"}
+ROCKETSTORE_KEYS = {"storeHost", "readOnly", "commitLogPrefaultAhead"}
 
 
 @pytest.mark.parametrize("name, expected", sorted(ROCKETMQ_DEFAULTS.items()))
@@ -171,6 +172,7 @@ def test_keys_are_exactly_rocketmq_49_plus_ours() -> None:
         ("mapped_file_size_commit_log", "mappedFileSizeCommitLog"),
         ("store_path_root_dir", "storePathRootDir"),
         ("store_host", "storeHost"),
+        ("commit_log_prefault_ahead", "commitLogPrefaultAhead"),
     ],
 )
 def test_property_key_names(name: str, key: str) -> None:

@@ -210,6 +210,60 @@ def test_flushed_bytes_reach_the_file(mf: MappedFile, path: Path) -> None:
         assert f.read(7) == b"durable"
 
 
+def test_prefault_keeps_bytes_and_checks_bounds(mf: MappedFile) -> None:
+    mf.append(b"x" * 5000)
+    assert mf.prefault(100, 10_000) == 10_100          # page-aligned inside, end as asked
+    assert mf.prefault(60_000, 10_000) == SIZE          # clipped to the file
+    assert mf.prefault(SIZE, 4096) == SIZE              # nothing left
+    assert mf.read(0, 5000) == b"x" * 5000 and mf.read(5000, SIZE - 5000) == bytes(SIZE - 5000)
+    assert mf.wrote_position == 5000
+    with pytest.raises(ValueError):
+        mf.prefault(-1, 10)
+    with pytest.raises(ValueError):
+        mf.prefault(0, -10)
+
+
+def test_prefault_beside_a_writer_changes_nothing(tmp_path: Path) -> None:
+    """Prefault runs on another thread while appends land in the same pages: every byte
+    appended must survive (the touch is an atomic add of zero, or the kernel's populate)."""
+    import threading
+
+    size = 8 * 1024 * 1024
+    f = MappedFile(tmp_path / "00000000000000000000", size, preallocate=True)
+    stop = threading.Event()
+
+    def prefault_loop() -> None:
+        while not stop.is_set():
+            pos = f.wrote_position
+            f.prefault(pos, 256 * 1024)
+
+    t = threading.Thread(target=prefault_loop)
+    t.start()
+    try:
+        chunk = bytes(range(251)) * 4     # 1004 bytes: writes straddle pages at every offset
+        n = 0
+        while f.wrote_position + len(chunk) <= size:
+            assert f.append(chunk)
+            n += 1
+    finally:
+        stop.set()
+        t.join()
+    assert f.read(0, n * len(chunk)) == chunk * n
+    f.close()
+
+
+def test_prefault_on_read_only_or_closed_file(path: Path) -> None:
+    MappedFile(path, SIZE).close()
+    ro = MappedFile(path, SIZE, read_only=True)
+    with pytest.raises((ValueError, PermissionError)):
+        ro.prefault(0, 4096)
+    ro.close()
+    rw = MappedFile(path, SIZE)
+    rw.close()
+    with pytest.raises(ValueError):
+        rw.prefault(0, 4096)
+
+
 def test_warm_madvise_and_mlock_report_soft(mf: MappedFile) -> None:
     before = dict(mapped_file.failure_counts)
     assert set(before) >= {"madvise", "mlock", "munlock"}

@@ -146,6 +146,39 @@ def test_separator_set_after_construction_rejected_at_put(
     assert snapshot(store) == before
 
 
+@pytest.mark.parametrize("bad", ["\x00", "\x01", "\x02"])
+def test_separator_found_at_every_position_of_every_length(store: MessageStore, bad: str) -> None:
+    """The put path scans property texts eight bytes at a time: every length (short, whole
+    words, a word and a tail) and every position must be caught, in names and in values."""
+    before = snapshot(store)
+    for length in range(1, 26):
+        for at in range(length):
+            text = "".join(bad if i == at else "abcdefghij"[i % 10] for i in range(length))
+            for name, value in ((text, "v"), ("NAME", text)):
+                m = Message("t", b"x")
+                m.properties[name] = value
+                with pytest.raises(ValueError, match="separator"):
+                    store.put_message(m, 0)
+    # bytes 3 and up, multi-byte UTF-8 included, are fine at any length
+    for length in range(1, 26):
+        m = Message("t", b"x", properties={"k" * length: ("\x03\x7f\xff\u0100é" * 6)[:length]})
+        assert store.put_message(m, 1).ok
+    assert snapshot(store)[2][:3] == before[2][:3]
+
+
+def test_queue_table_change_seen_by_the_writer_cache(store: MessageStore) -> None:
+    """The writer caches the last topic's counters: dropping the topic from the queue table
+    (as a topic deletion or recovery rebuild does) must not leave it writing stale offsets."""
+    assert [store.put_message(Message("t", b"a"), 2).queue_offset for _ in range(3)] == [0, 1, 2]
+    store.commit_log.queue_table.remove("t")
+    assert store.put_message(Message("t", b"b"), 2).queue_offset == 0
+    store.commit_log.queue_table.set("t", 2, 40)
+    assert store.put_message(Message("t", b"c"), 2).queue_offset == 40
+    store.commit_log.queue_table.clear()
+    assert store.put_message(Message("t", b"d"), 2).queue_offset == 0
+    assert store.put_messages([Message("t", b"e")] * 2, 2).queue_offsets.tolist() == [1, 2]
+
+
 def test_bad_property_types_and_empties(store: MessageStore) -> None:
     before = snapshot(store)
     with pytest.raises(TypeError):

@@ -12,6 +12,7 @@ cdef extern from "rs_bytes.h" nogil:
     unsigned short rs_get_u16(const char* p)
     uint32_t rs_get_u32(const char* p)
     void rs_release_fence()
+    bint rs_has_byte_below3(const char* p, size_t n)
 
 
 cdef extern from "Python.h":

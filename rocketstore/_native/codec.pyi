@@ -1,6 +1,6 @@
 """Type stub of rocketstore/_native/codec.pyx: the CommitLog record codec (FORMAT.md)."""
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Final, Literal, TypeAlias, final
 
 import numpy as np
@@ -307,6 +307,33 @@ class RecordWriter:
 
     def write_blank(self, mf: MappedFile) -> None:
         """Close mf with an END_FILE blank at its write position."""
+
+# ---- the put path ------------------------------------------------------------------------------
+
+class PutLock:
+    """The CommitLog's put lock; blocking waits release the GIL. A context manager."""
+
+    def acquire(self) -> bool: ...
+    def release(self) -> None: ...
+    def __enter__(self) -> PutLock: ...
+    def __exit__(self, *exc: object) -> bool: ...
+
+class PutPath:
+    """CommitLog.put_message's fast path: lock, append to `file`, result, in one native call.
+    `slow(message, queue_id)` runs under the lock when `file` is None or full; `after(result,
+    message)`, when set, runs after the lock (SYNC_FLUSH's wait)."""
+
+    file: MappedFile | None
+    slow: Callable[[Message, int], PutMessageResult]
+    after: Callable[[PutMessageResult, Message], PutMessageResult] | None
+    @property
+    def lock(self) -> PutLock: ...
+    @property
+    def writer(self) -> RecordWriter: ...
+    def __init__(
+        self, writer: RecordWriter, slow: Callable[[Message, int], PutMessageResult]
+    ) -> None: ...
+    def __call__(self, message: Message, queue_id: int = 0) -> PutMessageResult: ...
 
 # ---- decoding ----------------------------------------------------------------------------------
 

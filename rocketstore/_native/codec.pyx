@@ -16,6 +16,10 @@ cimport cython
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_FromStringAndSize
 from cpython.dict cimport PyDict_Next
 from cpython.object cimport PyObject
+from cpython.pythread cimport (
+    NOWAIT_LOCK, WAIT_LOCK, PyThread_acquire_lock, PyThread_allocate_lock, PyThread_free_lock,
+    PyThread_release_lock, PyThread_type_lock,
+)
 from cpython.unicode cimport PyUnicode_AsUTF8AndSize
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t
 from libc.stdlib cimport free, malloc, realloc
@@ -37,6 +41,8 @@ cdef extern from "Python.h":
     Py_ssize_t PyUnicode_GET_LENGTH(object o)
     Py_UCS4 PyUnicode_READ(int kind, void* data, Py_ssize_t index)
     object PyUnicode_DecodeUTF8(const char* s, Py_ssize_t size, const char* errors)
+    bint PyUnicode_IS_COMPACT_ASCII(object o)
+    int PyDict_Contains(object d, object key) except -1
 
 rs_crc32_init()
 
@@ -50,6 +56,7 @@ DEF PROPERTIES_SIZE_EXCEEDED = 7
 PROPERTY_TAGS = "TAGS"
 PROPERTY_KEYS = "KEYS"
 PROPERTY_UNIQ_KEY = "UNIQ_KEY"
+cdef str _UNIQ_KEY = PROPERTY_UNIQ_KEY     # typed: no module-dict lookup on the put path
 
 cdef bytes _HEX = b"0123456789ABCDEF"
 
@@ -562,7 +569,8 @@ def _rebuild_message(topic, body, properties, flag, born_timestamp, born_host, s
 # ---- queue offsets (RocketMQ's topicQueueTable) ----------------------------------------------
 
 # Queue ids index a per-topic array; RocketMQ topics have at most a few thousand queues.
-MAX_QUEUE_ID = 65535
+DEF _MAX_QID = 65535
+MAX_QUEUE_ID = _MAX_QID
 
 @cython.final
 cdef class _QueueCounters:
@@ -575,7 +583,7 @@ cdef class _QueueCounters:
     cdef int64_t* slot(self, int queue_id) except NULL:
         cdef int new_n, i
         cdef int64_t* grown
-        if queue_id < 0 or queue_id > MAX_QUEUE_ID:
+        if queue_id < 0 or queue_id > _MAX_QID:
             raise ValueError(f"queue_id must be in [0, {MAX_QUEUE_ID}], got {queue_id}")
         if queue_id >= self.n:
             new_n = max(queue_id + 1, self.n * 2, 8)
@@ -592,9 +600,11 @@ cdef class _QueueCounters:
 cdef class TopicQueueTable:
     """Next logical offset of every (topic, queue id); only validated topics get an entry."""
     cdef dict topics
+    cdef readonly int64_t version    # bumped when a topic's counters are dropped
 
     def __cinit__(self):
         self.topics = {}
+        self.version = 0
 
     cdef _QueueCounters counters(self, str topic, bint validate=True):
         cdef object c = self.topics.get(topic)
@@ -620,9 +630,11 @@ cdef class TopicQueueTable:
 
     def remove(self, str topic):
         self.topics.pop(topic, None)
+        self.version += 1
 
     def clear(self):
         self.topics.clear()
+        self.version += 1
 
     def items(self):
         """(topic, queue_id, next_offset) of every queue seen, sorted."""
@@ -770,7 +782,7 @@ cdef class PutMessagesResult:
         r.queue_offset = self.queue_offsets[i]
         r.wrote_bytes = self.sizes[i]
         r.store_timestamp = self.store_timestamp
-        r.uniq_key = (<Message>self.messages[i]).properties.get(PROPERTY_UNIQ_KEY) \
+        r.uniq_key = (<Message>self.messages[i]).properties.get(_UNIQ_KEY) \
             if self.messages is not None else None
         r.store_host_raw = self.store_host_raw
         r.store_port = self.store_port
@@ -862,6 +874,14 @@ cdef inline void _write_record(char* dst, const RecordSpec* s, const Slice* slic
     rs_put_u32(dst, s.total)
 
 
+cdef inline const char* _text(object s, Py_ssize_t* n) except NULL:
+    """UTF-8 bytes of a str: ASCII strings are their own UTF-8 (no call, no cache)."""
+    if PyUnicode_IS_COMPACT_ASCII(s):
+        n[0] = PyUnicode_GET_LENGTH(s)
+        return <const char*>PyUnicode_DATA(s)
+    return PyUnicode_AsUTF8AndSize(s, n)
+
+
 cdef str _where(Py_ssize_t index):
     """Error-message prefix naming the batch entry (built only when raising)."""
     return "" if index < 0 else f"messages[{index}]."
@@ -885,6 +905,13 @@ cdef class RecordWriter:
     cdef RecordSpec* specs
     cdef Py_ssize_t specs_cap
     cdef readonly str store_host
+    cdef unsigned char store_host_c[16]     # the raw hosts above, for a memcpy per record
+    cdef int32_t store_host_len
+    cdef unsigned char default_born_c[16]
+    cdef int32_t default_born_len
+    cdef str last_topic                     # _counters' one-entry cache
+    cdef _QueueCounters last_counters
+    cdef int64_t last_version
 
     def __cinit__(self):
         self.slices = NULL
@@ -904,6 +931,9 @@ cdef class RecordWriter:
         self.store_port = port
         self.default_born_raw = raw
         self.default_born_port = port
+        self.store_host_len = self.default_born_len = <int32_t>len(raw)
+        memcpy(self.store_host_c, PyBytes_AS_STRING(raw), self.store_host_len)
+        memcpy(self.default_born_c, PyBytes_AS_STRING(raw), self.default_born_len)
         self.queue_table = queue_table if queue_table is not None else TopicQueueTable()
         self._grow_slices(64)
         self._grow_specs(1)
@@ -943,19 +973,28 @@ cdef class RecordWriter:
         memcpy(raw_out, PyBytes_AS_STRING(raw), len_out[0])
         return 0
 
+    cdef _QueueCounters _counters(self, str topic):
+        """The topic's queue counters; the last topic's are cached (one pointer compare per
+        put instead of a dict lookup), invalidated when the table drops counters."""
+        if topic is not self.last_topic or self.last_version != self.queue_table.version:
+            self.last_counters = self.queue_table.counters(topic)    # validates a new topic
+            self.last_topic = topic
+            self.last_version = self.queue_table.version
+        return self.last_counters
+
     cdef int _prepare(self, Message msg, int queue_id, RecordSpec* s, Py_ssize_t* slice_pos,
                       int64_t now_ms, Py_ssize_t index) except -1:
         """Fill s for msg; returns PUT_OK or a status code. Raises for bad arguments."""
         cdef Py_ssize_t pos = 0, n, props_len = 0, nprops
         cdef PyObject* key
         cdef PyObject* value
-        cdef const char* p
         cdef dict props
+        cdef Slice* sl
         cdef _QueueCounters counters
-        if queue_id < 0 or queue_id > MAX_QUEUE_ID:
-            raise ValueError(f"{_where(index)}queue_id must be in [0, {MAX_QUEUE_ID}], "
+        if queue_id < 0 or queue_id > _MAX_QID:
+            raise ValueError(f"{_where(index)}queue_id must be in [0, {_MAX_QID}], "
                              f"got {queue_id}")
-        counters = self.queue_table.counters(msg.topic)    # validates the topic once
+        counters = self._counters(msg.topic)
         counters.slot(queue_id)                             # grow it now, while preparing
         s.counters = <PyObject*>counters
         if msg.body is None:
@@ -964,40 +1003,35 @@ cdef class RecordWriter:
         s.body_len = <int32_t>PyBytes_GET_SIZE(msg.body)
         if PyBytes_GET_SIZE(msg.body) > self.max_message_size:
             return MESSAGE_ILLEGAL
-        s.topic = PyUnicode_AsUTF8AndSize(msg.topic, &n)
+        s.topic = _text(msg.topic, &n)
         s.topic_len = <int32_t>n
         props = msg.properties
         if props is None:
             props = msg.properties = {}
-        if PROPERTY_UNIQ_KEY not in props:
-            props[PROPERTY_UNIQ_KEY] = _new_uniq_key(now_ms)
+        if not PyDict_Contains(props, _UNIQ_KEY):
+            props[_UNIQ_KEY] = _new_uniq_key(now_ms)
         nprops = len(props)
         if slice_pos[0] + 2 * nprops > self.slices_cap:
             self._grow_slices(slice_pos[0] + 2 * nprops)
         s.slice_first = slice_pos[0]
         s.slice_count = 2 * nprops
-        n = slice_pos[0]
+        sl = self.slices + slice_pos[0]
         while PyDict_Next(props, &pos, &key, &value):
             if type(<object>key) is not str or type(<object>value) is not str:
                 _check_property_text(f"{_where(index)}property name", <object>key)
                 _check_property_text(f"{_where(index)}property {<object>key!r}", <object>value)
-            self.slices[n].p = PyUnicode_AsUTF8AndSize(<object>key, &self.slices[n].n)
-            self.slices[n + 1].p = PyUnicode_AsUTF8AndSize(<object>value, &self.slices[n + 1].n)
-            if self.slices[n].n == 0:
+            sl[0].p = _text(<object>key, &sl[0].n)
+            sl[1].p = _text(<object>value, &sl[1].n)
+            if sl[0].n == 0:
                 raise ValueError(f"{_where(index)}property name must not be empty")
-            if self.slices[n + 1].n == 0:
+            if sl[1].n == 0:
                 raise ValueError(f"{_where(index)}property {<object>key!r} has an empty value")
-            if (memchr(self.slices[n].p, 1, self.slices[n].n) != NULL
-                    or memchr(self.slices[n].p, 2, self.slices[n].n) != NULL
-                    or memchr(self.slices[n + 1].p, 1, self.slices[n + 1].n) != NULL
-                    or memchr(self.slices[n + 1].p, 2, self.slices[n + 1].n) != NULL
-                    or memchr(self.slices[n].p, 0, self.slices[n].n) != NULL
-                    or memchr(self.slices[n + 1].p, 0, self.slices[n + 1].n) != NULL):
+            if rs_has_byte_below3(sl[0].p, sl[0].n) or rs_has_byte_below3(sl[1].p, sl[1].n):
                 raise ValueError(f"{_where(index)}property {<object>key!r} contains a separator "
                                  "character (\\x01 or \\x02) or NUL")
-            props_len += self.slices[n].n + self.slices[n + 1].n + 2
-            n += 2
-        slice_pos[0] = n
+            props_len += sl[0].n + sl[1].n + 2
+            sl += 2
+        slice_pos[0] += 2 * nprops
         if nprops > 0:
             props_len -= 1      # no trailing \x02, as RocketMQ 4.9.8 writes
         if props_len > MAX_PROPERTIES_LENGTH:
@@ -1011,8 +1045,18 @@ cdef class RecordWriter:
             s.born_ts = -1
         else:
             s.born_ts = msg.born_timestamp
-        self._host(msg.born_host, s.born_host, &s.born_host_len, &s.born_port, True)
-        self._host(msg.store_host, s.store_host, &s.store_host_len, &s.store_port, False)
+        if msg.born_host is None:
+            memcpy(s.born_host, self.default_born_c, self.default_born_len)
+            s.born_host_len = self.default_born_len
+            s.born_port = self.default_born_port
+        else:
+            self._host(msg.born_host, s.born_host, &s.born_host_len, &s.born_port, True)
+        if msg.store_host is None:
+            memcpy(s.store_host, self.store_host_c, self.store_host_len)
+            s.store_host_len = self.store_host_len
+            s.store_port = self.store_port
+        else:
+            self._host(msg.store_host, s.store_host, &s.store_host_len, &s.store_port, False)
         s.sys_flag = msg.sys_flag & 0xF
         if s.born_host_len == 16:
             s.sys_flag |= SYSFLAG_BORNHOST_V6
@@ -1040,6 +1084,9 @@ cdef class RecordWriter:
 
         Returns a PutMessageResult, or None when it did not fit: the END_FILE blank was
         written and the caller must roll to the next file and call again."""
+        return self._append(mf, message, queue_id)
+
+    cdef object _append(self, MappedFile mf, Message message, int queue_id):
         cdef RecordSpec* s = self.specs
         cdef Py_ssize_t slice_pos = 0
         cdef int64_t now_ms = _now_ms()
@@ -1077,7 +1124,7 @@ cdef class RecordWriter:
         r.queue_offset = qoff
         r.wrote_bytes = s.total
         r.store_timestamp = now_ms
-        r.uniq_key = message.properties.get(PROPERTY_UNIQ_KEY)
+        r.uniq_key = message.properties.get(_UNIQ_KEY)
         r.store_host_raw = self.store_host_raw if message.store_host is None else None
         r.store_port = self.store_port
         if message.store_host is not None:
@@ -1184,6 +1231,82 @@ cdef class RecordWriter:
     def write_blank(self, MappedFile mf not None):
         """Close mf with an END_FILE blank at its write position."""
         self._write_blank(mf)
+
+
+# ---- the put path ------------------------------------------------------------------------------
+
+@cython.final
+cdef class PutLock:
+    """The CommitLog's put lock (RocketMQ's putMessageLock), usable from C and as a Python
+    context manager. Blocking waits release the GIL: the holder may be copying a batch
+    without it and needs it back to finish."""
+    cdef PyThread_type_lock lock
+
+    def __cinit__(self):
+        self.lock = PyThread_allocate_lock()
+        if self.lock == NULL:
+            raise MemoryError()
+
+    def __dealloc__(self):
+        if self.lock != NULL:
+            PyThread_free_lock(self.lock)
+
+    cdef inline void take(self) noexcept:
+        if not PyThread_acquire_lock(self.lock, NOWAIT_LOCK):
+            with nogil:
+                PyThread_acquire_lock(self.lock, WAIT_LOCK)
+
+    cdef inline void give(self) noexcept:
+        PyThread_release_lock(self.lock)
+
+    def acquire(self):
+        self.take()
+        return True
+
+    def release(self):
+        self.give()
+
+    def __enter__(self):
+        self.take()
+        return self
+
+    def __exit__(self, *exc):
+        self.give()
+        return False
+
+
+@cython.final
+cdef class PutPath:
+    """CommitLog.put_message's fast path: one call takes the put lock, appends to the cached
+    last file and builds the result, with no Python frame. The CommitLog supplies the slow
+    path (roll to a new file, closed log), called under the lock as slow(message, queue_id),
+    and an optional after(result, message) hook run after the lock (SYNC_FLUSH waits there)."""
+    cdef readonly PutLock lock
+    cdef readonly RecordWriter writer
+    cdef public MappedFile file     # where appends go; None: take the slow path
+    cdef public object slow
+    cdef public object after
+
+    def __init__(self, RecordWriter writer not None, slow):
+        self.lock = PutLock()
+        self.writer = writer
+        self.file = None
+        self.slow = slow
+        self.after = None
+
+    def __call__(self, Message message not None, int queue_id=0):
+        cdef object result = None
+        self.lock.take()
+        try:
+            if self.file is not None:
+                result = self.writer._append(self.file, message, queue_id)
+            if result is None:          # the file filled up (END_FILE written) or none yet
+                result = self.slow(message, queue_id)
+        finally:
+            self.lock.give()
+        if self.after is None:
+            return result
+        return self.after(result, message)
 
 
 # ---- decoding ----------------------------------------------------------------------------------
@@ -1620,7 +1743,9 @@ cdef class DispatchBatch:
 
 
 DEF MAX_BATCH_TOPICS = 256     # distinct topics per dispatch batch (a batch stops early)
-DEF RELEASE_GIL_BYTES = 262144  # decode at least this much without the GIL, else keep it
+# Decode at least this much without the GIL, else keep it. Every GIL-held microsecond of the
+# dispatch thread is one the producers wait (2 cores, one GIL), so only tiny regions keep it.
+DEF RELEASE_GIL_BYTES = 16384
 
 
 def dispatch_region(MappedFile mf not None, int64_t start, int64_t end=-1, *,
@@ -1663,8 +1788,6 @@ def dispatch_region(MappedFile mf not None, int64_t start, int64_t end=-1, *,
         p = mf.base
         pos = start
         info.status = REC_OK
-        # Release the GIL only for real work: taking it back forces the producer thread
-        # off it, which costs more than decoding a few records (dispatch runs every ms).
         _save = PyEval_SaveThread() if end - start >= RELEASE_GIL_BYTES else NULL
         try:
             while pos < end and n < cap:

@@ -122,6 +122,11 @@ class MappedFile:
         once the file is full, else None)."""
 
     # ---- page cache hints ----
+    def prefault(self, start: int, length: int) -> int:
+        """Fault [start, start+length) in for writing ahead of the writer, bytes unchanged
+        (MADV_POPULATE_WRITE, else an atomic touch per page); safe beside appends. Returns
+        the end position reached (start when closing or writing to a pool buffer)."""
+
     def warm(self, flush_disk_type: str = "ASYNC_FLUSH", pages: int = 4096) -> None:
         """Touch every page, then madvise(WILLNEED) and mlock (soft failures)."""
 

@@ -20,6 +20,18 @@ from posix.mman cimport (
 )
 
 DEF OS_PAGE_SIZE = 4096
+DEF MADV_POPULATE_WRITE = 23    # Linux 5.14+; older kernels answer EINVAL
+
+cdef extern from *:
+    """
+    /* Fault a page in for writing without changing it: an atomic add of zero is a write the
+     * CPU orders with a concurrent writer's stores to the same word, so it can never undo
+     * them (a plain store of the old value could). */
+    static inline void rs_touch_for_write(char *p) {
+        __atomic_fetch_add((int *)p, 0, __ATOMIC_RELAXED);
+    }
+    """
+    void rs_touch_for_write(char* p) noexcept nogil
 
 # Soft failures of the OS hints (warm/madvise/mlock): counted, warned once per kind, never fatal.
 failure_counts = {"madvise": 0, "mlock": 0, "munlock": 0}
@@ -61,6 +73,15 @@ def _allocate(int fd, int64_t size, bint preallocate):
         except OSError:     # file systems without fallocate: a sparse file still works
             pass
     os.ftruncate(fd, size)
+
+
+cdef bint _populate_write_works = True
+
+
+cdef void _note_no_populate_write():
+    """The kernel lacks MADV_POPULATE_WRITE: prefault touches pages one by one from now on."""
+    global _populate_write_works
+    _populate_write_works = False
 
 
 cdef inline double _now_ms():
@@ -430,6 +451,35 @@ cdef class MappedFile:
         return self.committed_pos, None
 
     # ---- page cache hints ------------------------------------------------------------------
+    def prefault(self, int64_t start, int64_t length):
+        """Fault [start, start+length) in for writing, ahead of the writer (page-aligned, held
+        against unmapping, GIL released); the bytes are unchanged, so it may run while
+        another thread appends into the same pages. Returns the end position it reached
+        (start when the file is closing or appends go to a transient-pool buffer)."""
+        cdef int64_t first, end, i
+        cdef int rc = -1
+        self._check_writable()
+        if start < 0 or length < 0:
+            raise ValueError(f"start ({start}) and length ({length}) must be >= 0")
+        end = min(start + length, self.file_size)
+        if end <= start or self.write_buffer is not None or not self.hold():
+            return start
+        try:
+            first = start - start % OS_PAGE_SIZE
+            with nogil:
+                if _populate_write_works:
+                    rc = madvise(self.base + first, <size_t>(end - first), MADV_POPULATE_WRITE)
+                if rc != 0:
+                    i = first
+                    while i < end:
+                        rs_touch_for_write(self.base + i)
+                        i += OS_PAGE_SIZE
+            if rc != 0 and _populate_write_works:
+                _note_no_populate_write()
+            return end
+        finally:
+            self.release()
+
     def warm(self, str flush_disk_type="ASYNC_FLUSH", int pages=4096):
         """Touch every page (RocketMQ's warmMappedFile), then madvise(WILLNEED) and mlock.
 

@@ -26,6 +26,7 @@ from rocketstore.store.commit_real_time_service import CommitRealTimeService
 from rocketstore.store.flush_real_time_service import FlushRealTimeService
 from rocketstore.store.group_commit_service import GroupCommitRequest, GroupCommitService
 from rocketstore.store.mapped_file_queue import MappedFileQueue
+from rocketstore.store.prefault_service import CommitLogPrefaultService
 from rocketstore.store.service_thread import ServiceThread
 from rocketstore.store.transient_store_pool import TransientStorePool
 
@@ -71,6 +72,10 @@ class CommitLog:
         if pool is not None:
             self.commit_service = CommitRealTimeService(config, self.queue, pool,
                                                         self.flush_service)
+        self.prefault_service: CommitLogPrefaultService | None = None
+        if pool is None and config.commit_log_prefault_ahead > 0:
+            self.prefault_service = CommitLogPrefaultService(self.queue,
+                                                             config.commit_log_prefault_ahead)
         # what a put does after its append: wait for the group commit (SYNC_FLUSH), wake the
         # flusher (when it is not on a fixed timer), or nothing
         self._wake_on_put = not self.sync_flush and (
@@ -84,6 +89,8 @@ class CommitLog:
         self.flush_service.start()
         if self.commit_service is not None:
             self.commit_service.start()
+        if self.prefault_service is not None:
+            self.prefault_service.start()
 
     @property
     def queue_table(self) -> codec.TopicQueueTable:
@@ -280,6 +287,8 @@ class CommitLog:
         with self.put_lock:     # waits for an append in progress (copies run without the GIL)
             self.closed = True
             self._append_file = None
+        if self.prefault_service is not None:
+            self.prefault_service.shutdown()
         if self.commit_service is not None:
             self.commit_service.shutdown()
         self.flush_service.shutdown()
