@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -58,8 +57,11 @@ class CommitLog:
             allocate=allocate)
         self.writer = codec.RecordWriter(config.mapped_file_size_commit_log,
                                          config.max_message_size, config.store_host)
-        self.put_lock = threading.Lock()
-        self._append_file: MappedFile | None = None     # the last file, while not full
+        # put_message's fast path runs natively (lock, append to the cached last file,
+        # result); _append_rolling is its slow path and _after_put its post-lock hook
+        self.put_path = codec.PutPath(self.writer, self._append_rolling)
+        self.put_lock = self.put_path.lock
+        self.put_message = self.put_path
         self.closed = False     # set under put_lock at shutdown: later puts are refused
         self.sync_flush = config.flush_disk_type == "SYNC_FLUSH"
         self.sync_flush_timeout_s = config.sync_flush_timeout / 1000.0
@@ -82,6 +84,7 @@ class CommitLog:
             pool is not None or not config.flush_commit_log_timed)
         self._after_put = (self._sync_flush_after_put if self.sync_flush else
                            self._wake_after_put if self._wake_on_put else None)
+        self.put_path.after = self._after_put
 
     def start(self) -> None:
         if self.read_only:
@@ -147,20 +150,11 @@ class CommitLog:
         dropped = self.queue.truncate_dirty(end_offset, zero_tail=zero_tail and not self.read_only)
         self.queue.flushed_where = self.queue.committed_where = end_offset
         last = self.queue.last_file()
-        self._append_file = last if last is not None and not self.read_only else None
+        self.put_path.file = last if last is not None and not self.read_only else None
         return dropped
 
     # ---- writes ----------------------------------------------------------------------------
-    def put_message(self, message: Message, queue_id: int = 0) -> PutMessageResult:
-        """Append one message (the store's put path: MessageStore binds it while running)."""
-        with self.put_lock:
-            mf = self._append_file      # None when closed or not created yet
-            result = None if mf is None else self.writer.append(mf, message, queue_id)
-            if result is None:          # the file filled up (END_FILE written) or none yet
-                result = self._append_rolling(message, queue_id)
-        if self._after_put is None:     # ASYNC_FLUSH on a timer: nothing more to do
-            return result
-        return self._after_put(result, message)
+    # put_message(message, queue_id) -> PutMessageResult is self.put_path (see __init__)
 
     def _append_rolling(self, msg: Message, queue_id: int) -> PutMessageResult:
         """Slow path of put_message, under the put lock: roll to a new file and retry."""
@@ -224,11 +218,11 @@ class CommitLog:
     def _file_for_append(self) -> MappedFile | None:
         """The file appends go to (rolling when the last is full); cached for the next put."""
         try:
-            self._append_file = self.queue.last_file_for_append(0)
+            self.put_path.file = self.queue.last_file_for_append(0)
         except OSError:
             log.exception("creating the next CommitLog file failed")
-            self._append_file = None
-        return self._append_file
+            self.put_path.file = None
+        return self.put_path.file
 
     # ---- reads -----------------------------------------------------------------------------
     def min_offset(self) -> int:
@@ -286,7 +280,7 @@ class CommitLog:
         """Stop the commit and flush services (each finishes its work), then flush the rest."""
         with self.put_lock:     # waits for an append in progress (copies run without the GIL)
             self.closed = True
-            self._append_file = None
+            self.put_path.file = None
         if self.prefault_service is not None:
             self.prefault_service.shutdown()
         if self.commit_service is not None:
