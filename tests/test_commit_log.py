@@ -422,9 +422,9 @@ def test_prefault_service_runs_ahead_of_the_writer(tmp_path: Path) -> None:
         for i, body in enumerate(bodies):
             assert s.put_message(Message("pf", body), i % 4).ok
         deadline = time.monotonic() + 5
-        while service.prefaulted_bytes == 0 and time.monotonic() < deadline:
+        while service.prefaulted_to == 0 and time.monotonic() < deadline:
             time.sleep(0.01)
-        assert service.prefaulted_bytes > 0
+        assert service.prefaulted_to > 0
         assert len(s.commit_log.queue.files) > 1           # rolled at least once
         assert [m.body for m in s.scan(check_crc=True)] == bodies
     finally:

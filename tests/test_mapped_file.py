@@ -252,6 +252,39 @@ def test_prefault_beside_a_writer_changes_nothing(tmp_path: Path) -> None:
     f.close()
 
 
+def test_prefault_follow_tracks_the_writer_and_stops(tmp_path: Path) -> None:
+    """prefault_follow runs without the GIL beside appends: it returns when stopped, and by
+    itself once the file is full; the appended bytes are intact."""
+    import threading
+
+    from rocketstore._native.mapped_file import StopFlag
+
+    size = 4 * 1024 * 1024
+    f = MappedFile(tmp_path / "00000000000000000000", size, preallocate=True)
+    stop = StopFlag()
+    reached: list[int] = []
+    t = threading.Thread(target=lambda: reached.append(
+        f.prefault_follow(256 * 1024, 0, 0.0002, stop, chunk=64 * 1024)))
+    t.start()
+    chunk = bytes(range(256)) * 3
+    written = 0
+    while written + len(chunk) <= size // 2:
+        f.append(chunk)
+        written += len(chunk)
+    stop.set()
+    t.join(10)
+    assert not t.is_alive() and stop.is_set()
+    assert written <= reached[0] <= size
+    # a full file ends the loop without a stop
+    stop.clear()
+    f.append(bytes(size - written))
+    assert f.prefault_follow(4096, reached[0], 0.0002, stop) == reached[0]
+    assert f.read(0, written) == chunk * (written // len(chunk))
+    with pytest.raises(ValueError):
+        f.prefault_follow(0, 0, 0.001, stop)
+    f.close()
+
+
 def test_prefault_on_read_only_or_closed_file(path: Path) -> None:
     MappedFile(path, SIZE).close()
     ro = MappedFile(path, SIZE, read_only=True)

@@ -30,3 +30,4 @@ cdef class MappedFile:
     cdef _check_pos(self, str field, int64_t pos)
     cdef int _check_open(self) except -1
     cdef int _check_writable(self) except -1
+    cdef int _populate(self, int64_t first, int64_t end) noexcept nogil

@@ -7,6 +7,13 @@ from typing_extensions import Buffer
 failure_counts: dict[str, int]
 """Soft failures of the OS hints so far: keys 'madvise', 'mlock', 'munlock'."""
 
+class StopFlag:
+    """A flag polled by native loops that run without the GIL."""
+
+    def set(self) -> None: ...
+    def clear(self) -> None: ...
+    def is_set(self) -> bool: ...
+
 class MappedFile:
     """One fixed-size file mapped into memory (RocketMQ's MappedFile), with hold/release
     counting so it is never unmapped under a live view."""
@@ -126,6 +133,13 @@ class MappedFile:
         """Fault [start, start+length) in for writing ahead of the writer, bytes unchanged
         (MADV_POPULATE_WRITE, else an atomic touch per page); safe beside appends. Returns
         the end position reached (start when closing or writing to a pool buffer)."""
+
+    def prefault_follow(
+        self, ahead: int, start: int, interval_s: float, stop: StopFlag, chunk: int = 1 << 20
+    ) -> int:
+        """Without the GIL, keep [wrote, wrote+ahead) faulted in as the writer advances,
+        checking every interval_s, until the file is full, shut down or stop is set; start
+        is how far an earlier call got. Returns how far this one got."""
 
     def warm(self, flush_disk_type: str = "ASYNC_FLUSH", pages: int = 4096) -> None:
         """Touch every page, then madvise(WILLNEED) and mlock (soft failures)."""

@@ -14,6 +14,7 @@ from cpython.buffer cimport PyBUF_WRITABLE, PyObject_GetBuffer, PyBuffer_Release
 from libc.stdint cimport int64_t
 from libc.errno cimport errno
 from libc.string cimport memcpy, memset
+from posix.time cimport timespec
 from posix.mman cimport (
     MADV_WILLNEED, MAP_ANONYMOUS, MAP_FAILED, MAP_FIXED, MAP_PRIVATE, MAP_SHARED, MS_SYNC,
     PROT_READ, PROT_WRITE, madvise, mlock, mmap, msync, munlock, munmap,
@@ -32,6 +33,33 @@ cdef extern from *:
     }
     """
     void rs_touch_for_write(char* p) noexcept nogil
+
+cdef extern from *:
+    """
+    static inline long long rs_load_i64(const long long *p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
+    static inline int rs_load_int(const int *p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
+    static inline void rs_store_int(int *p, int v) { __atomic_store_n(p, v, __ATOMIC_RELAXED); }
+    """
+    long long rs_load_i64(const long long* p) noexcept nogil
+    int rs_load_int(const int* p) noexcept nogil
+    void rs_store_int(int* p, int v) noexcept nogil
+
+cdef extern from "<time.h>" nogil:
+    int nanosleep(const timespec* req, timespec* rem)
+
+
+cdef class StopFlag:
+    """A flag a native loop running without the GIL polls (MappedFile.prefault_follow)."""
+    cdef int flag
+
+    def set(self):
+        rs_store_int(&self.flag, 1)
+
+    def clear(self):
+        rs_store_int(&self.flag, 0)
+
+    def is_set(self):
+        return rs_load_int(&self.flag) != 0
 
 # Soft failures of the OS hints (warm/madvise/mlock): counted, warned once per kind, never fatal.
 failure_counts = {"madvise": 0, "mlock": 0, "munlock": 0}
@@ -456,7 +484,7 @@ cdef class MappedFile:
         against unmapping, GIL released); the bytes are unchanged, so it may run while
         another thread appends into the same pages. Returns the end position it reached
         (start when the file is closing or appends go to a transient-pool buffer)."""
-        cdef int64_t first, end, i
+        cdef int64_t first, end
         cdef int rc = -1
         self._check_writable()
         if start < 0 or length < 0:
@@ -467,18 +495,61 @@ cdef class MappedFile:
         try:
             first = start - start % OS_PAGE_SIZE
             with nogil:
-                if _populate_write_works:
-                    rc = madvise(self.base + first, <size_t>(end - first), MADV_POPULATE_WRITE)
-                if rc != 0:
-                    i = first
-                    while i < end:
-                        rs_touch_for_write(self.base + i)
-                        i += OS_PAGE_SIZE
+                rc = self._populate(first, end)
             if rc != 0 and _populate_write_works:
                 _note_no_populate_write()
             return end
         finally:
             self.release()
+
+    cdef int _populate(self, int64_t first, int64_t end) noexcept nogil:
+        """Fault [first, end) in for writing (first page-aligned); caller holds the file."""
+        cdef int64_t i
+        if _populate_write_works and madvise(self.base + first, <size_t>(end - first),
+                                             MADV_POPULATE_WRITE) == 0:
+            return 0
+        i = first
+        while i < end:
+            rs_touch_for_write(self.base + i)
+            i += OS_PAGE_SIZE
+        return -1
+
+    def prefault_follow(self, int64_t ahead, int64_t start, double interval_s,
+                        StopFlag stop not None, int64_t chunk=1 << 20):
+        """Follow the writer without the GIL: keep [wrote, wrote+ahead) faulted in for writing
+        (prefault's way: bytes unchanged), checking every interval_s, until the file is full,
+        it is shut down, or stop is set. start: how far an earlier call got. Returns how far
+        this one got."""
+        cdef int64_t done = start, wrote, target, end
+        cdef timespec pause
+        cdef bint fallback = False
+        self._check_writable()
+        if ahead <= 0 or chunk <= 0 or interval_s <= 0:
+            raise ValueError("ahead, chunk and interval_s must be positive")
+        if self.write_buffer is not None or not self.hold():
+            return start
+        pause.tv_sec = <long>interval_s
+        pause.tv_nsec = <long>((interval_s - pause.tv_sec) * 1e9)
+        try:
+            with nogil:
+                while rs_load_int(&stop.flag) == 0 and self.available:
+                    wrote = rs_load_i64(<long long*>&self.wrote_pos)
+                    if wrote >= self.file_size:
+                        break
+                    target = min(wrote + ahead, self.file_size)
+                    if done < wrote:
+                        done = wrote - wrote % OS_PAGE_SIZE
+                    while done < target and rs_load_int(&stop.flag) == 0:
+                        end = min(done + chunk, target)
+                        if self._populate(done - done % OS_PAGE_SIZE, end) != 0:
+                            fallback = True
+                        done = end
+                    nanosleep(&pause, NULL)
+        finally:
+            self.release()
+        if fallback and _populate_write_works:
+            _note_no_populate_write()
+        return done
 
     def warm(self, str flush_disk_type="ASYNC_FLUSH", int pages=4096):
         """Touch every page (RocketMQ's warmMappedFile), then madvise(WILLNEED) and mlock.
