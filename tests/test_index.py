@@ -797,3 +797,15 @@ def test_queries_while_dispatching_see_only_written_items(tmp_path):
     assert svc.query("T", "hot", 64, 0, LONG_MAX, lambda _: True) == hot
     svc.shutdown()
     mf.close()
+
+
+def test_utf8_hash_ascii_runs_at_every_alignment():
+    """hash_utf8 takes ASCII four bytes a step: every run length and position of multi-byte
+    characters around it must give Java's hashCode, also continued from a prefix."""
+    for head in range(0, 10):
+        for mid in ("", "é", "€", "😀", "é€😀"):
+            for tail in range(0, 10):
+                text = "k" * head + mid + "0123456789"[:tail]
+                assert utf8_java_hash(text.encode()) == refcodec.java_hash(text), text
+                cont = utf8_java_hash(text.encode(), utf8_java_hash(b"topic#"))
+                assert cont == refcodec.java_hash("topic#" + text), text

@@ -13,6 +13,7 @@ cdef extern from "rs_bytes.h" nogil:
     uint32_t rs_get_u32(const char* p)
     void rs_release_fence()
     bint rs_has_byte_below3(const char* p, size_t n)
+    const char* rs_find_below3(const char* p, const char* end)
 
 
 cdef extern from "Python.h":
@@ -74,3 +75,5 @@ cdef int32_t java_hash_str(str s)
 # Java String.hashCode continued over the UTF-16 units Java's UTF-8 decoder makes of s[0:n]
 cdef uint32_t hash_utf8(uint32_t h, const unsigned char* s, Py_ssize_t n) noexcept nogil
 cdef int64_t tags_code_of(const char* props, int32_t props_len) noexcept nogil
+# end of the property pair at p (its \x02 or end); sep: its first \x01 or NULL
+cdef const char* next_property(const char* p, const char* end, const char** sep) noexcept nogil

@@ -132,6 +132,13 @@ cdef uint32_t hash_utf8(uint32_t h, const unsigned char* s, Py_ssize_t n) noexce
     cdef int b1, b2, b3, b4
     cdef uint32_t c, uc
     while sp < n:
+        # ASCII, four bytes a step: h*31^4 + b0*31^3 + b1*31^2 + b2*31 + b3 (mod 2^32)
+        while sp + 4 <= n and (s[sp] | s[sp + 1] | s[sp + 2] | s[sp + 3]) < 0x80:
+            h = h * 923521 + <uint32_t>s[sp] * 29791 + <uint32_t>s[sp + 1] * 961 \
+                + <uint32_t>s[sp + 2] * 31 + <uint32_t>s[sp + 3]
+            sp += 4
+        if sp >= n:
+            break
         b1 = s[sp]
         sp += 1
         if b1 < 0x80:
@@ -208,6 +215,19 @@ cdef uint32_t hash_utf8(uint32_t h, const unsigned char* s, Py_ssize_t n) noexce
     return h
 
 
+cdef const char* next_property(const char* p, const char* end, const char** sep) noexcept nogil:
+    """End of the property pair starting at p (its \\x02, or end), with sep set to the pair's
+    first \\x01 (NULL when none), found eight bytes a step."""
+    sep[0] = NULL
+    while True:
+        p = rs_find_below3(p, end)
+        if p == end or p[0] == 2:
+            return p
+        if p[0] == 1 and sep[0] == NULL:
+            sep[0] = p
+        p += 1
+
+
 cdef int64_t tags_code_of(const char* props, int32_t props_len) noexcept nogil:
     """tagsCode of a record: Java hashCode of its TAGS property value, 0 when absent."""
     cdef const char* p = props
@@ -217,10 +237,7 @@ cdef int64_t tags_code_of(const char* props, int32_t props_len) noexcept nogil:
     cdef const char* value = NULL
     cdef Py_ssize_t value_len = 0
     while p < end:
-        pair_end = <const char*>memchr(p, 2, end - p)
-        if pair_end == NULL:
-            pair_end = end
-        sep = <const char*>memchr(p, 1, pair_end - p)
+        pair_end = next_property(p, end, &sep)
         if sep != NULL and sep - p == 4 and p[0] == b'T' and p[1] == b'A' and p[2] == b'G' \
                 and p[3] == b'S' and pair_end - sep > 1:
             value = sep + 1         # the last TAGS pair wins, as in string2messageProperties

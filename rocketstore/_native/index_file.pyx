@@ -30,6 +30,7 @@ from libc.string cimport memchr, memset
 from posix.mman cimport MS_SYNC, msync
 
 from rocketstore._native.codec cimport hash_utf8 as _hash_utf8
+from rocketstore._native.codec cimport next_property
 from rocketstore._native.codec cimport (
     PyEval_RestoreThread,
     PyEval_SaveThread,
@@ -139,10 +140,7 @@ cdef void _find_keys(const char* props, int32_t props_len, const char** keys,
     keys_len[0] = 0
     uniq_len[0] = 0
     while p < end:
-        pair_end = <const char*>memchr(p, 2, end - p)
-        if pair_end == NULL:
-            pair_end = end
-        sep = <const char*>memchr(p, 1, pair_end - p)
+        pair_end = next_property(p, end, &sep)
         if sep != NULL and sep > p and pair_end - sep > 1:
             if _name_is(p, sep - p, "KEYS", 4):
                 keys[0] = sep + 1
