@@ -744,6 +744,37 @@ def test_sync_flush_wait_false_does_not_wait(tmp_path):
         store.shutdown()
 
 
+
+def test_sync_flush_survives_failing_flushes(tmp_path):
+    """A flush that raises (a failing disk) is logged and retried after a pause; producers
+    get FLUSH_DISK_TIMEOUT meanwhile and PUT_OK once the disk is back."""
+    root = tmp_path / "store"
+    store = open_store(root, flush_disk_type="SYNC_FLUSH", sync_flush_timeout=100)
+    try:
+        queue = store.commit_log.queue
+        real_flush = queue.flush
+        failing = threading.Event()
+        failing.set()
+
+        def flaky(least_pages: int = 0) -> bool:
+            if failing.is_set():
+                raise OSError("msync failed (simulated)")
+            return real_flush(least_pages)
+
+        queue.flush = flaky
+        msg, qid, _ = message("flaky", 0)
+        assert store.put_message(msg, qid).status == PutMessageStatus.FLUSH_DISK_TIMEOUT
+        service = store.commit_log.flush_service
+        assert service.errors > 0 and service.is_alive
+        failing.clear()
+        msg, qid, _ = message("flaky", 1)
+        status = store.put_message(msg, qid).status
+        while status != PutMessageStatus.PUT_OK:    # the first may still meet the pause
+            status = store.put_message(msg, qid).status
+    finally:
+        store.shutdown()
+
+
 # ---- checkpoint and abort files -------------------------------------------------------------
 
 @pytest.mark.parametrize("flush", ["SYNC_FLUSH", "ASYNC_FLUSH"])

@@ -29,6 +29,7 @@ class GroupCommitService(ServiceThread):
         self.queue = queue
         self.checkpoint = checkpoint
         self.group = GroupCommit(queue.flushed_where, MAX_LINGER_S)
+        self._errors_seen = 0
 
     @property
     def flushes(self) -> int:
@@ -50,7 +51,11 @@ class GroupCommitService(ServiceThread):
         self.group.kick()
 
     def wait_for_running(self, interval_s: float) -> None:
-        """No wait here: run_once waits natively for producers."""
+        """No wait here (run_once waits natively for producers), unless the last round
+        failed (an msync error): then pause, so a failing disk is not retried in a spin."""
+        if self.errors != self._errors_seen:
+            self._errors_seen = self.errors
+            self._stopped.wait(interval_s)
 
     def run_once(self) -> None:
         queue = self.queue
@@ -88,11 +93,12 @@ class GroupCommitService(ServiceThread):
             self.checkpoint.physic_msg_timestamp = self.queue.store_timestamp
 
     def shutdown(self, timeout_s: float = 10.0) -> None:
+        started = self._thread is not None
         self._stopped.set()
-        self.group.interrupt()
+        self.group.interrupt()          # out of a native round, back to the loop's check
         super().shutdown(timeout_s)
-        if self._thread is None:        # never started: still answer any waiter
-            self.on_shutdown()
+        if not started:                 # no loop to run on_shutdown: still answer waiters
+            self.group.close()
 
     def on_shutdown(self) -> None:
         """Flush what is left, then wake every producer still waiting with its answer."""
