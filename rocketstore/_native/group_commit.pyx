@@ -123,16 +123,16 @@ cdef class GroupCommit:
     cdef bint ready
     cdef int64_t flushed_where        # durable up to here (only grows, except reset())
     cdef int64_t requested            # the highest offset a producer asked for
-    cdef int pending                  # producers that asked since the last flush started
-    cdef int started                  # flush generations started
+    cdef int64_t pending              # producers that asked since the last flush started
+    cdef int64_t started              # flush generations started (never wraps)
     cdef int flusher_state
-    cdef int linger_target
+    cdef int64_t linger_target
     cdef bint interrupted             # run()/wait_requests() return to Python
     cdef bint kicked                  # flush what is written even with nobody waiting
     cdef bint closed                  # waiters stop waiting (shutdown)
     cdef int64_t flush_count          # msyncs that made progress
     cdef int64_t newest_ts            # store timestamp covered by the last native flush
-    cdef int last_batch               # producers the last flush released
+    cdef int64_t last_batch           # producers the last flush released
     cdef double last_msync_s
     cdef double msync_total_s         # time spent in native msync so far
     cdef readonly double max_linger_s
@@ -304,7 +304,8 @@ cdef class GroupCommit:
         cdef int64_t size = mf.file_size
         cdef int64_t target, start, ts
         cdef char* base
-        cdef int result = 0, rc = 0, err = 0, batch, gen
+        cdef int result = 0, rc = 0, err = 0
+        cdef int64_t batch, gen
         cdef double now, started, busy_until, t0
         if (mf.read_only or mf.write_buffer is not None or mf.base == NULL
                 or not mf.hold()):
