@@ -14,6 +14,9 @@ Part 1, put throughput (1 KiB bodies, topic "bench", 8 queues, the UNIQ_KEY the 
                                       file and msync'ed (the store's write path, bare)
   write+fsync per message             the same with a batch of one record
 Target: SYNC_FLUSH with 32 producers >= 0.3 x ASYNC_FLUSH with 32 producers.
+Columns ms/msync and "in msync": for SYNC_FLUSH, the time the flush thread spent inside msync
+per flush and its share of the run's wall clock (100% would be disk-bound); for the mmap
+reference, the wall time per batch (copy + msync).
 
 Part 2, recovery: ~1 GiB (--recovery-mib) of 1 KiB-body messages is written into a store with
 256 MiB CommitLog files (put_messages, ASYNC_FLUSH) and shut down. Each timed run then makes
@@ -72,6 +75,8 @@ def put_run(td: C.TempDirs, flush: str, threads: int, n: int) -> dict[str, Any]:
         per = n // threads
         msgs = [[Message(TOPIC, b, tags="t") for b in bodies(per)] for _ in range(threads)]
         flushes0 = getattr(store.commit_log.flush_service, "flushes", 0)
+        group = getattr(store.commit_log.flush_service, "group", None)
+        msync0 = group.msync_seconds if group is not None else 0.0
         start = threading.Barrier(threads + 1)
         bad: list[int] = []
 
@@ -92,6 +97,7 @@ def put_run(td: C.TempDirs, flush: str, threads: int, n: int) -> dict[str, Any]:
             for w in workers:
                 w.join()
         flushes = getattr(store.commit_log.flush_service, "flushes", 0) - flushes0
+        msync_s = (group.msync_seconds - msync0) if group is not None else 0.0
         end = store.get_max_phy_offset()
         if bad:
             raise RuntimeError(f"{flush} x{threads}: {len(bad)} puts failed: {set(bad)}")
@@ -102,7 +108,8 @@ def put_run(td: C.TempDirs, flush: str, threads: int, n: int) -> dict[str, Any]:
         store.shutdown()
         td.remove(d)
     return {"seconds": timer.wall, "cpu": timer.cpu, "n": per * threads,
-            "bytes": len(record_bytes), "flushes": flushes, "record_bytes": record_bytes,
+            "bytes": len(record_bytes), "flushes": flushes, "msync_s": msync_s,
+            "record_bytes": record_bytes,
             "sizes": sizes}
 
 
@@ -177,7 +184,7 @@ def bench_throughput(td: C.TempDirs, args: argparse.Namespace) -> dict[str, Any]
     ratio32 = None
     for threads in THREADS:
         n = args.n_sync[threads]
-        sync, asyn, batch_runs, msync_runs = [], [], [], []
+        sync, asyn, batch_runs, msync_runs, full_runs = [], [], [], [], []
         for i in range(args.repeat):
             args.log(f"x{threads} run {i + 1}/{args.repeat}: SYNC_FLUSH ({n:,} puts)")
             s_run = put_run(td, "SYNC_FLUSH", threads, n)
@@ -188,6 +195,13 @@ def bench_throughput(td: C.TempDirs, args: argparse.Namespace) -> dict[str, Any]
             b_secs = fsync_run(td, s_run["record_bytes"], s_run["sizes"], batch)
             args.log(f"x{threads} run {i + 1}/{args.repeat}: copy+msync per {batch:.1f} msgs")
             m_secs = msync_run(td, s_run["record_bytes"], s_run["sizes"], batch)
+            if threads == THREADS[-1]:
+                # the most a group commit of `threads` producers can share: every one of them
+                args.log(f"x{threads} run {i + 1}/{args.repeat}: copy+msync per {threads} msgs")
+                f_secs = msync_run(td, s_run["record_bytes"], s_run["sizes"], threads)
+                full_runs.append({"seconds": f_secs, "batch": float(threads), "n": s_run["n"],
+                                  "bytes": s_run["bytes"],
+                                  "ms_per_msync": f_secs * 1e3 / max(1.0, s_run["n"] / threads)})
             if threads == THREADS[0]:
                 args.log(f"x{threads} run {i + 1}/{args.repeat}: write+fsync per message")
                 per_msg.append((fsync_run(td, s_run["record_bytes"], s_run["sizes"], 1),
@@ -200,7 +214,8 @@ def bench_throughput(td: C.TempDirs, args: argparse.Namespace) -> dict[str, Any]
             batch_runs.append({"seconds": b_secs, "batch": batch, "n": s_run["n"],
                                "bytes": s_run["bytes"]})
             msync_runs.append({"seconds": m_secs, "batch": batch, "n": s_run["n"],
-                               "bytes": s_run["bytes"]})
+                               "bytes": s_run["bytes"],
+                               "ms_per_msync": m_secs * 1e3 / max(1.0, s_run["n"] / batch)})
 
         def row(case: str, flush: str, runs: list[dict[str, Any]],
                 threads: int = threads) -> dict[str, Any]:
@@ -213,6 +228,12 @@ def bench_throughput(td: C.TempDirs, args: argparse.Namespace) -> dict[str, Any]
             if flush == "SYNC_FLUSH":
                 out["msgs_per_flush"] = C.median([r["n"] / r["flushes"] for r in runs
                                                   if r["flushes"]] or [0.0])
+                # time inside msync per flush, and the share of the wall clock it took
+                out["ms_per_msync"] = C.median([r["msync_s"] * 1e3 / r["flushes"]
+                                                for r in runs if r["flushes"]] or [0.0])
+                out["msync_share"] = C.median([r["msync_s"] / r["seconds"] for r in runs])
+            if "ms_per_msync" in runs[0]:
+                out["ms_per_msync"] = C.median([r["ms_per_msync"] for r in runs])
             if flush == "reference":
                 out["batch"] = C.median([r["batch"] for r in runs])
             return out
@@ -233,6 +254,14 @@ def bench_throughput(td: C.TempDirs, args: argparse.Namespace) -> dict[str, Any]
         s_row["vs_msync_batch"] = C.median([m["seconds"] / s["seconds"]
                                             for s, m in zip(sync, msync_runs, strict=True)])
         rows += [s_row, a_row, b_row, m_row]
+        if full_runs:
+            f_row = row("", "reference", full_runs)
+            f_row["case"] = (f"mmap copy+msync per batch of {threads} msgs (all producers: "
+                             "the msync-bound ceiling)")
+            # in the SYNC / ASYNC column: this loop's rate against ASYNC_FLUSH, paired
+            f_row["vs_async"] = C.median([f["n"] / f["seconds"] / (a["n"] / a["seconds"])
+                                          for f, a in zip(full_runs, asyn, strict=True)])
+            rows.append(f_row)
         if threads == 32:
             ratio32 = s_row["vs_async"]
     secs = [p[0] for p in per_msg]
@@ -374,11 +403,13 @@ def print_report(info: dict[str, Any], args: argparse.Namespace, tp: dict[str, A
         rows.append([r["case"], C.fmt_int(r["n"]), C.fmt_int(r["msgs_per_s"]),
                      C.fmt_rate(r["mb_per_s"]),
                      "" if r.get("msgs_per_flush") is None else f"{r['msgs_per_flush']:.1f}",
+                     "" if not r.get("ms_per_msync") else f"{r['ms_per_msync']:.2f}",
+                     "" if r.get("msync_share") is None else f"{100 * r['msync_share']:.0f}%",
                      C.fmt_ratio(r.get("vs_async")), C.fmt_ratio(r.get("vs_fsync_batch")),
                      C.fmt_ratio(r.get("vs_msync_batch")), C.fmt_ratio(r.get("vs_fsync_msg"))])
-    print(C.markdown_table(["case", "msgs", "msgs/s", "MB/s", "msgs/msync",
-                            "SYNC / ASYNC", "SYNC / fsync per batch", "SYNC / msync per batch",
-                            "SYNC / fsync per msg"], rows, "lrrrrrrrr"))
+    print(C.markdown_table(["case", "msgs", "msgs/s", "MB/s", "msgs/msync", "ms/msync",
+                            "in msync", "SYNC / ASYNC", "SYNC / fsync per batch", "SYNC / msync per batch",
+                            "SYNC / fsync per msg"], rows, "lrrrrrrrrrr"))
     print(f"\nTarget SYNC_FLUSH x32 / ASYNC_FLUSH x32: {verdict(tp['target_ratio'], 0.3)}")
     pm = next(r for r in tp["rows"] if r["case"].startswith("write+fsync per message"))
     a32 = next(r for r in tp["rows"] if r["case"] == "ASYNC_FLUSH put_message x32")
@@ -386,6 +417,12 @@ def print_report(info: dict[str, Any], args: argparse.Namespace, tp: dict[str, A
     print(f"Ceiling for 32 producers on this disk: at most 32 messages per flush, one flush per "
           f"fsync latency ({1e3 / pm['msgs_per_s']:.2f} ms, the write+fsync per message row): "
           f"{C.fmt_int(ceiling)} msgs/s = {ceiling / a32['msgs_per_s']:.2f} x ASYNC_FLUSH x32.")
+    full = next((r for r in tp["rows"] if "msync-bound ceiling" in r["case"]), None)
+    if full is not None:
+        print(f"msync-bound ceiling (an msync of 32 records costs more than one of 1): the bare "
+              f"copy+msync loop with 32 messages per msync runs {C.fmt_int(full['msgs_per_s'])} "
+              f"msgs/s = {full['vs_async']:.2f} x ASYNC_FLUSH x32 (paired), with nothing "
+              "else running; SYNC_FLUSH x32 cannot beat it.")
     if rc is None:
         return
     print(f"\nRecovery of {rc['log_bytes'] / C.MiB:,.0f} MiB of CommitLog "

@@ -23,7 +23,7 @@ from rocketstore.message import (
 from rocketstore.store.checkpoint import StoreCheckpoint
 from rocketstore.store.commit_real_time_service import CommitRealTimeService
 from rocketstore.store.flush_real_time_service import FlushRealTimeService
-from rocketstore.store.group_commit_service import GroupCommitRequest, GroupCommitService
+from rocketstore.store.group_commit_service import GroupCommitService
 from rocketstore.store.mapped_file_queue import MappedFileQueue
 from rocketstore.store.prefault_service import CommitLogPrefaultService
 from rocketstore.store.service_thread import ServiceThread
@@ -208,9 +208,8 @@ class CommitLog:
 
     def _wait_flushed(self, next_offset: int) -> bool:
         """SYNC_FLUSH: wait until the group commit made next_offset durable (or time out)."""
-        request = GroupCommitRequest(next_offset)
-        self.flush_service.put_request(request)  # type: ignore[attr-defined]
-        return request.wait(self.sync_flush_timeout_s)
+        return self.flush_service.wait_flushed(  # type: ignore[attr-defined]
+            next_offset, self.sync_flush_timeout_s)
 
     def _wake_flusher(self) -> None:
         (self.commit_service or self.flush_service).wakeup()

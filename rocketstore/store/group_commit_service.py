@@ -1,11 +1,18 @@
-"""GroupCommitService (SYNC_FLUSH): producers queue a request for "durable up to offset X" and
-wait; the service swaps the request lists under a lock, flushes once for all of them (twice
-when a file rolled in between) and wakes every producer whose offset is now durable."""
+"""GroupCommitService (SYNC_FLUSH): producers wait until their offset is durable; the service
+flushes once for all of them and wakes every producer whose offset is now durable.
+
+The hand-off is native (rocketstore._native.group_commit.GroupCommit): a producer waits on a
+condition variable with the GIL released, and the flush rounds on the current CommitLog file
+(wait for waiting producers, msync, publish, wake) run without the GIL too. This thread comes
+back to Python when that file is full (to move on to the next one), when idle, every
+``max_busy_s`` under load (to refresh the queue's flushed_where and the checkpoint's physic
+timestamp), and at shutdown.
+
+When ``queue.flush`` is replaced on the instance (tests slow msync down that way), each round
+calls it from Python instead, so such a hook still sees every flush."""
 from __future__ import annotations
 
-import threading
-import time
-
+from rocketstore._native.group_commit import RUN_IDLE, RUN_UNAVAILABLE, GroupCommit
 from rocketstore.store.checkpoint import StoreCheckpoint
 from rocketstore.store.mapped_file_queue import MappedFileQueue
 from rocketstore.store.service_thread import ServiceThread
@@ -13,93 +20,88 @@ from rocketstore.store.service_thread import ServiceThread
 MAX_LINGER_S = 0.002
 
 
-class GroupCommitRequest:
-    __slots__ = ("next_offset", "_done", "ok")
-
-    def __init__(self, next_offset: int) -> None:
-        self.next_offset = next_offset
-        self._done = threading.Event()
-        self.ok = False
-
-    def complete(self, ok: bool) -> None:
-        self.ok = ok
-        self._done.set()
-
-    def wait(self, timeout_s: float) -> bool:
-        """True when flushed in time; False on timeout (the put reports FLUSH_DISK_TIMEOUT)."""
-        return self._done.wait(timeout_s) and self.ok
-
-
 class GroupCommitService(ServiceThread):
-    wait_interval_s = 0.010
+    wait_interval_s = 0.010     # idle rounds: flush what puts without waiters left behind
+    max_busy_s = 0.050          # under load: back to Python this often
 
     def __init__(self, queue: MappedFileQueue, checkpoint: StoreCheckpoint) -> None:
         super().__init__("GroupCommitService")
         self.queue = queue
         self.checkpoint = checkpoint
-        self._lock = threading.Lock()
-        self._requests_write: list[GroupCommitRequest] = []
-        self._requests_read: list[GroupCommitRequest] = []
-        self.flushes = 0
-        self._last_batch = 1        # requests the last flush covered
-        self._linger_s = 0.0        # how long to wait for that many again
+        self.group = GroupCommit(queue.flushed_where, MAX_LINGER_S)
+        self._errors_seen = 0
 
-    def put_request(self, request: GroupCommitRequest) -> None:
-        with self._lock:
-            self._requests_write.append(request)
-        self.wakeup()
+    @property
+    def flushes(self) -> int:
+        """Flushes that made data durable (one msync covers every producer waiting for it)."""
+        return self.group.flushes
 
-    def on_wait_end(self) -> None:
-        with self._lock:
-            self._requests_write, self._requests_read = (self._requests_read,
-                                                         self._requests_write)
+    def wait_flushed(self, next_offset: int, timeout_s: float) -> bool:
+        """A producer: True when everything below next_offset is durable within timeout_s
+        (False: the put reports FLUSH_DISK_TIMEOUT)."""
+        return self.group.wait_flushed(next_offset, timeout_s)
 
-    def _do_commit(self) -> None:
-        if not self._requests_read:
-            # keep the log flushing even with no waiting producer (puts made before a switch)
-            self.queue.flush(0)
-            return
-        for request in self._requests_read:
-            flushed = self.queue.flushed_where >= request.next_offset
-            for _ in range(2):          # the second flush covers a roll to the next file
-                if flushed:
-                    break
-                self.queue.flush(0)
-                self.flushes += 1
-                flushed = self.queue.flushed_where >= request.next_offset
-            request.complete(flushed)
-        if self.queue.store_timestamp > 0:
-            self.checkpoint.physic_msg_timestamp = self.queue.store_timestamp
-        self._requests_read = []
+    def start(self) -> None:
+        if self._thread is None:
+            self.group.reset(self.queue.flushed_where)     # after recovery set the end
+        super().start()
 
-    def _linger(self) -> None:
-        """Before flushing, wait briefly for as many requests as the last round had (at most
-        half the last flush's duration): producers released by that flush are on their way
-        back, and one msync can cover them all (PostgreSQL's commit_delay idea, adaptive)."""
-        target = self._last_batch
-        if not self._requests_read or len(self._requests_read) >= target or self._linger_s <= 0:
-            return
-        deadline = time.monotonic() + self._linger_s
-        while True:
-            with self._lock:
-                if self._requests_write:
-                    self._requests_read.extend(self._requests_write)
-                    self._requests_write = []
-            remaining = deadline - time.monotonic()
-            if len(self._requests_read) >= target or remaining <= 0:
-                return
-            if self._wakeup.wait(remaining):
-                self._wakeup.clear()
+    def wakeup(self) -> None:
+        """A put that does not wait (WAIT=false): flush it soon all the same."""
+        self.group.kick()
+
+    def wait_for_running(self, interval_s: float) -> None:
+        """No wait here (run_once waits natively for producers), unless the last round
+        failed (an msync error): then pause, so a failing disk is not retried in a spin."""
+        if self.errors != self._errors_seen:
+            self._errors_seen = self.errors
+            self._stopped.wait(interval_s)
 
     def run_once(self) -> None:
-        self._linger()
-        batch = len(self._requests_read)
-        started = time.monotonic()
-        self._do_commit()
-        if batch:
-            self._last_batch = batch
-            self._linger_s = min(0.5 * (time.monotonic() - started), MAX_LINGER_S)
+        queue = self.queue
+        if "flush" not in vars(queue):      # queue.flush is the real one: native rounds
+            where = queue.flushed_where
+            mf = queue.find_by_offset(where, where == 0)
+            if mf is not None:
+                result = self.group.run(mf, self.wait_interval_s, self.max_busy_s)
+                queue.flushed_where = max(where, self.group.flushed_where)
+                self._publish_timestamp(self.group.store_timestamp)
+                if result == RUN_IDLE:  # flush what puts without a waiter left behind
+                    self._commit()
+                if result != RUN_UNAVAILABLE:
+                    return
+        self.group.wait_requests(self.wait_interval_s)
+        self._commit()
+
+    def _commit(self) -> None:
+        """One round from Python: flush (twice when a file rolled in between), publish."""
+        queue = self.queue
+        msyncs = 0
+        for _ in range(2):
+            before = queue.flushed_where
+            queue.flush(0)
+            if queue.flushed_where == before:
+                break
+            msyncs += 1
+        self.group.publish(queue.flushed_where, msyncs)
+        self._publish_timestamp(queue.store_timestamp)
+
+    def _publish_timestamp(self, ts: int) -> None:
+        if ts > 0:
+            if ts > self.queue.store_timestamp:
+                self.queue.store_timestamp = ts
+            self.checkpoint.physic_msg_timestamp = self.queue.store_timestamp
+
+    def shutdown(self, timeout_s: float = 10.0) -> None:
+        started = self._thread is not None
+        self._stopped.set()
+        self.group.interrupt()          # out of a native round, back to the loop's check
+        super().shutdown(timeout_s)
+        if not started:                 # no loop to run on_shutdown: still answer waiters
+            self.group.close()
 
     def on_shutdown(self) -> None:
-        self.on_wait_end()
-        self._do_commit()
+        """Flush what is left, then wake every producer still waiting with its answer."""
+        self._commit()
+        self.group.close()
+

@@ -1,0 +1,58 @@
+"""Type stub of rocketstore/_native/group_commit.pyx: the SYNC_FLUSH producer / flush-thread
+hand-off, waiting and flushing with the GIL released."""
+
+from rocketstore._native.mapped_file import MappedFile
+
+RUN_FULL: int
+"""run(): the file is durable to its end (the next round starts on the next file)."""
+RUN_IDLE: int
+"""run(): no producer waited for idle_s."""
+RUN_BUSY: int
+"""run(): max_busy_s passed."""
+RUN_INTERRUPTED: int
+"""run(): interrupt() or close() was called."""
+RUN_UNAVAILABLE: int
+"""run(): the file cannot be flushed natively (closed, read-only, transient pool buffer)."""
+
+class GroupCommit:
+    """Durable-offset board of SYNC_FLUSH: producers wait on it, the flush thread publishes."""
+
+    max_linger_s: float
+
+    def __init__(self, flushed_where: int = 0, max_linger_s: float = 0.002) -> None: ...
+    @property
+    def flushed_where(self) -> int:
+        """Durable up to this CommitLog offset."""
+    @property
+    def flushes(self) -> int:
+        """Flushes that made data durable so far."""
+    @property
+    def msync_seconds(self) -> float:
+        """Time the native rounds spent in msync so far."""
+    @property
+    def pending(self) -> int:
+        """Producers that asked for a flush since the last one started."""
+    @property
+    def store_timestamp(self) -> int:
+        """Store timestamp of the newest record a native round made durable (0: none)."""
+    @property
+    def closed(self) -> bool: ...
+    def reset(self, flushed_where: int) -> None:
+        """Set the durable offset exactly (after recovery) and reopen."""
+    def wait_flushed(self, offset: int, timeout_s: float) -> bool:
+        """Wait (GIL released) until everything below offset is durable: True, or False on
+        timeout or close()."""
+    def publish(self, flushed_where: int, msyncs: int = 0) -> None:
+        """A flush done in Python made everything below flushed_where durable."""
+    def wait_requests(self, timeout_s: float) -> bool:
+        """Wait (GIL released) for a waiting producer, kick(), interrupt() or the timeout;
+        True when there is something to flush."""
+    def run(self, mf: MappedFile, idle_s: float, max_busy_s: float) -> int:
+        """Flush rounds on mf with the GIL released; returns one of the RUN_* codes, raises
+        OSError when msync fails."""
+    def kick(self) -> None:
+        """Flush what is written at the next round even with nobody waiting."""
+    def interrupt(self) -> None:
+        """Make run()/wait_requests() return to Python now (sticky until they do)."""
+    def close(self) -> None:
+        """Every producer waiting now or later gets its answer at once."""

@@ -1,0 +1,398 @@
+# cython: language_level=3, boundscheck=True, wraparound=False, cdivision=True
+"""GroupCommit: the SYNC_FLUSH hand-off between producers and the flush thread, in C.
+
+Producers wait, with the GIL released, on one pthread condition variable until the published
+durable offset reaches theirs (or their timeout passes). The flush thread's rounds on one
+CommitLog file (wait for waiting producers, msync the dirty range, publish the new offset and
+wake everyone it covers) also run without the GIL; it comes back to Python only when the file
+is full (the roll to the next one), when idle, every ``max_busy_s`` under load, or when asked
+to (shutdown). Nothing here touches Python objects while the GIL is released.
+"""
+from libc.errno cimport errno, ETIMEDOUT
+from libc.stdint cimport int64_t
+from posix.mman cimport MS_SYNC, msync
+from posix.time cimport clock_gettime, timespec, CLOCK_MONOTONIC
+
+from rocketstore._native.mapped_file cimport MappedFile
+
+
+cdef extern from "<pthread.h>" nogil:
+    ctypedef struct pthread_mutex_t:
+        pass
+    ctypedef struct pthread_cond_t:
+        pass
+    ctypedef struct pthread_condattr_t:
+        pass
+    int pthread_mutex_init(pthread_mutex_t*, void*)
+    int pthread_mutex_destroy(pthread_mutex_t*)
+    int pthread_mutex_lock(pthread_mutex_t*)
+    int pthread_mutex_unlock(pthread_mutex_t*)
+    int pthread_condattr_init(pthread_condattr_t*)
+    int pthread_condattr_setclock(pthread_condattr_t*, int)
+    int pthread_condattr_destroy(pthread_condattr_t*)
+    int pthread_cond_init(pthread_cond_t*, pthread_condattr_t*)
+    int pthread_cond_destroy(pthread_cond_t*)
+    int pthread_cond_wait(pthread_cond_t*, pthread_mutex_t*)
+    int pthread_cond_timedwait(pthread_cond_t*, pthread_mutex_t*, const timespec*)
+    int pthread_cond_signal(pthread_cond_t*)
+    int pthread_cond_broadcast(pthread_cond_t*)
+
+
+cdef extern from *:
+    """
+    /* the producer publishes wrote_pos / store_ts while holding the GIL; the flush thread
+       reads them without it */
+    static inline int64_t rs_gc_load(const int64_t *p) {
+        return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+    }
+    static inline void rs_gc_store(int64_t *p, int64_t v) {
+        __atomic_store_n(p, v, __ATOMIC_RELEASE);
+    }
+    """
+    int64_t rs_gc_load(const int64_t *p) noexcept nogil
+    void rs_gc_store(int64_t *p, int64_t v) noexcept nogil
+
+
+cdef extern from *:
+    """
+    #include <limits.h>
+    #include <linux/futex.h>
+    #include <sys/syscall.h>
+    #include <unistd.h>
+    /* producers sleep on a generation word, without a mutex to take again on wake-up */
+    static inline void rs_gc_futex_wait(int *addr, int seen, const struct timespec *rel) {
+        syscall(SYS_futex, addr, FUTEX_WAIT_PRIVATE, seen, rel, NULL, 0);
+    }
+    static inline void rs_gc_bump_and_wake(int *addr) {
+        __atomic_add_fetch(addr, 1, __ATOMIC_ACQ_REL);
+        syscall(SYS_futex, addr, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+    }
+    static inline int rs_gc_load32(const int *p) {
+        return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+    }
+    """
+    void rs_gc_futex_wait(int* addr, int seen, const timespec* rel) noexcept nogil
+    void rs_gc_bump_and_wake(int* addr) noexcept nogil
+    int rs_gc_load32(const int* p) noexcept nogil
+
+
+DEF PAGE = 4096
+
+# run() results
+cdef enum:
+    C_RUN_FULL = 1          # the file is flushed to its end: the next round starts on the next file
+    C_RUN_IDLE = 2          # no producer waited for idle_s
+    C_RUN_BUSY = 3          # max_busy_s passed (Python refreshes its view of the queue)
+    C_RUN_INTERRUPTED = 4   # interrupt() or close() was called
+    C_RUN_UNAVAILABLE = 5   # the file is closed or not flushable here (transient pool)
+
+RUN_FULL = C_RUN_FULL
+RUN_IDLE = C_RUN_IDLE
+RUN_BUSY = C_RUN_BUSY
+RUN_INTERRUPTED = C_RUN_INTERRUPTED
+RUN_UNAVAILABLE = C_RUN_UNAVAILABLE
+
+# flusher states (what a producer's request has to signal)
+DEF FLUSHER_BUSY = 0
+DEF FLUSHER_IDLE = 1        # waiting for any request
+DEF FLUSHER_LINGER = 2      # waiting until `linger_target` producers wait
+
+
+cdef inline double _now() noexcept nogil:
+    cdef timespec ts
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return ts.tv_sec + ts.tv_nsec * 1e-9
+
+
+cdef inline void _deadline(timespec* out, double at) noexcept nogil:
+    cdef double sec = <double><int64_t>at
+    out.tv_sec = <int64_t>at
+    out.tv_nsec = <long>((at - sec) * 1e9)
+    if out.tv_nsec >= 1000000000:
+        out.tv_sec += 1
+        out.tv_nsec -= 1000000000
+
+
+cdef class GroupCommit:
+    """Durable-offset board of SYNC_FLUSH: producers wait on it, the flush thread publishes."""
+    cdef pthread_mutex_t mu
+    cdef pthread_cond_t work_cv       # the flush thread waits here
+    cdef int done_seq[2]              # producers wait here: bumped when flush generation
+                                      # g (word g & 1) is over, so a producer waiting for
+                                      # the next flush is not woken by the current one
+    cdef bint ready
+    cdef int64_t flushed_where        # durable up to here (only grows, except reset())
+    cdef int64_t requested            # the highest offset a producer asked for
+    cdef int64_t pending              # producers that asked since the last flush started
+    cdef int64_t started              # flush generations started (never wraps)
+    cdef int flusher_state
+    cdef int64_t linger_target
+    cdef bint interrupted             # run()/wait_requests() return to Python
+    cdef bint kicked                  # flush what is written even with nobody waiting
+    cdef bint closed                  # waiters stop waiting (shutdown)
+    cdef int64_t flush_count          # msyncs that made progress
+    cdef int64_t newest_ts            # store timestamp covered by the last native flush
+    cdef int64_t last_batch           # producers the last flush released
+    cdef double last_msync_s
+    cdef double msync_total_s         # time spent in native msync so far
+    cdef readonly double max_linger_s
+
+    def __cinit__(self, int64_t flushed_where=0, double max_linger_s=0.002):
+        cdef pthread_condattr_t attr
+        pthread_mutex_init(&self.mu, NULL)
+        pthread_condattr_init(&attr)
+        pthread_condattr_setclock(&attr, CLOCK_MONOTONIC)
+        pthread_cond_init(&self.work_cv, &attr)
+        pthread_condattr_destroy(&attr)
+        self.ready = True
+        self.flushed_where = flushed_where
+        self.requested = flushed_where
+        self.max_linger_s = max_linger_s if max_linger_s > 0 else 0
+        self.last_batch = 1
+
+    def __dealloc__(self):
+        if self.ready:
+            pthread_cond_destroy(&self.work_cv)
+            pthread_mutex_destroy(&self.mu)
+
+    # ---- state -----------------------------------------------------------------------------
+    @property
+    def flushed_where(self):
+        """Durable up to this CommitLog offset (what waiting producers compare against)."""
+        return rs_gc_load(&self.flushed_where)
+
+    @property
+    def flushes(self):
+        """Flushes that made data durable so far (native rounds and publish(msyncs=...))."""
+        return rs_gc_load(&self.flush_count)
+
+    @property
+    def msync_seconds(self):
+        """Time the native rounds spent in msync so far."""
+        return self.msync_total_s
+
+    @property
+    def pending(self):
+        """Producers that asked for a flush since the last one started."""
+        return self.pending
+
+    @property
+    def store_timestamp(self):
+        """Store timestamp of the newest record a native round made durable (0: none yet)."""
+        return rs_gc_load(&self.newest_ts)
+
+    @property
+    def closed(self):
+        return self.closed
+
+    def reset(self, int64_t flushed_where):
+        """Set the durable offset exactly (after recovery truncated the log) and reopen."""
+        with nogil:
+            pthread_mutex_lock(&self.mu)
+            self.flushed_where = flushed_where
+            self.requested = flushed_where
+            self.closed = False
+            self.interrupted = False
+            pthread_mutex_unlock(&self.mu)
+
+    # ---- producers -------------------------------------------------------------------------
+    def wait_flushed(self, int64_t offset, double timeout_s):
+        """Wait (GIL released) until everything below offset is durable: True, or False when
+        timeout_s passed or close() was called first."""
+        cdef bint ok
+        with nogil:
+            ok = self._wait_flushed(offset, timeout_s)
+        return ok
+
+    cdef bint _wait_flushed(self, int64_t offset, double timeout_s) noexcept nogil:
+        cdef double until = _now() + (timeout_s if timeout_s > 0 else 0)
+        cdef double left
+        cdef timespec rel
+        cdef int* word
+        cdef int seen
+        while True:
+            if rs_gc_load(&self.flushed_where) >= offset:
+                return True
+            pthread_mutex_lock(&self.mu)
+            if self.flushed_where >= offset or self.closed:
+                pthread_mutex_unlock(&self.mu)
+                return rs_gc_load(&self.flushed_where) >= offset
+            if offset > self.requested:
+                self.requested = offset
+            self.pending += 1
+            if self.flusher_state == FLUSHER_IDLE or (
+                    self.flusher_state == FLUSHER_LINGER and
+                    self.pending >= self.linger_target):
+                self.flusher_state = FLUSHER_BUSY
+                pthread_cond_signal(&self.work_cv)
+            word = &self.done_seq[(self.started + 1) & 1]   # the next flush to start
+            seen = rs_gc_load32(word)
+            pthread_mutex_unlock(&self.mu)
+            while rs_gc_load32(word) == seen:
+                left = until - _now()
+                if left <= 0:
+                    return rs_gc_load(&self.flushed_where) >= offset
+                rel.tv_sec = <long>left
+                rel.tv_nsec = <long>((left - rel.tv_sec) * 1e9)
+                rs_gc_futex_wait(word, seen, &rel)
+            # that flush is over: done, or (a roll to the next file) ask the next one
+
+    # ---- the flush thread ------------------------------------------------------------------
+    def publish(self, int64_t flushed_where, int msyncs=0):
+        """Durable up to flushed_where now (a flush done in Python): wake who it covers."""
+        with nogil:
+            pthread_mutex_lock(&self.mu)
+            self.flush_count += msyncs
+            if flushed_where > self.flushed_where:
+                rs_gc_store(&self.flushed_where, flushed_where)
+            pthread_mutex_unlock(&self.mu)
+            rs_gc_bump_and_wake(&self.done_seq[0])
+            rs_gc_bump_and_wake(&self.done_seq[1])
+
+    def wait_requests(self, double timeout_s):
+        """Wait (GIL released) until a producer waits for an offset not durable yet, kick()
+        or interrupt() is called, or timeout_s passes; True when there is something to flush
+        for a waiting producer or a kick."""
+        cdef bint pending
+        with nogil:
+            pthread_mutex_lock(&self.mu)
+            self._wait_work(_now() + timeout_s)
+            pending = self.requested > self.flushed_where or self.kicked
+            self.kicked = False
+            self.interrupted = False
+            pthread_mutex_unlock(&self.mu)
+        return pending
+
+    cdef void _wait_work(self, double until) noexcept nogil:
+        """Under mu: wait for a request (or kick/interrupt/close) until `until`."""
+        cdef timespec ts
+        _deadline(&ts, until)
+        while (self.requested <= self.flushed_where and not self.kicked
+               and not self.interrupted and not self.closed):
+            self.flusher_state = FLUSHER_IDLE
+            if pthread_cond_timedwait(&self.work_cv, &self.mu, &ts) == ETIMEDOUT:
+                break
+        self.flusher_state = FLUSHER_BUSY
+
+    cdef void _linger(self) noexcept nogil:
+        """Under mu: before a flush, wait briefly for as many producers as the last flush
+        released (at most half that flush's duration, at most max_linger_s): producers it
+        released are on their way back and one msync can cover them all (PostgreSQL's
+        commit_delay idea, adaptive)."""
+        cdef double wait_s = self.last_msync_s * 0.5
+        cdef timespec ts
+        if wait_s > self.max_linger_s:
+            wait_s = self.max_linger_s
+        if wait_s <= 0 or self.pending >= self.last_batch:
+            return
+        self.linger_target = self.last_batch
+        _deadline(&ts, _now() + wait_s)
+        while (self.pending < self.linger_target and not self.interrupted
+               and not self.closed):
+            self.flusher_state = FLUSHER_LINGER
+            if pthread_cond_timedwait(&self.work_cv, &self.mu, &ts) == ETIMEDOUT:
+                break
+        self.flusher_state = FLUSHER_BUSY
+
+    def run(self, MappedFile mf not None, double idle_s, double max_busy_s):
+        """Flush rounds on mf, the CommitLog file holding the durable offset, with the GIL
+        released: wait for producers, msync [flushed, wrote) of mf, publish, wake them.
+        Returns RUN_FULL when mf is durable to its end, RUN_IDLE after idle_s without a
+        waiting producer, RUN_BUSY after max_busy_s, RUN_INTERRUPTED, or RUN_UNAVAILABLE;
+        raises OSError when msync fails."""
+        cdef int64_t base_offset = mf.file_from_offset
+        cdef int64_t size = mf.file_size
+        cdef int64_t target, start, ts
+        cdef char* base
+        cdef int result = 0, rc = 0, err = 0
+        cdef int64_t batch, gen
+        cdef double now, started, busy_until, t0
+        if (mf.read_only or mf.write_buffer is not None or mf.base == NULL
+                or not mf.hold()):
+            return C_RUN_UNAVAILABLE
+        base = mf.base
+        try:
+            with nogil:
+                started = _now()
+                busy_until = started + max_busy_s
+                pthread_mutex_lock(&self.mu)
+                while result == 0:
+                    now = _now()
+                    if now >= busy_until:
+                        result = C_RUN_BUSY
+                        break
+                    self._wait_work(busy_until if busy_until < now + idle_s else now + idle_s)
+                    if self.interrupted or self.closed:
+                        self.interrupted = False
+                        result = C_RUN_INTERRUPTED
+                        break
+                    if self.requested <= self.flushed_where and not self.kicked:
+                        result = C_RUN_IDLE if _now() < busy_until else C_RUN_BUSY
+                        break
+                    self._linger()
+                    self.kicked = False
+                    batch = self.pending
+                    self.pending = 0
+                    self.started += 1
+                    gen = self.started
+                    pthread_mutex_unlock(&self.mu)
+                    # the store timestamp first: the flush covers at least that record
+                    ts = rs_gc_load(&mf.store_ts)
+                    target = rs_gc_load(&mf.wrote_pos)
+                    if target > size:
+                        target = size
+                    t0 = _now()
+                    if target > mf.flushed_pos:
+                        start = (mf.flushed_pos // PAGE) * PAGE
+                        rc = msync(base + start, <size_t>(target - start), MS_SYNC)
+                        if rc != 0:
+                            err = errno
+                            pthread_mutex_lock(&self.mu)
+                            break
+                        mf.flushed_pos = target
+                    pthread_mutex_lock(&self.mu)
+                    self.last_msync_s = _now() - t0
+                    self.msync_total_s += self.last_msync_s
+                    self.last_batch = batch if batch > 0 else 1
+                    if base_offset + target > self.flushed_where:
+                        self.flush_count += 1
+                        if ts > 0:
+                            rs_gc_store(&self.newest_ts, ts)
+                        rs_gc_store(&self.flushed_where, base_offset + target)
+                    rs_gc_bump_and_wake(&self.done_seq[gen & 1])   # under mu: no lost wake-up
+                    if target >= size:
+                        result = C_RUN_FULL
+                pthread_mutex_unlock(&self.mu)
+        finally:
+            mf.release()
+        if rc != 0:
+            raise OSError(err, f"msync of {mf.file_name} failed")
+        return result
+
+    def kick(self):
+        """Flush what is written at the next round even if no producer waits (WAIT=false)."""
+        with nogil:
+            pthread_mutex_lock(&self.mu)
+            self.kicked = True
+            if self.flusher_state != FLUSHER_BUSY:
+                pthread_cond_signal(&self.work_cv)
+            pthread_mutex_unlock(&self.mu)
+
+    def interrupt(self):
+        """Make run()/wait_requests() return to Python now (shutdown); sticky until then."""
+        with nogil:
+            pthread_mutex_lock(&self.mu)
+            self.interrupted = True
+            pthread_cond_signal(&self.work_cv)
+            pthread_mutex_unlock(&self.mu)
+
+    def close(self):
+        """Stop waiting: every producer waiting now, or later, gets its answer at once
+        (durable or not), and the flush thread returns to Python."""
+        with nogil:
+            pthread_mutex_lock(&self.mu)
+            self.closed = True
+            pthread_cond_signal(&self.work_cv)
+            pthread_mutex_unlock(&self.mu)
+            rs_gc_bump_and_wake(&self.done_seq[0])
+            rs_gc_bump_and_wake(&self.done_seq[1])
