@@ -715,3 +715,56 @@ def test_zeroed_tail_is_redispatched_without_recorded_queue_offsets(
         for q in fixture_consumequeue:
             units = [(u["commitLogOffset"], u["size"], u["tagsCode"]) for u in q["units"]]
             assert store_units(store)[(q["topic"], q["queueId"])] == units
+
+
+# ---------------------------------------------------------------------------- native grouping
+
+def test_group_records_first_seen_order_and_transactions() -> None:
+    from rocketstore._native.consume_queue import group_records
+
+    rng = random.Random(7)
+    n = 5000
+    topic_ids = np.array([rng.randrange(3) for _ in range(n)], np.int32)
+    queue_ids = np.array([rng.randrange(40) for _ in range(n)], np.int32)
+    queue_ids[::97] = -1                                  # read from a corrupt record
+    flags = np.array([rng.choice([0, 0, 0, 0x4, 0x8, 0xC, 0x1]) for _ in range(n)], np.int32)
+    groups, keys = group_records(topic_ids, queue_ids, flags)
+    expected: dict[int, int] = {}
+    for i in range(n):
+        if flags[i] & 0xC in (0x4, 0xC):
+            assert groups[i] == -1
+            continue
+        key = int(topic_ids[i]) << 32 | (int(queue_ids[i]) & 0xFFFFFFFF)
+        g = expected.setdefault(key, len(expected))
+        assert groups[i] == g
+    assert keys.tolist() == list(expected)
+    with pytest.raises(ValueError):
+        group_records(topic_ids, queue_ids[:-1], flags)
+
+
+def test_write_grouped_units_marks_the_rest_of_a_queue_slow(tmp_path: Path) -> None:
+    from rocketstore._native.consume_queue import write_grouped_units
+    from rocketstore._native.mapped_file import MappedFile
+
+    f0 = MappedFile(tmp_path / "00000000000000000000", 5 * 20)      # room for 5 units
+    phys = np.arange(0, 800, 100, dtype=np.int64)
+    sizes = np.full(8, 100, np.int32)
+    tags = np.arange(8, dtype=np.int64)
+    groups = np.array([0, 1, 0, 0, 1, 0, 0, 0], np.int32)          # group 1 has no file
+    qoffs = np.array([0, 0, 1, 3, 1, 4, 5, 6], np.int64)           # a gap at 2, 5 rolls
+    max_phys = np.array([-1, -1], np.int64)
+    slow = np.zeros(8, np.uint8)
+    n = write_grouped_units([f0, None], max_phys, groups, phys, sizes, tags, qoffs, slow)
+    assert slow.tolist() == [0, 1, 0, 0, 1, 0, 1, 1] and n == 4
+    assert f0.wrote_position == 100 and max_phys.tolist() == [600, -1]
+    units = np.frombuffer(f0.read(0, 100), np.dtype([("o", ">i8"), ("s", ">i4"), ("t", ">i8")]))
+    assert units["o"].tolist() == [0, 200, 0, 300, 500]
+    assert units["s"].tolist() == [100, 100, 0x7FFFFFFF, 100, 100]   # blank fills the gap
+    # the same again: everything is already there (idempotent re-dispatch)
+    slow[:] = 0
+    max_phys = np.array([600, -1], np.int64)
+    write_grouped_units([f0, None], max_phys, groups, phys, sizes, tags, qoffs, slow)
+    assert f0.wrote_position == 100 and slow.tolist() == [0, 1, 0, 0, 1, 0, 1, 1]
+    with pytest.raises(ValueError):
+        write_grouped_units([f0], max_phys, groups, phys, sizes, tags, qoffs, slow)
+    f0.close()

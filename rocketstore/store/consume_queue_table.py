@@ -9,6 +9,7 @@ import threading
 import numpy as np
 
 from rocketstore._native.codec import MAX_QUEUE_ID, DispatchBatch
+from rocketstore._native.consume_queue import group_records, write_grouped_units
 from rocketstore.store.consume_queue import ConsumeQueue
 
 log = logging.getLogger("rocketstore.store")
@@ -90,39 +91,44 @@ class ConsumeQueueTable:
 
     # ---- dispatcher ------------------------------------------------------------------------
     def dispatch(self, batch: DispatchBatch) -> None:
-        """Build units for the batch's plain and committed-transaction records, grouped by
-        queue (vectorised: no Python work per record)."""
-        if not len(batch):
+        """Build units for the batch's plain and committed-transaction records: one native
+        pass writes every queue's units into its last file, in log order (no sort, no Python
+        work per record or per queue); units that need another file (a roll, a queue's first
+        file) go through ConsumeQueue.put_units afterwards, queue by queue, in order."""
+        n = len(batch)
+        if not n:
             return
-        tran = batch.sys_flags & 0xC
-        keep = (tran == 0) | (tran == 0x8)
-        if not keep.all():
-            index = np.nonzero(keep)[0]
-            if not len(index):
-                return
-        else:
-            index = None
-        topic_ids = batch.topic_ids if index is None else batch.topic_ids[index]
-        queue_ids = batch.queue_ids if index is None else batch.queue_ids[index]
-        key = topic_ids.astype(np.int64) << 32 | queue_ids.astype(np.int64) & 0xFFFFFFFF
-        if len(key) and (key == key[0]).all():
-            groups = [(int(key[0]), None)]
-        else:
-            order = np.argsort(key, kind="stable")
-            sorted_keys = key[order]
-            bounds = np.flatnonzero(np.diff(sorted_keys)) + 1
-            groups = [(int(sorted_keys[a]), order[a:b]) for a, b in
-                      zip(np.r_[0, bounds], np.r_[bounds, len(order)], strict=True)]
-        for k, rows in groups:
-            topic = batch.topics[k >> 32]
-            queue_id = int(np.int32(k & 0xFFFFFFFF))
+        group_ids, keys = group_records(batch.topic_ids, batch.queue_ids, batch.sys_flags)
+        queues: list[ConsumeQueue | None] = []
+        files = []
+        max_phys = np.empty(len(keys), np.int64)
+        for g, key in enumerate(keys.tolist()):
+            topic = batch.topics[key >> 32]
+            queue_id = int(np.int32(np.uint32(key & 0xFFFFFFFF)))
             if not 0 <= queue_id <= MAX_QUEUE_ID:
                 log.warning("record with queue id %d in topic %r: not dispatched", queue_id,
                             topic)
+                queues.append(None)
+                files.append(None)
+                max_phys[g] = np.iinfo(np.int64).max        # every record skipped
                 continue
-            if index is not None:
-                rows = index if rows is None else index[rows]
-            self.find_or_create(topic, queue_id).put_units(
-                *(np.ascontiguousarray(column if rows is None else column[rows])
-                  for column in (batch.phy_offsets, batch.sizes, batch.tags_codes,
-                                 batch.queue_offsets)))
+            cq = self.find_or_create(topic, queue_id)
+            queues.append(cq)
+            files.append(cq.queue.last_file())
+            max_phys[g] = cq.max_physic_offset
+        slow = np.zeros(n, np.uint8)
+        columns = (batch.phy_offsets, batch.sizes, batch.tags_codes, batch.queue_offsets)
+        nslow = write_grouped_units(files, max_phys, group_ids, *columns, slow)
+        for g, cq in enumerate(queues):
+            if cq is not None:
+                cq.max_physic_offset = int(max_phys[g])
+        if not nslow:
+            return
+        rows = np.flatnonzero(slow)
+        slow_groups = group_ids[rows]
+        for g in dict.fromkeys(slow_groups.tolist()):
+            cq = queues[g]
+            if cq is None:
+                continue
+            mine = rows[slow_groups == g]
+            cq.put_units(*(np.ascontiguousarray(column[mine]) for column in columns))
