@@ -123,6 +123,7 @@ def group_records(const int32_t[::1] topic_ids, const int32_t[::1] queue_ids,
     cdef Py_ssize_t i, n = topic_ids.shape[0], cap = 16, ngroups = 0
     cdef uint64_t key, slot, mask
     cdef int32_t tran
+    cdef PyThreadState* _save = NULL
     if queue_ids.shape[0] != n or sys_flags.shape[0] != n:
         raise ValueError("topic_ids, queue_ids and sys_flags must have the same length")
     while cap < 2 * n:
@@ -136,7 +137,10 @@ def group_records(const int32_t[::1] topic_ids, const int32_t[::1] queue_ids,
     cdef int32_t[::1] tv = table_vals
     cdef int32_t[::1] g = groups
     cdef int64_t[::1] k = keys
-    with nogil:
+    # a few ns a record: releasing the GIL for less than a big batch costs the dispatch thread
+    # a wait for it (up to the switch interval while a producer holds it)
+    _save = PyEval_SaveThread() if n >= 4096 else NULL
+    try:
         for i in range(n):
             tran = sys_flags[i] & 0xC
             if tran == 0x4 or tran == 0xC:
@@ -152,6 +156,9 @@ def group_records(const int32_t[::1] topic_ids, const int32_t[::1] queue_ids,
                 k[ngroups] = <int64_t>key
                 ngroups += 1
             g[i] = tv[slot]
+    finally:
+        if _save != NULL:
+            PyEval_RestoreThread(_save)
     return groups, keys[:ngroups]
 
 
@@ -170,6 +177,7 @@ def write_grouped_units(list files not None, int64_t[::1] max_phys,
     cdef Target* targets
     cdef MappedFile mf
     cdef list held = []
+    cdef PyThreadState* _save = NULL
     if (phys.shape[0] != n or sizes.shape[0] != n or tags.shape[0] != n
             or queue_offsets.shape[0] != n or slow.shape[0] != n):
         raise ValueError("group_ids, phys, sizes, tags, queue_offsets and slow must have the "
@@ -192,14 +200,15 @@ def write_grouped_units(list files not None, int64_t[::1] max_phys,
             if not mf.hold():
                 raise ValueError(f"mapped file {mf.file_name} is being destroyed")
             held.append(mf)
-        with nogil:
+        for i in range(n):
+            if group_ids[i] >= ngroups:
+                raise ValueError(f"group_ids[{i}] = {group_ids[i]} has no file entry")
+        _save = PyEval_SaveThread() if n >= 4096 else NULL     # see group_records
+        try:
             for i in range(n):
                 g = group_ids[i]
                 if g < 0:
                     continue
-                if g >= ngroups:
-                    with gil:
-                        raise ValueError(f"group_ids[{i}] = {g} has no file entry")
                 if not targets[g].blocked and _place_unit(
                         &targets[g], phys[i], sizes[i], tags[i], queue_offsets[i],
                         &blanks) != NEXT_FILE:
@@ -207,6 +216,9 @@ def write_grouped_units(list files not None, int64_t[::1] max_phys,
                 targets[g].blocked = True
                 slow[i] = 1
                 nslow += 1
+        finally:
+            if _save != NULL:
+                PyEval_RestoreThread(_save)
         for g in range(ngroups):
             max_phys[g] = targets[g].max_phy
     finally:
