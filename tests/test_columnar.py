@@ -831,7 +831,7 @@ def test_batches_own_their_memory(multi_store: MessageStore) -> None:
 def test_large_batches_recycle_memory() -> None:
     body = bytes(range(256)) * 8
     recs, off = [], 0
-    for _ in range(1200):         # > 1 MiB of output: a mapped, recycled arena
+    for _ in range(1200):         # > 1 MiB of output: mapped, recycled buffers
         rec = record(body=body, props=b"TAGS\x01a\x02KEYS\x01k1 k2", offset=off)
         recs.append(rec)
         off += len(rec)
@@ -842,7 +842,7 @@ def test_large_batches_recycle_memory() -> None:
     arenas, cached = columnar.buffer_cache_info()
     assert arenas >= 1 and cached >= 1 << 20
     again = decode_all(data).batch
-    assert columnar.buffer_cache_info()[0] == arenas - 1     # taken from the cache
+    assert columnar.buffer_cache_info()[0] < arenas     # taken from the cache
     assert again.num_rows == 1200
     again.validate(full=True)
 

@@ -66,6 +66,9 @@ from posix.mman cimport (
 cdef extern from "<sys/mman.h>" nogil:
     enum: MADV_HUGEPAGE
     enum: MREMAP_MAYMOVE
+    enum: MREMAP_FIXED
+    enum: MAP_NORESERVE
+    enum: PROT_NONE
     void* mremap(void* old_address, size_t old_size, size_t new_size, int flags, ...)
 
 cimport numpy as cnp
@@ -105,12 +108,14 @@ DEF BORN_SLOTS = 64             # host caches (powers of two)
 DEF STORE_SLOTS = 8
 DEF ARENA_ALIGN = 64
 DEF SLACK = 32                  # spare bytes after each buffer for _put's block copies
-DEF ARENA_MMAP_MIN = 1 << 20    # smaller arenas come from malloc and are not cached
-DEF ARENA_GRAIN = 2 << 20
+DEF ARENA_MMAP_MIN = 64 << 10   # smaller buffers come from malloc and are not cached
+DEF ARENA_GRAIN = 64 << 10      # mappings are multiples of this
+DEF ARENA_HUGE = 4 << 20        # mappings this large are multiples of 2 MiB, on huge pages
+DEF HUGE_GRAIN = 2 << 20
 DEF ARENA_SLOTS = 256
 DEF HEADROOM_MIN = 4096
-DEF HEADROOM_MAX = 1 << 20
-DEF PREFETCH_AHEAD = 1024        # bytes ahead of the record being decoded
+DEF HEADROOM_MAX = 128 << 10
+DEF PREFETCH_AHEAD = 2048        # bytes ahead of the record being decoded
 
 # ---- schema ----------------------------------------------------------------------------------
 
@@ -546,6 +551,36 @@ cdef extern from *:
         }
         return e;
     }
+    /* Bit k of *seps: byte k of the 64 at p is \x01 or \x02; of *high: it is >= 0x80. */
+    #if defined(__SSE2__)
+    #include <emmintrin.h>
+    static inline void rs_scan64(const char *p, uint64_t *seps, uint64_t *high) {
+        const __m128i one = _mm_set1_epi8(1), two = _mm_set1_epi8(2);
+        uint64_t a = 0, h = 0;
+        int k;
+        for (k = 0; k < 4; k++) {
+            __m128i x = _mm_loadu_si128((const __m128i *)(p + 16 * k));
+            __m128i e = _mm_or_si128(_mm_cmpeq_epi8(x, one), _mm_cmpeq_epi8(x, two));
+            a |= (uint64_t)(uint32_t)_mm_movemask_epi8(e) << (16 * k);
+            h |= (uint64_t)(uint32_t)_mm_movemask_epi8(x) << (16 * k);
+        }
+        *seps = a;
+        *high = h;
+    }
+    #else
+    static inline void rs_scan64(const char *p, uint64_t *seps, uint64_t *high) {
+        uint64_t a = 0, h = 0;
+        int k;
+        for (k = 0; k < 64; k++) {
+            unsigned char b = (unsigned char)p[k];
+            a |= (uint64_t)(b == 1 || b == 2) << k;
+            h |= (uint64_t)(b >= 0x80) << k;
+        }
+        *seps = a;
+        *high = h;
+    }
+    #endif
+    static inline int rs_ctz64(uint64_t m) { return __builtin_ctzll(m); }
     /* the cache lines [p, p + 256): a prefetch never faults */
     static inline void rs_prefetch256(const char *p) {
         __builtin_prefetch(p); __builtin_prefetch(p + 64);
@@ -557,6 +592,8 @@ cdef extern from *:
     int rs_first_byte(uint64_t m) noexcept nogil
     const char* rs_find_space(const char* s, const char* e, const char* readable_end) noexcept nogil
     void rs_prefetch256(const char* p) noexcept nogil
+    void rs_scan64(const char* p, uint64_t* seps, uint64_t* high) noexcept nogil
+    int rs_ctz64(uint64_t m) noexcept nogil
 
 
 cdef inline void _add_pair(const char* text, int32_t start, int32_t sep, int32_t end,
@@ -598,6 +635,47 @@ cdef inline void _add_pair(const char* text, int32_t start, int32_t sep, int32_t
         elif memcmp(name, <const char*>b"KEYS", 4) == 0:
             out.keys = out.npairs
     out.npairs += 1
+
+
+cdef bint _parse_ascii_props(const char* text, int32_t n, const char* readable_end, PairTable* pt,
+                             Props* out) noexcept nogil:
+    """_parse_props for ASCII text, 64 bytes at a time (a bit mask of the separators, walked
+    bit by bit); False, having parsed nothing useful, when text holds a byte >= 0x80."""
+    cdef char tail[64]
+    cdef const char* block
+    cdef int32_t at = 0, start = 0, sep = -1, k, left
+    cdef uint64_t seps, high, seen = 0
+    out.npairs = 0
+    out.tags = -1
+    out.keys = -1
+    while at < n:
+        left = n - at
+        if left >= 64 and text + at + 64 <= readable_end:
+            block = text + at
+        else:
+            if left > 64:
+                left = 64
+            memset(tail, 0, 64)
+            memcpy(tail, text + at, left)
+            block = tail
+        rs_scan64(block, &seps, &high)
+        if left < 64:
+            seps &= ((<uint64_t>1) << left) - 1
+            high &= ((<uint64_t>1) << left) - 1
+        if high:
+            return False
+        while seps:
+            k = at + rs_ctz64(seps)
+            seps &= seps - 1
+            if text[k] == 2:
+                _add_pair(text, start, sep, k, pt, out, &seen)
+                start = k + 1
+                sep = -1
+            elif sep < 0:
+                sep = k
+        at += 64
+    _add_pair(text, start, sep, n, pt, out, &seen)
+    return True
 
 
 cdef bint _parse_props(const char* text, int32_t n, PairTable* pt, Props* out) noexcept nogil:
@@ -664,6 +742,7 @@ cdef struct Buf:
     char* ptr
     size_t cap                  # allocated bytes
     int mapped                  # 1: an anonymous mapping (grown with mremap, recycled)
+    int col                     # which buffer of a batch it is (B_...): its cache key
 
 
 # bytes per row of the row-indexed buffers (offsets hold one more entry); 0: not row-indexed
@@ -685,6 +764,28 @@ cdef void _init_widths() noexcept:
 _init_widths()
 
 
+cdef void* _remap_huge(char* old, size_t old_cap, size_t cap) noexcept nogil:
+    """mremap old to cap bytes at a 2 MiB boundary (so that huge pages can back it; a plain
+    mremap may move it anywhere): a reservation of cap + 2 MiB, the mapping moved onto its
+    aligned part, the rest of the reservation unmapped. MAP_FAILED on failure (old intact)."""
+    cdef char* r = <char*>mmap(NULL, cap + HUGE_GRAIN, PROT_NONE,
+                               MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0)
+    cdef char* a
+    cdef void* p
+    if <void*>r == MAP_FAILED:
+        return MAP_FAILED
+    a = <char*>((<size_t>r + HUGE_GRAIN - 1) & ~(<size_t>HUGE_GRAIN - 1))
+    p = mremap(old, old_cap, cap, MREMAP_MAYMOVE | MREMAP_FIXED, a)
+    if p == MAP_FAILED:
+        munmap(r, cap + HUGE_GRAIN)
+        return MAP_FAILED
+    if a > r:
+        munmap(r, a - r)
+    if r + cap + HUGE_GRAIN > a + cap:
+        munmap(a + cap, (r + cap + HUGE_GRAIN) - (a + cap))
+    return p
+
+
 cdef int _grow(Buf* b, size_t need) noexcept nogil:
     """Make b hold at least need bytes, keeping its content (at least doubling). Mappings
     grow with mremap (no copy, the pages already touched stay); a malloc block that passes
@@ -693,19 +794,23 @@ cdef int _grow(Buf* b, size_t need) noexcept nogil:
     cdef void* p
     if cap < need:
         cap = need
-    if b.mapped or cap >= ARENA_MMAP_MIN:
+    if cap >= ARENA_HUGE:
+        cap = (cap + HUGE_GRAIN - 1) // HUGE_GRAIN * HUGE_GRAIN
+    elif b.mapped or cap >= ARENA_MMAP_MIN:
         cap = (cap + ARENA_GRAIN - 1) // ARENA_GRAIN * ARENA_GRAIN
     else:
         cap = (cap + ARENA_ALIGN - 1) // ARENA_ALIGN * ARENA_ALIGN
     if b.mapped:
-        p = mremap(b.ptr, b.cap, cap, MREMAP_MAYMOVE)
+        if cap >= ARENA_HUGE:
+            p = _remap_huge(b.ptr, b.cap, cap)
+        else:
+            p = mremap(b.ptr, b.cap, cap, MREMAP_MAYMOVE)
         if p == MAP_FAILED:
             return -1
     elif cap >= ARENA_MMAP_MIN:
         p = mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
         if p == MAP_FAILED:
             return -1
-        madvise(p, cap, MADV_HUGEPAGE)
         if b.ptr != NULL:
             memcpy(p, b.ptr, b.cap)
             free(b.ptr)
@@ -714,6 +819,8 @@ cdef int _grow(Buf* b, size_t need) noexcept nogil:
         p = realloc(b.ptr, cap)
         if p == NULL:
             return -1
+    if cap >= ARENA_HUGE:
+        madvise(p, cap, MADV_HUGEPAGE)
     b.ptr = <char*>p
     b.cap = cap
     return 0
@@ -730,6 +837,7 @@ cdef inline int _room(Buf* b, int64_t used) noexcept nogil:
 # the kernel zeroing fresh ones (that was half the decode time with fresh memory per batch).
 cdef char* _free_ptr[ARENA_SLOTS]
 cdef size_t _free_cap[ARENA_SLOTS]
+cdef int _free_col[ARENA_SLOTS]
 cdef int _nfree = 0
 cdef size_t _free_bytes = 0
 cdef size_t _cache_limit = 512 << 20
@@ -753,6 +861,7 @@ cdef void _drop_free(int i) noexcept:
     _nfree -= 1
     _free_ptr[i] = _free_ptr[_nfree]
     _free_cap[i] = _free_cap[_nfree]
+    _free_col[i] = _free_col[_nfree]
 
 
 cdef void _release(Buf* b) noexcept:
@@ -765,6 +874,7 @@ cdef void _release(Buf* b) noexcept:
     elif _nfree < ARENA_SLOTS and _free_bytes + b.cap <= _cache_limit:
         _free_ptr[_nfree] = b.ptr
         _free_cap[_nfree] = b.cap
+        _free_col[_nfree] = b.col
         _nfree += 1
         _free_bytes += b.cap
     else:
@@ -774,14 +884,18 @@ cdef void _release(Buf* b) noexcept:
     b.mapped = 0
 
 
-cdef int _acquire(Buf* b, size_t want) except -1:
-    """A buffer of about want bytes (it grows on demand): from malloc when small, else the
-    cached mapping that fits best (or the largest one, grown), else a new mapping."""
+cdef int _acquire(Buf* b, size_t want, int col) except -1:
+    """Buffer col of a batch, of about want bytes (it grows on demand): from malloc when
+    small, else a cached mapping: the smallest that served the same buffer before and fits,
+    or the largest of those (grown; its pages are the ones that buffer touched before, so
+    they need no faulting in again), or the smallest other one that fits; else a new
+    mapping."""
     global _nfree, _free_bytes
-    cdef int i, best = -1, largest = -1
+    cdef int i, best = -1, same = -1, other = -1
     b.ptr = NULL
     b.cap = 0
     b.mapped = 0
+    b.col = col
     if want < ARENA_MMAP_MIN:
         b.ptr = <char*>malloc(want)
         if b.ptr == NULL:
@@ -789,12 +903,16 @@ cdef int _acquire(Buf* b, size_t want) except -1:
         b.cap = want
         return 0
     for i in range(_nfree):
-        if _free_cap[i] >= want and (best < 0 or _free_cap[i] < _free_cap[best]):
-            best = i
-        if largest < 0 or _free_cap[i] > _free_cap[largest]:
-            largest = i
+        if _free_col[i] == col:
+            if _free_cap[i] >= want:
+                if best < 0 or _free_cap[i] < _free_cap[best]:
+                    best = i
+            elif same < 0 or _free_cap[i] > _free_cap[same]:
+                same = i
+        elif _free_cap[i] >= want and (other < 0 or _free_cap[i] < _free_cap[other]):
+            other = i
     if best < 0:
-        best = largest
+        best = same if same >= 0 else other
     if best >= 0:
         b.ptr = _free_ptr[best]
         b.cap = _free_cap[best]
@@ -803,6 +921,7 @@ cdef int _acquire(Buf* b, size_t want) except -1:
         _nfree -= 1
         _free_ptr[best] = _free_ptr[_nfree]
         _free_cap[best] = _free_cap[_nfree]
+        _free_col[best] = _free_col[_nfree]
     if b.cap < want and _grow(b, want) < 0:
         _release(b)
         raise MemoryError(f"cannot allocate {want} bytes for a batch")
@@ -916,7 +1035,8 @@ cdef inline void _parse(Ctx* c, const char* p, Rec* r) noexcept nogil:
     r.props = props
     r.props_len = r.info.props_len
     r.props_end = c.base + c.limit
-    if not _parse_props(props, r.props_len, &c.pt, &r.pr):
+    if (not _parse_ascii_props(props, r.props_len, c.base + c.limit, &c.pt, &r.pr)
+            and not _parse_props(props, r.props_len, &c.pt, &r.pr)):
         if c.props_buf == NULL:
             c.props_buf = <char*>malloc(PROPS_SCRATCH + SLACK)
         if c.props_buf == NULL:
@@ -1183,24 +1303,38 @@ cdef void _walk_positions(Ctx* c, const int64_t* positions, int64_t n) noexcept 
 # ---- assembly --------------------------------------------------------------------------------
 
 
-cdef int _ctx_buffers(Ctx* c, int64_t rows, int64_t nbytes) except -1:
-    """The output buffers, sized for about rows records of nbytes in all (they grow)."""
+# How big the last batches' buffers were, to size the next ones (GIL-protected; only the
+# capacities depend on them, never the content): bytes per row of each data and item buffer,
+# and rows per byte of CommitLog.
+cdef double _per_row[B_COUNT]
+cdef double _rows_per_byte = 1.0 / 200
+
+
+cdef void _init_hints() noexcept:
+    cdef int i
+    for i in range(B_COUNT):
+        _per_row[i] = 0 if _ROW_WIDTH[i] else 32
+    _per_row[B_BODY] = 256
+
+_init_hints()
+
+
+cdef int _ctx_buffers(Ctx* c, int64_t rows) except -1:
+    """The output buffers, sized for about rows records like the last batch's (they grow)."""
     cdef size_t want
     cdef int i
     if rows < 63:
         rows = 63
     for i in range(B_COUNT):
-        if _ROW_WIDTH[i]:
-            want = (rows + 1) * _ROW_WIDTH[i]
-        elif i == B_BODY:
-            want = nbytes
-        elif i == B_VALUES or i == B_MSG_ID:
-            want = nbytes // 4
-        else:
-            want = nbytes // 8
         if (i == B_BODY or i == B_BODY_OFF) and not c.include_body:
             continue
-        _acquire(&c.b[i], want + SLACK)
+        if _ROW_WIDTH[i]:
+            want = (rows + 1) * _ROW_WIDTH[i]
+        else:
+            want = <size_t>(_per_row[i] * 1.125 * rows)
+            if rows >= 1024:        # room for the refreshes' headroom (_refresh)
+                want += HEADROOM_MAX
+        _acquire(&c.b[i], want + SLACK, i)
     c.row_cap = rows
     return 0
 
@@ -1230,6 +1364,10 @@ cdef object _build_batch(Ctx* c):
     size[B_NAMES] = f.names
     size[B_VALUES] = f.values
     size[B_BODY] = f.body
+    if n > 0:
+        for i in range(B_COUNT):
+            if not _ROW_WIDTH[i] and (c.include_body or i != B_BODY):
+                _per_row[i] = <double>size[i] / n
     (<int32_t*>c.b[B_KEYS_OFF].ptr)[0] = 0
     (<int32_t*>c.b[B_NAMES_OFF].ptr)[0] = 0
     (<int32_t*>c.b[B_VALUES_OFF].ptr)[0] = 0
@@ -1377,6 +1515,7 @@ def decode_region(source, int64_t start, int64_t end=-1, *, base_offset,
     'limit' (max_records, or max_batch_bytes of data in some column: continue from
     next_position). Never reads outside the buffer; never raises for bad data.
     """
+    global _rows_per_byte
     cdef Ctx c
     cdef _Source src
     cdef int64_t bo = _base_offset_arg(base_offset)
@@ -1393,12 +1532,14 @@ def decode_region(source, int64_t start, int64_t end=-1, *, base_offset,
                 end = c.limit
             if start < 0 or start > end:
                 raise ValueError(f"start {start} outside [0, {end}]")
-            _ctx_buffers(&c, (end - start) // 200 + 1, end - start)
+            _ctx_buffers(&c, <int64_t>((end - start) * _rows_per_byte * 1.125) + 64)
             with nogil:
                 _walk_region(&c, start, end, max_records)
             if c.oom:
                 raise MemoryError()
             batch = _build_batch(&c)
+            if c.rows > 0 and c.stop_pos > start:
+                _rows_per_byte = <double>c.rows / (c.stop_pos - start)
         finally:
             src.release()
         reason = None
@@ -1444,7 +1585,7 @@ def decode_positions(source, positions, *, base_offset, bint include_body=True,
             c.limit = src.limit
             if bo > 0x7FFFFFFFFFFFFFFF - c.limit:
                 raise ValueError(f"base_offset {bo} + {c.limit} bytes overflows int64")
-            _ctx_buffers(&c, n, 256 * n)
+            _ctx_buffers(&c, n)
             with nogil:
                 _walk_positions(&c, <const int64_t*>cnp.PyArray_DATA(pos_arr), n)
             if c.oom:
