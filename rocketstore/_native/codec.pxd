@@ -114,15 +114,16 @@ cdef inline const char* record_layout(const char* p, int64_t avail, RecordInfo* 
     return NULL
 
 
-cdef inline RecordInfo check_record(const char* p, int64_t avail, bint check_crc,
-                                    int64_t expected_phy) noexcept nogil:
-    """Validate the record at p with avail readable bytes; never reads outside [p, p+avail)."""
-    cdef RecordInfo r
+cdef inline int check_record_into(const char* p, int64_t avail, bint check_crc,
+                                  int64_t expected_phy, RecordInfo* r) noexcept nogil:
+    """Validate the record at p with avail readable bytes into r and return r.status; never
+    reads outside [p, p+avail). Only status and reason (and size, for a blank) are set when
+    the record is not REC_OK: check_record gives a zeroed rest."""
     cdef uint32_t magic
-    memset(&r, 0, sizeof(RecordInfo))
+    r.reason = NULL
     if avail < 8:
         r.status = REC_END
-        return r
+        return REC_END
     r.size = rs_get_i32(p)
     magic = rs_get_u32(p + 4)
     if magic == BLANK_MAGIC:
@@ -130,29 +131,37 @@ cdef inline RecordInfo check_record(const char* p, int64_t avail, bint check_crc
         if r.size < 8 or r.size > avail:
             r.status = REC_CORRUPT
             r.reason = "END_FILE blank size out of range"
-        return r
+        return r.status
     if r.size == 0 and magic == 0:
         r.status = REC_END
-        return r
+        return REC_END
     r.status = REC_CORRUPT
     if magic != MESSAGE_MAGIC:
         r.reason = "bad magic code"
-        return r
-    r.reason = record_layout(p, avail, &r)
+        return REC_CORRUPT
+    r.reason = record_layout(p, avail, r)
     if r.reason != NULL:
-        return r
+        return REC_CORRUPT
     if r.props_len > 0 and p[r.size - 1] == 0:
         # the writer never ends properties with NUL: a zeroed tail is a torn record
         r.reason = "properties end in NUL bytes (torn record)"
-        return r
+        return REC_CORRUPT
     if expected_phy >= 0 and r.phy_offset != expected_phy:
         r.reason = "physical offset does not match the record's position"
-        return r
+        return REC_CORRUPT
     if check_crc and (rs_crc32(0, p + r.body_offset, r.body_len) & 0x7FFFFFFF) != rs_get_u32(p + 8):
         r.reason = "body CRC mismatch"
-        return r
+        return REC_CORRUPT
     r.status = REC_OK
-    r.reason = NULL
+    return REC_OK
+
+
+cdef inline RecordInfo check_record(const char* p, int64_t avail, bint check_crc,
+                                    int64_t expected_phy) noexcept nogil:
+    """Validate the record at p with avail readable bytes; never reads outside [p, p+avail)."""
+    cdef RecordInfo r
+    memset(&r, 0, sizeof(RecordInfo))
+    check_record_into(p, avail, check_crc, expected_phy, &r)
     return r
 
 

@@ -3,7 +3,7 @@
 """Columnar decode: CommitLog records -> one pyarrow.RecordBatch, with no Python object per
 message.
 
-One pass over the records, without the GIL: each record is validated (``codec.check_record``,
+One pass over the records, without the GIL: each record is validated (``codec.check_record_into``,
 inlined), its properties tokenized once, and every column appended to at once. Each column is
 its own buffer that grows on demand (``mremap`` for the large ones: the pages already written
 move, nothing is copied); instead of a check per column and record, a budget of headroom
@@ -81,7 +81,7 @@ from rocketstore._native.codec cimport (
     SYSFLAG_BORNHOST_V6,
     SYSFLAG_STOREHOST_V6,
     RecordInfo,
-    check_record,
+    check_record_into,
     record_layout,
     rs_get_i32,
     rs_get_i64,
@@ -650,7 +650,7 @@ cdef bint _parse_ascii_props(const char* text, int32_t n, const char* readable_e
     out.keys = -1
     while at < n:
         left = n - at
-        if left >= 64 and text + at + 64 <= readable_end:
+        if text + at + 64 <= readable_end:
             block = text + at
         else:
             if left > 64:
@@ -1256,9 +1256,9 @@ cdef void _walk_region(Ctx* c, int64_t start, int64_t end, int64_t max_records) 
     while pos < end and (max_records < 0 or c.rows < max_records):
         if pos + PREFETCH_AHEAD + 256 <= c.limit:
             rs_prefetch256(c.base + pos + PREFETCH_AHEAD)
-        r.info = check_record(c.base + pos, c.limit - pos, c.check_crc,
-                              c.base_offset + pos if c.base_offset >= 0 else -1)
-        if r.info.status != REC_OK:
+        if check_record_into(c.base + pos, c.limit - pos, c.check_crc,
+                             c.base_offset + pos if c.base_offset >= 0 else -1,
+                             &r.info) != REC_OK:
             break
         rc = _take(c, c.base + pos, pos, &r)
         if rc:
@@ -1284,8 +1284,8 @@ cdef void _walk_positions(Ctx* c, const int64_t* positions, int64_t n) noexcept 
             r.info.status = REC_CORRUPT
             r.info.reason = b"position outside the readable data"
         else:
-            r.info = check_record(c.base + pos, c.limit - pos, c.check_crc,
-                                  c.base_offset + pos if c.base_offset >= 0 else -1)
+            check_record_into(c.base + pos, c.limit - pos, c.check_crc,
+                              c.base_offset + pos if c.base_offset >= 0 else -1, &r.info)
         if r.info.status != REC_OK:
             c.stop_info = r.info
             c.bad_index = i
