@@ -114,15 +114,19 @@ DEF ARENA_HUGE = 4 << 20        # mappings this large are multiples of 2 MiB, on
 DEF HUGE_GRAIN = 2 << 20
 DEF ARENA_SLOTS = 256
 DEF HEADROOM_MIN = 4096
-DEF HEADROOM_MAX = 128 << 10
-DEF PREFETCH_AHEAD = 2048        # bytes ahead of the record being decoded
+DEF HEADROOM_MAX = 16 << 10
+DEF PREFETCH_AHEAD = 2048
+DEF WRITE_AHEAD = 512          # bytes ahead of each output stream's end        # bytes ahead of the record being decoded
 
 # ---- schema ----------------------------------------------------------------------------------
 
 
-def schema(bint include_body=True, *, bint spark=False):
+def schema(bint include_body=True, *, bint spark=False, bint body_view=False):
     """The Arrow schema of the batches: ``SCHEMA``, without ``body`` when include_body is
-    False; with ``spark=True`` the timestamps are ``timestamp[us, tz=UTC]``."""
+    False; with ``spark=True`` the timestamps are ``timestamp[us, tz=UTC]``; with
+    ``body_view=True`` the body is ``binary_view`` (zero-copy views, see decode_region)."""
+    if spark and body_view:
+        raise ValueError("body_view=True is not for spark=True (Spark reads binary)")
     ts = pa.timestamp("us", tz="UTC") if spark else pa.timestamp("ms")
     fields = [
         pa.field("topic", pa.string(), nullable=False),
@@ -143,12 +147,14 @@ def schema(bint include_body=True, *, bint spark=False):
         pa.field("properties", pa.map_(pa.string(), pa.string())),
     ]
     if include_body:
-        fields.append(pa.field("body", pa.binary()))
+        fields.append(pa.field("body", pa.binary_view() if body_view else pa.binary()))
     return pa.schema(fields)
 
 
 SCHEMA = schema(True)
-_SCHEMAS = {(b, s): schema(b, spark=s) for b in (True, False) for s in (True, False)}
+_SCHEMAS = {(b, s, v): schema(b, spark=s, body_view=v)
+            for b in (True, False) for s in (True, False) for v in (True, False)
+            if not (s and v)}
 
 
 class BatchTooLargeError(ValueError):
@@ -486,8 +492,7 @@ cdef inline void _put_msg_id(char* out, const HostCache* store, int64_t offset) 
     else:
         memcpy(out, store.hex, 40)
         out += 40
-    for i in range(8):
-        memcpy(out + 2 * i, &_HEX2[(v >> (56 - 8 * i)) & 0xFF], 2)
+    rs_hex16(out, v)
 
 
 # ---- properties ------------------------------------------------------------------------------
@@ -581,6 +586,34 @@ cdef extern from *:
     }
     #endif
     static inline int rs_ctz64(uint64_t m) { return __builtin_ctzll(m); }
+    /* The 16 upper-case hex digits of v, most significant first. */
+    static inline void rs_hex16(char *out, uint64_t v) {
+    #if defined(__SSE2__) && defined(__x86_64__)
+        __m128i x = _mm_cvtsi64_si128((long long)__builtin_bswap64(v));
+        __m128i mask = _mm_set1_epi8(0x0F);
+        __m128i n = _mm_unpacklo_epi8(_mm_and_si128(_mm_srli_epi16(x, 4), mask),
+                                      _mm_and_si128(x, mask));
+        __m128i letters = _mm_and_si128(_mm_cmpgt_epi8(n, _mm_set1_epi8(9)),
+                                        _mm_set1_epi8('A' - '0' - 10));
+        _mm_storeu_si128((__m128i *)out,
+                         _mm_add_epi8(_mm_add_epi8(n, _mm_set1_epi8('0')), letters));
+    #else
+        int i;
+        for (i = 0; i < 16; i++) {
+            unsigned d = (unsigned)(v >> (60 - 4 * i)) & 15;
+            out[i] = (char)(d < 10 ? '0' + d : 'A' + d - 10);
+        }
+    #endif
+    }
+    /* n bytes from src to dst as 32-byte blocks: up to 31 bytes past n are read and written
+       (the caller guarantees both are there). */
+    static inline void rs_copy32s(char *dst, const char *src, int64_t n) {
+        int64_t k;
+        for (k = 0; k < n; k += 32)
+            memcpy(dst + k, src + k, 32);
+    }
+    /* prefetch a cache line for writing */
+    static inline void rs_prefetch_w(const char *p) { __builtin_prefetch(p, 1); }
     /* the cache lines [p, p + 256): a prefetch never faults */
     static inline void rs_prefetch256(const char *p) {
         __builtin_prefetch(p); __builtin_prefetch(p + 64);
@@ -592,8 +625,11 @@ cdef extern from *:
     int rs_first_byte(uint64_t m) noexcept nogil
     const char* rs_find_space(const char* s, const char* e, const char* readable_end) noexcept nogil
     void rs_prefetch256(const char* p) noexcept nogil
+    void rs_prefetch_w(const char* p) noexcept nogil
     void rs_scan64(const char* p, uint64_t* seps, uint64_t* high) noexcept nogil
     int rs_ctz64(uint64_t m) noexcept nogil
+    void rs_hex16(char* out, uint64_t v) noexcept nogil
+    void rs_copy32s(char* dst, const char* src, int64_t n) noexcept nogil
 
 
 cdef inline void _add_pair(const char* text, int32_t start, int32_t sep, int32_t end,
@@ -978,6 +1014,12 @@ cdef struct Ctx:
     int64_t limit               # readable bytes of the source
     int64_t base_offset         # -1: take PHYSICALOFFSET from the record, unchecked
     bint include_body
+    bint body_view              # body as binary_view into the source (not spark)
+    int row_width[B_COUNT]      # _ROW_WIDTH, with 16 for the body views
+    int view_shift              # a body view's data buffer: its source offset >> view_shift
+    int64_t* extra              # (offset, length) of bodies too long for those buffers
+    int64_t nextra
+    int64_t extra_cap
     bint check_crc
     bint ts_us
     int64_t max_bytes
@@ -1053,13 +1095,13 @@ cdef inline void _parse(Ctx* c, const char* p, Rec* r) noexcept nogil:
 
 
 cdef inline void _copy(char* dst, const char* src, int64_t n, const char* src_end) noexcept nogil:
-    """Copy n bytes to a column's data (the caller made room for them plus SLACK). Short
-    strings are copied as one 16- or 32-byte block when the source has that much readable:
-    the overshoot lands in the column's unwritten space or its SLACK bytes."""
+    """Copy n bytes to a column's data (the caller made room for them plus SLACK). Strings
+    of up to 256 bytes are copied as 16- or 32-byte blocks when the source has that much
+    readable: the overshoot (< 32 bytes) lands in the column's unwritten space or its SLACK."""
     if n <= 16 and src + 16 <= src_end:
         memcpy(dst, src, 16)
-    elif n <= 32 and src + 32 <= src_end:
-        memcpy(dst, src, 32)
+    elif n <= 256 and src + ((n + 31) & ~31) <= src_end:
+        rs_copy32s(dst, src, n)
     else:
         memcpy(dst, src, n)
 
@@ -1069,8 +1111,8 @@ cdef int _grow_rows(Ctx* c) noexcept nogil:
     cdef int64_t cap = c.row_cap * 2 if c.row_cap >= 64 else 64
     cdef int i
     for i in range(B_COUNT):
-        if _ROW_WIDTH[i] and (i != B_BODY_OFF or c.include_body):
-            if _room(&c.b[i], (cap + 1) * _ROW_WIDTH[i]) < 0:
+        if c.row_width[i]:
+            if _room(&c.b[i], (cap + 1) * c.row_width[i]) < 0:
                 return -1
     c.row_cap = cap
     return 0
@@ -1094,7 +1136,8 @@ cdef int _refresh(Ctx* c, int64_t bound) noexcept nogil:
             or _room(&c.b[B_VALUES], f.values + h) < 0
             or _room(&c.b[B_NAMES_OFF], 4 * (f.pairs + 1) + h) < 0
             or _room(&c.b[B_VALUES_OFF], 4 * (f.pairs + 1) + h) < 0
-            or (c.include_body and _room(&c.b[B_BODY], f.body + h) < 0)):
+            or (c.include_body and not c.body_view
+                and _room(&c.b[B_BODY], f.body + h) < 0)):
         return -1
     c.budget = h
     if c.headroom < HEADROOM_MAX:
@@ -1131,6 +1174,42 @@ cdef bint _over(Ctx* c, Rec* r, HostCache* bh, HostCache* sh) noexcept nogil:
             or (c.include_body and f.body + r.info.body_len > m))
 
 
+cdef int _put_view(Ctx* c, char* v, const char* data, int64_t offset, int32_t n) noexcept nogil:
+    """The binary_view of the n bytes at data (offset in the source) into v: inline when
+    n <= 12, else pointing into the data buffer offset >> view_shift (a 1 GiB step of the
+    source, 2 GiB - 1 long, or the whole source when it is shorter); a body that does not
+    fit its step's buffer gets a buffer of its own (c.extra). -1: out of memory."""
+    cdef int32_t idx, rel
+    cdef int64_t at, cap
+    cdef int64_t* grown
+    memset(v, 0, 16)
+    memcpy(v, &n, 4)
+    if n <= 12:
+        memcpy(v + 4, data, n)
+        return 0
+    memcpy(v + 4, data, 4)
+    at = offset >> c.view_shift
+    if (offset - (at << c.view_shift)) + n <= MAX_BYTES:
+        idx = <int32_t>at
+        rel = <int32_t>(offset - (at << c.view_shift))
+    else:
+        if c.nextra == c.extra_cap:
+            cap = 2 * c.extra_cap if c.extra_cap else 8
+            grown = <int64_t*>realloc(c.extra, 2 * cap * sizeof(int64_t))
+            if grown == NULL:
+                return -1
+            c.extra = grown
+            c.extra_cap = cap
+        c.extra[2 * c.nextra] = offset
+        c.extra[2 * c.nextra + 1] = n
+        idx = <int32_t>(((c.limit - 1) >> c.view_shift) + 1 + c.nextra)
+        rel = 0
+        c.nextra += 1
+    memcpy(v + 8, &idx, 4)
+    memcpy(v + 12, &rel, 4)
+    return 0
+
+
 cdef int _take(Ctx* c, const char* p, int64_t pos, Rec* r) noexcept nogil:
     """Append the validated record at p (position pos) as a row: 0, or 1 when a column would
     pass max_bytes and the batch already has a row (nothing appended), or -1 when out of
@@ -1164,6 +1243,26 @@ cdef int _take(Ctx* c, const char* p, int64_t pos, Rec* r) noexcept nogil:
     c.budget -= bound
     c.spent += bound
     f = c.fill
+    # the output streams' next lines, ahead of the stores (too many streams for the hardware
+    # prefetcher to follow)
+    if (i & 15) == 0:
+        for j in range(B_COUNT):
+            if c.row_width[j]:
+                rs_prefetch_w(c.b[j].ptr + c.row_width[j] * (i + 32))
+    rs_prefetch_w(c.b[B_TOPIC].ptr + f.topic + WRITE_AHEAD)
+    rs_prefetch_w(c.b[B_BORN].ptr + f.born + WRITE_AHEAD)
+    rs_prefetch_w(c.b[B_STORE].ptr + f.store + WRITE_AHEAD)
+    rs_prefetch_w(c.b[B_MSG_ID].ptr + f.msg_id + WRITE_AHEAD)
+    rs_prefetch_w(c.b[B_TAGS].ptr + f.tags + WRITE_AHEAD)
+    rs_prefetch_w(c.b[B_KEYS].ptr + f.keys + WRITE_AHEAD)
+    rs_prefetch_w(c.b[B_NAMES].ptr + f.names + WRITE_AHEAD)
+    rs_prefetch_w(c.b[B_VALUES].ptr + f.values + WRITE_AHEAD)
+    rs_prefetch_w(<char*>c.b[B_KEYS_OFF].ptr + 4 * f.key_tokens + WRITE_AHEAD)
+    rs_prefetch_w(<char*>c.b[B_NAMES_OFF].ptr + 4 * f.pairs + WRITE_AHEAD)
+    rs_prefetch_w(<char*>c.b[B_VALUES_OFF].ptr + 4 * f.pairs + WRITE_AHEAD)
+    if c.include_body and not c.body_view:
+        rs_prefetch_w(c.b[B_BODY].ptr + f.body + WRITE_AHEAD)
+        rs_prefetch_w(c.b[B_BODY].ptr + f.body + WRITE_AHEAD + 64)
     # the fixed-width values
     (<int32_t*>c.b[B_QUEUE_ID].ptr)[i] = r.info.queue_id
     (<int64_t*>c.b[B_QUEUE_OFFSET].ptr)[i] = r.info.queue_offset
@@ -1236,7 +1335,13 @@ cdef int _take(Ctx* c, const char* p, int64_t pos, Rec* r) noexcept nogil:
         values_off[j] = <int32_t>f.values
     f.pairs += r.pr.npairs
     (<int32_t*>c.b[B_PROPS_OFF].ptr)[i + 1] = <int32_t>f.pairs
-    if c.include_body:
+    if c.body_view:
+        n = r.info.body_len
+        if _put_view(c, c.b[B_BODY_OFF].ptr + 16 * i, p + r.info.body_offset,
+                     pos + r.info.body_offset, n) < 0:
+            return -1
+        f.body += n
+    elif c.include_body:
         n = r.info.body_len
         _copy(c.b[B_BODY].ptr + f.body, p + r.info.body_offset, n, c.base + c.limit)
         f.body += n
@@ -1326,10 +1431,11 @@ cdef int _ctx_buffers(Ctx* c, int64_t rows) except -1:
     if rows < 63:
         rows = 63
     for i in range(B_COUNT):
-        if (i == B_BODY or i == B_BODY_OFF) and not c.include_body:
+        if ((i == B_BODY or i == B_BODY_OFF) and not c.include_body) or (
+                i == B_BODY and c.body_view):
             continue
-        if _ROW_WIDTH[i]:
-            want = (rows + 1) * _ROW_WIDTH[i]
+        if c.row_width[i]:
+            want = (rows + 1) * c.row_width[i]
         else:
             want = <size_t>(_per_row[i] * 1.125 * rows)
             if rows >= 1024:        # room for the refreshes' headroom (_refresh)
@@ -1339,17 +1445,18 @@ cdef int _ctx_buffers(Ctx* c, int64_t rows) except -1:
     return 0
 
 
-cdef object _build_batch(Ctx* c):
-    """The RecordBatch of the rows taken; hands the buffers to Arrow."""
+cdef object _build_batch(Ctx* c, object source):
+    """The RecordBatch of the rows taken; hands the buffers to Arrow. source: a pa.Buffer
+    over the decoded bytes, the data of the body views (None without them)."""
     cdef int64_t n = c.rows
     cdef Totals f = c.fill
     cdef int64_t size[B_COUNT]
     cdef int i
     for i in range(B_COUNT):
-        size[i] = _ROW_WIDTH[i] * n
+        size[i] = c.row_width[i] * n
     for i in (B_TOPIC_OFF, B_BORN_OFF, B_STORE_OFF, B_MSG_ID_OFF, B_TAGS_OFF, B_KEYS_LIST_OFF,
               B_PROPS_OFF, B_BODY_OFF):
-        if c.b[i].ptr != NULL:
+        if c.b[i].ptr != NULL and not (i == B_BODY_OFF and c.body_view):
             size[i] = 4 * (n + 1)
             (<int32_t*>c.b[i].ptr)[0] = 0
     size[B_TAGS_VALID] = (n + 7) // 8
@@ -1366,14 +1473,14 @@ cdef object _build_batch(Ctx* c):
     size[B_BODY] = f.body
     if n > 0:
         for i in range(B_COUNT):
-            if not _ROW_WIDTH[i] and (c.include_body or i != B_BODY):
+            if not _ROW_WIDTH[i] and c.b[i].ptr != NULL:
                 _per_row[i] = <double>size[i] / n
     (<int32_t*>c.b[B_KEYS_OFF].ptr)[0] = 0
     (<int32_t*>c.b[B_NAMES_OFF].ptr)[0] = 0
     (<int32_t*>c.b[B_VALUES_OFF].ptr)[0] = 0
     b = [None if c.b[i].ptr == NULL else _arrow_buffer(&c.b[i], size[i])
          for i in range(B_COUNT)]
-    sch = _SCHEMAS[(bool(c.include_body), bool(c.ts_us))]
+    sch = _SCHEMAS[(bool(c.include_body), bool(c.ts_us), bool(c.body_view))]
     s = pa.string()
     ts = sch.field("born_timestamp").type
     props_type = sch.field("properties").type
@@ -1406,18 +1513,33 @@ cdef object _build_batch(Ctx* c):
         pa.Array.from_buffers(props_type, n, [None, b[B_PROPS_OFF]], null_count=0,
                               children=[entries]),
     ]
-    if c.include_body:
+    if c.body_view:
+        data = [source.slice(k << c.view_shift, min(c.limit - (k << c.view_shift), MAX_BYTES))
+                for k in range(((c.limit - 1) >> c.view_shift) + 1 if c.limit > 0 else 1)]
+        data += [source.slice(c.extra[2 * k], c.extra[2 * k + 1]) for k in range(c.nextra)]
+        columns.append(pa.Array.from_buffers(pa.binary_view(), n, [None, b[B_BODY_OFF], *data],
+                                             null_count=0))
+    elif c.include_body:
         columns.append(_string_array(pa.binary(), n, b[B_BODY_OFF], b[B_BODY]))
     return pa.RecordBatch.from_arrays(columns, schema=sch)
 
 
 cdef int _ctx_init(Ctx* c, int64_t base_offset, bint include_body, bint check_crc, bint spark,
-                   int64_t max_bytes) except -1:
+                   int64_t max_bytes, bint body_view) except -1:
     memset(c, 0, sizeof(Ctx))
+    if spark and body_view:
+        raise ValueError("body_view=True is not for spark=True (Spark reads binary)")
     if max_bytes <= 0 or max_bytes > MAX_BYTES:
         raise ValueError(f"max_batch_bytes must be in [1, {MAX_BYTES}], got {max_bytes}")
     c.base_offset = base_offset
     c.include_body = include_body
+    c.body_view = include_body and body_view
+    for i in range(B_COUNT):
+        c.row_width[i] = _ROW_WIDTH[i]
+    if not include_body:
+        c.row_width[B_BODY_OFF] = 0
+    elif c.body_view:
+        c.row_width[B_BODY_OFF] = 16
     c.check_crc = check_crc
     c.ts_us = spark
     c.max_bytes = max_bytes
@@ -1435,6 +1557,8 @@ cdef int _ctx_init(Ctx* c, int64_t base_offset, bint include_body, bint check_cr
 cdef void _ctx_free(Ctx* c) noexcept:
     cdef int i
     free(c.pt.items)
+    free(c.extra)
+    c.extra = NULL
     free(c.hosts)
     c.hosts = NULL
     free(c.props_buf)
@@ -1471,11 +1595,13 @@ _STATUS = ("ok", "blank", "end", "corrupt")
 cdef class _Source:
     """The bytes being decoded: a held MappedFile (up to its read position) or a buffer."""
     cdef MappedFile mf
+    cdef object obj
     cdef const unsigned char[::1] view
     cdef const char* base
     cdef int64_t limit
 
     def __cinit__(self, source):
+        self.obj = source
         if isinstance(source, MappedFile):
             mf = <MappedFile>source
             if not mf.hold():
@@ -1493,10 +1619,16 @@ cdef class _Source:
             self.mf.release()
             self.mf = None
 
+    cdef object arrow(self):
+        """A pa.Buffer over the readable bytes that keeps them (a MappedFile: held) alive."""
+        if self.mf is not None:
+            return pa.py_buffer(self.mf.view(0, self.limit))
+        return pa.py_buffer(self.obj)
+
 
 def decode_region(source, int64_t start, int64_t end=-1, *, base_offset,
                   bint include_body=True, bint check_crc=False, int64_t max_records=-1,
-                  int64_t max_batch_bytes=MAX_BYTES, bint spark=False):
+                  int64_t max_batch_bytes=MAX_BYTES, bint spark=False, bint body_view=False):
     """Decode the records that START in [start, end) of source into one RecordBatch.
 
     source: a MappedFile (readable up to its read position, held while decoding) or any
@@ -1514,18 +1646,26 @@ def decode_region(source, int64_t start, int64_t end=-1, *, base_offset,
     'corrupt' (the record at next_position fails validation; ``.reason`` says why) or
     'limit' (max_records, or max_batch_bytes of data in some column: continue from
     next_position). Never reads outside the buffer; never raises for bad data.
+
+    body_view=True: the body column is ``binary_view`` whose values (longer than 12 bytes)
+    point into source itself instead of copies: no body bytes are copied. The batch then
+    keeps source alive (a MappedFile: held, as ``MappedFile.view`` does, until the batch and
+    every array sliced from it are gone; a mutable buffer's later changes show through).
+    pyarrow (26) lacks take/filter/sort kernels for binary_view: ``.cast(pa.binary())`` when
+    needed. Not with spark=True.
     """
     global _rows_per_byte
     cdef Ctx c
     cdef _Source src
     cdef int64_t bo = _base_offset_arg(base_offset)
     cdef str status
-    _ctx_init(&c, bo, include_body, check_crc, spark, max_batch_bytes)
+    _ctx_init(&c, bo, include_body, check_crc, spark, max_batch_bytes, body_view)
     try:
         src = _Source(source)
         try:
             c.base = src.base
             c.limit = src.limit
+            c.view_shift = 62 if c.limit <= MAX_BYTES else 30
             if bo > 0x7FFFFFFFFFFFFFFF - c.limit:
                 raise ValueError(f"base_offset {bo} + {c.limit} bytes overflows int64")
             if end < 0 or end > c.limit:
@@ -1537,7 +1677,7 @@ def decode_region(source, int64_t start, int64_t end=-1, *, base_offset,
                 _walk_region(&c, start, end, max_records)
             if c.oom:
                 raise MemoryError()
-            batch = _build_batch(&c)
+            batch = _build_batch(&c, src.arrow() if c.body_view else None)
             if c.rows > 0 and c.stop_pos > start:
                 _rows_per_byte = <double>c.rows / (c.stop_pos - start)
         finally:
@@ -1558,7 +1698,7 @@ def decode_region(source, int64_t start, int64_t end=-1, *, base_offset,
 
 def decode_positions(source, positions, *, base_offset, bint include_body=True,
                      bint check_crc=False, int64_t max_batch_bytes=MAX_BYTES,
-                     bint spark=False):
+                     bint spark=False, bint body_view=False):
     """Decode the records at the given positions of source (int64 array-like, any order,
     repeats allowed) into one RecordBatch, a row per position in the given order.
 
@@ -1577,12 +1717,13 @@ def decode_positions(source, positions, *, base_offset, bint include_body=True,
     if pos_arr.ndim != 1:
         raise ValueError(f"positions must be 1-D, got {pos_arr.ndim} dimensions")
     n = pos_arr.shape[0]
-    _ctx_init(&c, bo, include_body, check_crc, spark, max_batch_bytes)
+    _ctx_init(&c, bo, include_body, check_crc, spark, max_batch_bytes, body_view)
     try:
         src = _Source(source)
         try:
             c.base = src.base
             c.limit = src.limit
+            c.view_shift = 62 if c.limit <= MAX_BYTES else 30
             if bo > 0x7FFFFFFFFFFFFFFF - c.limit:
                 raise ValueError(f"base_offset {bo} + {c.limit} bytes overflows int64")
             _ctx_buffers(&c, n)
@@ -1599,16 +1740,17 @@ def decode_positions(source, positions, *, base_offset, bint include_body=True,
                         f"a time", c.bad_index)
                 raise CorruptRecordError(f"positions[{c.bad_index}]: {_reason(c.stop_info)}",
                                          bad + bo if bo >= 0 else bad)
-            return _build_batch(&c)
+            return _build_batch(&c, src.arrow() if c.body_view else None)
         finally:
             src.release()
     finally:
         _ctx_free(&c)
 
 
-def empty_batch(bint include_body=True, *, bint spark=False):
+def empty_batch(bint include_body=True, *, bint spark=False, bint body_view=False):
     """A RecordBatch with no rows and the schema of the decoded batches."""
-    return pa.RecordBatch.from_pylist([], schema=_SCHEMAS[(include_body, spark)])
+    return pa.RecordBatch.from_pylist([], schema=schema(include_body, spark=spark,
+                                                        body_view=body_view))
 
 
 def buffer_cache_info():
