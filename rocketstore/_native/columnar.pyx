@@ -586,6 +586,8 @@ cdef extern from *:
     }
     #endif
     static inline int rs_ctz64(uint64_t m) { return __builtin_ctzll(m); }
+    /* 8 bytes as they are in memory (as _host keys them) */
+    static inline uint64_t rs_load_raw64(const char *p) { uint64_t w; memcpy(&w, p, 8); return w; }
     /* The 16 upper-case hex digits of v, most significant first. */
     static inline void rs_hex16(char *out, uint64_t v) {
     #if defined(__SSE2__) && defined(__x86_64__)
@@ -628,6 +630,7 @@ cdef extern from *:
     void rs_prefetch_w(const char* p) noexcept nogil
     void rs_scan64(const char* p, uint64_t* seps, uint64_t* high) noexcept nogil
     int rs_ctz64(uint64_t m) noexcept nogil
+    uint64_t rs_load_raw64(const char* p) noexcept nogil
     void rs_hex16(char* out, uint64_t v) noexcept nogil
     void rs_copy32s(char* dst, const char* src, int64_t n) noexcept nogil
 
@@ -1016,6 +1019,8 @@ cdef struct Ctx:
     bint include_body
     bint body_view              # body as binary_view into the source (not spark)
     int row_width[B_COUNT]      # _ROW_WIDTH, with 16 for the body views
+    int row_bufs[B_COUNT]       # the row-indexed buffers in use
+    int nrow_bufs
     int view_shift              # a body view's data buffer: its source offset >> view_shift
     int64_t* extra              # (offset, length) of bodies too long for those buffers
     int64_t nextra
@@ -1028,6 +1033,8 @@ cdef struct Ctx:
     char* props_buf             # allocated on the first invalid UTF-8
     char* topic_buf
     HostCache* hosts            # BORN_SLOTS born-host entries, then STORE_SLOTS store-host ones
+    HostCache* last_born        # the entries the previous record used (IPv4 fast path)
+    HostCache* last_store
     # the output: rows taken, buffers, and how much of each data/item buffer is filled
     int64_t rows
     int64_t row_cap             # the row-indexed buffers hold row_cap + 1 entries
@@ -1220,7 +1227,7 @@ cdef int _take(Ctx* c, const char* p, int64_t pos, Rec* r) noexcept nogil:
     cdef Pair* pr
     cdef Pair* items
     cdef int64_t i = c.rows, phy, bound = _bound(r.info.size)
-    cdef int32_t j, n
+    cdef int32_t j, n, k
     cdef const char* v
     cdef const char* q
     cdef const char* v_end
@@ -1231,9 +1238,14 @@ cdef int _take(Ctx* c, const char* p, int64_t pos, Rec* r) noexcept nogil:
     _parse(c, p, r)
     if c.oom:
         return -1
-    bh = _host(c.hosts, BORN_SLOTS, p + 48, r.info.born_host_len)
-    sh = _host(c.hosts + BORN_SLOTS, STORE_SLOTS, p + r.info.store_ts_offset + 8,
-               r.info.store_host_len)
+    bh = c.last_born
+    if bh == NULL or r.info.born_host_len != 4 or bh.alen != 4 or bh.k0 != rs_load_raw64(p + 48):
+        bh = c.last_born = _host(c.hosts, BORN_SLOTS, p + 48, r.info.born_host_len)
+    sh = c.last_store
+    if (sh == NULL or r.info.store_host_len != 4 or sh.alen != 4
+            or sh.k0 != rs_load_raw64(p + r.info.store_ts_offset + 8)):
+        sh = c.last_store = _host(c.hosts + BORN_SLOTS, STORE_SLOTS,
+                                  p + r.info.store_ts_offset + 8, r.info.store_host_len)
     # the size limit: checked exactly only once the bounds say it could be reached
     if c.spent + bound > c.max_bytes and i > 0 and _over(c, r, bh, sh):
         return 1
@@ -1246,9 +1258,9 @@ cdef int _take(Ctx* c, const char* p, int64_t pos, Rec* r) noexcept nogil:
     # the output streams' next lines, ahead of the stores (too many streams for the hardware
     # prefetcher to follow)
     if (i & 15) == 0:
-        for j in range(B_COUNT):
-            if c.row_width[j]:
-                rs_prefetch_w(c.b[j].ptr + c.row_width[j] * (i + 32))
+        for j in range(c.nrow_bufs):
+            k = c.row_bufs[j]
+            rs_prefetch_w(c.b[k].ptr + c.row_width[k] * (i + 32))
     rs_prefetch_w(c.b[B_TOPIC].ptr + f.topic + WRITE_AHEAD)
     rs_prefetch_w(c.b[B_BORN].ptr + f.born + WRITE_AHEAD)
     rs_prefetch_w(c.b[B_STORE].ptr + f.store + WRITE_AHEAD)
@@ -1540,6 +1552,10 @@ cdef int _ctx_init(Ctx* c, int64_t base_offset, bint include_body, bint check_cr
         c.row_width[B_BODY_OFF] = 0
     elif c.body_view:
         c.row_width[B_BODY_OFF] = 16
+    for i in range(B_COUNT):
+        if c.row_width[i]:
+            c.row_bufs[c.nrow_bufs] = i
+            c.nrow_bufs += 1
     c.check_crc = check_crc
     c.ts_us = spark
     c.max_bytes = max_bytes
