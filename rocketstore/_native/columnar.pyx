@@ -39,7 +39,10 @@ Column semantics (``SCHEMA``, the Spark schema of issue 5):
 - ``keys``: the KEYS value of that map split on ' ' with empty tokens dropped; an EMPTY LIST
   (never null) when there is no KEYS property, so ``size(keys)``/``array_contains`` need no
   null handling.
-- ``body``: the stored body bytes (compressed bodies, sysFlag 0x1, are left compressed).
+- ``body``: the stored body bytes (compressed bodies, sysFlag 0x1, are left compressed), as
+  ``binary`` (copied). With ``body_view=True`` (not with ``spark=True``): ``binary_view``
+  whose values longer than 12 bytes point into the decoded source itself (no copy; the batch
+  holds a MappedFile source as ``MappedFile.view`` does). Same values, other layout.
 
 Invalid UTF-8 (topic, property names and values): each maximal invalid subpart is replaced by
 one U+FFFD (Unicode's recommended practice: what Python's ``bytes.decode("utf-8", "replace")``
