@@ -940,3 +940,22 @@ def test_body_view_read_range_holds_segments(multi_store: MessageStore) -> None:
     assert [mf.ref_count for mf in files] == before
     with pytest.raises(ValueError, match="body_view"):
         next(store_columnar.read_range(multi_store, 0, spark=True, body_view=True))
+
+
+def test_topic_ascii_fast_path_lengths() -> None:
+    """Topics of 0..20 bytes, ASCII or with a non-ASCII byte anywhere, decode as Python's
+    UTF-8 decoder with replacement does (a record in the middle and one at the very end)."""
+    topics = [b"t" * n for n in range(21)]
+    for n in range(1, 21):
+        for at in range(n):
+            for bad in (b"\xff", b"\xc3\xa9"):
+                topics.append(b"t" * at + bad + b"t" * (n - at - len(bad)))
+    recs, off = [], 0
+    for topic in topics:
+        rec = record(topic=topic, offset=off)
+        recs.append(rec)
+        off += len(rec)
+    batch = decode_all(b"".join(recs)).batch
+    assert batch.column("topic").to_pylist() == [t.decode("utf-8", "replace") for t in topics]
+    last = decode_all(recs[-1], base_offset=off - len(recs[-1])).batch     # near the end
+    assert last.column("topic").to_pylist() == [topics[-1].decode("utf-8", "replace")]

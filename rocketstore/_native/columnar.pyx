@@ -589,6 +589,26 @@ cdef extern from *:
     }
     #endif
     static inline int rs_ctz64(uint64_t m) { return __builtin_ctzll(m); }
+    /* 1 when the n <= 16 bytes at p are ASCII, judged from two 8-byte loads (p + 16 must
+       not pass readable_end); 0: not known (longer, near the end, or non-ASCII). */
+    static inline int rs_ascii16(const char *p, int32_t n, const char *readable_end) {
+        uint64_t a, b;
+        if (n > 16 || p + 16 > readable_end)
+            return 0;
+        memcpy(&a, p, 8);
+        memcpy(&b, p + 8, 8);
+    #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+        a = __builtin_bswap64(a);
+        b = __builtin_bswap64(b);
+    #endif
+        if (n < 8) {
+            a &= (((uint64_t)1) << (8 * n)) - 1;
+            b = 0;
+        } else if (n < 16) {
+            b &= n == 8 ? 0 : (((uint64_t)1) << (8 * (n - 8))) - 1;
+        }
+        return ((a | b) & 0x8080808080808080ULL) == 0;
+    }
     /* 8 bytes as they are in memory (as _host keys them) */
     static inline uint64_t rs_load_raw64(const char *p) { uint64_t w; memcpy(&w, p, 8); return w; }
     /* The 16 upper-case hex digits of v, most significant first. */
@@ -634,6 +654,7 @@ cdef extern from *:
     void rs_scan64(const char* p, uint64_t* seps, uint64_t* high) noexcept nogil
     int rs_ctz64(uint64_t m) noexcept nogil
     uint64_t rs_load_raw64(const char* p) noexcept nogil
+    bint rs_ascii16(const char* p, int32_t n, const char* readable_end) noexcept nogil
     void rs_hex16(char* out, uint64_t v) noexcept nogil
     void rs_copy32s(char* dst, const char* src, int64_t n) noexcept nogil
 
@@ -1073,7 +1094,8 @@ cdef inline void _parse(Ctx* c, const char* p, Rec* r) noexcept nogil:
     r.topic = topic
     r.topic_len = r.info.topic_len
     r.topic_end = c.base + c.limit
-    if not _utf8_valid(<const unsigned char*>topic, r.info.topic_len):
+    if not (rs_ascii16(topic, r.info.topic_len, r.topic_end)
+            or _utf8_valid(<const unsigned char*>topic, r.info.topic_len)):
         if c.topic_buf == NULL:
             c.topic_buf = <char*>malloc(TOPIC_SCRATCH + SLACK)
         if c.topic_buf == NULL:
