@@ -29,7 +29,9 @@ Rows:
                                 reference: a plain sequential read of the same CommitLog bytes
                                 (readinto 1 MiB chunks from the files into a pre-faulted
                                 buffer, warm page cache). Extra rows (information): the decode
-                                without the body column, and the plain read into fresh memory
+                                without the body column, the decode with body_view=True (the
+                                bodies as zero-copy binary_view values into the segments
+                                instead of copies), and the plain read into fresh memory
                                 (f.read per segment: new pages faulted in, as a decoder's
                                 output pays them)
 
@@ -188,10 +190,13 @@ def columnar_reader():
 
 
 def run_columnar(args: argparse.Namespace, s: MessageStore, read_range, n: int,
-                 include_body: bool = True, threads: int = 1) -> float:
+                 include_body: bool = True, threads: int = 1, body_view: bool = False
+                 ) -> float:
     lo, hi = s.get_min_phy_offset(), s.get_max_phy_offset()
     rows = 0
-    extra = {} if threads == 1 else {"threads": threads}
+    extra: dict[str, Any] = {} if threads == 1 else {"threads": threads}
+    if body_view:
+        extra["body_view"] = True
     with C.Timer(prefault=args.prefault_bytes) as t:
         for batch in read_range(s, lo, hi, include_body, **extra):
             rows += batch.num_rows
@@ -392,22 +397,26 @@ def main(argv=None) -> int:
             if read_range is not None:
                 try:
                     threads = os.cpu_count() or 1
-                    for include_body, nthreads in ((True, 1), (False, 1), (True, threads)):
+                    for include_body, nthreads, view in ((True, 1, False), (False, 1, False),
+                                                         (True, 1, True),
+                                                         (True, threads, False)):
                         if nthreads > 1 and threads == 1:
                             break                   # one core: no parallel row
                         samples = C.Samples()
                         for i in range(R):
                             log(f"columnar read_range (body={include_body}, threads="
-                                f"{nthreads}) {i + 1}/{R} ...")
+                                f"{nthreads}, body_view={view}) {i + 1}/{R} ...")
                             C.add_sample(samples, run_columnar(args, s, read_range, n,
-                                                               include_body, nthreads))
+                                                               include_body, nthreads, view))
                         label = ("bodies included" if include_body else "no body column")
+                        if view:
+                            label = "body_view=True: zero-copy binary_view bodies"
                         if nthreads > 1:
                             label += f", {nthreads} threads"
                         col_rows.append(Measurement(
                             f"{args.body} B", f"columnar read_range (pyarrow, {label})", n,
                             record_bytes, body_bytes, samples,
-                            kind="read" if include_body and nthreads == 1 else
+                            kind="read" if include_body and nthreads == 1 and not view else
                             "read-parallel" if nthreads > 1 else "read-extra"))
                 except Exception as e:  # noqa: BLE001 - a module in progress: note it, go on
                     why = f"read_range failed: {type(e).__name__}: {e}"

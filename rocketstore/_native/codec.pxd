@@ -1,5 +1,6 @@
 # The CommitLog record codec (FORMAT.md "CommitLog record (v1)"): shared declarations.
 from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint32_t
+from libc.string cimport memset
 
 
 cdef extern from "rs_bytes.h" nogil:
@@ -67,10 +68,105 @@ cdef struct RecordInfo:
     int64_t store_ts
     const char* reason       # for REC_CORRUPT
 
-# sizes and field offsets only (no magic/offset/CRC): NULL when consistent, else the reason
-cdef const char* record_layout(const char* p, int64_t avail, RecordInfo* r) noexcept nogil
-cdef RecordInfo check_record(const char* p, int64_t avail, bint check_crc,
-                             int64_t expected_phy) noexcept nogil
+# The record validation, inline so that every decoder compiles it into its loop.
+
+cdef inline const char* record_layout(const char* p, int64_t avail, RecordInfo* r) noexcept nogil:
+    """Size and field offsets of the v1 record at p (magic, offset and CRC not checked), every
+    length bounds-checked against avail: NULL when they are consistent, else why not. Shared
+    by check_record and by decoders re-reading a record check_record already accepted."""
+    cdef int32_t off, bh, sh
+    r.size = rs_get_i32(p) if avail >= 4 else 0
+    if r.size < MIN_RECORD_SIZE or r.size > avail:
+        return "total size out of range"
+    r.queue_id = rs_get_i32(p + 12)
+    r.queue_offset = rs_get_i64(p + 20)
+    r.phy_offset = rs_get_i64(p + 28)
+    r.sys_flag = rs_get_i32(p + 36)
+    bh = 16 if r.sys_flag & SYSFLAG_BORNHOST_V6 else 4
+    sh = 16 if r.sys_flag & SYSFLAG_STOREHOST_V6 else 4
+    r.born_host_len = bh
+    r.store_host_len = sh
+    off = 48 + bh + 4
+    r.store_ts_offset = off
+    if off + 8 + sh + 4 + 4 + 8 + 4 > r.size:
+        return "header runs past the record"
+    r.store_ts = rs_get_i64(p + off)
+    off += 8 + sh + 4 + 4 + 8
+    r.body_len = rs_get_i32(p + off)
+    off += 4
+    if r.body_len < 0 or r.body_len > r.size - off - 1 - 2:
+        return "body length runs past the record"
+    r.body_offset = off
+    off += r.body_len
+    r.topic_len = <uint8_t>p[off]
+    off += 1
+    if r.topic_len > MAX_TOPIC_LENGTH:      # Java reads a signed byte: > 127 is negative
+        return "topic length over 127"
+    if r.topic_len > r.size - off - 2:
+        return "topic length runs past the record"
+    r.topic_offset = off
+    off += r.topic_len
+    r.props_len = <int32_t>rs_get_u16(p + off)
+    off += 2
+    if r.props_len > 0x7FFF:
+        return "negative properties length"
+    r.props_offset = off
+    if off + r.props_len != r.size:
+        return "total size does not match the sum of the fields"
+    return NULL
+
+
+cdef inline int check_record_into(const char* p, int64_t avail, bint check_crc,
+                                  int64_t expected_phy, RecordInfo* r) noexcept nogil:
+    """Validate the record at p with avail readable bytes into r and return r.status; never
+    reads outside [p, p+avail). Only status and reason (and size, for a blank) are set when
+    the record is not REC_OK: check_record gives a zeroed rest."""
+    cdef uint32_t magic
+    r.reason = NULL
+    if avail < 8:
+        r.status = REC_END
+        return REC_END
+    r.size = rs_get_i32(p)
+    magic = rs_get_u32(p + 4)
+    if magic == BLANK_MAGIC:
+        r.status = REC_BLANK
+        if r.size < 8 or r.size > avail:
+            r.status = REC_CORRUPT
+            r.reason = "END_FILE blank size out of range"
+        return r.status
+    if r.size == 0 and magic == 0:
+        r.status = REC_END
+        return REC_END
+    r.status = REC_CORRUPT
+    if magic != MESSAGE_MAGIC:
+        r.reason = "bad magic code"
+        return REC_CORRUPT
+    r.reason = record_layout(p, avail, r)
+    if r.reason != NULL:
+        return REC_CORRUPT
+    if r.props_len > 0 and p[r.size - 1] == 0:
+        # the writer never ends properties with NUL: a zeroed tail is a torn record
+        r.reason = "properties end in NUL bytes (torn record)"
+        return REC_CORRUPT
+    if expected_phy >= 0 and r.phy_offset != expected_phy:
+        r.reason = "physical offset does not match the record's position"
+        return REC_CORRUPT
+    if check_crc and (rs_crc32(0, p + r.body_offset, r.body_len) & 0x7FFFFFFF) != rs_get_u32(p + 8):
+        r.reason = "body CRC mismatch"
+        return REC_CORRUPT
+    r.status = REC_OK
+    return REC_OK
+
+
+cdef inline RecordInfo check_record(const char* p, int64_t avail, bint check_crc,
+                                    int64_t expected_phy) noexcept nogil:
+    """Validate the record at p with avail readable bytes; never reads outside [p, p+avail)."""
+    cdef RecordInfo r
+    memset(&r, 0, sizeof(RecordInfo))
+    check_record_into(p, avail, check_crc, expected_phy, &r)
+    return r
+
+
 cdef int32_t java_hash_str(str s)
 # Java String.hashCode continued over the UTF-16 units Java's UTF-8 decoder makes of s[0:n]
 cdef uint32_t hash_utf8(uint32_t h, const unsigned char* s, Py_ssize_t n) noexcept nogil

@@ -22,9 +22,12 @@ store_size int32, sys_flag int32, flag int32, born_timestamp timestamp[ms],
 store_timestamp timestamp[ms], born_host string, store_host string, reconsume_times int32,
 msg_id string, tags string, keys list<string>, properties map<string, string>, body binary."""
 
-def schema(include_body: bool = True, *, spark: bool = False) -> pa.Schema:
+def schema(
+    include_body: bool = True, *, spark: bool = False, body_view: bool = False
+) -> pa.Schema:
     """SCHEMA, without body when include_body is False; spark=True: timestamps are
-    timestamp[us, tz=UTC] (what PySpark's data source reader checks a batch against)."""
+    timestamp[us, tz=UTC] (what PySpark's data source reader checks a batch against);
+    body_view=True: body is binary_view (not with spark=True: ValueError)."""
 
 class BatchTooLargeError(ValueError):
     """decode_positions would put more than max_batch_bytes in one column."""
@@ -65,6 +68,7 @@ def decode_region(
     max_records: int = -1,
     max_batch_bytes: int = ...,
     spark: bool = False,
+    body_view: bool = False,
 ) -> RegionResult:
     """Decode the records that START in [start, end) of source (a MappedFile up to its read
     position, or a bytes-like buffer); a record may extend past end. base_offset: CommitLog
@@ -72,7 +76,8 @@ def decode_region(
     as stored. stop_status: 'end' (range or data exhausted), 'blank' (END_FILE at
     next_position), 'corrupt' (bad record at next_position, .reason says why) or 'limit'
     (max_records / max_batch_bytes reached: continue from next_position). Never raises for
-    bad data; GIL released while parsing."""
+    bad data; GIL released while parsing. body_view=True: body as zero-copy binary_view
+    values into source (the batch keeps source alive; a MappedFile stays held)."""
 
 def decode_positions(
     source: _Source,
@@ -83,12 +88,15 @@ def decode_positions(
     check_crc: bool = False,
     max_batch_bytes: int = ...,
     spark: bool = False,
+    body_view: bool = False,
 ) -> pa.RecordBatch:
     """Decode the records at the given positions (int64, any order) into one batch, a row per
     position. CorruptRecordError (naming the CommitLog offset) if a position is not a valid
     record; BatchTooLargeError (.fits) if a column would pass max_batch_bytes."""
 
-def empty_batch(include_body: bool = True, *, spark: bool = False) -> pa.RecordBatch:
+def empty_batch(
+    include_body: bool = True, *, spark: bool = False, body_view: bool = False
+) -> pa.RecordBatch:
     """A batch with no rows and the decoded batches' schema."""
 
 def format_host(raw: Buffer, port: int) -> str:
@@ -103,4 +111,4 @@ def set_buffer_cache(max_bytes: int) -> int:
     previous limit."""
 
 def buffer_cache_info() -> tuple[int, int]:
-    """(arenas, bytes) of freed batch memory currently kept for reuse."""
+    """(buffers, bytes) of freed batch memory currently kept for reuse."""

@@ -3,15 +3,17 @@
 """Columnar decode: CommitLog records -> one pyarrow.RecordBatch, with no Python object per
 message.
 
-Two passes over the records, both without the GIL. Pass 1 validates every record
-(``codec.check_record``) and sizes every column: exactly for the per-row values, and for what
-comes out of the properties (names, values, tags, keys) a bound from their length, so the
-properties are tokenized only once. The buffers are then carved from one allocation per batch
-(GIL held) and pass 2 parses and fills them; the Arrow arrays are assembled from the filled
-part of each buffer (``pa.Array.from_buffers``), zero-copy. The allocation is recycled when the
-batch dies (``set_buffer_cache``): fresh pages cost the kernel a zeroing pass, which was half
-the decode time before. Properties are tokenized 8 bytes at a time (separators and non-ASCII
-found with one word test); host text is formatted once per run of equal hosts.
+One pass over the records, without the GIL: each record is validated (``codec.check_record_into``,
+inlined), its properties tokenized once, and every column appended to at once. Each column is
+its own buffer that grows on demand (``mremap`` for the large ones: the pages already written
+move, nothing is copied); instead of a check per column and record, a budget of headroom
+guaranteed in every buffer is spent by a per-record bound (``_bound``) and refilled when it
+runs out. The Arrow arrays are assembled from the filled part of each buffer
+(``pa.foreign_buffer``, zero-copy). The buffers are recycled when the batch dies
+(``set_buffer_cache``): fresh pages cost the kernel a zeroing pass, which was half the decode
+time before. Properties are tokenized 8 bytes at a time (separators and non-ASCII found with
+one word test); host text is formatted once per run of equal hosts; the next records are
+prefetched.
 
 Column semantics (``SCHEMA``, the Spark schema of issue 5):
 
@@ -37,7 +39,10 @@ Column semantics (``SCHEMA``, the Spark schema of issue 5):
 - ``keys``: the KEYS value of that map split on ' ' with empty tokens dropped; an EMPTY LIST
   (never null) when there is no KEYS property, so ``size(keys)``/``array_contains`` need no
   null handling.
-- ``body``: the stored body bytes (compressed bodies, sysFlag 0x1, are left compressed).
+- ``body``: the stored body bytes (compressed bodies, sysFlag 0x1, are left compressed), as
+  ``binary`` (copied). With ``body_view=True`` (not with ``spark=True``): ``binary_view``
+  whose values longer than 12 bytes point into the decoded source itself (no copy; the batch
+  holds a MappedFile source as ``MappedFile.view`` does). Same values, other layout.
 
 Invalid UTF-8 (topic, property names and values): each maximal invalid subpart is replaced by
 one U+FFFD (Unicode's recommended practice: what Python's ``bytes.decode("utf-8", "replace")``
@@ -45,23 +50,29 @@ gives, and Java's decoder follows it too), so every string column is valid UTF-8
 ``validate(full=True)`` passes.
 
 Size limit: string/binary columns have 32-bit offsets, so no column may hold more than
-``MAX_BATCH_BYTES`` (2**31 - 1) bytes of data (``max_batch_bytes`` lowers that). Pass 1 checks
-the sizes (bounds, for the property-derived columns) before taking each record:
-``decode_region`` stops before the record that could overflow a column and reports
-``stop_status == "limit"``; the caller continues from ``next_position``. A batch always takes
-at least its first record. ``decode_positions`` raises ``BatchTooLargeError`` (its ``fits`` attribute
-says how many leading positions fit) so the caller can split the positions.
+``MAX_BATCH_BYTES`` (2**31 - 1) bytes of data (``max_batch_bytes`` lowers that). The sizes are
+checked before taking each record (exactly, except KEYS: by a bound from its length) once the
+per-record bounds say the limit could be reached: ``decode_region`` stops before the record
+that would overflow a column and reports ``stop_status == "limit"``; the caller continues
+from ``next_position``. A batch always takes at least its first record. ``decode_positions``
+raises ``BatchTooLargeError`` (its ``fits`` attribute says how many leading positions fit) so
+the caller can split the positions.
 """
 cimport cython
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.stdlib cimport calloc, free, malloc, realloc
-from libc.string cimport memcmp, memcpy, memset
+from libc.string cimport memchr, memcmp, memcpy, memset
 from posix.mman cimport (
     MAP_ANONYMOUS, MAP_FAILED, MAP_PRIVATE, PROT_READ, PROT_WRITE, madvise, mmap, munmap,
 )
 
 cdef extern from "<sys/mman.h>" nogil:
     enum: MADV_HUGEPAGE
+    enum: MREMAP_MAYMOVE
+    enum: MREMAP_FIXED
+    enum: MAP_NORESERVE
+    enum: PROT_NONE
+    void* mremap(void* old_address, size_t old_size, size_t new_size, int flags, ...)
 
 cimport numpy as cnp
 
@@ -73,11 +84,12 @@ from rocketstore._native.codec cimport (
     SYSFLAG_BORNHOST_V6,
     SYSFLAG_STOREHOST_V6,
     RecordInfo,
-    check_record,
+    check_record_into,
     record_layout,
     rs_get_i32,
     rs_get_i64,
     rs_get_u16,
+    rs_crc32_init,
 )
 from rocketstore._native.mapped_file cimport MappedFile
 
@@ -87,6 +99,7 @@ import pyarrow as pa
 from rocketstore._native.codec import CorruptRecordError
 
 cnp.import_array()
+rs_crc32_init()     # this module's copy of the CRC tables (check_record is inlined here)
 
 MAX_BATCH_BYTES = 2147483647
 DEF MAX_BYTES = 2147483647
@@ -98,16 +111,25 @@ DEF BORN_SLOTS = 64             # host caches (powers of two)
 DEF STORE_SLOTS = 8
 DEF ARENA_ALIGN = 64
 DEF SLACK = 32                  # spare bytes after each buffer for _put's block copies
-DEF ARENA_MMAP_MIN = 1 << 20    # smaller arenas come from malloc and are not cached
-DEF ARENA_GRAIN = 2 << 20
-DEF ARENA_SLOTS = 8
+DEF ARENA_MMAP_MIN = 64 << 10   # smaller buffers come from malloc and are not cached
+DEF ARENA_GRAIN = 64 << 10      # mappings are multiples of this
+DEF ARENA_HUGE = 4 << 20        # mappings this large are multiples of 2 MiB, on huge pages
+DEF HUGE_GRAIN = 2 << 20
+DEF ARENA_SLOTS = 256
+DEF HEADROOM_MIN = 4096
+DEF HEADROOM_MAX = 16 << 10
+DEF PREFETCH_AHEAD = 2048
+DEF WRITE_AHEAD = 512          # bytes ahead of each output stream's end        # bytes ahead of the record being decoded
 
 # ---- schema ----------------------------------------------------------------------------------
 
 
-def schema(bint include_body=True, *, bint spark=False):
+def schema(bint include_body=True, *, bint spark=False, bint body_view=False):
     """The Arrow schema of the batches: ``SCHEMA``, without ``body`` when include_body is
-    False; with ``spark=True`` the timestamps are ``timestamp[us, tz=UTC]``."""
+    False; with ``spark=True`` the timestamps are ``timestamp[us, tz=UTC]``; with
+    ``body_view=True`` the body is ``binary_view`` (zero-copy views, see decode_region)."""
+    if spark and body_view:
+        raise ValueError("body_view=True is not for spark=True (Spark reads binary)")
     ts = pa.timestamp("us", tz="UTC") if spark else pa.timestamp("ms")
     fields = [
         pa.field("topic", pa.string(), nullable=False),
@@ -128,12 +150,14 @@ def schema(bint include_body=True, *, bint spark=False):
         pa.field("properties", pa.map_(pa.string(), pa.string())),
     ]
     if include_body:
-        fields.append(pa.field("body", pa.binary()))
+        fields.append(pa.field("body", pa.binary_view() if body_view else pa.binary()))
     return pa.schema(fields)
 
 
 SCHEMA = schema(True)
-_SCHEMAS = {(b, s): schema(b, spark=s) for b in (True, False) for s in (True, False)}
+_SCHEMAS = {(b, s, v): schema(b, spark=s, body_view=v)
+            for b in (True, False) for s in (True, False) for v in (True, False)
+            if not (s and v)}
 
 
 class BatchTooLargeError(ValueError):
@@ -471,8 +495,7 @@ cdef inline void _put_msg_id(char* out, const HostCache* store, int64_t offset) 
     else:
         memcpy(out, store.hex, 40)
         out += 40
-    for i in range(8):
-        memcpy(out + 2 * i, &_HEX2[(v >> (56 - 8 * i)) & 0xFF], 2)
+    rs_hex16(out, v)
 
 
 # ---- properties ------------------------------------------------------------------------------
@@ -517,10 +540,123 @@ cdef extern from *:
                | (w & 0x8080808080808080ULL);
     }
     static inline int rs_first_byte(uint64_t m) { return __builtin_ctzll(m) >> 3; }
+    /* The first ' ' in [s, e), or e; reads 8 bytes at a time while below readable_end. */
+    static inline const char *rs_find_space(const char *s, const char *e,
+                                            const char *readable_end) {
+        while (s < e) {
+            if (s + 8 <= readable_end) {
+                uint64_t w = rs_load_le64(s) ^ 0x2020202020202020ULL;
+                uint64_t m = (w - 0x0101010101010101ULL) & ~w & 0x8080808080808080ULL;
+                if (m) {
+                    s += rs_first_byte(m);
+                    return s < e ? s : e;
+                }
+                s += 8;
+            } else {
+                if (*s == ' ') return s;
+                s++;
+            }
+        }
+        return e;
+    }
+    /* Bit k of *seps: byte k of the 64 at p is \x01 or \x02; of *high: it is >= 0x80. */
+    #if defined(__SSE2__)
+    #include <emmintrin.h>
+    static inline void rs_scan64(const char *p, uint64_t *seps, uint64_t *high) {
+        const __m128i one = _mm_set1_epi8(1), two = _mm_set1_epi8(2);
+        uint64_t a = 0, h = 0;
+        int k;
+        for (k = 0; k < 4; k++) {
+            __m128i x = _mm_loadu_si128((const __m128i *)(p + 16 * k));
+            __m128i e = _mm_or_si128(_mm_cmpeq_epi8(x, one), _mm_cmpeq_epi8(x, two));
+            a |= (uint64_t)(uint32_t)_mm_movemask_epi8(e) << (16 * k);
+            h |= (uint64_t)(uint32_t)_mm_movemask_epi8(x) << (16 * k);
+        }
+        *seps = a;
+        *high = h;
+    }
+    #else
+    static inline void rs_scan64(const char *p, uint64_t *seps, uint64_t *high) {
+        uint64_t a = 0, h = 0;
+        int k;
+        for (k = 0; k < 64; k++) {
+            unsigned char b = (unsigned char)p[k];
+            a |= (uint64_t)(b == 1 || b == 2) << k;
+            h |= (uint64_t)(b >= 0x80) << k;
+        }
+        *seps = a;
+        *high = h;
+    }
+    #endif
+    static inline int rs_ctz64(uint64_t m) { return __builtin_ctzll(m); }
+    /* 1 when the n <= 16 bytes at p are ASCII, judged from two 8-byte loads (p + 16 must
+       not pass readable_end); 0: not known (longer, near the end, or non-ASCII). */
+    static inline int rs_ascii16(const char *p, int32_t n, const char *readable_end) {
+        uint64_t a, b;
+        if (n > 16 || p + 16 > readable_end)
+            return 0;
+        memcpy(&a, p, 8);
+        memcpy(&b, p + 8, 8);
+    #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+        a = __builtin_bswap64(a);
+        b = __builtin_bswap64(b);
+    #endif
+        if (n < 8) {
+            a &= (((uint64_t)1) << (8 * n)) - 1;
+            b = 0;
+        } else if (n < 16) {
+            b &= n == 8 ? 0 : (((uint64_t)1) << (8 * (n - 8))) - 1;
+        }
+        return ((a | b) & 0x8080808080808080ULL) == 0;
+    }
+    /* 8 bytes as they are in memory (as _host keys them) */
+    static inline uint64_t rs_load_raw64(const char *p) { uint64_t w; memcpy(&w, p, 8); return w; }
+    /* The 16 upper-case hex digits of v, most significant first. */
+    static inline void rs_hex16(char *out, uint64_t v) {
+    #if defined(__SSE2__) && defined(__x86_64__)
+        __m128i x = _mm_cvtsi64_si128((long long)__builtin_bswap64(v));
+        __m128i mask = _mm_set1_epi8(0x0F);
+        __m128i n = _mm_unpacklo_epi8(_mm_and_si128(_mm_srli_epi16(x, 4), mask),
+                                      _mm_and_si128(x, mask));
+        __m128i letters = _mm_and_si128(_mm_cmpgt_epi8(n, _mm_set1_epi8(9)),
+                                        _mm_set1_epi8('A' - '0' - 10));
+        _mm_storeu_si128((__m128i *)out,
+                         _mm_add_epi8(_mm_add_epi8(n, _mm_set1_epi8('0')), letters));
+    #else
+        int i;
+        for (i = 0; i < 16; i++) {
+            unsigned d = (unsigned)(v >> (60 - 4 * i)) & 15;
+            out[i] = (char)(d < 10 ? '0' + d : 'A' + d - 10);
+        }
+    #endif
+    }
+    /* n bytes from src to dst as 32-byte blocks: up to 31 bytes past n are read and written
+       (the caller guarantees both are there). */
+    static inline void rs_copy32s(char *dst, const char *src, int64_t n) {
+        int64_t k;
+        for (k = 0; k < n; k += 32)
+            memcpy(dst + k, src + k, 32);
+    }
+    /* prefetch a cache line for writing */
+    static inline void rs_prefetch_w(const char *p) { __builtin_prefetch(p, 1); }
+    /* the cache lines [p, p + 256): a prefetch never faults */
+    static inline void rs_prefetch256(const char *p) {
+        __builtin_prefetch(p); __builtin_prefetch(p + 64);
+        __builtin_prefetch(p + 128); __builtin_prefetch(p + 192);
+    }
     """
     uint64_t rs_load_le64(const char* p) noexcept nogil
     uint64_t rs_special(uint64_t w) noexcept nogil
     int rs_first_byte(uint64_t m) noexcept nogil
+    const char* rs_find_space(const char* s, const char* e, const char* readable_end) noexcept nogil
+    void rs_prefetch256(const char* p) noexcept nogil
+    void rs_prefetch_w(const char* p) noexcept nogil
+    void rs_scan64(const char* p, uint64_t* seps, uint64_t* high) noexcept nogil
+    int rs_ctz64(uint64_t m) noexcept nogil
+    uint64_t rs_load_raw64(const char* p) noexcept nogil
+    bint rs_ascii16(const char* p, int32_t n, const char* readable_end) noexcept nogil
+    void rs_hex16(char* out, uint64_t v) noexcept nogil
+    void rs_copy32s(char* dst, const char* src, int64_t n) noexcept nogil
 
 
 cdef inline void _add_pair(const char* text, int32_t start, int32_t sep, int32_t end,
@@ -562,6 +698,47 @@ cdef inline void _add_pair(const char* text, int32_t start, int32_t sep, int32_t
         elif memcmp(name, <const char*>b"KEYS", 4) == 0:
             out.keys = out.npairs
     out.npairs += 1
+
+
+cdef bint _parse_ascii_props(const char* text, int32_t n, const char* readable_end, PairTable* pt,
+                             Props* out) noexcept nogil:
+    """_parse_props for ASCII text, 64 bytes at a time (a bit mask of the separators, walked
+    bit by bit); False, having parsed nothing useful, when text holds a byte >= 0x80."""
+    cdef char tail[64]
+    cdef const char* block
+    cdef int32_t at = 0, start = 0, sep = -1, k, left
+    cdef uint64_t seps, high, seen = 0
+    out.npairs = 0
+    out.tags = -1
+    out.keys = -1
+    while at < n:
+        left = n - at
+        if text + at + 64 <= readable_end:
+            block = text + at
+        else:
+            if left > 64:
+                left = 64
+            memset(tail, 0, 64)
+            memcpy(tail, text + at, left)
+            block = tail
+        rs_scan64(block, &seps, &high)
+        if left < 64:
+            seps &= ((<uint64_t>1) << left) - 1
+            high &= ((<uint64_t>1) << left) - 1
+        if high:
+            return False
+        while seps:
+            k = at + rs_ctz64(seps)
+            seps &= seps - 1
+            if text[k] == 2:
+                _add_pair(text, start, sep, k, pt, out, &seen)
+                start = k + 1
+                sep = -1
+            elif sep < 0:
+                sep = k
+        at += 64
+    _add_pair(text, start, sep, n, pt, out, &seen)
+    return True
 
 
 cdef bint _parse_props(const char* text, int32_t n, PairTable* pt, Props* out) noexcept nogil:
@@ -612,373 +789,118 @@ cdef bint _parse_props(const char* text, int32_t n, PairTable* pt, Props* out) n
     return True
 
 
-# ---- the two passes --------------------------------------------------------------------------
+# ---- output buffers --------------------------------------------------------------------------
 
-cdef struct Totals:
-    int64_t rows
-    int64_t topic
-    int64_t born
-    int64_t store
-    int64_t msg_id
-    int64_t tags
-    int64_t key_tokens
-    int64_t keys
-    int64_t pairs
-    int64_t names
-    int64_t values
-    int64_t body
+# The buffers of a batch: one growable allocation each.
+cdef enum:
+    B_QUEUE_ID, B_QUEUE_OFFSET, B_COMMITLOG_OFFSET, B_STORE_SIZE, B_SYS_FLAG, B_FLAG,
+    B_BORN_TS, B_STORE_TS, B_RECONSUME,
+    B_TOPIC_OFF, B_TOPIC, B_BORN_OFF, B_BORN, B_STORE_OFF, B_STORE, B_MSG_ID_OFF, B_MSG_ID,
+    B_TAGS_VALID, B_TAGS_OFF, B_TAGS, B_KEYS_LIST_OFF, B_KEYS_OFF, B_KEYS,
+    B_PROPS_OFF, B_NAMES_OFF, B_NAMES, B_VALUES_OFF, B_VALUES, B_BODY_OFF, B_BODY,
+    B_COUNT
 
 
-cdef struct Ctx:
-    const char* base
-    int64_t limit               # readable bytes of the source
-    int64_t base_offset         # -1: take PHYSICALOFFSET from the record, unchecked
-    bint include_body
-    bint check_crc
-    bint ts_us
-    int64_t max_bytes
-    # scratch
-    PairTable pt
-    char* props_buf             # allocated on the first invalid UTF-8
-    char* topic_buf
-    HostCache* hosts            # BORN_SLOTS born-host entries, then STORE_SLOTS store-host ones
-    # the records: positions in the source
-    int64_t* pos
-    int64_t npos
-    int64_t pos_cap
-    # pass 1 outcome: rows and exact or bounding sizes; pass 2: what was filled
-    Totals tot
-    Totals fill
-    RecordInfo stop_info
-    int64_t stop_pos
-    int64_t bad_index           # decode_positions: the failing position's index, or -1
-    int oversize                # 1: stopped for max_bytes
-    int oom                     # 1: out of memory
-    int64_t tag_nulls           # pass 2: rows without TAGS
+cdef struct Buf:
+    char* ptr
+    size_t cap                  # allocated bytes
+    int mapped                  # 1: an anonymous mapping (grown with mremap, recycled)
+    int col                     # which buffer of a batch it is (B_...): its cache key
 
 
-cdef struct Rec:
-    # one record's parse, shared by both passes
-    RecordInfo info
-    const char* topic
-    int32_t topic_len
-    const char* topic_end       # readable up to here (for the block copies of _put)
-    const char* props
-    int32_t props_len
-    const char* props_end
-    Props pr
+# bytes per row of the row-indexed buffers (offsets hold one more entry); 0: not row-indexed
+cdef int _ROW_WIDTH[B_COUNT]
 
 
-cdef inline void _parse(Ctx* c, const char* p, Rec* r) noexcept nogil:
-    cdef const char* props = p + r.info.props_offset
-    cdef const char* topic = p + r.info.topic_offset
-    r.topic = topic
-    r.topic_len = r.info.topic_len
-    r.topic_end = c.base + c.limit
-    if not _utf8_valid(<const unsigned char*>topic, r.info.topic_len):
-        if c.topic_buf == NULL:
-            c.topic_buf = <char*>malloc(TOPIC_SCRATCH + SLACK)
-        if c.topic_buf == NULL:
-            c.oom = 1
-            r.topic_len = 0
-        else:
-            r.topic_len = <int32_t>_utf8_sanitize(<const unsigned char*>topic, r.info.topic_len,
-                                                  c.topic_buf)
-            r.topic = c.topic_buf
-            r.topic_end = c.topic_buf + TOPIC_SCRATCH
-    r.props = props
-    r.props_len = r.info.props_len
-    r.props_end = c.base + c.limit
-    if not _parse_props(props, r.props_len, &c.pt, &r.pr):
-        if c.props_buf == NULL:
-            c.props_buf = <char*>malloc(PROPS_SCRATCH + SLACK)
-        if c.props_buf == NULL:
-            c.oom = 1
-            r.props_len = 0
-        else:
-            r.props_len = <int32_t>_utf8_sanitize(<const unsigned char*>props,
-                                                  r.info.props_len, c.props_buf)
-            r.props = c.props_buf
-            r.props_end = c.props_buf + PROPS_SCRATCH
-        _parse_props(r.props, r.props_len, &c.pt, &r.pr)
-    if c.pt.oom:
-        c.oom = 1
+cdef void _init_widths() noexcept:
+    cdef int i
+    for i in range(B_COUNT):
+        _ROW_WIDTH[i] = 0
+    for i in (B_QUEUE_ID, B_STORE_SIZE, B_SYS_FLAG, B_FLAG, B_RECONSUME, B_TOPIC_OFF,
+              B_BORN_OFF, B_STORE_OFF, B_MSG_ID_OFF, B_TAGS_OFF, B_KEYS_LIST_OFF, B_PROPS_OFF,
+              B_BODY_OFF):
+        _ROW_WIDTH[i] = 4
+    for i in (B_QUEUE_OFFSET, B_COMMITLOG_OFFSET, B_BORN_TS, B_STORE_TS):
+        _ROW_WIDTH[i] = 8
+    _ROW_WIDTH[B_TAGS_VALID] = 1        # a byte per row: more than the bits need
+
+_init_widths()
 
 
-cdef inline int _push_pos(Ctx* c, int64_t pos) noexcept nogil:
-    cdef int64_t cap
-    cdef int64_t* grown
-    if c.npos == c.pos_cap:
-        cap = c.pos_cap * 2 if c.pos_cap else 1024
-        grown = <int64_t*>realloc(c.pos, cap * sizeof(int64_t))
-        if grown == NULL:
-            c.oom = 1
-            return -1
-        c.pos = grown
-        c.pos_cap = cap
-    c.pos[c.npos] = pos
-    c.npos += 1
-    return 0
+cdef void* _remap_huge(char* old, size_t old_cap, size_t cap) noexcept nogil:
+    """mremap old to cap bytes at a 2 MiB boundary (so that huge pages can back it; a plain
+    mremap may move it anywhere): a reservation of cap + 2 MiB, the mapping moved onto its
+    aligned part, the rest of the reservation unmapped. MAP_FAILED on failure (old intact)."""
+    cdef char* r = <char*>mmap(NULL, cap + HUGE_GRAIN, PROT_NONE,
+                               MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0)
+    cdef char* a
+    cdef void* p
+    if <void*>r == MAP_FAILED:
+        return MAP_FAILED
+    a = <char*>((<size_t>r + HUGE_GRAIN - 1) & ~(<size_t>HUGE_GRAIN - 1))
+    p = mremap(old, old_cap, cap, MREMAP_MAYMOVE | MREMAP_FIXED, a)
+    if p == MAP_FAILED:
+        munmap(r, cap + HUGE_GRAIN)
+        return MAP_FAILED
+    if a > r:
+        munmap(r, a - r)
+    if r + cap + HUGE_GRAIN > a + cap:
+        munmap(a + cap, (r + cap + HUGE_GRAIN) - (a + cap))
+    return p
 
 
-cdef bint _account(Ctx* c, const char* p, const RecordInfo* info) noexcept nogil:
-    """Add one validated record to the sizes; False (nothing added) when a column would pass
-    max_bytes and the batch already has a row. Exact for the per-row values; for what comes
-    out of the properties, bounds, so they are tokenized only once (pass 2): from properties
-    of L bytes, L' once sanitized, come names, values, TAGS and KEYS of <= L' bytes each,
-    <= (L + 1) / 4 + 1 pairs (a kept pair takes >= 4 bytes; the separators are ASCII, so
-    sanitizing adds none) and <= L / 2 + 1 KEYS tokens."""
-    cdef Totals t = c.tot
-    cdef int64_t props_len = _utf8_text_len(<const unsigned char*>p + info.props_offset,
-                                            info.props_len)
-    cdef int64_t raw_len = info.props_len
-    t.rows += 1
-    t.topic += _utf8_text_len(<const unsigned char*>p + info.topic_offset, info.topic_len)
-    t.born += _host(c.hosts, BORN_SLOTS, p + 48, info.born_host_len).text_len
-    t.store += _host(c.hosts + BORN_SLOTS, STORE_SLOTS, p + info.store_ts_offset + 8,
-                     info.store_host_len).text_len
-    t.msg_id += 2 * (info.store_host_len + 12)
-    t.tags += props_len
-    t.keys += props_len
-    t.key_tokens += raw_len // 2 + 1
-    t.pairs += (raw_len + 1) // 4 + 1
-    t.names += props_len
-    t.values += props_len
-    if c.include_body:
-        t.body += info.body_len
-    if c.tot.rows > 0 and (
-            t.topic > c.max_bytes or t.born > c.max_bytes or t.store > c.max_bytes
-            or t.msg_id > c.max_bytes or t.tags > c.max_bytes or t.keys > c.max_bytes
-            or t.names > c.max_bytes or t.values > c.max_bytes or t.body > c.max_bytes
-            or t.key_tokens > c.max_bytes or t.pairs > c.max_bytes):
-        return False
-    c.tot = t
-    return True
-
-
-cdef void _pass1_region(Ctx* c, int64_t start, int64_t end, int64_t max_records) noexcept nogil:
-    """Walk records starting in [start, end); they may extend to c.limit."""
-    cdef int64_t pos = start
-    cdef RecordInfo info
-    memset(&info, 0, sizeof(RecordInfo))
-    info.status = REC_OK
-    while pos < end and (max_records < 0 or c.npos < max_records):
-        info = check_record(c.base + pos, c.limit - pos, c.check_crc,
-                            c.base_offset + pos if c.base_offset >= 0 else -1)
-        if info.status != REC_OK:
-            break
-        if not _account(c, c.base + pos, &info):
-            c.oversize = 1
-            break
-        if _push_pos(c, pos) < 0:
-            break
-        pos += info.size
-    c.stop_info = info
-    c.stop_pos = pos
-
-
-cdef void _pass1_positions(Ctx* c, const int64_t* positions, int64_t n) noexcept nogil:
-    cdef int64_t i, pos
-    cdef RecordInfo info
-    for i in range(n):
-        pos = positions[i]
-        if pos < 0 or pos >= c.limit:
-            memset(&info, 0, sizeof(RecordInfo))
-            info.status = REC_CORRUPT
-            info.reason = b"position outside the readable data"
-        else:
-            info = check_record(c.base + pos, c.limit - pos, c.check_crc,
-                                c.base_offset + pos if c.base_offset >= 0 else -1)
-        if info.status != REC_OK:
-            c.stop_info = info
-            c.bad_index = i
-            return
-        if not _account(c, c.base + pos, &info):
-            c.oversize = 1
-            c.bad_index = i
-            return
-        if _push_pos(c, pos) < 0:
-            return
-
-
-cdef struct Out:
-    int32_t* queue_id
-    int64_t* queue_offset
-    int64_t* commitlog_offset
-    int32_t* store_size
-    int32_t* sys_flag
-    int32_t* flag
-    int64_t* born_ts
-    int64_t* store_ts
-    int32_t* reconsume
-    int32_t* topic_off
-    char* topic
-    int32_t* born_off
-    char* born
-    int32_t* store_off
-    char* store
-    int32_t* msg_id_off
-    char* msg_id
-    uint8_t* tags_valid
-    int32_t* tags_off
-    char* tags
-    int32_t* keys_list_off
-    int32_t* keys_off
-    char* keys
-    int32_t* props_off
-    int32_t* names_off
-    char* names
-    int32_t* values_off
-    char* values
-    int32_t* body_off
-    char* body
-
-
-cdef inline int _put(char* dst, int32_t* off_slot, int64_t* fill, int64_t cap,
-                     const char* src, int64_t n, const char* src_end) noexcept nogil:
-    """Append n bytes to a column's data, bounds-checked against pass 1's size. Short
-    strings are copied as one 16- or 32-byte block when the source has that much readable:
-    the overshoot lands in the column's own unwritten space or its SLACK bytes."""
-    if fill[0] + n > cap:
-        return -1
-    dst += fill[0]
-    if n <= 16 and src + 16 <= src_end:
-        memcpy(dst, src, 16)
-    elif n <= 32 and src + 32 <= src_end:
-        memcpy(dst, src, 32)
+cdef int _grow(Buf* b, size_t need) noexcept nogil:
+    """Make b hold at least need bytes, keeping its content (at least doubling). Mappings
+    grow with mremap (no copy, the pages already touched stay); a malloc block that passes
+    ARENA_MMAP_MIN moves to a mapping. -1 when out of memory (b unchanged)."""
+    cdef size_t cap = b.cap * 2
+    cdef void* p
+    if cap < need:
+        cap = need
+    if cap >= ARENA_HUGE:
+        cap = (cap + HUGE_GRAIN - 1) // HUGE_GRAIN * HUGE_GRAIN
+    elif b.mapped or cap >= ARENA_MMAP_MIN:
+        cap = (cap + ARENA_GRAIN - 1) // ARENA_GRAIN * ARENA_GRAIN
     else:
-        memcpy(dst, src, n)
-    fill[0] += n
-    off_slot[0] = <int32_t>fill[0]
+        cap = (cap + ARENA_ALIGN - 1) // ARENA_ALIGN * ARENA_ALIGN
+    if b.mapped:
+        if cap >= ARENA_HUGE:
+            p = _remap_huge(b.ptr, b.cap, cap)
+        else:
+            p = mremap(b.ptr, b.cap, cap, MREMAP_MAYMOVE)
+        if p == MAP_FAILED:
+            return -1
+    elif cap >= ARENA_MMAP_MIN:
+        p = mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+        if p == MAP_FAILED:
+            return -1
+        if b.ptr != NULL:
+            memcpy(p, b.ptr, b.cap)
+            free(b.ptr)
+        b.mapped = 1
+    else:
+        p = realloc(b.ptr, cap)
+        if p == NULL:
+            return -1
+    if cap >= ARENA_HUGE:
+        madvise(p, cap, MADV_HUGEPAGE)
+    b.ptr = <char*>p
+    b.cap = cap
     return 0
 
 
-cdef int _pass2(Ctx* c, Out* o) noexcept nogil:
-    """Fill the buffers for the records of pass 1. -1 when a record no longer matches what
-    pass 1 measured (the source changed underneath): the buffers are never overrun."""
-    cdef int64_t i, pos, phy
-    cdef int32_t j, k
-    cdef const char* p
-    cdef const char* v
-    cdef const char* data_end = c.base + c.limit
-    cdef Rec r
-    cdef HostCache* h
-    cdef HostCache* sh
-    cdef int n
-    cdef Totals f       # fill positions (bytes, and items for key_tokens/pairs)
-    cdef Pair* pr
-    memset(&f, 0, sizeof(Totals))
-    c.tag_nulls = 0
-    o.topic_off[0] = 0
-    o.born_off[0] = 0
-    o.store_off[0] = 0
-    o.msg_id_off[0] = 0
-    o.tags_off[0] = 0
-    o.keys_list_off[0] = 0
-    o.keys_off[0] = 0
-    o.props_off[0] = 0
-    o.names_off[0] = 0
-    o.values_off[0] = 0
-    if c.include_body:
-        o.body_off[0] = 0
-    for i in range(c.npos):
-        pos = c.pos[i]
-        p = c.base + pos
-        if pos < 0 or pos >= c.limit or record_layout(p, c.limit - pos, &r.info) != NULL:
-            return -1
-        _parse(c, p, &r)
-        o.queue_id[i] = r.info.queue_id
-        o.queue_offset[i] = r.info.queue_offset
-        phy = c.base_offset + pos if c.base_offset >= 0 else r.info.phy_offset
-        o.commitlog_offset[i] = phy
-        o.store_size[i] = r.info.size
-        o.sys_flag[i] = r.info.sys_flag
-        o.flag[i] = rs_get_i32(p + 16)
-        sh = _host(c.hosts + BORN_SLOTS, STORE_SLOTS, p + r.info.store_ts_offset + 8,
-                   r.info.store_host_len)
-        o.reconsume[i] = rs_get_i32(p + r.info.store_ts_offset + 8 + r.info.store_host_len + 4)
-        if c.ts_us:
-            o.born_ts[i] = <int64_t>(<uint64_t>rs_get_i64(p + 40) * 1000u)
-            o.store_ts[i] = <int64_t>(<uint64_t>r.info.store_ts * 1000u)
-        else:
-            o.born_ts[i] = rs_get_i64(p + 40)
-            o.store_ts[i] = r.info.store_ts
-        # strings
-        if _put(o.topic, &o.topic_off[i + 1], &f.topic, c.tot.topic, r.topic, r.topic_len,
-                r.topic_end):
-            return -1
-        h = _host(c.hosts, BORN_SLOTS, p + 48, r.info.born_host_len)
-        if _put(o.born, &o.born_off[i + 1], &f.born, c.tot.born, h.text, h.text_len,
-                h.text + HOST_TEXT):
-            return -1
-        if _put(o.store, &o.store_off[i + 1], &f.store, c.tot.store, sh.text, sh.text_len,
-                sh.text + HOST_TEXT):
-            return -1
-        n = 2 * (sh.alen + 12)
-        if f.msg_id + n > c.tot.msg_id:
-            return -1
-        _put_msg_id(o.msg_id + f.msg_id, sh, phy)
-        f.msg_id += n
-        o.msg_id_off[i + 1] = <int32_t>f.msg_id
-        # tags (null when absent: offsets repeat, validity bit clear)
-        if r.pr.tags >= 0:
-            pr = &c.pt.items[r.pr.tags]
-            if _put(o.tags, &o.tags_off[i + 1], &f.tags, c.tot.tags, pr.value, pr.value_len,
-                    r.props_end):
-                return -1
-            o.tags_valid[i >> 3] |= <uint8_t>(1 << (i & 7))
-        else:
-            o.tags_off[i + 1] = <int32_t>f.tags
-            c.tag_nulls += 1
-        # keys
-        if r.pr.keys >= 0:
-            pr = &c.pt.items[r.pr.keys]
-            v = pr.value
-            j = 0
-            for k in range(pr.value_len + 1):
-                if k == pr.value_len or v[k] == b' ':
-                    if k > j:
-                        if f.key_tokens >= c.tot.key_tokens:
-                            return -1
-                        if _put(o.keys, &o.keys_off[f.key_tokens + 1], &f.keys, c.tot.keys,
-                                v + j, k - j, r.props_end):
-                            return -1
-                        f.key_tokens += 1
-                    j = k + 1
-        o.keys_list_off[i + 1] = <int32_t>f.key_tokens
-        # properties
-        if f.pairs + r.pr.npairs > c.tot.pairs:
-            return -1
-        for j in range(r.pr.npairs):
-            pr = &c.pt.items[j]
-            k = <int32_t>(f.pairs + j + 1)
-            if _put(o.names, &o.names_off[k], &f.names, c.tot.names, pr.name, pr.name_len,
-                    r.props_end):
-                return -1
-            if _put(o.values, &o.values_off[k], &f.values, c.tot.values, pr.value,
-                    pr.value_len, r.props_end):
-                return -1
-        f.pairs += r.pr.npairs
-        o.props_off[i + 1] = <int32_t>f.pairs
-        if c.include_body:
-            if _put(o.body, &o.body_off[i + 1], &f.body, c.tot.body, p + r.info.body_offset,
-                    r.info.body_len, data_end):
-                return -1
-    c.fill = f
-    if (f.topic != c.tot.topic or f.born != c.tot.born or f.store != c.tot.store
-            or f.msg_id != c.tot.msg_id or (c.include_body and f.body != c.tot.body)):
-        return -1           # the exactly measured columns must come out exact
+cdef inline int _room(Buf* b, int64_t used) noexcept nogil:
+    """b holds used bytes and SLACK more (for _put's block copies); -1: out of memory."""
+    if <size_t>used + SLACK > b.cap:
+        return _grow(b, <size_t>used + SLACK)
     return 0
 
 
-# ---- assembly --------------------------------------------------------------------------------
-
-
-# Freed arenas kept for reuse (GIL-protected): a batch's buffers live in one mapping, and
-# re-using the pages of the previous batch saves the kernel zeroing fresh ones (that was
-# half the decode time with a fresh allocation per batch).
+# Freed mappings kept for reuse (GIL-protected): re-using the pages of earlier batches saves
+# the kernel zeroing fresh ones (that was half the decode time with fresh memory per batch).
 cdef char* _free_ptr[ARENA_SLOTS]
 cdef size_t _free_cap[ARENA_SLOTS]
+cdef int _free_col[ARENA_SLOTS]
 cdef int _nfree = 0
 cdef size_t _free_bytes = 0
 cdef size_t _cache_limit = 512 << 20
@@ -1002,86 +924,91 @@ cdef void _drop_free(int i) noexcept:
     _nfree -= 1
     _free_ptr[i] = _free_ptr[_nfree]
     _free_cap[i] = _free_cap[_nfree]
+    _free_col[i] = _free_col[_nfree]
+
+
+cdef void _release(Buf* b) noexcept:
+    """Give b's memory back: to the cache when it is a mapping and there is room. GIL held."""
+    global _nfree, _free_bytes
+    if b.ptr == NULL:
+        return
+    if not b.mapped:
+        free(b.ptr)
+    elif _nfree < ARENA_SLOTS and _free_bytes + b.cap <= _cache_limit:
+        _free_ptr[_nfree] = b.ptr
+        _free_cap[_nfree] = b.cap
+        _free_col[_nfree] = b.col
+        _nfree += 1
+        _free_bytes += b.cap
+    else:
+        munmap(b.ptr, b.cap)
+    b.ptr = NULL
+    b.cap = 0
+    b.mapped = 0
+
+
+cdef int _acquire(Buf* b, size_t want, int col) except -1:
+    """Buffer col of a batch, of about want bytes (it grows on demand): from malloc when
+    small, else a cached mapping: the smallest that served the same buffer before and fits,
+    or the largest of those (grown; its pages are the ones that buffer touched before, so
+    they need no faulting in again), or the smallest other one that fits; else a new
+    mapping."""
+    global _nfree, _free_bytes
+    cdef int i, best = -1, same = -1, other = -1
+    b.ptr = NULL
+    b.cap = 0
+    b.mapped = 0
+    b.col = col
+    if want < ARENA_MMAP_MIN:
+        b.ptr = <char*>malloc(want)
+        if b.ptr == NULL:
+            raise MemoryError()
+        b.cap = want
+        return 0
+    for i in range(_nfree):
+        if _free_col[i] == col:
+            if _free_cap[i] >= want:
+                if best < 0 or _free_cap[i] < _free_cap[best]:
+                    best = i
+            elif same < 0 or _free_cap[i] > _free_cap[same]:
+                same = i
+        elif _free_cap[i] >= want and (other < 0 or _free_cap[i] < _free_cap[other]):
+            other = i
+    if best < 0:
+        best = same if same >= 0 else other
+    if best >= 0:
+        b.ptr = _free_ptr[best]
+        b.cap = _free_cap[best]
+        b.mapped = 1
+        _free_bytes -= b.cap
+        _nfree -= 1
+        _free_ptr[best] = _free_ptr[_nfree]
+        _free_cap[best] = _free_cap[_nfree]
+        _free_col[best] = _free_col[_nfree]
+    if b.cap < want and _grow(b, want) < 0:
+        _release(b)
+        raise MemoryError(f"cannot allocate {want} bytes for a batch")
+    return 0
 
 
 @cython.final
 cdef class _Arena:
-    """One allocation holding every buffer of a batch; the Arrow buffers are slices of it
-    and keep it alive. When the last one dies, the memory goes back to the cache."""
-    cdef char* ptr
-    cdef size_t cap
-    cdef bint mapped
-    cdef Py_ssize_t shape[1]
-
-    def __cinit__(self):
-        self.ptr = NULL
-
-    def __getbuffer__(self, Py_buffer* buf, int flags):
-        self.shape[0] = <Py_ssize_t>self.cap
-        buf.buf = self.ptr
-        buf.len = <Py_ssize_t>self.cap
-        buf.obj = self
-        buf.readonly = 0
-        buf.itemsize = 1
-        buf.format = "B"
-        buf.ndim = 1
-        buf.shape = self.shape
-        buf.strides = NULL
-        buf.suboffsets = NULL
-        buf.internal = NULL
-
-    def __releasebuffer__(self, Py_buffer* buf):
-        pass
+    """One filled buffer of a batch; the Arrow buffer over it keeps it alive. When that dies,
+    the memory goes back to the cache."""
+    cdef Buf b
 
     def __dealloc__(self):
-        global _nfree, _free_bytes
-        if self.ptr == NULL:
-            return
-        if not self.mapped:
-            free(self.ptr)
-        elif _nfree < ARENA_SLOTS and _free_bytes + self.cap <= _cache_limit:
-            _free_ptr[_nfree] = self.ptr
-            _free_cap[_nfree] = self.cap
-            _nfree += 1
-            _free_bytes += self.cap
-        else:
-            munmap(self.ptr, self.cap)
-        self.ptr = NULL
+        _release(&self.b)
 
 
-cdef _Arena _new_arena(size_t need):
-    global _nfree, _free_bytes
+cdef object _arrow_buffer(Buf* b, int64_t size):
+    """The first size bytes of b as a pyarrow Buffer that owns b (b is emptied)."""
     cdef _Arena a = _Arena.__new__(_Arena)
-    cdef int i, best = -1
-    cdef void* p
-    if need < ARENA_MMAP_MIN:
-        a.ptr = <char*>malloc(need if need else 1)
-        if a.ptr == NULL:
-            raise MemoryError()
-        a.cap = need
-        a.mapped = False
-        return a
-    for i in range(_nfree):     # the smallest cached arena that fits, if not twice too big
-        if _free_cap[i] >= need and _free_cap[i] <= 2 * need + ARENA_GRAIN and (
-                best < 0 or _free_cap[i] < _free_cap[best]):
-            best = i
-    if best >= 0:
-        a.ptr = _free_ptr[best]
-        a.cap = _free_cap[best]
-        a.mapped = True
-        _free_bytes -= a.cap
-        _nfree -= 1
-        _free_ptr[best] = _free_ptr[_nfree]
-        _free_cap[best] = _free_cap[_nfree]
-        return a
-    a.cap = (need + ARENA_GRAIN - 1) // ARENA_GRAIN * ARENA_GRAIN
-    p = mmap(NULL, a.cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
-    if p == MAP_FAILED:
-        raise MemoryError(f"cannot map {a.cap} bytes for a batch")
-    madvise(p, a.cap, MADV_HUGEPAGE)
-    a.ptr = <char*>p
-    a.mapped = True
-    return a
+    a.b = b[0]
+    b.ptr = NULL
+    b.cap = 0
+    b.mapped = 0
+    return pa.foreign_buffer(<size_t>a.b.ptr, size, base=a)
 
 
 cdef object _string_array(object typ, int64_t n, object offs, object data, object valid=None,
@@ -1093,103 +1020,504 @@ cdef object _fixed(object typ, int64_t n, object arr):
     return pa.Array.from_buffers(typ, n, [None, arr], null_count=0)
 
 
-# The buffers of a batch, in one arena.
-cdef enum:
-    B_QUEUE_ID, B_QUEUE_OFFSET, B_COMMITLOG_OFFSET, B_STORE_SIZE, B_SYS_FLAG, B_FLAG,
-    B_BORN_TS, B_STORE_TS, B_RECONSUME,
-    B_TOPIC_OFF, B_TOPIC, B_BORN_OFF, B_BORN, B_STORE_OFF, B_STORE, B_MSG_ID_OFF, B_MSG_ID,
-    B_TAGS_VALID, B_TAGS_OFF, B_TAGS, B_KEYS_LIST_OFF, B_KEYS_OFF, B_KEYS,
-    B_PROPS_OFF, B_NAMES_OFF, B_NAMES, B_VALUES_OFF, B_VALUES, B_BODY_OFF, B_BODY,
-    B_COUNT
+# ---- the decode: one pass ----------------------------------------------------------------------
+
+cdef struct Totals:
+    int64_t topic
+    int64_t born
+    int64_t store
+    int64_t msg_id
+    int64_t tags
+    int64_t key_tokens
+    int64_t keys
+    int64_t pairs
+    int64_t names
+    int64_t values
+    int64_t body
 
 
-cdef object _fill_batch(Ctx* c):
-    """Allocate the buffers pass 1 sized, run pass 2 (no GIL) and build the RecordBatch
-    from the filled part of each buffer."""
-    cdef int64_t n = c.npos
-    cdef Totals t = c.tot
-    cdef Totals f
-    cdef int64_t size[B_COUNT]
-    cdef size_t at[B_COUNT]
-    cdef char* ptr[B_COUNT]
-    cdef size_t total = 0
-    cdef Out o
-    cdef int rc, i
-    cdef _Arena arena
-    for i in range(B_COUNT):
-        size[i] = 4 * (n + 1)           # most are int32 offsets
-    size[B_QUEUE_ID] = size[B_STORE_SIZE] = size[B_SYS_FLAG] = size[B_FLAG] = 4 * n
-    size[B_RECONSUME] = 4 * n
-    size[B_QUEUE_OFFSET] = size[B_COMMITLOG_OFFSET] = size[B_BORN_TS] = size[B_STORE_TS] = 8 * n
-    size[B_TOPIC] = t.topic
-    size[B_BORN] = t.born
-    size[B_STORE] = t.store
-    size[B_MSG_ID] = t.msg_id
-    size[B_TAGS_VALID] = (n + 7) // 8
-    size[B_TAGS] = t.tags
-    size[B_KEYS_OFF] = 4 * (t.key_tokens + 1)
-    size[B_KEYS] = t.keys
-    size[B_NAMES_OFF] = size[B_VALUES_OFF] = 4 * (t.pairs + 1)
-    size[B_NAMES] = t.names
-    size[B_VALUES] = t.values
-    if not c.include_body:
-        size[B_BODY_OFF] = size[B_BODY] = 0
+cdef struct Ctx:
+    const char* base
+    int64_t limit               # readable bytes of the source
+    int64_t base_offset         # -1: take PHYSICALOFFSET from the record, unchecked
+    bint include_body
+    bint body_view              # body as binary_view into the source (not spark)
+    int row_width[B_COUNT]      # _ROW_WIDTH, with 16 for the body views
+    int row_bufs[B_COUNT]       # the row-indexed buffers in use
+    int nrow_bufs
+    int view_shift              # a body view's data buffer: its source offset >> view_shift
+    int64_t* extra              # (offset, length) of bodies too long for those buffers
+    int64_t nextra
+    int64_t extra_cap
+    bint check_crc
+    bint ts_us
+    int64_t max_bytes
+    # scratch
+    PairTable pt
+    char* props_buf             # allocated on the first invalid UTF-8
+    char* topic_buf
+    HostCache* hosts            # BORN_SLOTS born-host entries, then STORE_SLOTS store-host ones
+    HostCache* last_born        # the entries the previous record used (IPv4 fast path)
+    HostCache* last_store
+    # the output: rows taken, buffers, and how much of each data/item buffer is filled
+    int64_t rows
+    int64_t row_cap             # the row-indexed buffers hold row_cap + 1 entries
+    Buf b[B_COUNT]
+    Totals fill
+    int64_t tag_nulls           # rows without TAGS
+    int64_t budget              # bytes of record bounds that fit without a check (_refresh)
+    int64_t headroom            # the next refresh's headroom
+    int64_t spent               # the sum of the rows' bounds: no column holds more
+    # where and why the walk stopped
+    RecordInfo stop_info
+    int64_t stop_pos
+    int64_t bad_index           # decode_positions: the failing position's index, or -1
+    int oversize                # 1: stopped for max_bytes
+    int oom                     # 1: out of memory
+
+
+cdef struct Rec:
+    # one record's parse
+    RecordInfo info
+    const char* topic
+    int32_t topic_len
+    const char* topic_end       # readable up to here (for the block copies of _put)
+    const char* props
+    int32_t props_len
+    const char* props_end
+    Props pr
+
+
+cdef inline void _parse(Ctx* c, const char* p, Rec* r) noexcept nogil:
+    cdef const char* props = p + r.info.props_offset
+    cdef const char* topic = p + r.info.topic_offset
+    r.topic = topic
+    r.topic_len = r.info.topic_len
+    r.topic_end = c.base + c.limit
+    if not (rs_ascii16(topic, r.info.topic_len, r.topic_end)
+            or _utf8_valid(<const unsigned char*>topic, r.info.topic_len)):
+        if c.topic_buf == NULL:
+            c.topic_buf = <char*>malloc(TOPIC_SCRATCH + SLACK)
+        if c.topic_buf == NULL:
+            c.oom = 1
+            r.topic_len = 0
+        else:
+            r.topic_len = <int32_t>_utf8_sanitize(<const unsigned char*>topic, r.info.topic_len,
+                                                  c.topic_buf)
+            r.topic = c.topic_buf
+            r.topic_end = c.topic_buf + TOPIC_SCRATCH
+    r.props = props
+    r.props_len = r.info.props_len
+    r.props_end = c.base + c.limit
+    if (not _parse_ascii_props(props, r.props_len, c.base + c.limit, &c.pt, &r.pr)
+            and not _parse_props(props, r.props_len, &c.pt, &r.pr)):
+        if c.props_buf == NULL:
+            c.props_buf = <char*>malloc(PROPS_SCRATCH + SLACK)
+        if c.props_buf == NULL:
+            c.oom = 1
+            r.props_len = 0
+        else:
+            r.props_len = <int32_t>_utf8_sanitize(<const unsigned char*>props,
+                                                  r.info.props_len, c.props_buf)
+            r.props = c.props_buf
+            r.props_end = c.props_buf + PROPS_SCRATCH
+        _parse_props(r.props, r.props_len, &c.pt, &r.pr)
+    if c.pt.oom:
+        c.oom = 1
+
+
+cdef inline void _copy(char* dst, const char* src, int64_t n, const char* src_end) noexcept nogil:
+    """Copy n bytes to a column's data (the caller made room for them plus SLACK). Strings
+    of up to 256 bytes are copied as 16- or 32-byte blocks when the source has that much
+    readable: the overshoot (< 32 bytes) lands in the column's unwritten space or its SLACK."""
+    if n <= 16 and src + 16 <= src_end:
+        memcpy(dst, src, 16)
+    elif n <= 256 and src + ((n + 31) & ~31) <= src_end:
+        rs_copy32s(dst, src, n)
     else:
-        size[B_BODY] = t.body
+        memcpy(dst, src, n)
+
+
+cdef int _grow_rows(Ctx* c) noexcept nogil:
+    """Room for at least one more row in every row-indexed buffer; -1: out of memory."""
+    cdef int64_t cap = c.row_cap * 2 if c.row_cap >= 64 else 64
+    cdef int i
     for i in range(B_COUNT):
-        at[i] = total
-        total += (<size_t>size[i] + SLACK + ARENA_ALIGN - 1) // ARENA_ALIGN * ARENA_ALIGN
-    arena = _new_arena(total)
-    for i in range(B_COUNT):
-        ptr[i] = arena.ptr + at[i]
-    memset(ptr[B_TAGS_VALID], 0, size[B_TAGS_VALID])
-    o.queue_id = <int32_t*>ptr[B_QUEUE_ID]
-    o.queue_offset = <int64_t*>ptr[B_QUEUE_OFFSET]
-    o.commitlog_offset = <int64_t*>ptr[B_COMMITLOG_OFFSET]
-    o.store_size = <int32_t*>ptr[B_STORE_SIZE]
-    o.sys_flag = <int32_t*>ptr[B_SYS_FLAG]
-    o.flag = <int32_t*>ptr[B_FLAG]
-    o.born_ts = <int64_t*>ptr[B_BORN_TS]
-    o.store_ts = <int64_t*>ptr[B_STORE_TS]
-    o.reconsume = <int32_t*>ptr[B_RECONSUME]
-    o.topic_off = <int32_t*>ptr[B_TOPIC_OFF]
-    o.topic = ptr[B_TOPIC]
-    o.born_off = <int32_t*>ptr[B_BORN_OFF]
-    o.born = ptr[B_BORN]
-    o.store_off = <int32_t*>ptr[B_STORE_OFF]
-    o.store = ptr[B_STORE]
-    o.msg_id_off = <int32_t*>ptr[B_MSG_ID_OFF]
-    o.msg_id = ptr[B_MSG_ID]
-    o.tags_valid = <uint8_t*>ptr[B_TAGS_VALID]
-    o.tags_off = <int32_t*>ptr[B_TAGS_OFF]
-    o.tags = ptr[B_TAGS]
-    o.keys_list_off = <int32_t*>ptr[B_KEYS_LIST_OFF]
-    o.keys_off = <int32_t*>ptr[B_KEYS_OFF]
-    o.keys = ptr[B_KEYS]
-    o.props_off = <int32_t*>ptr[B_PROPS_OFF]
-    o.names_off = <int32_t*>ptr[B_NAMES_OFF]
-    o.names = ptr[B_NAMES]
-    o.values_off = <int32_t*>ptr[B_VALUES_OFF]
-    o.values = ptr[B_VALUES]
-    o.body_off = <int32_t*>ptr[B_BODY_OFF]
-    o.body = ptr[B_BODY]
-    with nogil:
-        rc = _pass2(c, &o)
+        if c.row_width[i]:
+            if _room(&c.b[i], (cap + 1) * c.row_width[i]) < 0:
+                return -1
+    c.row_cap = cap
+    return 0
+
+
+cdef int _refresh(Ctx* c, int64_t bound) noexcept nogil:
+    """Make every data and item buffer hold its fill plus a headroom h >= bound and set the
+    budget to h: records whose bounds sum to at most the budget then fit without a check
+    per column (a record of size s adds at most _bound(s) bytes to any buffer). The headroom
+    doubles on each refresh, from HEADROOM_MIN up to HEADROOM_MAX."""
+    cdef Totals f = c.fill
+    cdef int64_t h = c.headroom if c.headroom > bound else bound
+    if (_room(&c.b[B_TOPIC], f.topic + h) < 0
+            or _room(&c.b[B_BORN], f.born + h) < 0
+            or _room(&c.b[B_STORE], f.store + h) < 0
+            or _room(&c.b[B_MSG_ID], f.msg_id + h) < 0
+            or _room(&c.b[B_TAGS], f.tags + h) < 0
+            or _room(&c.b[B_KEYS], f.keys + h) < 0
+            or _room(&c.b[B_KEYS_OFF], 4 * (f.key_tokens + 1) + h) < 0
+            or _room(&c.b[B_NAMES], f.names + h) < 0
+            or _room(&c.b[B_VALUES], f.values + h) < 0
+            or _room(&c.b[B_NAMES_OFF], 4 * (f.pairs + 1) + h) < 0
+            or _room(&c.b[B_VALUES_OFF], 4 * (f.pairs + 1) + h) < 0
+            or (c.include_body and not c.body_view
+                and _room(&c.b[B_BODY], f.body + h) < 0)):
+        return -1
+    c.budget = h
+    if c.headroom < HEADROOM_MAX:
+        c.headroom *= 2
+    return 0
+
+
+cdef inline int64_t _bound(int32_t size) noexcept nogil:
+    """At most how many bytes a record of size bytes adds to any one data or item buffer
+    (topic <= 3 * 127 sanitized, hosts <= 64, msg_id <= 56, body < size, a property-derived
+    column <= 3 * the properties' length, KEYS tokens and pairs <= 4 offset bytes per 2 and
+    per 4 property bytes): and so also how much it adds to any column's size or item count."""
+    return 4 * <int64_t>size + 512
+
+
+cdef bint _over(Ctx* c, Rec* r, HostCache* bh, HostCache* sh) noexcept nogil:
+    """Would the record put more than max_bytes in some column (KEYS by a bound: its bytes
+    and at most len / 2 + 1 tokens)?"""
+    cdef Totals f = c.fill
+    cdef int64_t names = 0, values = 0, tags_len = 0, keys_len = 0, m = c.max_bytes
+    cdef int32_t j
+    for j in range(r.pr.npairs):
+        names += c.pt.items[j].name_len
+        values += c.pt.items[j].value_len
+    if r.pr.tags >= 0:
+        tags_len = c.pt.items[r.pr.tags].value_len
+    if r.pr.keys >= 0:
+        keys_len = c.pt.items[r.pr.keys].value_len
+    return (f.topic + r.topic_len > m or f.born + bh.text_len > m
+            or f.store + sh.text_len > m or f.msg_id + 2 * (sh.alen + 12) > m
+            or f.tags + tags_len > m or f.keys + keys_len > m
+            or f.key_tokens + keys_len // 2 + 1 > m
+            or f.pairs + r.pr.npairs > m or f.names + names > m or f.values + values > m
+            or (c.include_body and f.body + r.info.body_len > m))
+
+
+cdef int _put_view(Ctx* c, char* v, const char* data, int64_t offset, int32_t n) noexcept nogil:
+    """The binary_view of the n bytes at data (offset in the source) into v: inline when
+    n <= 12, else pointing into the data buffer offset >> view_shift (a 1 GiB step of the
+    source, 2 GiB - 1 long, or the whole source when it is shorter); a body that does not
+    fit its step's buffer gets a buffer of its own (c.extra). -1: out of memory."""
+    cdef int32_t idx, rel
+    cdef int64_t at, cap
+    cdef int64_t* grown
+    memset(v, 0, 16)
+    memcpy(v, &n, 4)
+    if n <= 12:
+        memcpy(v + 4, data, n)
+        return 0
+    memcpy(v + 4, data, 4)
+    at = offset >> c.view_shift
+    if (offset - (at << c.view_shift)) + n <= MAX_BYTES:
+        idx = <int32_t>at
+        rel = <int32_t>(offset - (at << c.view_shift))
+    else:
+        if c.nextra == c.extra_cap:
+            cap = 2 * c.extra_cap if c.extra_cap else 8
+            grown = <int64_t*>realloc(c.extra, 2 * cap * sizeof(int64_t))
+            if grown == NULL:
+                return -1
+            c.extra = grown
+            c.extra_cap = cap
+        c.extra[2 * c.nextra] = offset
+        c.extra[2 * c.nextra + 1] = n
+        idx = <int32_t>(((c.limit - 1) >> c.view_shift) + 1 + c.nextra)
+        rel = 0
+        c.nextra += 1
+    memcpy(v + 8, &idx, 4)
+    memcpy(v + 12, &rel, 4)
+    return 0
+
+
+cdef int _take(Ctx* c, const char* p, int64_t pos, Rec* r) noexcept nogil:
+    """Append the validated record at p (position pos) as a row: 0, or 1 when a column would
+    pass max_bytes and the batch already has a row (nothing appended), or -1 when out of
+    memory."""
+    cdef Totals f
+    cdef HostCache* bh
+    cdef HostCache* sh
+    cdef Pair* pr
+    cdef Pair* items
+    cdef int64_t i = c.rows, phy, bound = _bound(r.info.size)
+    cdef int32_t j, n, k
+    cdef const char* v
+    cdef const char* q
+    cdef const char* v_end
+    cdef char* names
+    cdef char* values
+    cdef int32_t* names_off
+    cdef int32_t* values_off
+    _parse(c, p, r)
     if c.oom:
-        raise MemoryError()
-    if rc < 0:
-        raise RuntimeError("the records changed while they were decoded (the source was "
-                           "modified concurrently)")
-    f = c.fill          # the property-derived sizes were bounds: keep what was filled
+        return -1
+    bh = c.last_born
+    if bh == NULL or r.info.born_host_len != 4 or bh.alen != 4 or bh.k0 != rs_load_raw64(p + 48):
+        bh = c.last_born = _host(c.hosts, BORN_SLOTS, p + 48, r.info.born_host_len)
+    sh = c.last_store
+    if (sh == NULL or r.info.store_host_len != 4 or sh.alen != 4
+            or sh.k0 != rs_load_raw64(p + r.info.store_ts_offset + 8)):
+        sh = c.last_store = _host(c.hosts + BORN_SLOTS, STORE_SLOTS,
+                                  p + r.info.store_ts_offset + 8, r.info.store_host_len)
+    # the size limit: checked exactly only once the bounds say it could be reached
+    if c.spent + bound > c.max_bytes and i > 0 and _over(c, r, bh, sh):
+        return 1
+    if (bound > c.budget and _refresh(c, bound) < 0) or (
+            i + 1 >= c.row_cap and _grow_rows(c) < 0):
+        return -1
+    c.budget -= bound
+    c.spent += bound
+    f = c.fill
+    # the output streams' next lines, ahead of the stores (too many streams for the hardware
+    # prefetcher to follow)
+    if (i & 15) == 0:
+        for j in range(c.nrow_bufs):
+            k = c.row_bufs[j]
+            rs_prefetch_w(c.b[k].ptr + c.row_width[k] * (i + 32))
+    rs_prefetch_w(c.b[B_TOPIC].ptr + f.topic + WRITE_AHEAD)
+    rs_prefetch_w(c.b[B_BORN].ptr + f.born + WRITE_AHEAD)
+    rs_prefetch_w(c.b[B_STORE].ptr + f.store + WRITE_AHEAD)
+    rs_prefetch_w(c.b[B_MSG_ID].ptr + f.msg_id + WRITE_AHEAD)
+    rs_prefetch_w(c.b[B_TAGS].ptr + f.tags + WRITE_AHEAD)
+    rs_prefetch_w(c.b[B_KEYS].ptr + f.keys + WRITE_AHEAD)
+    rs_prefetch_w(c.b[B_NAMES].ptr + f.names + WRITE_AHEAD)
+    rs_prefetch_w(c.b[B_VALUES].ptr + f.values + WRITE_AHEAD)
+    rs_prefetch_w(<char*>c.b[B_KEYS_OFF].ptr + 4 * f.key_tokens + WRITE_AHEAD)
+    rs_prefetch_w(<char*>c.b[B_NAMES_OFF].ptr + 4 * f.pairs + WRITE_AHEAD)
+    rs_prefetch_w(<char*>c.b[B_VALUES_OFF].ptr + 4 * f.pairs + WRITE_AHEAD)
+    if c.include_body and not c.body_view:
+        rs_prefetch_w(c.b[B_BODY].ptr + f.body + WRITE_AHEAD)
+        rs_prefetch_w(c.b[B_BODY].ptr + f.body + WRITE_AHEAD + 64)
+    # the fixed-width values
+    (<int32_t*>c.b[B_QUEUE_ID].ptr)[i] = r.info.queue_id
+    (<int64_t*>c.b[B_QUEUE_OFFSET].ptr)[i] = r.info.queue_offset
+    phy = c.base_offset + pos if c.base_offset >= 0 else r.info.phy_offset
+    (<int64_t*>c.b[B_COMMITLOG_OFFSET].ptr)[i] = phy
+    (<int32_t*>c.b[B_STORE_SIZE].ptr)[i] = r.info.size
+    (<int32_t*>c.b[B_SYS_FLAG].ptr)[i] = r.info.sys_flag
+    (<int32_t*>c.b[B_FLAG].ptr)[i] = rs_get_i32(p + 16)
+    (<int32_t*>c.b[B_RECONSUME].ptr)[i] = rs_get_i32(
+        p + r.info.store_ts_offset + 8 + r.info.store_host_len + 4)
+    if c.ts_us:
+        (<int64_t*>c.b[B_BORN_TS].ptr)[i] = <int64_t>(<uint64_t>rs_get_i64(p + 40) * 1000u)
+        (<int64_t*>c.b[B_STORE_TS].ptr)[i] = <int64_t>(<uint64_t>r.info.store_ts * 1000u)
+    else:
+        (<int64_t*>c.b[B_BORN_TS].ptr)[i] = rs_get_i64(p + 40)
+        (<int64_t*>c.b[B_STORE_TS].ptr)[i] = r.info.store_ts
+    # strings
+    _copy(c.b[B_TOPIC].ptr + f.topic, r.topic, r.topic_len, r.topic_end)
+    f.topic += r.topic_len
+    (<int32_t*>c.b[B_TOPIC_OFF].ptr)[i + 1] = <int32_t>f.topic
+    _copy(c.b[B_BORN].ptr + f.born, bh.text, bh.text_len, bh.text + HOST_TEXT)
+    f.born += bh.text_len
+    (<int32_t*>c.b[B_BORN_OFF].ptr)[i + 1] = <int32_t>f.born
+    _copy(c.b[B_STORE].ptr + f.store, sh.text, sh.text_len, sh.text + HOST_TEXT)
+    f.store += sh.text_len
+    (<int32_t*>c.b[B_STORE_OFF].ptr)[i + 1] = <int32_t>f.store
+    _put_msg_id(c.b[B_MSG_ID].ptr + f.msg_id, sh, phy)
+    f.msg_id += 2 * (sh.alen + 12)
+    (<int32_t*>c.b[B_MSG_ID_OFF].ptr)[i + 1] = <int32_t>f.msg_id
+    items = c.pt.items
+    # tags (null when absent: offsets repeat, validity bit clear)
+    if (i & 7) == 0:
+        (<uint8_t*>c.b[B_TAGS_VALID].ptr)[i >> 3] = 0
+    if r.pr.tags >= 0:
+        pr = &items[r.pr.tags]
+        _copy(c.b[B_TAGS].ptr + f.tags, pr.value, pr.value_len, r.props_end)
+        f.tags += pr.value_len
+        (<uint8_t*>c.b[B_TAGS_VALID].ptr)[i >> 3] |= <uint8_t>(1 << (i & 7))
+    else:
+        c.tag_nulls += 1
+    (<int32_t*>c.b[B_TAGS_OFF].ptr)[i + 1] = <int32_t>f.tags
+    # keys: the KEYS value split on ' ', empty tokens dropped
+    if r.pr.keys >= 0:
+        pr = &items[r.pr.keys]
+        v = pr.value
+        v_end = v + pr.value_len
+        while True:
+            q = rs_find_space(v, v_end, r.props_end)
+            if q > v:
+                _copy(c.b[B_KEYS].ptr + f.keys, v, q - v, r.props_end)
+                f.keys += q - v
+                f.key_tokens += 1
+                (<int32_t*>c.b[B_KEYS_OFF].ptr)[f.key_tokens] = <int32_t>f.keys
+            if q == v_end:
+                break
+            v = q + 1
+    (<int32_t*>c.b[B_KEYS_LIST_OFF].ptr)[i + 1] = <int32_t>f.key_tokens
+    # properties
+    names = c.b[B_NAMES].ptr
+    values = c.b[B_VALUES].ptr
+    names_off = <int32_t*>c.b[B_NAMES_OFF].ptr + f.pairs + 1
+    values_off = <int32_t*>c.b[B_VALUES_OFF].ptr + f.pairs + 1
+    for j in range(r.pr.npairs):
+        pr = &items[j]
+        _copy(names + f.names, pr.name, pr.name_len, r.props_end)
+        f.names += pr.name_len
+        names_off[j] = <int32_t>f.names
+        _copy(values + f.values, pr.value, pr.value_len, r.props_end)
+        f.values += pr.value_len
+        values_off[j] = <int32_t>f.values
+    f.pairs += r.pr.npairs
+    (<int32_t*>c.b[B_PROPS_OFF].ptr)[i + 1] = <int32_t>f.pairs
+    if c.body_view:
+        n = r.info.body_len
+        if _put_view(c, c.b[B_BODY_OFF].ptr + 16 * i, p + r.info.body_offset,
+                     pos + r.info.body_offset, n) < 0:
+            return -1
+        f.body += n
+    elif c.include_body:
+        n = r.info.body_len
+        _copy(c.b[B_BODY].ptr + f.body, p + r.info.body_offset, n, c.base + c.limit)
+        f.body += n
+        (<int32_t*>c.b[B_BODY_OFF].ptr)[i + 1] = <int32_t>f.body
+    c.fill = f
+    c.rows = i + 1
+    return 0
+
+
+cdef void _walk_region(Ctx* c, int64_t start, int64_t end, int64_t max_records) noexcept nogil:
+    """Decode the records starting in [start, end); they may extend to c.limit."""
+    cdef int64_t pos = start
+    cdef Rec r
+    cdef int rc
+    memset(&r.info, 0, sizeof(RecordInfo))
+    r.info.status = REC_OK
+    while pos < end and (max_records < 0 or c.rows < max_records):
+        if pos + PREFETCH_AHEAD + 256 <= c.limit:
+            rs_prefetch256(c.base + pos + PREFETCH_AHEAD)
+        if check_record_into(c.base + pos, c.limit - pos, c.check_crc,
+                             c.base_offset + pos if c.base_offset >= 0 else -1,
+                             &r.info) != REC_OK:
+            break
+        rc = _take(c, c.base + pos, pos, &r)
+        if rc:
+            if rc > 0:
+                c.oversize = 1
+            else:
+                c.oom = 1
+            r.info.status = REC_OK
+            break
+        pos += r.info.size
+    c.stop_info = r.info
+    c.stop_pos = pos
+
+
+cdef void _walk_positions(Ctx* c, const int64_t* positions, int64_t n) noexcept nogil:
+    cdef int64_t i, pos
+    cdef Rec r
+    cdef int rc
+    for i in range(n):
+        pos = positions[i]
+        if pos < 0 or pos >= c.limit:
+            memset(&r.info, 0, sizeof(RecordInfo))
+            r.info.status = REC_CORRUPT
+            r.info.reason = b"position outside the readable data"
+        else:
+            check_record_into(c.base + pos, c.limit - pos, c.check_crc,
+                              c.base_offset + pos if c.base_offset >= 0 else -1, &r.info)
+        if r.info.status != REC_OK:
+            c.stop_info = r.info
+            c.bad_index = i
+            return
+        rc = _take(c, c.base + pos, pos, &r)
+        if rc:
+            if rc > 0:
+                c.oversize = 1
+                c.bad_index = i
+            else:
+                c.oom = 1
+            return
+
+
+# ---- assembly --------------------------------------------------------------------------------
+
+
+# How big the last batches' buffers were, to size the next ones (GIL-protected; only the
+# capacities depend on them, never the content): bytes per row of each data and item buffer,
+# and rows per byte of CommitLog.
+cdef double _per_row[B_COUNT]
+cdef double _rows_per_byte = 1.0 / 200
+
+
+cdef void _init_hints() noexcept:
+    cdef int i
+    for i in range(B_COUNT):
+        _per_row[i] = 0 if _ROW_WIDTH[i] else 32
+    _per_row[B_BODY] = 256
+
+_init_hints()
+
+
+cdef int _ctx_buffers(Ctx* c, int64_t rows) except -1:
+    """The output buffers, sized for about rows records like the last batch's (they grow)."""
+    cdef size_t want
+    cdef int i
+    if rows < 63:
+        rows = 63
+    for i in range(B_COUNT):
+        if ((i == B_BODY or i == B_BODY_OFF) and not c.include_body) or (
+                i == B_BODY and c.body_view):
+            continue
+        if c.row_width[i]:
+            want = (rows + 1) * c.row_width[i]
+        else:
+            want = <size_t>(_per_row[i] * 1.125 * rows)
+            if rows >= 1024:        # room for the refreshes' headroom (_refresh)
+                want += HEADROOM_MAX
+        _acquire(&c.b[i], want + SLACK, i)
+    c.row_cap = rows
+    return 0
+
+
+cdef object _build_batch(Ctx* c, object source):
+    """The RecordBatch of the rows taken; hands the buffers to Arrow. source: a pa.Buffer
+    over the decoded bytes, the data of the body views (None without them)."""
+    cdef int64_t n = c.rows
+    cdef Totals f = c.fill
+    cdef int64_t size[B_COUNT]
+    cdef int i
+    for i in range(B_COUNT):
+        size[i] = c.row_width[i] * n
+    for i in (B_TOPIC_OFF, B_BORN_OFF, B_STORE_OFF, B_MSG_ID_OFF, B_TAGS_OFF, B_KEYS_LIST_OFF,
+              B_PROPS_OFF, B_BODY_OFF):
+        if c.b[i].ptr != NULL and not (i == B_BODY_OFF and c.body_view):
+            size[i] = 4 * (n + 1)
+            (<int32_t*>c.b[i].ptr)[0] = 0
+    size[B_TAGS_VALID] = (n + 7) // 8
+    size[B_TOPIC] = f.topic
+    size[B_BORN] = f.born
+    size[B_STORE] = f.store
+    size[B_MSG_ID] = f.msg_id
     size[B_TAGS] = f.tags
     size[B_KEYS_OFF] = 4 * (f.key_tokens + 1)
     size[B_KEYS] = f.keys
     size[B_NAMES_OFF] = size[B_VALUES_OFF] = 4 * (f.pairs + 1)
     size[B_NAMES] = f.names
     size[B_VALUES] = f.values
-    whole = pa.py_buffer(arena)
-    b = [whole.slice(at[i], size[i]) for i in range(B_COUNT)]
-    sch = _SCHEMAS[(bool(c.include_body), bool(c.ts_us))]
+    size[B_BODY] = f.body
+    if n > 0:
+        for i in range(B_COUNT):
+            if not _ROW_WIDTH[i] and c.b[i].ptr != NULL:
+                _per_row[i] = <double>size[i] / n
+    (<int32_t*>c.b[B_KEYS_OFF].ptr)[0] = 0
+    (<int32_t*>c.b[B_NAMES_OFF].ptr)[0] = 0
+    (<int32_t*>c.b[B_VALUES_OFF].ptr)[0] = 0
+    b = [None if c.b[i].ptr == NULL else _arrow_buffer(&c.b[i], size[i])
+         for i in range(B_COUNT)]
+    sch = _SCHEMAS[(bool(c.include_body), bool(c.ts_us), bool(c.body_view))]
     s = pa.string()
     ts = sch.field("born_timestamp").type
     props_type = sch.field("properties").type
@@ -1222,22 +1550,42 @@ cdef object _fill_batch(Ctx* c):
         pa.Array.from_buffers(props_type, n, [None, b[B_PROPS_OFF]], null_count=0,
                               children=[entries]),
     ]
-    if c.include_body:
+    if c.body_view:
+        data = [source.slice(k << c.view_shift, min(c.limit - (k << c.view_shift), MAX_BYTES))
+                for k in range(((c.limit - 1) >> c.view_shift) + 1 if c.limit > 0 else 1)]
+        data += [source.slice(c.extra[2 * k], c.extra[2 * k + 1]) for k in range(c.nextra)]
+        columns.append(pa.Array.from_buffers(pa.binary_view(), n, [None, b[B_BODY_OFF], *data],
+                                             null_count=0))
+    elif c.include_body:
         columns.append(_string_array(pa.binary(), n, b[B_BODY_OFF], b[B_BODY]))
     return pa.RecordBatch.from_arrays(columns, schema=sch)
 
 
 cdef int _ctx_init(Ctx* c, int64_t base_offset, bint include_body, bint check_crc, bint spark,
-                   int64_t max_bytes) except -1:
+                   int64_t max_bytes, bint body_view) except -1:
     memset(c, 0, sizeof(Ctx))
+    if spark and body_view:
+        raise ValueError("body_view=True is not for spark=True (Spark reads binary)")
     if max_bytes <= 0 or max_bytes > MAX_BYTES:
         raise ValueError(f"max_batch_bytes must be in [1, {MAX_BYTES}], got {max_bytes}")
     c.base_offset = base_offset
     c.include_body = include_body
+    c.body_view = include_body and body_view
+    for i in range(B_COUNT):
+        c.row_width[i] = _ROW_WIDTH[i]
+    if not include_body:
+        c.row_width[B_BODY_OFF] = 0
+    elif c.body_view:
+        c.row_width[B_BODY_OFF] = 16
+    for i in range(B_COUNT):
+        if c.row_width[i]:
+            c.row_bufs[c.nrow_bufs] = i
+            c.nrow_bufs += 1
     c.check_crc = check_crc
     c.ts_us = spark
     c.max_bytes = max_bytes
     c.bad_index = -1
+    c.headroom = HEADROOM_MIN
     c.pt.cap = 32
     c.pt.items = <Pair*>malloc(c.pt.cap * sizeof(Pair))
     c.hosts = <HostCache*>calloc(BORN_SLOTS + STORE_SLOTS, sizeof(HostCache))
@@ -1248,16 +1596,19 @@ cdef int _ctx_init(Ctx* c, int64_t base_offset, bint include_body, bint check_cr
 
 
 cdef void _ctx_free(Ctx* c) noexcept:
+    cdef int i
     free(c.pt.items)
+    free(c.extra)
+    c.extra = NULL
     free(c.hosts)
     c.hosts = NULL
     free(c.props_buf)
     free(c.topic_buf)
-    free(c.pos)
     c.pt.items = NULL
     c.props_buf = NULL
     c.topic_buf = NULL
-    c.pos = NULL
+    for i in range(B_COUNT):        # the buffers not handed to Arrow
+        _release(&c.b[i])
 
 
 cdef int64_t _base_offset_arg(object base_offset) except? -2:
@@ -1285,11 +1636,13 @@ _STATUS = ("ok", "blank", "end", "corrupt")
 cdef class _Source:
     """The bytes being decoded: a held MappedFile (up to its read position) or a buffer."""
     cdef MappedFile mf
+    cdef object obj
     cdef const unsigned char[::1] view
     cdef const char* base
     cdef int64_t limit
 
     def __cinit__(self, source):
+        self.obj = source
         if isinstance(source, MappedFile):
             mf = <MappedFile>source
             if not mf.hold():
@@ -1307,10 +1660,16 @@ cdef class _Source:
             self.mf.release()
             self.mf = None
 
+    cdef object arrow(self):
+        """A pa.Buffer over the readable bytes that keeps them (a MappedFile: held) alive."""
+        if self.mf is not None:
+            return pa.py_buffer(self.mf.view(0, self.limit))
+        return pa.py_buffer(self.obj)
+
 
 def decode_region(source, int64_t start, int64_t end=-1, *, base_offset,
                   bint include_body=True, bint check_crc=False, int64_t max_records=-1,
-                  int64_t max_batch_bytes=MAX_BYTES, bint spark=False):
+                  int64_t max_batch_bytes=MAX_BYTES, bint spark=False, bint body_view=False):
     """Decode the records that START in [start, end) of source into one RecordBatch.
 
     source: a MappedFile (readable up to its read position, held while decoding) or any
@@ -1328,28 +1687,40 @@ def decode_region(source, int64_t start, int64_t end=-1, *, base_offset,
     'corrupt' (the record at next_position fails validation; ``.reason`` says why) or
     'limit' (max_records, or max_batch_bytes of data in some column: continue from
     next_position). Never reads outside the buffer; never raises for bad data.
+
+    body_view=True: the body column is ``binary_view`` whose values (longer than 12 bytes)
+    point into source itself instead of copies: no body bytes are copied. The batch then
+    keeps source alive (a MappedFile: held, as ``MappedFile.view`` does, until the batch and
+    every array sliced from it are gone; a mutable buffer's later changes show through).
+    pyarrow (26) lacks take/filter/sort kernels for binary_view: ``.cast(pa.binary())`` when
+    needed. Not with spark=True.
     """
+    global _rows_per_byte
     cdef Ctx c
     cdef _Source src
     cdef int64_t bo = _base_offset_arg(base_offset)
     cdef str status
-    _ctx_init(&c, bo, include_body, check_crc, spark, max_batch_bytes)
+    _ctx_init(&c, bo, include_body, check_crc, spark, max_batch_bytes, body_view)
     try:
         src = _Source(source)
         try:
             c.base = src.base
             c.limit = src.limit
+            c.view_shift = 62 if c.limit <= MAX_BYTES else 30
             if bo > 0x7FFFFFFFFFFFFFFF - c.limit:
                 raise ValueError(f"base_offset {bo} + {c.limit} bytes overflows int64")
             if end < 0 or end > c.limit:
                 end = c.limit
             if start < 0 or start > end:
                 raise ValueError(f"start {start} outside [0, {end}]")
+            _ctx_buffers(&c, <int64_t>((end - start) * _rows_per_byte * 1.125) + 64)
             with nogil:
-                _pass1_region(&c, start, end, max_records)
+                _walk_region(&c, start, end, max_records)
             if c.oom:
                 raise MemoryError()
-            batch = _fill_batch(&c)
+            batch = _build_batch(&c, src.arrow() if c.body_view else None)
+            if c.rows > 0 and c.stop_pos > start:
+                _rows_per_byte = <double>c.rows / (c.stop_pos - start)
         finally:
             src.release()
         reason = None
@@ -1368,7 +1739,7 @@ def decode_region(source, int64_t start, int64_t end=-1, *, base_offset,
 
 def decode_positions(source, positions, *, base_offset, bint include_body=True,
                      bint check_crc=False, int64_t max_batch_bytes=MAX_BYTES,
-                     bint spark=False):
+                     bint spark=False, bint body_view=False):
     """Decode the records at the given positions of source (int64 array-like, any order,
     repeats allowed) into one RecordBatch, a row per position in the given order.
 
@@ -1387,16 +1758,18 @@ def decode_positions(source, positions, *, base_offset, bint include_body=True,
     if pos_arr.ndim != 1:
         raise ValueError(f"positions must be 1-D, got {pos_arr.ndim} dimensions")
     n = pos_arr.shape[0]
-    _ctx_init(&c, bo, include_body, check_crc, spark, max_batch_bytes)
+    _ctx_init(&c, bo, include_body, check_crc, spark, max_batch_bytes, body_view)
     try:
         src = _Source(source)
         try:
             c.base = src.base
             c.limit = src.limit
+            c.view_shift = 62 if c.limit <= MAX_BYTES else 30
             if bo > 0x7FFFFFFFFFFFFFFF - c.limit:
                 raise ValueError(f"base_offset {bo} + {c.limit} bytes overflows int64")
+            _ctx_buffers(&c, n)
             with nogil:
-                _pass1_positions(&c, <const int64_t*>cnp.PyArray_DATA(pos_arr), n)
+                _walk_positions(&c, <const int64_t*>cnp.PyArray_DATA(pos_arr), n)
             if c.oom:
                 raise MemoryError()
             if c.bad_index >= 0:
@@ -1408,16 +1781,17 @@ def decode_positions(source, positions, *, base_offset, bint include_body=True,
                         f"a time", c.bad_index)
                 raise CorruptRecordError(f"positions[{c.bad_index}]: {_reason(c.stop_info)}",
                                          bad + bo if bo >= 0 else bad)
-            return _fill_batch(&c)
+            return _build_batch(&c, src.arrow() if c.body_view else None)
         finally:
             src.release()
     finally:
         _ctx_free(&c)
 
 
-def empty_batch(bint include_body=True, *, bint spark=False):
+def empty_batch(bint include_body=True, *, bint spark=False, bint body_view=False):
     """A RecordBatch with no rows and the schema of the decoded batches."""
-    return pa.RecordBatch.from_pylist([], schema=_SCHEMAS[(include_body, spark)])
+    return pa.RecordBatch.from_pylist([], schema=schema(include_body, spark=spark,
+                                                        body_view=body_view))
 
 
 def buffer_cache_info():

@@ -41,12 +41,15 @@ from rocketstore._native.codec cimport (
     RecordInfo,
     check_record,
     java_hash_str,
+    rs_crc32_init,
     rs_get_i32,
     rs_get_i64,
     rs_put_u32,
     rs_put_u64,
 )
 from rocketstore._native.mapped_file cimport MappedFile
+
+rs_crc32_init()     # this module's copy of the CRC tables (check_record is inlined here)
 
 import numpy as np
 

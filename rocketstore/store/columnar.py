@@ -25,6 +25,9 @@ offset) within one segment, so no batch crosses a segment; none is empty. A colu
 more than 2 GiB of data (the native decoder stops a batch short and the walk continues). The
 same range of the same store gives the same batches, so a replayed Spark task reads identical
 data. ``spark=True`` gives timestamps as ``timestamp[us, tz=UTC]`` (see ``schema``).
+``body_view=True`` gives the body as zero-copy ``binary_view`` values pointing into the
+segment files (the batch holds its segment, as ``MappedFile.view`` does; see
+``decode_region``).
 """
 from __future__ import annotations
 
@@ -169,7 +172,8 @@ def plan_ranges(store: MessageStore, partition_bytes: int, start_offset: int | N
 def read_range(store: MessageStore, start_offset: int, end_offset: int | None = None,
                include_body: bool = True, *, align: bool = True,
                batch_bytes: int = DEFAULT_BATCH_BYTES, check_crc: bool = False,
-               spark: bool = False, threads: int = 1) -> Iterator[pa.RecordBatch]:
+               spark: bool = False, threads: int = 1,
+               body_view: bool = False) -> Iterator[pa.RecordBatch]:
     """RecordBatches of the records that start in [start_offset, end_offset) of the
     CommitLog (end_offset None: the end of the log), crossing segment files.
 
@@ -178,17 +182,20 @@ def read_range(store: MessageStore, start_offset: int, end_offset: int | None = 
     ``align_to_record``/``plan_ranges`` returned, or a record's commitlog_offset), else the
     bytes there are reported corrupt. threads > 1 decodes record-aligned chunks of
     batch_bytes on that many threads (the decoder runs without the GIL) and still yields
-    them in log order. See the module docstring for the whole contract."""
+    them in log order. body_view=True: the body as zero-copy ``binary_view`` (not with
+    spark=True). See the module docstring for the whole contract."""
     if batch_bytes <= 0:
         raise ValueError(f"batch_bytes must be positive, got {batch_bytes}")
     if threads < 1:
         raise ValueError(f"threads must be >= 1, got {threads}")
+    if spark and body_view:
+        raise ValueError("body_view=True is not for spark=True (Spark reads binary)")
     files, lo, hi = _visible(store)
     end = hi if end_offset is None else min(hi, end_offset)
     pos = max(lo, start_offset)
     if align and pos < end:
         pos = _align_sorted(files, [pos], lo, hi)[0]
-    options = (include_body, batch_bytes, check_crc, spark)
+    options = (include_body, batch_bytes, check_crc, spark, body_view)
     if threads == 1:
         yield from _read_serial(files, pos, end, *options)
         return
@@ -205,7 +212,8 @@ def read_range(store: MessageStore, start_offset: int, end_offset: int | None = 
 
 
 def _read_serial(files: list[MappedFile], pos: int, end: int, include_body: bool,
-                 batch_bytes: int, check_crc: bool, spark: bool) -> Iterator[pa.RecordBatch]:
+                 batch_bytes: int, check_crc: bool, spark: bool,
+                 body_view: bool) -> Iterator[pa.RecordBatch]:
     """read_range's walk from a record boundary pos to end, one thread."""
     while pos < end:
         mf = _file_at(files, pos)
@@ -216,7 +224,7 @@ def _read_serial(files: list[MappedFile], pos: int, end: int, include_body: bool
         rel_end = min(end - base, mf.file_size)
         chunk_end = min(rel_end, rel + batch_bytes)
         res = decode_region(mf, rel, chunk_end, base_offset=base, include_body=include_body,
-                            check_crc=check_crc, spark=spark)
+                            check_crc=check_crc, spark=spark, body_view=body_view)
         batch, next_rel, status = res
         if batch.num_rows:
             yield batch
@@ -233,9 +241,11 @@ def _read_serial(files: list[MappedFile], pos: int, end: int, include_body: bool
 def read_range_table(store: MessageStore, start_offset: int, end_offset: int | None = None,
                      include_body: bool = True, *, align: bool = True,
                      batch_bytes: int = DEFAULT_BATCH_BYTES, check_crc: bool = False,
-                     spark: bool = False, threads: int = 1) -> pa.Table:
+                     spark: bool = False, threads: int = 1,
+                     body_view: bool = False) -> pa.Table:
     """read_range gathered into one pa.Table (with the schema even when empty)."""
     batches = list(read_range(store, start_offset, end_offset, include_body, align=align,
                               batch_bytes=batch_bytes, check_crc=check_crc, spark=spark,
-                              threads=threads))
-    return pa.Table.from_batches(batches, schema=schema(include_body, spark=spark))
+                              threads=threads, body_view=body_view))
+    return pa.Table.from_batches(batches, schema=schema(include_body, spark=spark,
+                                                        body_view=body_view))
