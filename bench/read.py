@@ -450,10 +450,11 @@ def main(argv=None) -> int:
          "result": result(None if col is None else col.ratios["plain read"] >= 0.3)},
     ]
     if par is not None:
+        # not one of issue 3's targets: how the decode scales, shown beside them
         targets.append(
-            {"target": "columnar decode on all cores >= 0.3 of a plain (one-stream) read",
-             "measured": f"{par.ratios['plain read']:.2f}", "goal": ">= 0.30",
-             "result": result(par.ratios["plain read"] >= 0.3)})
+            {"target": "columnar decode on all cores vs a plain (one-stream) read, information",
+             "measured": f"{par.ratios['plain read']:.2f}", "goal": "",
+             "result": "n/a"})
     elapsed = time.perf_counter() - started
 
     print("# rocketstore read benchmark (bench/read.py)\n")
