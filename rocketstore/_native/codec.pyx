@@ -915,7 +915,6 @@ cdef class RecordWriter:
     cdef readonly int64_t max_message_size
     cdef bytes store_host_raw
     cdef int32_t store_port
-    cdef bytes default_born_raw
     cdef int32_t default_born_port
     cdef Slice* slices
     cdef Py_ssize_t slices_cap
@@ -946,7 +945,6 @@ cdef class RecordWriter:
         raw, port = parse_host(store_host)
         self.store_host_raw = raw
         self.store_port = port
-        self.default_born_raw = raw
         self.default_born_port = port
         self.store_host_len = self.default_born_len = <int32_t>len(raw)
         memcpy(self.store_host_c, PyBytes_AS_STRING(raw), self.store_host_len)
@@ -977,15 +975,16 @@ cdef class RecordWriter:
         self.specs_cap = cap
         return 0
 
-    cdef int _host(self, object host, unsigned char* raw_out, int32_t* len_out,
-                   int32_t* port_out, bint born) except -1:
+    cdef inline int _host(self, object host, unsigned char* raw_out, int32_t* len_out,
+                          int32_t* port_out, bint born) except -1:
         cdef bytes raw
-        if host is None:
-            raw = self.default_born_raw if born else self.store_host_raw
+        if host is None:        # the store's own host (a memcpy: the common case)
+            len_out[0] = self.default_born_len if born else self.store_host_len
+            memcpy(raw_out, self.default_born_c if born else self.store_host_c, len_out[0])
             port_out[0] = self.default_born_port if born else self.store_port
-        else:
-            raw, port = parse_host(host)
-            port_out[0] = port
+            return 0
+        raw, port = parse_host(host)
+        port_out[0] = port
         len_out[0] = PyBytes_GET_SIZE(raw)
         memcpy(raw_out, PyBytes_AS_STRING(raw), len_out[0])
         return 0
@@ -1062,18 +1061,8 @@ cdef class RecordWriter:
             s.born_ts = -1
         else:
             s.born_ts = msg.born_timestamp
-        if msg.born_host is None:
-            memcpy(s.born_host, self.default_born_c, self.default_born_len)
-            s.born_host_len = self.default_born_len
-            s.born_port = self.default_born_port
-        else:
-            self._host(msg.born_host, s.born_host, &s.born_host_len, &s.born_port, True)
-        if msg.store_host is None:
-            memcpy(s.store_host, self.store_host_c, self.store_host_len)
-            s.store_host_len = self.store_host_len
-            s.store_port = self.store_port
-        else:
-            self._host(msg.store_host, s.store_host, &s.store_host_len, &s.store_port, False)
+        self._host(msg.born_host, s.born_host, &s.born_host_len, &s.born_port, True)
+        self._host(msg.store_host, s.store_host, &s.store_host_len, &s.store_port, False)
         s.sys_flag = msg.sys_flag & 0xF
         if s.born_host_len == 16:
             s.sys_flag |= SYSFLAG_BORNHOST_V6
