@@ -978,10 +978,15 @@ cdef class RecordWriter:
     cdef inline int _host(self, object host, unsigned char* raw_out, int32_t* len_out,
                           int32_t* port_out, bint born) except -1:
         cdef bytes raw
-        if host is None:        # the store's own host (a memcpy: the common case)
-            len_out[0] = self.default_born_len if born else self.store_host_len
-            memcpy(raw_out, self.default_born_c if born else self.store_host_c, len_out[0])
-            port_out[0] = self.default_born_port if born else self.store_port
+        if host is None and born:       # the store's own host (a memcpy: the common case)
+            len_out[0] = self.default_born_len
+            memcpy(raw_out, self.default_born_c, len_out[0])
+            port_out[0] = self.default_born_port
+            return 0
+        if host is None:
+            len_out[0] = self.store_host_len
+            memcpy(raw_out, self.store_host_c, len_out[0])
+            port_out[0] = self.store_port
             return 0
         raw, port = parse_host(host)
         port_out[0] = port
