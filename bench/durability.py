@@ -113,6 +113,21 @@ def put_run(td: C.TempDirs, flush: str, threads: int, n: int) -> dict[str, Any]:
             "sizes": sizes}
 
 
+def batch_bounds(sizes: list[int], batch_msgs: float) -> list[int]:
+    """Byte offsets of batch edges on record boundaries, batch_msgs records apart on average
+    (a fractional batch_msgs alternates batch lengths); the last edge is the end."""
+    bounds = [0]
+    acc = 0.0
+    pos = 0
+    for i, s in enumerate(sizes):
+        pos += s
+        acc += 1
+        if acc >= batch_msgs or i == len(sizes) - 1:
+            bounds.append(pos)
+            acc -= batch_msgs if batch_msgs >= 1 else acc
+    return bounds
+
+
 def fsync_run(td: C.TempDirs, records: bytes, sizes: list[int], batch_msgs: float) -> float:
     """os.pwrite + os.fsync of the same records, batch_msgs records per fsync; seconds."""
     d = td.new("fsync")
@@ -121,15 +136,7 @@ def fsync_run(td: C.TempDirs, records: bytes, sizes: list[int], batch_msgs: floa
     try:
         os.posix_fallocate(fd, 0, max(len(records), 1))
         os.fsync(fd)
-        bounds = [0]
-        acc = 0.0
-        pos = 0
-        for i, s in enumerate(sizes):   # batch edges on record boundaries, batch_msgs apart
-            pos += s
-            acc += 1
-            if acc >= batch_msgs or i == len(sizes) - 1:
-                bounds.append(pos)
-                acc -= batch_msgs if batch_msgs >= 1 else acc
+        bounds = batch_bounds(sizes, batch_msgs)
         view = memoryview(records)
         with C.Timer() as timer:
             for a, b in zip(bounds, bounds[1:], strict=False):
@@ -153,13 +160,7 @@ def msync_run(td: C.TempDirs, records: bytes, sizes: list[int], batch_msgs: floa
         os.posix_fallocate(fd, 0, size)
         os.fsync(fd)
         mm = mmap.mmap(fd, size)
-        bounds, acc, pos = [0], 0.0, 0
-        for i, s in enumerate(sizes):
-            pos += s
-            acc += 1
-            if acc >= batch_msgs or i == len(sizes) - 1:
-                bounds.append(pos)
-                acc -= batch_msgs if batch_msgs >= 1 else acc
+        bounds = batch_bounds(sizes, batch_msgs)
         view = memoryview(records)
         page = mmap.PAGESIZE
         with C.Timer() as timer:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import gc
 import ipaddress
-import os
 import random
 import struct
 import tempfile
@@ -18,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 import refcodec
+from helpers import STORE_HOST, make_config
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -30,7 +30,6 @@ SETTINGS = settings(
     max_examples=40,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
-STORE_HOST = "192.168.0.10:10911"
 NAMES = [f.name for f in columnar.SCHEMA]
 TS_COLUMNS = ("born_timestamp", "store_timestamp")
 
@@ -115,19 +114,6 @@ def rows(batch: pa.RecordBatch | pa.Table) -> list[dict[str, Any]]:
 
 def as_ref(row: dict[str, Any]) -> dict[str, Any]:
     return {**row, "properties": dict(row["properties"])}
-
-
-def make_config(root: str | os.PathLike[str], **changes: Any) -> StoreConfig:
-    values: dict[str, Any] = {
-        "store_path_root_dir": os.fspath(root),
-        "mapped_file_size_commit_log": 64 * 1024,
-        "mapped_file_size_consume_queue": 1000 * 20,
-        "max_hash_slot_num": 500,
-        "max_index_num": 2000,
-        "store_host": STORE_HOST,
-    }
-    values.update(changes)
-    return StoreConfig(**values)
 
 
 def fixture_config(root: Path, manifest: dict[str, Any]) -> StoreConfig:
