@@ -58,7 +58,7 @@ class CommitLog:
         self.writer = codec.RecordWriter(config.mapped_file_size_commit_log,
                                          config.max_message_size, config.store_host)
         # put_message's fast path runs natively (lock, append to the cached last file,
-        # result); _append_rolling is its slow path and _after_put its post-lock hook
+        # result); _append_rolling is its slow path, put_path.after its post-lock hook
         self.put_path = codec.PutPath(self.writer, self._append_rolling)
         self.put_lock = self.put_path.lock
         self.put_message = self.put_path
@@ -82,9 +82,8 @@ class CommitLog:
         # flusher (when it is not on a fixed timer), or nothing
         self._wake_on_put = not self.sync_flush and (
             pool is not None or not config.flush_commit_log_timed)
-        self._after_put = (self._sync_flush_after_put if self.sync_flush else
-                           self._wake_after_put if self._wake_on_put else None)
-        self.put_path.after = self._after_put
+        self.put_path.after = (self._sync_flush_after_put if self.sync_flush else
+                               self._wake_after_put if self._wake_on_put else None)
 
     def start(self) -> None:
         if self.read_only:
