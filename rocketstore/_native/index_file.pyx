@@ -71,7 +71,6 @@ cdef enum:
     H_END_PHY = 24
     H_SLOT_COUNT = 32
     H_INDEX_COUNT = 36
-    MAX_KEYS = 16400        # keys per record: 32,767 bytes of properties hold fewer
 
 cdef int32_t INT32_MAX_ = 0x7FFFFFFF
 
@@ -220,18 +219,7 @@ def record_index_key_hashes(MappedFile mf not None, int64_t pos):
 cdef class IndexFile:
     """One index file (RocketMQ's IndexFile) over a MappedFile. Make one with
     IndexFile.create(...) or IndexFile.load(...)."""
-    cdef readonly MappedFile mapped_file
-    cdef readonly int32_t hash_slot_num
-    cdef readonly int32_t index_num
-    cdef readonly bint writable
-    cdef int64_t items_at
-    # The header, as RocketMQ's IndexHeader keeps it in memory (and writes it through).
-    cdef int64_t _begin_ts
-    cdef int64_t _end_ts
-    cdef int64_t _begin_phy
-    cdef int64_t _end_phy
-    cdef int32_t _slot_count
-    cdef int32_t _index_count
+    # attributes and cdef methods: index_file.pxd
 
     def __init__(self):
         raise TypeError("use IndexFile.create(...) or IndexFile.load(...)")

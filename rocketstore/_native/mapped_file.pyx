@@ -34,23 +34,12 @@ cdef extern from *:
     """
     void rs_touch_for_write(char* p) noexcept nogil
 
-cdef extern from *:
-    """
-    static inline long long rs_load_i64(const long long *p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
-    static inline int rs_load_int(const int *p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
-    static inline void rs_store_int(int *p, int v) { __atomic_store_n(p, v, __ATOMIC_RELAXED); }
-    """
-    long long rs_load_i64(const long long* p) noexcept nogil
-    int rs_load_int(const int* p) noexcept nogil
-    void rs_store_int(int* p, int v) noexcept nogil
-
 cdef extern from "<time.h>" nogil:
     int nanosleep(const timespec* req, timespec* rem)
 
 
 cdef class StopFlag:
     """A flag a native loop running without the GIL polls (MappedFile.prefault_follow)."""
-    cdef int flag
 
     def set(self):
         rs_store_int(&self.flag, 1)
