@@ -1,0 +1,59 @@
+from collections.abc import Callable
+
+from rocketstore._native.index_file import IndexFile
+from rocketstore._native.mapped_file import MappedFile, StopFlag
+
+CAUGHT_UP: int
+LIMIT: int
+NO_FILE: int
+NEED_QUEUE: int
+NEED_INDEX: int
+CORRUPT: int
+STOP_NAMES: tuple[str, ...]
+
+class Dispatcher:
+    """The ReputMessageService's dispatch state and its native, GIL-free passes: each
+    record's ConsumeQueue unit and IndexFile keys. A pass stops where Python is needed
+    (NEED_QUEUE, NEED_INDEX, NO_FILE, CORRUPT) or when it is done (CAUGHT_UP, LIMIT)."""
+
+    index_enabled: bool
+    file: MappedFile | None
+    index_file: IndexFile | None
+    key_start: int
+    key_start_phy: int
+    records: int
+    last_store_timestamp: int
+    last_stop: int
+    pass_start: int
+
+    def __init__(self, index_enabled: bool = True) -> None: ...
+    @property
+    def offset(self) -> int:
+        """CommitLog offset of the next record to dispatch."""
+
+    def set_offset(self, offset: int) -> None: ...
+    def request_offset(self, offset: int) -> None:
+        """Ask the thread running passes to move to offset before its next pass."""
+
+    def take_request(self) -> bool: ...
+    def set_file(self, mf: MappedFile, pos: int) -> None: ...
+    def add_queue(
+        self, topic: bytes, queue_id: int, cq: object | None, last_file: MappedFile | None,
+        max_phy: int
+    ) -> None: ...
+    def queue_max_phy(self, topic: bytes, queue_id: int, default: int) -> int: ...
+    @property
+    def queue_count(self) -> int: ...
+    def touched(self) -> list[tuple[bytes, int, int]]: ...
+    def set_index(
+        self, f: IndexFile | None, key_start: int = 0, key_start_phy: int = -1
+    ) -> None: ...
+    def clear(self) -> None: ...
+    @property
+    def stop_reason(self) -> str | None: ...
+    def stop_record(self) -> tuple[bytes, int, int, int, int, int]: ...
+    def run(self, max_records: int = ...) -> int: ...
+    def follow(
+        self, interval_s: float, stop: StopFlag, handler: Callable[[int], bool],
+        max_records: int = ..., call_after_pass: bool = False
+    ) -> int: ...

@@ -1,0 +1,495 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""The ReputMessageService's dispatch pass, native and without the GIL.
+
+A pass walks the CommitLog file being followed from the dispatch position and, for each
+record, writes its ConsumeQueue unit (into the queue's last file, registered beforehand) and
+its IndexFile keys, then moves on. It stops where Python is needed: a queue not registered
+yet or whose file is full (NEED_QUEUE), no index file or a full one (NEED_INDEX), the end of
+the file (NO_FILE), a corrupt record (CORRUPT), nothing more to read (CAUGHT_UP) or the
+record limit (LIMIT). The caller handles the stop under the GIL and runs the next pass; a
+record is only counted once its unit and keys are all in, and both writes are idempotent, so
+a pass can stop and resume at any record.
+
+``Dispatcher.follow`` loops over passes and sleeps between them without the GIL: on a busy
+store the dispatch thread takes the GIL only to register a new queue, roll a file or call
+arrival listeners, so producers never hand it over per round.
+
+One thread runs passes at a time (the service's round lock); producers append concurrently
+and publish each record's bytes before the file's write position."""
+from cpython.ref cimport Py_DECREF, Py_INCREF, PyObject
+from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
+from libc.stdlib cimport calloc, free, malloc
+from libc.string cimport memcmp, memcpy
+
+from rocketstore._native.codec cimport (
+    REC_BLANK,
+    REC_CORRUPT,
+    REC_END,
+    SYSFLAG_PREPARED,
+    SYSFLAG_ROLLBACK,
+    SYSFLAG_TRANSACTION_MASK,
+    RecordInfo,
+    check_record_into,
+    tags_code_of,
+)
+from rocketstore._native.consume_queue cimport NEXT_FILE, Target, _place_unit, _target_of
+from rocketstore._native.index_file cimport MAX_KEYS, IndexFile, _record_key_hashes
+from rocketstore._native.mapped_file cimport (
+    MappedFile,
+    StopFlag,
+    rs_acquire_fence,
+    rs_load_i64,
+    rs_load_int,
+)
+
+cdef extern from "<time.h>" nogil:
+    ctypedef long time_t
+    cdef struct timespec:
+        time_t tv_sec
+        long tv_nsec
+    int nanosleep(const timespec* req, timespec* rem)
+
+# why a pass stopped
+CAUGHT_UP = 0       # nothing more readable in the file now
+LIMIT = 1           # max_records dispatched
+NO_FILE = 2         # no file, or its end (END_FILE blank): the next file is needed
+NEED_QUEUE = 3      # the stop record's queue is not registered, or its last file is full
+NEED_INDEX = 4      # no index file, or it is full (key_start says how far the record got)
+CORRUPT = 5         # the record at the position fails validation
+STOP_NAMES = ("caught_up", "limit", "no_file", "need_queue", "need_index", "corrupt")
+
+cdef enum:
+    S_CAUGHT_UP = 0
+    S_LIMIT = 1
+    S_NO_FILE = 2
+    S_NEED_QUEUE = 3
+    S_NEED_INDEX = 4
+    S_CORRUPT = 5
+
+
+cdef struct QueueSlot:
+    bint used
+    bint skip               # no ConsumeQueue for it (queue id out of range): no unit
+    bint touched            # got units since touched() was last asked
+    int32_t queue_id
+    int32_t topic_len
+    uint64_t hash
+    int64_t next_qoff       # last unit's queue offset + 1 (arrival listeners)
+    Target t
+    PyObject* cq            # the ConsumeQueue (a reference), NULL for a skipped queue
+    PyObject* mf            # its last file, held (a reference), NULL for a skipped queue
+    char topic[128]
+
+
+cdef inline uint64_t _slot_hash(const char* topic, int32_t n, int32_t qid) noexcept nogil:
+    cdef uint64_t h = 14695981039346656037ULL ^ <uint32_t>qid
+    cdef int32_t i
+    for i in range(n):
+        h = (h ^ <unsigned char>topic[i]) * 1099511628211ULL
+    return h
+
+
+cdef class Dispatcher:
+    """Dispatch state and passes (see the module docstring). Python registers queues
+    (add_queue), the index file (set_index) and the CommitLog file (set_file) when a pass
+    asks for them."""
+    cdef QueueSlot* slots
+    cdef Py_ssize_t cap
+    cdef Py_ssize_t used
+    cdef readonly bint index_enabled
+    # the CommitLog file followed (held) and the position in it
+    cdef readonly MappedFile file
+    cdef const char* base
+    cdef int64_t* limit_ptr
+    cdef int64_t file_size
+    cdef int64_t from_offset
+    cdef int64_t pos
+    cdef int64_t detached_offset    # the position while no file is set
+    cdef int64_t requested          # a position asked for by another thread (-1: none)
+    # the index file written (its mapped file held)
+    cdef readonly IndexFile index_file
+    cdef char* index_base
+    cdef readonly Py_ssize_t key_start      # keys of the record at key_start_phy already in
+    cdef readonly int64_t key_start_phy
+    cdef int32_t* hashes
+    # counters and the last stop
+    cdef readonly int64_t records           # dispatched records, in total
+    cdef readonly int64_t last_store_timestamp
+    cdef readonly int last_stop
+    cdef readonly int64_t pass_start        # file position where the last pass began
+    cdef const char* reason
+    cdef QueueSlot stop_key                 # topic and queue of a NEED_QUEUE stop
+    cdef int64_t stop_phy
+    cdef int32_t stop_size
+    cdef int64_t stop_tags
+    cdef int64_t stop_qoff
+
+    def __cinit__(self):
+        self.slots = NULL
+        self.hashes = NULL
+
+    def __init__(self, bint index_enabled=True):
+        self.cap = 64
+        self.slots = <QueueSlot*>calloc(self.cap, sizeof(QueueSlot))
+        self.hashes = <int32_t*>malloc(MAX_KEYS * sizeof(int32_t))
+        if self.slots == NULL or self.hashes == NULL:
+            raise MemoryError()
+        self.index_enabled = index_enabled
+        self.requested = -1
+        self.last_stop = S_CAUGHT_UP
+
+    def __dealloc__(self):
+        if self.slots != NULL:
+            self._clear_slots(False)
+            free(self.slots)
+        free(self.hashes)
+        if self.file is not None:
+            self.file.release()
+        if self.index_file is not None:
+            self.index_file.mapped_file.release()
+
+    # ---- position ------------------------------------------------------------------------
+    @property
+    def offset(self):
+        """CommitLog offset of the next record to dispatch."""
+        cdef int64_t r = rs_load_i64(<long long*>&self.requested)
+        if r >= 0:
+            return r
+        if self.file is None:
+            return self.detached_offset
+        return self.from_offset + self.pos
+
+    def set_offset(self, int64_t offset):
+        """Move the position (the file is dropped; the next pass stops with NO_FILE). Only
+        from the thread that runs the passes: others use request_offset."""
+        if offset < 0:
+            raise ValueError(f"offset must be >= 0, got {offset}")
+        self._drop_file()
+        self.detached_offset = offset
+        self.requested = -1
+
+    def request_offset(self, int64_t offset):
+        """Ask the thread running passes to move to offset before its next pass."""
+        if offset < 0:
+            raise ValueError(f"offset must be >= 0, got {offset}")
+        (<volatile int64_t*>&self.requested)[0] = offset
+
+    def take_request(self):
+        """Apply a requested position (the pass thread, before a pass); True if there was one."""
+        cdef int64_t r = rs_load_i64(<long long*>&self.requested)
+        if r < 0:
+            return False
+        self.set_offset(r)
+        return True
+
+    def set_file(self, MappedFile mf not None, int64_t pos):
+        """Follow mf from file position pos (mf is held until another file is set)."""
+        if pos < 0 or pos > mf.file_size:
+            raise ValueError(f"position {pos} outside [0, {mf.file_size}] of {mf.file_name}")
+        if not mf.hold():
+            raise ValueError(f"mapped file {mf.file_name} is being destroyed")
+        self._drop_file()
+        self.file = mf
+        self.base = mf.base
+        # with a transient pool, records are readable once committed to the file
+        self.limit_ptr = &mf.committed_pos if mf.write_buffer is not None else &mf.wrote_pos
+        self.file_size = mf.file_size
+        self.from_offset = mf.file_from_offset
+        self.pos = pos
+
+    cdef void _drop_file(self):
+        if self.file is not None:
+            self.detached_offset = self.from_offset + self.pos
+            self.file.release()
+            self.file = None
+            self.base = NULL
+
+    # ---- queues --------------------------------------------------------------------------
+    cdef QueueSlot* _find(self, const char* topic, int32_t n, int32_t qid) noexcept nogil:
+        cdef uint64_t h = _slot_hash(topic, n, qid)
+        cdef Py_ssize_t i = <Py_ssize_t>(h & <uint64_t>(self.cap - 1))
+        cdef QueueSlot* s
+        while True:
+            s = &self.slots[i]
+            if not s.used:
+                return NULL
+            if s.hash == h and s.queue_id == qid and s.topic_len == n and \
+                    memcmp(s.topic, topic, n) == 0:
+                return s
+            i = (i + 1) & (self.cap - 1)
+
+    cdef int _grow(self) except -1:
+        cdef Py_ssize_t old_cap = self.cap, i, j
+        cdef QueueSlot* old = self.slots
+        cdef QueueSlot* fresh = <QueueSlot*>calloc(old_cap * 2, sizeof(QueueSlot))
+        if fresh == NULL:
+            raise MemoryError()
+        self.slots = fresh
+        self.cap = old_cap * 2
+        for i in range(old_cap):
+            if old[i].used:
+                j = <Py_ssize_t>(old[i].hash & <uint64_t>(self.cap - 1))
+                while self.slots[j].used:
+                    j = (j + 1) & (self.cap - 1)
+                self.slots[j] = old[i]
+        free(old)
+        return 0
+
+    def add_queue(self, bytes topic not None, int32_t queue_id, cq, MappedFile last_file,
+                  int64_t max_phy):
+        """Register (or replace) the queue's target: units of topic/queue_id go to last_file
+        (its last ConsumeQueue file, held from now on) with max_phy its max physical offset.
+        cq None: the queue has no ConsumeQueue (its records get no unit)."""
+        cdef Py_ssize_t n = len(topic)
+        cdef QueueSlot* s
+        cdef Target t
+        cdef uint64_t h
+        cdef Py_ssize_t i
+        if n > 127:
+            raise ValueError(f"topic of {n} bytes (at most 127)")
+        t.base = NULL
+        t.blocked = False
+        t.max_phy = max_phy
+        if cq is not None:
+            if last_file is None:
+                raise ValueError("a queue with a ConsumeQueue needs its last file")
+            _target_of(&t, last_file, max_phy)      # refuses a read-only file
+            if not last_file.hold():
+                raise ValueError(f"mapped file {last_file.file_name} is being destroyed")
+        # checked and held: nothing below fails but a MemoryError growing the table
+        s = self._find(topic, <int32_t>n, queue_id)
+        if s != NULL:
+            self._release_slot(s, True)
+        else:
+            if (self.used + 1) * 2 > self.cap:
+                try:
+                    self._grow()
+                except MemoryError:
+                    if cq is not None:
+                        last_file.release()
+                    raise
+            h = _slot_hash(topic, <int32_t>n, queue_id)
+            i = <Py_ssize_t>(h & <uint64_t>(self.cap - 1))
+            while self.slots[i].used:
+                i = (i + 1) & (self.cap - 1)
+            s = &self.slots[i]
+            s.used = True
+            s.hash = h
+            s.queue_id = queue_id
+            s.topic_len = <int32_t>n
+            memcpy(s.topic, <const char*>topic, n)
+            s.touched = False
+            s.next_qoff = 0
+            self.used += 1
+        s.skip = cq is None
+        s.t = t
+        s.cq = NULL
+        s.mf = NULL
+        if cq is not None:
+            Py_INCREF(cq)
+            Py_INCREF(last_file)
+            s.cq = <PyObject*>cq
+            s.mf = <PyObject*>last_file
+
+    cdef void _release_slot(self, QueueSlot* s, bint write_back):
+        """Drop a slot's references; write_back stores its max physical offset in its
+        ConsumeQueue (cq.max_physic_offset, which only the dispatch thread writes)."""
+        if s.cq != NULL:
+            if write_back:
+                try:
+                    (<object>s.cq).max_physic_offset = s.t.max_phy
+                except Exception:
+                    pass
+            Py_DECREF(<object>s.cq)
+            s.cq = NULL
+        if s.mf != NULL:
+            (<MappedFile>s.mf).release()
+            Py_DECREF(<object>s.mf)
+            s.mf = NULL
+        s.t.base = NULL
+
+    cdef void _clear_slots(self, bint write_back):
+        cdef Py_ssize_t i
+        for i in range(self.cap):
+            if self.slots[i].used:
+                self._release_slot(&self.slots[i], write_back)
+                self.slots[i].used = False
+        self.used = 0
+
+    def queue_max_phy(self, bytes topic not None, int32_t queue_id, int64_t default):
+        """The registered queue's max physical offset (default when not registered)."""
+        cdef QueueSlot* s = self._find(topic, <int32_t>len(topic), queue_id)
+        return default if s == NULL or s.skip else s.t.max_phy
+
+    @property
+    def queue_count(self):
+        return self.used
+
+    def touched(self):
+        """[(topic bytes, queue_id, next_queue_offset)] of queues that got units since the
+        last call (arrival listeners)."""
+        cdef Py_ssize_t i
+        cdef list out = []
+        for i in range(self.cap):
+            if self.slots[i].used and self.slots[i].touched:
+                self.slots[i].touched = False
+                out.append((self.slots[i].topic[:self.slots[i].topic_len],
+                            self.slots[i].queue_id, self.slots[i].next_qoff))
+        return out
+
+    # ---- index ---------------------------------------------------------------------------
+    def set_index(self, IndexFile f, Py_ssize_t key_start=0, int64_t key_start_phy=-1):
+        """Write keys into f (held from now on; None: none). The record at key_start_phy
+        already has its first key_start keys in the index (a resumed or replayed record)."""
+        cdef char* base = NULL
+        if f is not None:
+            f._check_writable()
+            f._hold_base(&base)
+        if self.index_file is not None:
+            self.index_file.mapped_file.release()
+        self.index_file = f
+        self.index_base = base
+        self.key_start = key_start if f is not None else 0
+        self.key_start_phy = key_start_phy
+
+    def clear(self):
+        """Release every file held (queues, index, CommitLog); queues write back their max
+        physical offsets. The position is kept."""
+        self._clear_slots(True)
+        self.set_index(None)
+        self._drop_file()
+
+    # ---- the pass ------------------------------------------------------------------------
+    @property
+    def stop_reason(self):
+        """Why the record at the position is corrupt (after a CORRUPT stop)."""
+        return None if self.reason == NULL else self.reason.decode("utf-8", "replace")
+
+    def stop_record(self):
+        """(topic bytes, queue_id, phy_offset, size, tags_code, queue_offset) of the record a
+        NEED_QUEUE stop is at."""
+        return (self.stop_key.topic[:self.stop_key.topic_len], self.stop_key.queue_id,
+                self.stop_phy, self.stop_size, self.stop_tags, self.stop_qoff)
+
+    cdef int _pass(self, Py_ssize_t max_records) noexcept nogil:
+        cdef int64_t limit, phy
+        cdef Py_ssize_t n = 0, nkeys, k
+        cdef RecordInfo info
+        cdef const char* rec
+        cdef QueueSlot* slot
+        cdef int status, tran, placed
+        cdef Py_ssize_t blanks = 0
+        self.pass_start = self.pos
+        if rs_load_i64(<long long*>&self.requested) >= 0 or self.base == NULL:
+            return S_NO_FILE
+        limit = rs_load_i64(<long long*>self.limit_ptr)
+        rs_acquire_fence()      # the record bytes were published before the position
+        if limit > self.file_size:
+            limit = self.file_size
+        while True:
+            if n >= max_records:
+                return S_LIMIT
+            if self.pos >= self.file_size:
+                return S_NO_FILE
+            if self.pos >= limit:
+                return S_CAUGHT_UP
+            rec = self.base + self.pos
+            status = check_record_into(rec, limit - self.pos, False, self.from_offset + self.pos,
+                                       &info)
+            if status == REC_BLANK:
+                self.pos = self.file_size
+                return S_NO_FILE
+            if status == REC_END:
+                return S_CAUGHT_UP
+            if status == REC_CORRUPT:
+                self.reason = info.reason
+                return S_CORRUPT
+            phy = info.phy_offset
+            tran = info.sys_flag & SYSFLAG_TRANSACTION_MASK
+            if tran != SYSFLAG_PREPARED and tran != SYSFLAG_ROLLBACK:
+                slot = self._find(rec + info.topic_offset, info.topic_len, info.queue_id)
+                placed = NEXT_FILE
+                if slot != NULL and not slot.skip and slot.t.base != NULL:
+                    placed = _place_unit(&slot.t, phy, info.size,
+                                         tags_code_of(rec + info.props_offset, info.props_len),
+                                         info.queue_offset, &blanks)
+                elif slot != NULL and slot.skip:
+                    placed = 0
+                if placed == NEXT_FILE:
+                    self.stop_key.queue_id = info.queue_id
+                    self.stop_key.topic_len = info.topic_len
+                    memcpy(self.stop_key.topic, rec + info.topic_offset, info.topic_len)
+                    self.stop_phy = phy
+                    self.stop_size = info.size
+                    self.stop_tags = tags_code_of(rec + info.props_offset, info.props_len)
+                    self.stop_qoff = info.queue_offset
+                    return S_NEED_QUEUE
+                # only news: a record dispatched again (a resumed pass, a replay) is not
+                if not slot.skip and info.queue_offset >= slot.next_qoff:
+                    slot.next_qoff = info.queue_offset + 1
+                    slot.touched = True
+            if self.index_enabled and tran != SYSFLAG_ROLLBACK:
+                if self.index_base == NULL:
+                    return S_NEED_INDEX
+                if phy >= self.index_file._end_phy:       # below: indexed before (a replay)
+                    nkeys = _record_key_hashes(rec, &info, self.hashes, MAX_KEYS)
+                    k = self.key_start if phy == self.key_start_phy else 0
+                    while k < nkeys:
+                        if not self.index_file._put(self.index_base, self.hashes[k], phy, info.store_ts):
+                            self.key_start = k
+                            self.key_start_phy = phy
+                            return S_NEED_INDEX
+                        k += 1
+            self.pos += info.size
+            n += 1
+            self.records += 1
+            self.last_store_timestamp = info.store_ts
+
+    def run(self, Py_ssize_t max_records=1 << 30):
+        """One pass without the GIL; returns why it stopped (CAUGHT_UP, LIMIT, ...)."""
+        cdef int status
+        if max_records <= 0:
+            raise ValueError(f"max_records must be positive, got {max_records}")
+        with nogil:
+            status = self._pass(max_records)
+        self.last_stop = status
+        return status
+
+    def follow(self, double interval_s, StopFlag stop not None, handler,
+               Py_ssize_t max_records=1 << 30, bint call_after_pass=False):
+        """Run passes until stop is set, sleeping interval_s when caught up, all without the
+        GIL. A stop that needs Python calls handler(status) with the GIL (it registers what
+        is missing; a False return means no progress for now: sleep, then try again). With
+        call_after_pass, handler(LIMIT or CAUGHT_UP) is also called after every pass that
+        dispatched records (arrival listeners, extra dispatchers)."""
+        cdef int status = S_CAUGHT_UP
+        cdef int64_t before
+        cdef bint progress, call
+        cdef timespec pause
+        if interval_s <= 0:
+            raise ValueError(f"interval_s must be positive, got {interval_s}")
+        pause.tv_sec = <time_t>interval_s
+        pause.tv_nsec = <long>((interval_s - <double>pause.tv_sec) * 1e9)
+        while rs_load_int(&stop.flag) == 0:
+            with nogil:
+                while rs_load_int(&stop.flag) == 0:
+                    before = self.records
+                    status = self._pass(max_records)
+                    call = call_after_pass and self.records != before
+                    if status == S_CAUGHT_UP and not call:
+                        nanosleep(&pause, NULL)
+                    elif status == S_LIMIT and not call:
+                        pass
+                    else:
+                        break
+            if rs_load_int(&stop.flag) != 0:
+                break
+            self.last_stop = status
+            progress = handler(status)
+            if not progress and status != S_CAUGHT_UP and status != S_LIMIT:
+                with nogil:
+                    nanosleep(&pause, NULL)
+            elif status == S_CAUGHT_UP:
+                with nogil:
+                    nanosleep(&pause, NULL)
+        return self.last_stop
