@@ -223,6 +223,28 @@ class IndexService:
             t.join()
 
     # ---- dispatch ----------------------------------------------------------------------------
+    def writable_file(self) -> tuple[IndexFile, int, int]:
+        """The file new keys go to (created when there is none), with where the native
+        dispatch resumes: (file, key_start, key_start_phy), key_start being the keys of the
+        record at key_start_phy (the newest indexed one) already in the index."""
+        if self.read_only:
+            raise PermissionError("the index service is read-only")
+        with self._lock:
+            f = self._files[-1] if self._files else self._new_file(None)
+            end_phy = f.end_phy_offset
+            return f, self._already_put(end_phy) if end_phy > 0 else 0, end_phy
+
+    def roll(self, full: IndexFile) -> IndexFile:
+        """The next file after a full one (which is flushed in the background)."""
+        with self._lock:
+            if full.index_count <= 1:       # a fresh file took nothing: can not happen
+                raise RuntimeError(f"index file {full.file_name} accepts no item")
+            if self._files and self._files[-1] is not full:
+                return self._files[-1]
+            f = self._new_file(full)
+            self._schedule_flush(full)
+            return f
+
     def _already_put(self, phy: int) -> int:
         """Keys of the record at phy already in the index (it is the newest indexed record):
         the trailing items with that offset, across files when its keys were split."""

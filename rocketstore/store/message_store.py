@@ -83,10 +83,9 @@ class MessageStore:
                                                 read_only=ro)
         self.index_service = IndexService(config, self.root, read_only=ro)
         self.index_service.on_file_full = self._index_file_full
-        self.reput = ReputMessageService(self.commit_log)
-        self.reput.dispatchers.append(self.consume_queues.dispatch)
-        if config.message_index_enable:
-            self.reput.dispatchers.append(self.index_service.dispatch)
+        self.reput = ReputMessageService(
+            self.commit_log, self.consume_queues,
+            self.index_service if config.message_index_enable else None)
         self.flush_consume_queue = FlushConsumeQueueService(
             config, self.consume_queues, self.checkpoint, lambda: self.reput.dispatched_timestamp)
         self.recovery: RecoveryReport | None = None

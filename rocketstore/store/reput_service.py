@@ -1,16 +1,31 @@
-"""ReputMessageService: follows the CommitLog and hands new records, decoded natively in
-batches, to the dispatchers (ConsumeQueue, IndexFile) and the arrival listeners."""
+"""ReputMessageService: follows the CommitLog and dispatches each new record to its
+ConsumeQueue and the IndexFile, then tells the arrival listeners.
+
+The walk and both writes are native passes without the GIL (rocketstore._native.dispatch):
+the service thread loops over them in native code and takes the GIL only when a pass needs
+Python (a queue seen for the first time or whose file is full, a full index file, the next
+CommitLog file, a corrupt record) or when listeners or extra dispatchers are registered. So on a
+busy store producers almost never hand the GIL to it. Extra dispatchers get each dispatched
+range as a DispatchBatch (codec.dispatch_region)."""
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from rocketstore._native.codec import DispatchBatch, dispatch_region
+from rocketstore._native import dispatch as native
+from rocketstore._native.codec import MAX_QUEUE_ID, DispatchBatch, dispatch_region
+from rocketstore._native.mapped_file import StopFlag
 from rocketstore.store.commit_log import CommitLog
 from rocketstore.store.service_thread import ServiceThread
+
+if TYPE_CHECKING:
+    from rocketstore.store.consume_queue_table import ConsumeQueueTable
+    from rocketstore.store.index_service import IndexService
 
 log = logging.getLogger("rocketstore.store")
 
@@ -20,76 +35,189 @@ ArrivalListener = Callable[[str, int, int], None]
 
 
 class ReputMessageService(ServiceThread):
-    wait_interval_s = 0.001     # RocketMQ sleeps 1 ms between rounds; puts also wake it
+    wait_interval_s = 0.001     # RocketMQ sleeps 1 ms between rounds
 
-    def __init__(self, commit_log: CommitLog, *, batch_records: int = 8192) -> None:
+    def __init__(self, commit_log: CommitLog, consume_queues: ConsumeQueueTable,
+                 index_service: IndexService | None = None, *,
+                 batch_records: int = 1 << 20) -> None:
         super().__init__("ReputMessageService")
         self.commit_log = commit_log
+        self.consume_queues = consume_queues
+        self.index_service = index_service
+        #: records per pass at most (a pass is one stretch without the GIL)
         self.batch_records = batch_records
-        self.reput_from_offset = 0
+        #: more dispatchers, each given every dispatched range as a DispatchBatch
         self.dispatchers: list[Dispatcher] = []
         self.arrival_listeners: list[ArrivalListener] = []
-        self.dispatched_records = 0
-        self.dispatched_timestamp = 0    # store time of the newest record dispatched
-        self._round_lock = threading.Lock()
+        self._native = native.Dispatcher(index_service is not None)
+        self._stop = StopFlag()
+        self._round_lock = threading.Lock()     # one thread runs passes at a time
+        self._follower: threading.Thread | None = None
         self._corrupt_at: int | None = None
+
+    # ---- state -----------------------------------------------------------------------------
+    @property
+    def reput_from_offset(self) -> int:
+        """CommitLog offset of the next record to dispatch."""
+        return self._native.offset
+
+    @reput_from_offset.setter
+    def reput_from_offset(self, offset: int) -> None:
+        # applied by whichever thread runs the next pass (the service thread, or do_reput)
+        self._native.request_offset(offset)
+
+    @property
+    def dispatched_records(self) -> int:
+        return self._native.records
+
+    @property
+    def dispatched_timestamp(self) -> int:
+        """Store time of the newest record dispatched (0 before the first)."""
+        return self._native.last_store_timestamp
 
     def behind(self) -> int:
         """dispatch_behind_bytes: CommitLog bytes not dispatched yet."""
         return max(0, self.commit_log.max_offset() - self.reput_from_offset)
 
+    # ---- rounds ----------------------------------------------------------------------------
     def do_reput(self) -> int:
-        """Dispatch everything readable now; returns the number of records dispatched."""
-        total = 0
-        with self._round_lock:
+        """Dispatch everything readable now; returns the number of records dispatched. While
+        the service thread runs, it waits for that thread to get there instead."""
+        # The follower holds the round lock for as long as it runs, and takes it before it
+        # says so (_follower): poll both instead of blocking on the lock.
+        while not self._round_lock.acquire(timeout=0.001):
+            follower = self._follower
+            if follower is not None and follower is not threading.current_thread():
+                return self._wait_follower()
+        try:
+            before = self._native.records
             while True:
-                offset = self.reput_from_offset
-                if offset < self.commit_log.min_offset():
-                    offset = self.reput_from_offset = self.commit_log.min_offset()
-                if offset >= self.commit_log.max_offset():
+                self._native.take_request()
+                status = self._native.run(self.batch_records)
+                if not self._handle(status) and status != native.LIMIT:
                     break
-                mf = self.commit_log.queue.find_by_offset(offset)
-                if mf is None:
-                    break
-                batch = dispatch_region(mf, offset - mf.file_from_offset,
-                                        max_records=self.batch_records)
-                if len(batch):
-                    for dispatch in self.dispatchers:
-                        dispatch(batch)
-                    total += len(batch)
-                    self.dispatched_records += len(batch)
-                    self.dispatched_timestamp = int(batch.store_timestamps[-1])
-                    self._notify_arrivals(batch)
-                if batch.stop_status == "corrupt":
-                    if self._corrupt_at != batch.next_offset:
-                        self._corrupt_at = batch.next_offset
-                        log.error("dispatch stopped at CommitLog offset %d: %s",
-                                  batch.next_offset, batch.reason)
-                    self.reput_from_offset = batch.next_offset
-                    break
-                next_offset = batch.next_offset
-                if next_offset == offset:
-                    break
-                self.reput_from_offset = next_offset
-        return total
+            return self._native.records - before
+        finally:
+            self._native.clear()
+            self._round_lock.release()
 
-    def _notify_arrivals(self, batch: DispatchBatch) -> None:
-        if not self.arrival_listeners:
-            return
-        key = batch.topic_ids.astype(np.int64) << 32 | batch.queue_ids.astype(np.int64)
-        last = {}
-        for k, qoff in zip(key.tolist(), batch.queue_offsets.tolist(), strict=True):
-            last[k] = qoff
-        for k, qoff in last.items():
-            topic = batch.topics[k >> 32]
-            for listener in self.arrival_listeners:
-                try:
-                    listener(topic, k & 0xFFFFFFFF, qoff + 1)
-                except Exception:  # noqa: BLE001 - a listener must not stop dispatch
-                    log.exception("message arrival listener failed")
+    def _wait_follower(self) -> int:
+        before = self._native.records
+        target = self.commit_log.max_offset()
+        while self.reput_from_offset < target and self._follower is not None:
+            if self._native.last_stop == native.CORRUPT:
+                break       # stuck at a corrupt record: nothing more is readable
+            time.sleep(0.0005)
+        return self._native.records - before
 
     def run_once(self) -> None:
-        self.do_reput()
+        with self._round_lock:
+            self._follower = threading.current_thread()
+            try:
+                self._native.take_request()
+                self._native.follow(self.wait_interval_s, self._stop, self._handle,
+                                    self.batch_records,
+                                    bool(self.dispatchers or self.arrival_listeners))
+            finally:
+                self._follower = None
+                self._native.clear()
+
+    def start(self) -> None:
+        self._stop.clear()
+        super().start()
+
+    def shutdown(self, timeout_s: float = 10.0) -> None:
+        self._stop.set()
+        super().shutdown(timeout_s)
 
     def on_shutdown(self) -> None:
         self.do_reput()
+
+    # ---- what a pass needs from Python ------------------------------------------------------
+    def _handle(self, status: int) -> bool:
+        """Deal with a pass's stop (under the round lock); True when the next pass can go
+        on at once, False when nothing more can be done now."""
+        d = self._native
+        self._after_pass()      # first: a requested position drops the file the pass read
+        if d.take_request():
+            return True
+        if status == native.CAUGHT_UP:
+            return False
+        if status == native.LIMIT:
+            return True
+        if status == native.NO_FILE:
+            return self._next_file()
+        if status == native.NEED_QUEUE:
+            self._register_queue()
+            return True
+        if status == native.NEED_INDEX:
+            self._register_index()
+            return True
+        if status == native.CORRUPT:
+            offset = d.offset
+            if self._corrupt_at != offset:
+                self._corrupt_at = offset
+                log.error("dispatch stopped at CommitLog offset %d: %s", offset, d.stop_reason)
+            return False
+        raise RuntimeError(f"unknown dispatch stop {status}")
+
+    def _next_file(self) -> bool:
+        offset = self._native.offset
+        low = self.commit_log.min_offset()
+        if offset < low:
+            offset = low
+        if offset >= self.commit_log.max_offset():
+            if offset != self._native.offset:
+                self._native.set_offset(offset)
+            return False
+        mf = self.commit_log.queue.find_by_offset(offset)
+        if mf is None:
+            return False
+        self._native.set_file(mf, offset - mf.file_from_offset)
+        return True
+
+    def _register_queue(self) -> None:
+        raw, queue_id, phy, size, tags, qoff = self._native.stop_record()
+        topic = raw.decode("utf-8", "replace")
+        if not 0 <= queue_id <= MAX_QUEUE_ID:
+            log.warning("record with queue id %d in topic %r: not dispatched", queue_id, topic)
+            self._native.add_queue(raw, queue_id, None, None, -1)
+            return
+        cq = self.consume_queues.find_or_create(topic, queue_id)
+        cq.max_physic_offset = self._native.queue_max_phy(raw, queue_id, cq.max_physic_offset)
+        # the unit that did not fit (or the queue's first): ConsumeQueue rolls or creates files
+        cq.put_units(np.array([phy], np.int64), np.array([size], np.int32),
+                     np.array([tags], np.int64), np.array([qoff], np.int64))
+        self._native.add_queue(raw, queue_id, cq, cq.queue.last_file(), cq.max_physic_offset)
+
+    def _register_index(self) -> None:
+        index = self.index_service
+        assert index is not None
+        d = self._native
+        full = d.index_file
+        if full is None:
+            f, key_start, key_start_phy = index.writable_file()
+            d.set_index(f, key_start, key_start_phy)
+        else:
+            d.set_index(index.roll(full), d.key_start, d.key_start_phy)
+
+    def _after_pass(self) -> None:
+        """Extra dispatchers get the range the pass dispatched; listeners hear of new units."""
+        d = self._native
+        if self.dispatchers and d.file is not None:
+            start, end = d.pass_start, d.offset - d.file.file_from_offset
+            while start < end:
+                batch = dispatch_region(d.file, start, end, max_records=1 << 20)
+                if not len(batch):
+                    break
+                for dispatch in self.dispatchers:
+                    dispatch(batch)
+                start = batch.stop_position
+        if self.arrival_listeners:
+            for raw, queue_id, next_offset in d.touched():
+                topic = raw.decode("utf-8", "replace")
+                for listener in self.arrival_listeners:
+                    try:
+                        listener(topic, queue_id, next_offset)
+                    except Exception:  # noqa: BLE001 - a listener must not stop dispatch
+                        log.exception("message arrival listener failed")
