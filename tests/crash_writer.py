@@ -19,7 +19,8 @@ returned, so every line in the file is a put the store acknowledged::
 
 Other lines: ``READY <abnormal> <end offset>`` once the store is open (so the abort file exists),
 ``NACK <wid> <tid> <seq> <status>`` for a put that was not PUT_OK, ``DONE`` after a clean
-shutdown (the run reached its message limit before the kill).
+shutdown (the run reached its message limit before the kill). With ``min_seconds`` in the spec a
+thread paces itself to take at least that long for its ``max_per_thread`` messages.
 """
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from typing import Any
 
 TOPICS = ("CrashA", "CrashB")
@@ -115,6 +117,10 @@ def run(spec: dict[str, Any]) -> int:
     rep = store.recovery
     out.line(f"READY {int(rep.abnormal)} {rep.end_offset}")
     limit = spec.get("max_per_thread", 2000)
+    # a thread takes at least this long for its `limit` messages: the kill must find the
+    # writers still writing however fast the put path has become
+    pace = spec.get("min_seconds", 0.0) / limit
+    started = time.monotonic()
     errors: list[BaseException] = []
 
     def produce(tid: int) -> None:
@@ -122,6 +128,9 @@ def run(spec: dict[str, Any]) -> int:
             batch_mode = tid in spec.get("batch_threads", ())
             seq = 0
             while seq < limit:
+                ahead = started + seq * pace - time.monotonic()
+                if ahead > 0.001:
+                    time.sleep(ahead)
                 if batch_mode:
                     n = 1 + seq % BATCH_MAX
                     ds = [derive(wid, tid, seq + k) for k in range(n)]

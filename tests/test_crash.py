@@ -473,8 +473,11 @@ def _writer_extra(rng: random.Random, flush: str, pool: bool) -> dict[str, Any]:
         "threads": threads,
         "batch_threads": [t for t in range(threads) if rng.random() < 0.25],
         # enough that most writers are still writing when the kill comes (0.04-0.25 s for
-        # ASYNC_FLUSH): a writer that finishes first is verified but tests no crash
+        # ASYNC_FLUSH): a writer that finishes first is verified but tests no crash. The pace
+        # (at least twice the longest kill delay for the whole run) keeps that true on a
+        # machine, or a put path, fast enough to write them all first
         "max_per_thread": 800 if flush == "SYNC_FLUSH" else 8000,
+        "min_seconds": 0.9 if flush == "SYNC_FLUSH" else 0.5,
     }
 
 
