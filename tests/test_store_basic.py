@@ -567,6 +567,46 @@ def test_uniq_key_generated_and_kept(tmp_path: Path) -> None:
         assert r2.uniq_key == batch[0].uniq_key
 
 
+def test_generated_uniq_key_settles_into_the_message(tmp_path: Path) -> None:
+    """The put keeps a generated UNIQ_KEY as text in the Message and the properties dict gets
+    it on its next read: every way of looking at the message agrees with the record."""
+    import pickle
+
+    with open_store(tmp_path) as s:
+        msg = Message("t", b"x", tags="a", keys=["k"])
+        held = msg.properties                   # a reference taken before the put
+        r1 = s.put_message(msg)
+        r2 = s.put_message(msg)                 # put again before anything read the key
+        assert r1.uniq_key == r2.uniq_key
+        stored = s.look_message_by_offset(r2.commitlog_offset)
+        assert stored.properties_string.count("UNIQ_KEY") == 1
+        assert stored.properties == {"TAGS": "a", "KEYS": "k", "UNIQ_KEY": r1.uniq_key}
+        assert pickle.loads(pickle.dumps(msg)).uniq_key == r1.uniq_key
+        assert held["UNIQ_KEY"] == r1.uniq_key == msg.uniq_key
+        assert list(msg.properties) == ["TAGS", "KEYS", "UNIQ_KEY"]     # where the record has it
+
+        # a key written into a held dict after a put wins over the generated one
+        other = Message("t", b"y")
+        d = other.properties
+        first = s.put_message(other)
+        d["UNIQ_KEY"] = "SET-BY-HAND"
+        again = s.put_message(other)
+        assert first.uniq_key != "SET-BY-HAND" == again.uniq_key == other.uniq_key
+        rec = s.look_message_by_offset(again.commitlog_offset)
+        assert rec.properties_string.count("UNIQ_KEY") == 1 and rec.uniq_key == "SET-BY-HAND"
+
+        # clearing it (or replacing the dict) makes the next put generate a new one
+        cleared = Message("t", b"z")
+        k1 = s.put_messages([cleared])[0].uniq_key
+        cleared.uniq_key = None
+        k2 = s.put_message(cleared).uniq_key
+        cleared.properties = {"p": "v"}
+        k3 = s.put_message(cleared).uniq_key
+        assert len({k1, k2, k3}) == 3 and cleared.properties == {"p": "v", "UNIQ_KEY": k3}
+        with pytest.raises(TypeError, match="properties"):
+            cleared.properties = [("p", "v")]
+
+
 def test_transaction_queue_offsets(tmp_path: Path) -> None:
     def put(s: MessageStore, flag: int, q: int = 0) -> int:
         r = s.put_message(Message("tx", b"x", sys_flag=flag), q)

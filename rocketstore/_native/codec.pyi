@@ -60,7 +60,6 @@ class Message:
 
     topic: str
     body: bytes
-    properties: dict[str, str]
     flag: int
     born_timestamp: int | None
     born_host: _Host | None
@@ -99,6 +98,13 @@ class Message:
 
     @keys.setter
     def keys(self, value: str | Sequence[str] | None) -> None: ...
+    @property
+    def properties(self) -> dict[str, str]:
+        """Every property. A UNIQ_KEY the put generated joins the dict on its first read
+        after the put (the put path keeps it as text in the message until then)."""
+
+    @properties.setter
+    def properties(self, value: dict[str, str] | None) -> None: ...
     @property
     def uniq_key(self) -> str | None:
         """The UNIQ_KEY property (generated at put time when absent)."""

@@ -41,6 +41,7 @@ cdef extern from "Python.h":
     Py_ssize_t PyUnicode_GET_LENGTH(object o)
     Py_UCS4 PyUnicode_READ(int kind, void* data, Py_ssize_t index)
     object PyUnicode_DecodeUTF8(const char* s, Py_ssize_t size, const char* errors)
+    object PyUnicode_DecodeASCII(const char* s, Py_ssize_t size, const char* errors)
     bint PyUnicode_IS_COMPACT_ASCII(object o)
     int PyDict_Contains(object d, object key) except -1
 
@@ -57,6 +58,7 @@ PROPERTY_TAGS = "TAGS"
 PROPERTY_KEYS = "KEYS"
 PROPERTY_UNIQ_KEY = "UNIQ_KEY"
 cdef str _UNIQ_KEY = PROPERTY_UNIQ_KEY     # typed: no module-dict lookup on the put path
+cdef const char* _UNIQ_KEY_C = b"UNIQ_KEY"
 
 cdef bytes _HEX = b"0123456789ABCDEF"
 
@@ -301,14 +303,17 @@ def format_host(raw, int port):
     return f"{addr}:{port}"
 
 
-cdef inline str _hex(const unsigned char* p, Py_ssize_t n):
-    cdef object s = PyUnicode_New(n * 2, 127)
-    cdef char* out = <char*>PyUnicode_DATA(s)
+cdef inline void _hex_into(const unsigned char* p, Py_ssize_t n, char* out) noexcept:
     cdef const char* digits = _HEX
     cdef Py_ssize_t i
     for i in range(n):
         out[2 * i] = digits[p[i] >> 4]
         out[2 * i + 1] = digits[p[i] & 15]
+
+
+cdef inline str _hex(const unsigned char* p, Py_ssize_t n):
+    cdef object s = PyUnicode_New(n * 2, 127)
+    _hex_into(p, n, <char*>PyUnicode_DATA(s))
     return s
 
 
@@ -386,7 +391,11 @@ cdef inline int64_t _now_ms() noexcept nogil:
     return <int64_t>ts.tv_sec * 1000 + ts.tv_nsec // 1000000
 
 
-cdef str _new_uniq_key(int64_t now_ms):
+DEF UNIQ_HEX_MAX = 44     # hex of the longest UNIQ_KEY: a 16-byte prefix, time (4), counter (2)
+
+
+cdef int _new_uniq_hex(int64_t now_ms, char* out):
+    """A fresh UNIQ_KEY's hex text into out (UNIQ_HEX_MAX bytes); returns its length."""
     global _uniq_counter
     cdef unsigned char buf[22]
     if now_ms >= _next_month_ms or now_ms < _month_start_ms:
@@ -395,12 +404,15 @@ cdef str _new_uniq_key(int64_t now_ms):
     rs_put_u32(<char*>buf + _uniq_prefix_len, <uint32_t>(now_ms - _month_start_ms))
     rs_put_u16(<char*>buf + _uniq_prefix_len + 4, <unsigned short>(_uniq_counter & 0xFFFF))
     _uniq_counter += 1
-    return _hex(buf, _uniq_prefix_len + 6)
+    _hex_into(buf, _uniq_prefix_len + 6, out)
+    return 2 * (_uniq_prefix_len + 6)
 
 
 def new_uniq_key():
     """A fresh UNIQ_KEY as RocketMQ's client makes it (32 hex characters for IPv4)."""
-    return _new_uniq_key(_now_ms())
+    cdef char out[UNIQ_HEX_MAX]
+    cdef int n = _new_uniq_hex(_now_ms(), out)
+    return out[:n].decode("ascii")
 
 
 # ---- Message -----------------------------------------------------------------------------------
@@ -438,10 +450,16 @@ cdef _check_property_text(str what, object value):
 
 cdef class Message:
     """A message to put. Properties hold every property (user and system, RocketMQ's map);
-    tags, keys and uniq_key read and write their well-known entries."""
+    tags, keys and uniq_key read and write their well-known entries.
+
+    A UNIQ_KEY the put generates is kept as hex text in the object (no str, no dict insert
+    on the put path) and enters the properties dict when they are next read: the message
+    keeps that key, as RocketMQ's client keeps the one it sets, so a retried put repeats it."""
     cdef public str topic
     cdef public bytes body
-    cdef public dict properties
+    cdef dict _props
+    cdef int _uniq_len                  # > 0: a generated UNIQ_KEY not yet in _props
+    cdef char _uniq_hex[UNIQ_HEX_MAX]
     cdef public int flag
     cdef public object born_timestamp
     cdef public object born_host
@@ -475,7 +493,7 @@ cdef class Message:
                     raise ValueError(f"property {name!r} has an empty value "
                                      "(RocketMQ drops such pairs when reading)")
                 props[name] = value
-        self.properties = props
+        self._props = props
         if tags is not None:
             self.tags = tags
         if keys is not None:
@@ -507,27 +525,46 @@ cdef class Message:
         self.prepared_transaction_offset = prepared_transaction_offset
 
     @property
+    def properties(self):
+        if self._uniq_len:
+            self._settle_uniq_key()
+        return self._props
+
+    @properties.setter
+    def properties(self, value):
+        if value is not None and not isinstance(value, dict):
+            raise TypeError(f"properties must be a dict, got {type(value).__name__}")
+        self._props = {} if value is None else value
+        self._uniq_len = 0
+
+    cdef void _settle_uniq_key(self):
+        """Put the generated UNIQ_KEY into the dict (unless the caller set one there since)."""
+        if _UNIQ_KEY not in self._props:
+            self._props[_UNIQ_KEY] = PyUnicode_DecodeASCII(self._uniq_hex, self._uniq_len, NULL)
+        self._uniq_len = 0
+
+    @property
     def tags(self):
-        return self.properties.get(PROPERTY_TAGS)
+        return self._props.get(PROPERTY_TAGS)
 
     @tags.setter
     def tags(self, value):
         if value is None or value == "":
-            self.properties.pop(PROPERTY_TAGS, None)
+            self._props.pop(PROPERTY_TAGS, None)
             return
         _check_property_text("tags", value)
-        self.properties[PROPERTY_TAGS] = value
+        self._props[PROPERTY_TAGS] = value
 
     @property
     def keys(self):
         """The KEYS tokens (the property is space-separated)."""
-        value = self.properties.get(PROPERTY_KEYS)
+        value = self._props.get(PROPERTY_KEYS)
         return [k for k in value.split(" ") if k] if value else []
 
     @keys.setter
     def keys(self, value):
         if value is None:
-            self.properties.pop(PROPERTY_KEYS, None)
+            self._props.pop(PROPERTY_KEYS, None)
             return
         if isinstance(value, str):
             text = value
@@ -541,9 +578,9 @@ cdef class Message:
             raise TypeError(f"keys must be a str or a list of str, got {type(value).__name__}")
         _check_property_text("keys", text)
         if text.strip(" ") == "":
-            self.properties.pop(PROPERTY_KEYS, None)
+            self._props.pop(PROPERTY_KEYS, None)
         else:
-            self.properties[PROPERTY_KEYS] = text
+            self._props[PROPERTY_KEYS] = text
 
     @property
     def uniq_key(self):
@@ -551,17 +588,18 @@ cdef class Message:
 
     @uniq_key.setter
     def uniq_key(self, value):
+        self._uniq_len = 0
         if value is None:
-            self.properties.pop(PROPERTY_UNIQ_KEY, None)
+            self._props.pop(PROPERTY_UNIQ_KEY, None)
             return
         _check_property_text("uniq_key", value)
         if value == "":
             raise ValueError("uniq_key must not be empty")
-        self.properties[PROPERTY_UNIQ_KEY] = value
+        self._props[PROPERTY_UNIQ_KEY] = value
 
     @property
     def delay_level(self):
-        value = self.properties.get("DELAY")
+        value = self._props.get("DELAY")
         return int(value) if value and value.isdigit() else 0
 
     def __repr__(self):
@@ -688,7 +726,9 @@ cdef class PutMessageResult:
     cdef readonly int64_t queue_offset
     cdef readonly int32_t wrote_bytes
     cdef readonly int64_t store_timestamp
-    cdef readonly object uniq_key
+    cdef object _uniq                   # the message's UNIQ_KEY as a str, or:
+    cdef int _uniq_len                  # > 0: a generated one, as hex text (made a str on demand)
+    cdef char _uniq_hex[UNIQ_HEX_MAX]
     cdef bytes store_host_raw
     cdef int32_t store_port
 
@@ -699,6 +739,14 @@ cdef class PutMessageResult:
     @property
     def ok(self):
         return self.status_code == PUT_OK
+
+    @property
+    def uniq_key(self):
+        """The message's UNIQ_KEY (the client message id); None when nothing was stored."""
+        if self._uniq_len:
+            self._uniq = PyUnicode_DecodeASCII(self._uniq_hex, self._uniq_len, NULL)
+            self._uniq_len = 0
+        return self._uniq
 
     @property
     def msg_id(self):
@@ -799,8 +847,7 @@ cdef class PutMessagesResult:
         r.queue_offset = self.queue_offsets[i]
         r.wrote_bytes = self.sizes[i]
         r.store_timestamp = self.store_timestamp
-        r.uniq_key = (<Message>self.messages[i]).properties.get(_UNIQ_KEY) \
-            if self.messages is not None else None
+        r._uniq = (<Message>self.messages[i]).uniq_key if self.messages is not None else None
         r.store_host_raw = self.store_host_raw
         r.store_port = self.store_port
         return r
@@ -1026,17 +1073,27 @@ cdef class RecordWriter:
             return MESSAGE_ILLEGAL
         s.topic = _text(msg.topic, &n)
         s.topic_len = <int32_t>n
-        props = msg.properties
+        props = msg._props
         if props is None:
-            props = msg.properties = {}
-        if not PyDict_Contains(props, _UNIQ_KEY):
-            props[_UNIQ_KEY] = _new_uniq_key(now_ms)
-        nprops = len(props)
+            props = msg._props = {}
+        if PyDict_Contains(props, _UNIQ_KEY):
+            msg._uniq_len = 0       # set in the dict since one was generated: the dict's wins
+        elif msg._uniq_len == 0:    # none yet: generate one, written after the dict's pairs
+            msg._uniq_len = _new_uniq_hex(now_ms, msg._uniq_hex)
+        nprops = len(props) + (msg._uniq_len > 0)
         if slice_pos[0] + 2 * nprops > self.slices_cap:
             self._grow_slices(slice_pos[0] + 2 * nprops)
         s.slice_first = slice_pos[0]
         s.slice_count = 2 * nprops
         sl = self.slices + slice_pos[0]
+        if msg._uniq_len:
+            # the pair goes last, where inserting it into the dict used to put it; both
+            # texts are ASCII without separators (a constant and hex digits)
+            sl[2 * nprops - 2].p = _UNIQ_KEY_C
+            sl[2 * nprops - 2].n = 8
+            sl[2 * nprops - 1].p = msg._uniq_hex
+            sl[2 * nprops - 1].n = msg._uniq_len
+            props_len += 8 + msg._uniq_len + 2
         while PyDict_Next(props, &pos, &key, &value):
             if type(<object>key) is not str or type(<object>value) is not str:
                 _check_property_text(f"{_where(index)}property name", <object>key)
@@ -1135,7 +1192,11 @@ cdef class RecordWriter:
         r.queue_offset = qoff
         r.wrote_bytes = s.total
         r.store_timestamp = now_ms
-        r.uniq_key = message.properties.get(_UNIQ_KEY)
+        if message._uniq_len:
+            r._uniq_len = message._uniq_len
+            memcpy(r._uniq_hex, message._uniq_hex, message._uniq_len)
+        else:
+            r._uniq = message._props.get(_UNIQ_KEY)
         r.store_host_raw = self.store_host_raw if message.store_host is None else None
         r.store_port = self.store_port
         if message.store_host is not None:
