@@ -1,6 +1,6 @@
 # The CommitLog record codec (FORMAT.md "CommitLog record (v1)"): shared declarations.
-from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint32_t
-from libc.string cimport memset
+from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
+from libc.string cimport memcmp, memcpy, memset
 
 
 cdef extern from "rs_bytes.h" nogil:
@@ -171,5 +171,74 @@ cdef int32_t java_hash_str(str s)
 # Java String.hashCode continued over the UTF-16 units Java's UTF-8 decoder makes of s[0:n]
 cdef uint32_t hash_utf8(uint32_t h, const unsigned char* s, Py_ssize_t n) noexcept nogil
 cdef int64_t tags_code_of(const char* props, int32_t props_len) noexcept nogil
-# end of the property pair at p (its \x02 or end); sep: its first \x01 or NULL
-cdef const char* next_property(const char* p, const char* end, const char** sep) noexcept nogil
+
+
+# ---- the properties dispatch reads: TAGS (tags code), KEYS and UNIQ_KEY (index keys) ----------
+
+cdef struct KeyProps:
+    const char* tags        # each value, NULL when absent
+    const char* keys
+    const char* uniq
+    int32_t tags_len
+    int32_t keys_len
+    int32_t uniq_len
+
+
+cdef inline void find_key_props(const char* props, int32_t props_len, KeyProps* out) noexcept nogil:
+    """TAGS, KEYS and UNIQ_KEY in one walk of a record's properties, as RocketMQ's
+    string2messageProperties reads them: pairs split on \x02, name and value on the first
+    \x01, both non-empty; a later pair with the same name wins (HashMap.put). Reads only
+    [props, props + props_len)."""
+    cdef const char* p = props
+    cdef const char* end = props + props_len
+    cdef const char* q
+    cdef const char* sep
+    cdef int32_t name_len, value_len
+    out.tags = out.keys = out.uniq = NULL
+    out.tags_len = out.keys_len = out.uniq_len = 0
+    while p < end:
+        # the pair [p, q): q is its \x02 (or end), sep its first \x01
+        sep = NULL
+        q = p
+        while True:
+            q = rs_find_below3(q, end)
+            if q == end or q[0] == 2:
+                break
+            if q[0] == 1 and sep == NULL:
+                sep = q
+            q += 1
+        if sep != NULL and q - sep > 1:
+            name_len = <int32_t>(sep - p)
+            value_len = <int32_t>(q - sep - 1)
+            if name_len == 4:
+                if memcmp(p, b"TAGS", 4) == 0:
+                    out.tags = sep + 1
+                    out.tags_len = value_len
+                elif memcmp(p, b"KEYS", 4) == 0:
+                    out.keys = sep + 1
+                    out.keys_len = value_len
+            elif name_len == 8 and memcmp(p, b"UNIQ_KEY", 8) == 0:
+                out.uniq = sep + 1
+                out.uniq_len = value_len
+        p = q + 1
+
+
+cdef inline uint32_t hash_text(uint32_t h, const unsigned char* s, Py_ssize_t n) noexcept nogil:
+    """hash_utf8, with ASCII text hashed here, eight bytes a step (Java's h*31 + c, unrolled:
+    the eight bytes' terms do not wait on h); from the first non-ASCII byte on, hash_utf8."""
+    cdef uint64_t w
+    cdef Py_ssize_t i = 0
+    while i + 8 <= n:
+        memcpy(&w, s + i, 8)
+        if w & 0x8080808080808080ULL:
+            return hash_utf8(h, s + i, n - i)
+        h = (h * 2487512833u                                    # 31^8 mod 2^32
+             + <uint32_t>s[i] * 1742810335u + <uint32_t>s[i + 1] * 887503681u
+             + <uint32_t>s[i + 2] * 28629151u + <uint32_t>s[i + 3] * 923521u
+             + <uint32_t>s[i + 4] * 29791u + <uint32_t>s[i + 5] * 961u
+             + <uint32_t>s[i + 6] * 31u + <uint32_t>s[i + 7])
+        i += 8
+    while i < n and s[i] < 0x80:
+        h = h * 31 + s[i]
+        i += 1
+    return hash_utf8(h, s + i, n - i) if i < n else h

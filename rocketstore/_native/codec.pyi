@@ -433,5 +433,7 @@ def dispatch_region(
     *,
     max_records: int = 4096,
     check_crc: bool = False,
+    tags_codes: bool = True,
 ) -> DispatchBatch:
-    """Decode the records of mf from start (up to end / the readable limit) for dispatch."""
+    """Decode the records of mf from start (up to end / the readable limit) for dispatch;
+    tags_codes=False leaves the tags codes 0 (the properties are not read)."""

@@ -217,37 +217,13 @@ cdef uint32_t hash_utf8(uint32_t h, const unsigned char* s, Py_ssize_t n) noexce
     return h
 
 
-cdef const char* next_property(const char* p, const char* end, const char** sep) noexcept nogil:
-    """End of the property pair starting at p (its \\x02, or end), with sep set to the pair's
-    first \\x01 (NULL when none), found eight bytes a step."""
-    sep[0] = NULL
-    while True:
-        p = rs_find_below3(p, end)
-        if p == end or p[0] == 2:
-            return p
-        if p[0] == 1 and sep[0] == NULL:
-            sep[0] = p
-        p += 1
-
-
 cdef int64_t tags_code_of(const char* props, int32_t props_len) noexcept nogil:
     """tagsCode of a record: Java hashCode of its TAGS property value, 0 when absent."""
-    cdef const char* p = props
-    cdef const char* end = props + props_len
-    cdef const char* sep
-    cdef const char* pair_end
-    cdef const char* value = NULL
-    cdef Py_ssize_t value_len = 0
-    while p < end:
-        pair_end = next_property(p, end, &sep)
-        if sep != NULL and sep - p == 4 and p[0] == b'T' and p[1] == b'A' and p[2] == b'G' \
-                and p[3] == b'S' and pair_end - sep > 1:
-            value = sep + 1         # the last TAGS pair wins, as in string2messageProperties
-            value_len = pair_end - sep - 1
-        p = pair_end + 1
-    if value == NULL:
+    cdef KeyProps kp
+    find_key_props(props, props_len, &kp)
+    if kp.tags == NULL:
         return 0
-    return <int32_t>hash_utf8(0, <const unsigned char*>value, value_len)
+    return <int32_t>hash_text(0, <const unsigned char*>kp.tags, kp.tags_len)
 
 
 # ---- hosts -----------------------------------------------------------------------------------
@@ -1736,9 +1712,10 @@ DEF RELEASE_GIL_BYTES = 16384
 
 
 def dispatch_region(MappedFile mf not None, int64_t start, int64_t end=-1, *,
-                    Py_ssize_t max_records=4096, bint check_crc=False):
+                    Py_ssize_t max_records=4096, bint check_crc=False, bint tags_codes=True):
     """Decode the records of mf from start (up to end / the readable limit) for dispatch.
-    The walk runs without the GIL, so dispatch runs beside producers."""
+    The walk runs without the GIL, so dispatch runs beside producers. tags_codes=False
+    leaves the tags codes 0 (a walk that does not use them skips the properties)."""
     cdef int64_t limit, pos
     cdef Py_ssize_t cap, n = 0, t, k, ntopics = 0
     cdef RecordInfo info
@@ -1806,7 +1783,8 @@ def dispatch_region(MappedFile mf not None, int64_t start, int64_t end=-1, *,
                 v_size[n] = info.size
                 v_qid[n] = info.queue_id
                 v_qoff[n] = info.queue_offset
-                v_tags[n] = tags_code_of(rec + info.props_offset, info.props_len)
+                v_tags[n] = tags_code_of(rec + info.props_offset, info.props_len) \
+                    if tags_codes else 0
                 v_ts[n] = info.store_ts
                 v_flag[n] = info.sys_flag
                 v_tid[n] = <int32_t>t

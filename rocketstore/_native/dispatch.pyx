@@ -28,12 +28,14 @@ from rocketstore._native.codec cimport (
     SYSFLAG_PREPARED,
     SYSFLAG_ROLLBACK,
     SYSFLAG_TRANSACTION_MASK,
+    KeyProps,
     RecordInfo,
     check_record_into,
-    tags_code_of,
+    find_key_props,
+    hash_text,
 )
 from rocketstore._native.consume_queue cimport NEXT_FILE, Target, _place_unit, _target_of
-from rocketstore._native.index_file cimport MAX_KEYS, IndexFile, _record_key_hashes
+from rocketstore._native.index_file cimport MAX_KEYS, IndexFile, _key_hashes
 from rocketstore._native.mapped_file cimport (
     MappedFile,
     StopFlag,
@@ -378,6 +380,8 @@ cdef class Dispatcher:
         cdef const char* rec
         cdef QueueSlot* slot
         cdef int status, tran, placed
+        cdef KeyProps kp
+        cdef int64_t tags_code
         cdef Py_ssize_t blanks = 0
         self.pass_start = self.pos
         if rs_load_i64(<long long*>&self.requested) >= 0 or self.base == NULL:
@@ -406,13 +410,15 @@ cdef class Dispatcher:
                 return S_CORRUPT
             phy = info.phy_offset
             tran = info.sys_flag & SYSFLAG_TRANSACTION_MASK
+            find_key_props(rec + info.props_offset, info.props_len, &kp)    # one walk for all
             if tran != SYSFLAG_PREPARED and tran != SYSFLAG_ROLLBACK:
+                tags_code = 0 if kp.tags == NULL else \
+                    <int32_t>hash_text(0, <const unsigned char*>kp.tags, kp.tags_len)
                 slot = self._find(rec + info.topic_offset, info.topic_len, info.queue_id)
                 placed = NEXT_FILE
                 if slot != NULL and not slot.skip and slot.t.base != NULL:
-                    placed = _place_unit(&slot.t, phy, info.size,
-                                         tags_code_of(rec + info.props_offset, info.props_len),
-                                         info.queue_offset, &blanks)
+                    placed = _place_unit(&slot.t, phy, info.size, tags_code, info.queue_offset,
+                                         &blanks)
                 elif slot != NULL and slot.skip:
                     placed = 0
                 if placed == NEXT_FILE:
@@ -421,7 +427,7 @@ cdef class Dispatcher:
                     memcpy(self.stop_key.topic, rec + info.topic_offset, info.topic_len)
                     self.stop_phy = phy
                     self.stop_size = info.size
-                    self.stop_tags = tags_code_of(rec + info.props_offset, info.props_len)
+                    self.stop_tags = tags_code
                     self.stop_qoff = info.queue_offset
                     return S_NEED_QUEUE
                 # only news: a record dispatched again (a resumed pass, a replay) is not
@@ -432,7 +438,8 @@ cdef class Dispatcher:
                 if self.index_base == NULL:
                     return S_NEED_INDEX
                 if phy >= self.index_file._end_phy:       # below: indexed before (a replay)
-                    nkeys = _record_key_hashes(rec, &info, self.hashes, MAX_KEYS)
+                    nkeys = _key_hashes(rec + info.topic_offset, info.topic_len, &kp,
+                                        self.hashes, MAX_KEYS)
                     k = self.key_start if phy == self.key_start_phy else 0
                     while k < nkeys:
                         if not self.index_file._put(self.index_base, self.hashes[k], phy, info.store_ts):

@@ -1,13 +1,16 @@
 # IndexFile: shared declarations (the dispatch pass in dispatch.pyx puts keys natively).
 from libc.stdint cimport int32_t, int64_t
 
-from rocketstore._native.codec cimport RecordInfo
+from rocketstore._native.codec cimport KeyProps, RecordInfo
 from rocketstore._native.mapped_file cimport MappedFile
 
 cdef enum:
     MAX_KEYS = 16400        # keys per record: 32,767 bytes of properties hold fewer
 
 
+# keyHashes of a record's index keys (topic#UNIQ_KEY, then topic#token per KEYS token)
+cdef Py_ssize_t _key_hashes(const char* topic, int32_t topic_len, const KeyProps* kp,
+                           int32_t* out, Py_ssize_t cap) noexcept nogil
 cdef Py_ssize_t _record_key_hashes(const char* rec, RecordInfo* info, int32_t* out,
                                    Py_ssize_t cap) noexcept nogil
 

@@ -30,8 +30,8 @@ from libc.string cimport memchr, memset
 from posix.mman cimport MS_SYNC, msync
 
 from rocketstore._native.codec cimport hash_utf8 as _hash_utf8
-from rocketstore._native.codec cimport next_property
 from rocketstore._native.codec cimport (
+    KeyProps,
     PyEval_RestoreThread,
     PyEval_SaveThread,
     PyThreadState,
@@ -40,6 +40,8 @@ from rocketstore._native.codec cimport (
     SYSFLAG_TRANSACTION_MASK,
     RecordInfo,
     check_record,
+    find_key_props,
+    hash_text,
     java_hash_str,
     rs_crc32_init,
     rs_get_i32,
@@ -118,73 +120,44 @@ def utf8_java_hash(data, int hash_from=0):
 
 # ---- properties ------------------------------------------------------------------------------
 
-cdef inline bint _name_is(const char* p, Py_ssize_t n, const char* name, Py_ssize_t m) noexcept nogil:
-    cdef Py_ssize_t i
-    if n != m:
-        return False
-    for i in range(n):
-        if p[i] != name[i]:
-            return False
-    return True
-
-
-cdef void _find_keys(const char* props, int32_t props_len, const char** keys,
-                     Py_ssize_t* keys_len, const char** uniq, Py_ssize_t* uniq_len) noexcept nogil:
-    """KEYS and UNIQ_KEY values as MessageDecoder.string2messageProperties parses them: pairs
-    split on \\x02, name and value on the first \\x01, both non-empty; a later pair with the
-    same name wins (HashMap.put). Absent -> NULL."""
-    cdef const char* p = props
-    cdef const char* end = props + props_len
-    cdef const char* pair_end
-    cdef const char* sep
-    keys[0] = NULL
-    uniq[0] = NULL
-    keys_len[0] = 0
-    uniq_len[0] = 0
-    while p < end:
-        pair_end = next_property(p, end, &sep)
-        if sep != NULL and sep > p and pair_end - sep > 1:
-            if _name_is(p, sep - p, "KEYS", 4):
-                keys[0] = sep + 1
-                keys_len[0] = pair_end - sep - 1
-            elif _name_is(p, sep - p, "UNIQ_KEY", 8):
-                uniq[0] = sep + 1
-                uniq_len[0] = pair_end - sep - 1
-        p = pair_end + 1
-
-
-cdef Py_ssize_t _record_key_hashes(const char* rec, RecordInfo* info, int32_t* out,
-                                   Py_ssize_t cap) noexcept nogil:
-    """keyHash of every index key of a record, in RocketMQ 4.9's put order: topic#UNIQ_KEY,
-    then topic#token for each non-empty space-separated KEYS token (duplicates kept)."""
-    cdef const char* keys
-    cdef const char* uniq
-    cdef Py_ssize_t keys_len, uniq_len, n = 0
+cdef Py_ssize_t _key_hashes(const char* topic, int32_t topic_len, const KeyProps* kp,
+                           int32_t* out, Py_ssize_t cap) noexcept nogil:
+    """keyHash of every index key of a record whose properties find_key_props read, in
+    RocketMQ 4.9's put order: topic#UNIQ_KEY, then topic#token for each non-empty
+    space-separated KEYS token (duplicates kept)."""
+    cdef Py_ssize_t n = 0
     cdef const char* p
     cdef const char* end
     cdef const char* tok_end
     cdef uint32_t prefix
-    _find_keys(rec + info.props_offset, info.props_len, &keys, &keys_len, &uniq, &uniq_len)
-    if uniq == NULL and keys == NULL:
+    if kp.uniq == NULL and kp.keys == NULL:
         return 0
-    prefix = _hash_utf8(0, <const unsigned char*>rec + info.topic_offset, info.topic_len)
+    prefix = hash_text(0, <const unsigned char*>topic, topic_len)
     prefix = prefix * 31 + 35      # '#'
-    if uniq != NULL and n < cap:
-        out[n] = _key_hash(<int32_t>_hash_utf8(prefix, <const unsigned char*>uniq, uniq_len))
+    if kp.uniq != NULL and n < cap:
+        out[n] = _key_hash(<int32_t>hash_text(prefix, <const unsigned char*>kp.uniq, kp.uniq_len))
         n += 1
-    if keys != NULL:
-        p = keys
-        end = keys + keys_len
+    if kp.keys != NULL:
+        p = kp.keys
+        end = kp.keys + kp.keys_len
         while p < end and n < cap:
             tok_end = <const char*>memchr(p, 32, end - p)
             if tok_end == NULL:
                 tok_end = end
             if tok_end > p:
-                out[n] = _key_hash(<int32_t>_hash_utf8(prefix, <const unsigned char*>p,
-                                                       tok_end - p))
+                out[n] = _key_hash(<int32_t>hash_text(prefix, <const unsigned char*>p,
+                                                      tok_end - p))
                 n += 1
             p = tok_end + 1
     return n
+
+
+cdef Py_ssize_t _record_key_hashes(const char* rec, RecordInfo* info, int32_t* out,
+                                   Py_ssize_t cap) noexcept nogil:
+    """_key_hashes of the record at rec (info: its layout)."""
+    cdef KeyProps kp
+    find_key_props(rec + info.props_offset, info.props_len, &kp)
+    return _key_hashes(rec + info.topic_offset, info.topic_len, &kp, out, cap)
 
 
 def record_index_key_hashes(MappedFile mf not None, int64_t pos):

@@ -107,7 +107,8 @@ class CommitLog:
                    on_batch: Callable[[codec.DispatchBatch], None] | None = None) -> LogScan:
         """Walk records from files[first_index] on; stop at the end of data, or at the first
         corrupt record. progress(done, total) is called per file with byte counts; on_batch
-        sees the valid records decoded for dispatch (topic, queue, queue offset...)."""
+        sees the valid records decoded for dispatch (topic, queue, queue offset...; no tags
+        codes: recovery does not need them)."""
         files = self.queue.files
         result = LogScan(end_offset=files[first_index].file_from_offset if files else 0)
         total = sum(mf.file_size for mf in files[first_index:])
@@ -120,7 +121,7 @@ class CommitLog:
             pos = 0
             while True:
                 batch = codec.dispatch_region(mf, pos, mf.file_size, max_records=65536,
-                                              check_crc=check_crc)
+                                              check_crc=check_crc, tags_codes=False)
                 result.records += len(batch)
                 if on_batch is not None and len(batch):
                     on_batch(batch)
