@@ -3,6 +3,10 @@ from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.string cimport memcmp, memcpy, memset
 
 
+cdef extern from *:
+    int __builtin_ctzll(unsigned long long x) nogil
+
+
 cdef extern from "rs_bytes.h" nogil:
     void rs_put_u16(char* p, unsigned short v)
     void rs_put_u32(char* p, uint32_t v)
@@ -184,42 +188,46 @@ cdef struct KeyProps:
     int32_t uniq_len
 
 
+cdef inline const char* find_pair_end(const char* p, const char* end) noexcept nogil:
+    """The first \x02 (the property pair separator) in [p, end), or end; eight bytes a step."""
+    cdef uint64_t w, m
+    while end - p >= 8:
+        memcpy(&w, p, 8)
+        w ^= 0x0202020202020202ULL
+        m = (w - 0x0101010101010101ULL) & ~w & 0x8080808080808080ULL
+        if m:                       # exact for the lowest byte that matched
+            return p + (__builtin_ctzll(m) >> 3)
+        p += 8
+    while p < end and p[0] != 2:
+        p += 1
+    return p
+
+
 cdef inline void find_key_props(const char* props, int32_t props_len, KeyProps* out) noexcept nogil:
     """TAGS, KEYS and UNIQ_KEY in one walk of a record's properties, as RocketMQ's
     string2messageProperties reads them: pairs split on \x02, name and value on the first
-    \x01, both non-empty; a later pair with the same name wins (HashMap.put). Reads only
-    [props, props + props_len)."""
+    \x01, both non-empty; a later pair with the same name wins (HashMap.put). Only the pair
+    ends are searched for: a pair is one of the three when it starts with the name and a
+    \x01 (a name holds no \x01, so that is its first). Reads only [props, props_len)."""
     cdef const char* p = props
     cdef const char* end = props + props_len
     cdef const char* q
-    cdef const char* sep
-    cdef int32_t name_len, value_len
+    cdef Py_ssize_t n
     out.tags = out.keys = out.uniq = NULL
     out.tags_len = out.keys_len = out.uniq_len = 0
     while p < end:
-        # the pair [p, q): q is its \x02 (or end), sep its first \x01
-        sep = NULL
-        q = p
-        while True:
-            q = rs_find_below3(q, end)
-            if q == end or q[0] == 2:
-                break
-            if q[0] == 1 and sep == NULL:
-                sep = q
-            q += 1
-        if sep != NULL and q - sep > 1:
-            name_len = <int32_t>(sep - p)
-            value_len = <int32_t>(q - sep - 1)
-            if name_len == 4:
-                if memcmp(p, b"TAGS", 4) == 0:
-                    out.tags = sep + 1
-                    out.tags_len = value_len
-                elif memcmp(p, b"KEYS", 4) == 0:
-                    out.keys = sep + 1
-                    out.keys_len = value_len
-            elif name_len == 8 and memcmp(p, b"UNIQ_KEY", 8) == 0:
-                out.uniq = sep + 1
-                out.uniq_len = value_len
+        q = find_pair_end(p, end)
+        n = q - p
+        if n > 5 and p[4] == 1:
+            if memcmp(p, b"TAGS", 4) == 0:
+                out.tags = p + 5
+                out.tags_len = <int32_t>(n - 5)
+            elif memcmp(p, b"KEYS", 4) == 0:
+                out.keys = p + 5
+                out.keys_len = <int32_t>(n - 5)
+        elif n > 9 and p[8] == 1 and memcmp(p, b"UNIQ_KEY", 8) == 0:
+            out.uniq = p + 9
+            out.uniq_len = <int32_t>(n - 9)
         p = q + 1
 
 

@@ -120,7 +120,7 @@ class CommitLog:
             result.files_scanned += 1
             pos = 0
             while True:
-                batch = codec.dispatch_region(mf, pos, mf.file_size, max_records=65536,
+                batch = codec.dispatch_region(mf, pos, mf.file_size, max_records=8192,
                                               check_crc=check_crc, tags_codes=False)
                 result.records += len(batch)
                 if on_batch is not None and len(batch):
