@@ -1281,22 +1281,24 @@ cdef int _take(Ctx* c, const char* p, int64_t pos, Rec* r) noexcept nogil:
     c.spent += bound
     f = c.fill
     # the output streams' next lines, ahead of the stores (too many streams for the hardware
-    # prefetcher to follow)
+    # prefetcher to follow); streams that grow a few bytes a row only every 2nd or 4th row
     if (i & 15) == 0:
         for j in range(c.nrow_bufs):
             k = c.row_bufs[j]
             rs_prefetch_w(c.b[k].ptr + c.row_width[k] * (i + 32))
-    rs_prefetch_w(c.b[B_TOPIC].ptr + f.topic + WRITE_AHEAD)
-    rs_prefetch_w(c.b[B_BORN].ptr + f.born + WRITE_AHEAD)
-    rs_prefetch_w(c.b[B_STORE].ptr + f.store + WRITE_AHEAD)
+    if (i & 3) == 0:
+        rs_prefetch_w(c.b[B_TOPIC].ptr + f.topic + WRITE_AHEAD)
+        rs_prefetch_w(c.b[B_BORN].ptr + f.born + WRITE_AHEAD)
+        rs_prefetch_w(c.b[B_STORE].ptr + f.store + WRITE_AHEAD)
+        rs_prefetch_w(c.b[B_TAGS].ptr + f.tags + WRITE_AHEAD)
+        rs_prefetch_w(c.b[B_KEYS].ptr + f.keys + WRITE_AHEAD)
+        rs_prefetch_w(<char*>c.b[B_KEYS_OFF].ptr + 4 * f.key_tokens + WRITE_AHEAD)
     rs_prefetch_w(c.b[B_MSG_ID].ptr + f.msg_id + WRITE_AHEAD)
-    rs_prefetch_w(c.b[B_TAGS].ptr + f.tags + WRITE_AHEAD)
-    rs_prefetch_w(c.b[B_KEYS].ptr + f.keys + WRITE_AHEAD)
     rs_prefetch_w(c.b[B_NAMES].ptr + f.names + WRITE_AHEAD)
     rs_prefetch_w(c.b[B_VALUES].ptr + f.values + WRITE_AHEAD)
-    rs_prefetch_w(<char*>c.b[B_KEYS_OFF].ptr + 4 * f.key_tokens + WRITE_AHEAD)
-    rs_prefetch_w(<char*>c.b[B_NAMES_OFF].ptr + 4 * f.pairs + WRITE_AHEAD)
-    rs_prefetch_w(<char*>c.b[B_VALUES_OFF].ptr + 4 * f.pairs + WRITE_AHEAD)
+    if (i & 1) == 0:
+        rs_prefetch_w(<char*>c.b[B_NAMES_OFF].ptr + 4 * f.pairs + WRITE_AHEAD)
+        rs_prefetch_w(<char*>c.b[B_VALUES_OFF].ptr + 4 * f.pairs + WRITE_AHEAD)
     if c.include_body and not c.body_view:
         rs_prefetch_w(c.b[B_BODY].ptr + f.body + WRITE_AHEAD)
         rs_prefetch_w(c.b[B_BODY].ptr + f.body + WRITE_AHEAD + 64)

@@ -44,6 +44,17 @@ from rocketstore._native.mapped_file cimport (
     rs_load_int,
 )
 
+cdef extern from *:
+    """
+    static inline void rs_prefetch(const char *p) { __builtin_prefetch(p, 0); }
+    """
+    void rs_prefetch(const char* p) noexcept nogil
+
+cdef enum:
+    INDEX_HEADER = 40       # an IndexFile's header; its 4-byte hash slots follow
+    PREFETCH_KEYS = 8       # slots prefetched per record (the rest load as they come)
+
+
 cdef extern from "<time.h>" nogil:
     ctypedef long time_t
     cdef struct timespec:
@@ -382,6 +393,7 @@ cdef class Dispatcher:
         cdef int status, tran, placed
         cdef KeyProps kp
         cdef int64_t tags_code
+        cdef bint index_keys
         cdef Py_ssize_t blanks = 0
         self.pass_start = self.pos
         if rs_load_i64(<long long*>&self.requested) >= 0 or self.base == NULL:
@@ -411,6 +423,16 @@ cdef class Dispatcher:
             phy = info.phy_offset
             tran = info.sys_flag & SYSFLAG_TRANSACTION_MASK
             find_key_props(rec + info.props_offset, info.props_len, &kp)    # one walk for all
+            # the index keys first, their hash slots prefetched: random lines of a large
+            # file, loaded while the ConsumeQueue unit is written (below: indexed before)
+            index_keys = (self.index_enabled and tran != SYSFLAG_ROLLBACK
+                          and self.index_base != NULL and phy >= self.index_file._end_phy)
+            if index_keys:
+                nkeys = _key_hashes(rec + info.topic_offset, info.topic_len, &kp,
+                                    self.hashes, MAX_KEYS)
+                for k in range(nkeys if nkeys < PREFETCH_KEYS else PREFETCH_KEYS):
+                    rs_prefetch(self.index_base + INDEX_HEADER
+                                + 4 * <int64_t>(self.hashes[k] % self.index_file.hash_slot_num))
             if tran != SYSFLAG_PREPARED and tran != SYSFLAG_ROLLBACK:
                 tags_code = 0 if kp.tags == NULL else \
                     <int32_t>hash_text(0, <const unsigned char*>kp.tags, kp.tags_len)
@@ -437,9 +459,7 @@ cdef class Dispatcher:
             if self.index_enabled and tran != SYSFLAG_ROLLBACK:
                 if self.index_base == NULL:
                     return S_NEED_INDEX
-                if phy >= self.index_file._end_phy:       # below: indexed before (a replay)
-                    nkeys = _key_hashes(rec + info.topic_offset, info.topic_len, &kp,
-                                        self.hashes, MAX_KEYS)
+                if index_keys:
                     k = self.key_start if phy == self.key_start_phy else 0
                     while k < nkeys:
                         if not self.index_file._put(self.index_base, self.hashes[k], phy, info.store_ts):
