@@ -250,3 +250,10 @@ cdef inline uint32_t hash_text(uint32_t h, const unsigned char* s, Py_ssize_t n)
         h = h * 31 + s[i]
         i += 1
     return hash_utf8(h, s + i, n - i) if i < n else h
+
+
+cdef inline int64_t tags_code_in(const KeyProps* kp) noexcept nogil:
+    """tagsCode from the properties find_key_props read: hashCode of TAGS, 0 when absent."""
+    if kp.tags == NULL:
+        return 0
+    return <int32_t>hash_text(0, <const unsigned char*>kp.tags, kp.tags_len)

@@ -221,9 +221,7 @@ cdef int64_t tags_code_of(const char* props, int32_t props_len) noexcept nogil:
     """tagsCode of a record: Java hashCode of its TAGS property value, 0 when absent."""
     cdef KeyProps kp
     find_key_props(props, props_len, &kp)
-    if kp.tags == NULL:
-        return 0
-    return <int32_t>hash_text(0, <const unsigned char*>kp.tags, kp.tags_len)
+    return tags_code_in(&kp)
 
 
 # ---- hosts -----------------------------------------------------------------------------------

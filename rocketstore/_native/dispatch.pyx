@@ -32,10 +32,16 @@ from rocketstore._native.codec cimport (
     RecordInfo,
     check_record_into,
     find_key_props,
-    hash_text,
+    tags_code_in,
 )
 from rocketstore._native.consume_queue cimport NEXT_FILE, Target, _place_unit, _target_of
-from rocketstore._native.index_file cimport MAX_KEYS, IndexFile, _key_hashes
+from rocketstore._native.index_file cimport (
+    HEADER_SIZE,
+    MAX_KEYS,
+    SLOT_SIZE,
+    IndexFile,
+    _key_hashes,
+)
 from rocketstore._native.mapped_file cimport (
     MappedFile,
     StopFlag,
@@ -51,7 +57,6 @@ cdef extern from *:
     void rs_prefetch(const char* p) noexcept nogil
 
 cdef enum:
-    INDEX_HEADER = 40       # an IndexFile's header; its 4-byte hash slots follow
     PREFETCH_KEYS = 8       # slots prefetched per record (the rest load as they come)
 
 
@@ -431,11 +436,10 @@ cdef class Dispatcher:
                 nkeys = _key_hashes(rec + info.topic_offset, info.topic_len, &kp,
                                     self.hashes, MAX_KEYS)
                 for k in range(nkeys if nkeys < PREFETCH_KEYS else PREFETCH_KEYS):
-                    rs_prefetch(self.index_base + INDEX_HEADER
-                                + 4 * <int64_t>(self.hashes[k] % self.index_file.hash_slot_num))
+                    rs_prefetch(self.index_base + HEADER_SIZE + SLOT_SIZE
+                                * <int64_t>(self.hashes[k] % self.index_file.hash_slot_num))
             if tran != SYSFLAG_PREPARED and tran != SYSFLAG_ROLLBACK:
-                tags_code = 0 if kp.tags == NULL else \
-                    <int32_t>hash_text(0, <const unsigned char*>kp.tags, kp.tags_len)
+                tags_code = tags_code_in(&kp)
                 slot = self._find(rec + info.topic_offset, info.topic_len, info.queue_id)
                 placed = NEXT_FILE
                 if slot != NULL and not slot.skip and slot.t.base != NULL:

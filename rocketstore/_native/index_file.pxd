@@ -6,6 +6,8 @@ from rocketstore._native.mapped_file cimport MappedFile
 
 cdef enum:
     MAX_KEYS = 16400        # keys per record: 32,767 bytes of properties hold fewer
+    HEADER_SIZE = 40        # the file's header; the 4-byte hash slots follow
+    SLOT_SIZE = 4
 
 
 # keyHashes of a record's index keys (topic#UNIQ_KEY, then topic#token per KEYS token)

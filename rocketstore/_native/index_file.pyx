@@ -64,8 +64,6 @@ cdef extern from *:
     void rs_index_acquire_fence() noexcept nogil
 
 cdef enum:
-    HEADER_SIZE = 40
-    SLOT_SIZE = 4
     ITEM_SIZE = 20
     H_BEGIN_TS = 0
     H_END_TS = 8
