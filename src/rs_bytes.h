@@ -42,21 +42,4 @@ static inline int rs_has_byte_below3(const char *p, size_t n) {
     return hit != 0;
 }
 
-/* First byte below 3 in [p, end) (NUL, or a property separator 1 or 2), else end: eight
- * bytes a step; the lowest flagged byte of the word trick is always a true hit. */
-static inline const char *rs_find_below3(const char *p, const char *end) {
-    const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
-    uint64_t w, m;
-    while (end - p >= 8) {
-        memcpy(&w, p, 8);
-        m = (w - 3 * ones) & ~w & highs;
-        if (m)
-            return p + (__builtin_ctzll(m) >> 3);
-        p += 8;
-    }
-    while (p < end && (unsigned char)*p >= 3)
-        p++;
-    return p;
-}
-
 #endif

@@ -18,7 +18,6 @@ cdef extern from "rs_bytes.h" nogil:
     uint32_t rs_get_u32(const char* p)
     void rs_release_fence()
     bint rs_has_byte_below3(const char* p, size_t n)
-    const char* rs_find_below3(const char* p, const char* end)
 
 
 cdef extern from "Python.h":

@@ -386,7 +386,7 @@ def new_uniq_key():
     """A fresh UNIQ_KEY as RocketMQ's client makes it (32 hex characters for IPv4)."""
     cdef char out[UNIQ_HEX_MAX]
     cdef int n = _new_uniq_hex(_now_ms(), out)
-    return out[:n].decode("ascii")
+    return PyUnicode_DecodeASCII(out, n, NULL)
 
 
 # ---- Message -----------------------------------------------------------------------------------
@@ -511,11 +511,12 @@ cdef class Message:
         self._props = {} if value is None else value
         self._uniq_len = 0
 
-    cdef void _settle_uniq_key(self):
+    cdef int _settle_uniq_key(self) except -1:
         """Put the generated UNIQ_KEY into the dict (unless the caller set one there since)."""
         if _UNIQ_KEY not in self._props:
             self._props[_UNIQ_KEY] = PyUnicode_DecodeASCII(self._uniq_hex, self._uniq_len, NULL)
         self._uniq_len = 0
+        return 0
 
     @property
     def tags(self):
