@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -266,11 +267,20 @@ def test_prefault_follow_tracks_the_writer_and_stops(tmp_path: Path) -> None:
     t = threading.Thread(target=lambda: reached.append(
         f.prefault_follow(256 * 1024, 0, 0.0002, stop, chunk=64 * 1024)))
     t.start()
+    # The thread holds the file once it is inside prefault_follow; the writer pauses now and
+    # then so a busy 2-core machine still gives the follower turns before the stop.
+    deadline = time.monotonic() + 10
+    while f.ref_count < 2 and time.monotonic() < deadline:
+        time.sleep(0.001)
+    assert f.ref_count == 2
     chunk = bytes(range(256)) * 3
     written = 0
     while written + len(chunk) <= size // 2:
         f.append(chunk)
         written += len(chunk)
+        if written % (256 * 1024) < len(chunk):
+            time.sleep(0.001)
+    time.sleep(0.05)
     stop.set()
     t.join(10)
     assert not t.is_alive() and stop.is_set()
