@@ -662,6 +662,29 @@ def test_properties_semantics(props: bytes) -> None:
     assert row["keys"] == ([k for k in keys.split(" ") if k] if keys else [])
 
 
+# Properties as the decoder's two ways see them: ASCII without a repeated name goes straight
+# into the columns, anything else through the pair table, over what the first way wrote.
+PROP_NAME = st.sampled_from(["TAGS", "KEYS", "TAXS", "KEY", "K", "WAIT", "UNIQ_KEY", "T", ""])
+PROP_VALUE = st.one_of(st.text("ab 12", max_size=40), st.sampled_from(["\u00e9", "x\u4e2d"]))
+
+
+@SETTINGS
+@given(st.lists(st.lists(st.tuples(PROP_NAME, PROP_VALUE), max_size=8), min_size=1,
+                max_size=12))
+def test_properties_fast_and_table_ways_agree(records: list[list[tuple[str, str]]]) -> None:
+    data = b""
+    for pairs in records:
+        props = "\x02".join(f"{k}\x01{v}" for k, v in pairs).encode()
+        data += record(props=props, offset=len(data))
+    batch, pos, status = decode_all(data)
+    assert (batch.num_rows, pos, status) == (len(records), len(data), "end")
+    check_against_object_decoder(data, batch)
+    for row, pairs in zip(rows(batch), records, strict=True):
+        expected = refcodec.parse_properties("\x02".join(f"{k}\x01{v}" for k, v in pairs))
+        assert list(row["properties"]) == list(expected.items())   # first place, last value
+        assert row["tags"] == expected.get("TAGS")
+
+
 @SETTINGS
 @given(st.binary(max_size=300), st.binary(min_size=0, max_size=127))
 def test_invalid_utf8_is_replaced(props: bytes, topic: bytes) -> None:

@@ -11,9 +11,10 @@ guaranteed in every buffer is spent by a per-record bound (``_bound``) and refil
 runs out. The Arrow arrays are assembled from the filled part of each buffer
 (``pa.foreign_buffer``, zero-copy). The buffers are recycled when the batch dies
 (``set_buffer_cache``): fresh pages cost the kernel a zeroing pass, which was half the decode
-time before. Properties are tokenized 8 bytes at a time (separators and non-ASCII found with
-one word test); host text is formatted once per run of equal hosts; the next records are
-prefetched.
+time before. ASCII properties without a repeated name (the common case) go straight from a
+64-byte separator scan into the name and value columns; any other properties through a pair
+table, tokenized 8 bytes at a time with UTF-8 validation. Host text is formatted once per run
+of equal hosts; the next records, and the output streams' next lines, are prefetched.
 
 Column semantics (``SCHEMA``, the Spark schema of issue 5):
 
@@ -118,8 +119,8 @@ DEF HUGE_GRAIN = 2 << 20
 DEF ARENA_SLOTS = 256
 DEF HEADROOM_MIN = 4096
 DEF HEADROOM_MAX = 16 << 10
-DEF PREFETCH_AHEAD = 2048
-DEF WRITE_AHEAD = 512          # bytes ahead of each output stream's end        # bytes ahead of the record being decoded
+DEF PREFETCH_AHEAD = 2048      # bytes ahead of the record being decoded
+DEF WRITE_AHEAD = 512          # bytes ahead of each output stream's end
 
 # ---- schema ----------------------------------------------------------------------------------
 
@@ -700,47 +701,6 @@ cdef inline void _add_pair(const char* text, int32_t start, int32_t sep, int32_t
     out.npairs += 1
 
 
-cdef bint _parse_ascii_props(const char* text, int32_t n, const char* readable_end, PairTable* pt,
-                             Props* out) noexcept nogil:
-    """_parse_props for ASCII text, 64 bytes at a time (a bit mask of the separators, walked
-    bit by bit); False, having parsed nothing useful, when text holds a byte >= 0x80."""
-    cdef char tail[64]
-    cdef const char* block
-    cdef int32_t at = 0, start = 0, sep = -1, k, left
-    cdef uint64_t seps, high, seen = 0
-    out.npairs = 0
-    out.tags = -1
-    out.keys = -1
-    while at < n:
-        left = n - at
-        if text + at + 64 <= readable_end:
-            block = text + at
-        else:
-            if left > 64:
-                left = 64
-            memset(tail, 0, 64)
-            memcpy(tail, text + at, left)
-            block = tail
-        rs_scan64(block, &seps, &high)
-        if left < 64:
-            seps &= ((<uint64_t>1) << left) - 1
-            high &= ((<uint64_t>1) << left) - 1
-        if high:
-            return False
-        while seps:
-            k = at + rs_ctz64(seps)
-            seps &= seps - 1
-            if text[k] == 2:
-                _add_pair(text, start, sep, k, pt, out, &seen)
-                start = k + 1
-                sep = -1
-            elif sep < 0:
-                sep = k
-        at += 64
-    _add_pair(text, start, sep, n, pt, out, &seen)
-    return True
-
-
 cdef bint _parse_props(const char* text, int32_t n, PairTable* pt, Props* out) noexcept nogil:
     """string2messageProperties over text in one scan, 8 bytes at a time: pairs (unique
     names in first-seen order, last value wins) and the TAGS and KEYS entries. False when
@@ -1043,8 +1003,6 @@ cdef struct Ctx:
     bint include_body
     bint body_view              # body as binary_view into the source (not spark)
     int row_width[B_COUNT]      # _ROW_WIDTH, with 16 for the body views
-    int row_bufs[B_COUNT]       # the row-indexed buffers in use
-    int nrow_bufs
     int view_shift              # a body view's data buffer: its source offset >> view_shift
     int64_t* extra              # (offset, length) of bodies too long for those buffers
     int64_t nextra
@@ -1085,11 +1043,16 @@ cdef struct Rec:
     const char* props
     int32_t props_len
     const char* props_end
-    Props pr
+    Props pr                    # the pair table's parse (taken only when needed)
+    const char* tag_v           # the TAGS value, when tag_n >= 0
+    int32_t tag_n
+    const char* key_v           # the KEYS value, when key_n >= 0
+    int32_t key_n
 
 
-cdef inline void _parse(Ctx* c, const char* p, Rec* r) noexcept nogil:
-    cdef const char* props = p + r.info.props_offset
+cdef inline void _parse_topic(Ctx* c, const char* p, Rec* r) noexcept nogil:
+    """The record's topic, sanitized when it is not valid UTF-8, and where its properties
+    are (in the source: _parse_props_table may move them to a sanitized copy)."""
     cdef const char* topic = p + r.info.topic_offset
     r.topic = topic
     r.topic_len = r.info.topic_len
@@ -1106,11 +1069,16 @@ cdef inline void _parse(Ctx* c, const char* p, Rec* r) noexcept nogil:
                                                   c.topic_buf)
             r.topic = c.topic_buf
             r.topic_end = c.topic_buf + TOPIC_SCRATCH
-    r.props = props
+    r.props = p + r.info.props_offset
     r.props_len = r.info.props_len
     r.props_end = c.base + c.limit
-    if (not _parse_ascii_props(props, r.props_len, c.base + c.limit, &c.pt, &r.pr)
-            and not _parse_props(props, r.props_len, &c.pt, &r.pr)):
+
+
+cdef void _parse_props_table(Ctx* c, Rec* r) noexcept nogil:
+    """The properties into the pair table (c.pt, r.pr), sanitized first when they are not
+    valid UTF-8, and the TAGS and KEYS values from it."""
+    cdef const char* props = r.props
+    if not _parse_props(props, r.props_len, &c.pt, &r.pr):
         if c.props_buf == NULL:
             c.props_buf = <char*>malloc(PROPS_SCRATCH + SLACK)
         if c.props_buf == NULL:
@@ -1124,6 +1092,132 @@ cdef inline void _parse(Ctx* c, const char* p, Rec* r) noexcept nogil:
         _parse_props(r.props, r.props_len, &c.pt, &r.pr)
     if c.pt.oom:
         c.oom = 1
+    r.tag_n = r.key_n = -1
+    if r.pr.tags >= 0:
+        r.tag_v = c.pt.items[r.pr.tags].value
+        r.tag_n = c.pt.items[r.pr.tags].value_len
+    if r.pr.keys >= 0:
+        r.key_v = c.pt.items[r.pr.keys].value
+        r.key_n = c.pt.items[r.pr.keys].value_len
+
+
+cdef struct Emit:
+    # where _emit_ascii_props writes the pairs
+    char* names
+    char* values
+    int32_t* names_off          # the record's first pair's end offsets
+    int32_t* values_off
+    int64_t names_start         # the record's first name (the repeated-name check)
+    int64_t fn                  # the names' and values' fill
+    int64_t fv
+    int32_t np                  # pairs written
+    uint64_t seen               # a bit per name hash seen
+
+
+cdef inline int _emit_pair(Emit* e, Rec* r, const char* text, int32_t start, int32_t sep,
+                           int32_t end) noexcept nogil:
+    """One `name\x01value` piece of _emit_ascii_props (kept when both are non-empty): 0, or
+    -1 when its name repeats an earlier one (the pair table then keeps the first place and
+    the last value)."""
+    cdef int32_t name_len = sep - start, value_len = end - sep - 1, j
+    cdef const char* name = text + start
+    cdef int64_t prev
+    cdef uint64_t bit
+    if sep < 0 or name_len <= 0 or value_len <= 0:
+        return 0
+    bit = (<uint64_t>1) << ((<unsigned char>name[0] + <uint32_t>name_len * 13) & 63)
+    if e.seen & bit:
+        prev = e.names_start
+        for j in range(e.np):
+            if (e.names_off[j] - prev == name_len
+                    and memcmp(e.names + prev, name, name_len) == 0):
+                return -1
+            prev = e.names_off[j]
+    e.seen |= bit
+    _copy(e.names + e.fn, name, name_len, r.props_end)
+    e.fn += name_len
+    e.names_off[e.np] = <int32_t>e.fn
+    _copy(e.values + e.fv, name + name_len + 1, value_len, r.props_end)
+    e.fv += value_len
+    e.values_off[e.np] = <int32_t>e.fv
+    if name_len == 4:
+        if memcmp(name, <const char*>b"TAGS", 4) == 0:
+            r.tag_v = name + 5
+            r.tag_n = value_len
+        elif memcmp(name, <const char*>b"KEYS", 4) == 0:
+            r.key_v = name + 5
+            r.key_n = value_len
+    e.np += 1
+    return 0
+
+
+cdef inline void _emit_init(Emit* e, Ctx* c, int64_t names, int64_t values,
+                            int64_t pairs) noexcept nogil:
+    """e writes after the given fill of the names, values and pairs."""
+    e.names = c.b[B_NAMES].ptr
+    e.values = c.b[B_VALUES].ptr
+    e.names_off = <int32_t*>c.b[B_NAMES_OFF].ptr + pairs + 1
+    e.values_off = <int32_t*>c.b[B_VALUES_OFF].ptr + pairs + 1
+    e.names_start = e.fn = names
+    e.fv = values
+    e.np = 0
+    e.seen = 0
+
+
+cdef bint _emit_ascii_props(Rec* r, Emit* e) noexcept nogil:
+    """The properties' pairs straight into the names and values columns as they are found,
+    for the common record: ASCII text without a repeated name, scanned 64 bytes at a time
+    (a bit mask of the separators, walked bit by bit). False otherwise: the caller then
+    takes the pair table's way (_parse_props_table), which overwrites what this wrote."""
+    cdef const char* text = r.props
+    cdef int32_t n = r.props_len, at = 0, start = 0, sep = -1, k, left
+    cdef uint64_t seps, high
+    cdef char tail[64]
+    cdef const char* block
+    r.tag_n = r.key_n = -1
+    while at < n:
+        left = n - at
+        if text + at + 64 <= r.props_end:
+            block = text + at
+        else:
+            if left > 64:
+                left = 64
+            memset(tail, 0, 64)
+            memcpy(tail, text + at, left)
+            block = tail
+        rs_scan64(block, &seps, &high)
+        if left < 64:
+            seps &= ((<uint64_t>1) << left) - 1
+            high &= ((<uint64_t>1) << left) - 1
+        if high:
+            return False
+        while seps:
+            k = at + rs_ctz64(seps)
+            seps &= seps - 1
+            if text[k] == 2:
+                if _emit_pair(e, r, text, start, sep, k) < 0:
+                    return False
+                start = k + 1
+                sep = -1
+            elif sep < 0:
+                sep = k
+        at += 64
+    return _emit_pair(e, r, text, start, sep, n) == 0
+
+
+cdef void _emit_table(Ctx* c, Rec* r, Emit* e) noexcept nogil:
+    """The pair table's pairs (_parse_props_table) into the names and values columns."""
+    cdef Pair* pr
+    cdef int32_t j
+    for j in range(r.pr.npairs):
+        pr = &c.pt.items[j]
+        _copy(e.names + e.fn, pr.name, pr.name_len, r.props_end)
+        e.fn += pr.name_len
+        e.names_off[j] = <int32_t>e.fn
+        _copy(e.values + e.fv, pr.value, pr.value_len, r.props_end)
+        e.fv += pr.value_len
+        e.values_off[j] = <int32_t>e.fv
+    e.np = r.pr.npairs
 
 
 cdef inline void _copy(char* dst, const char* src, int64_t n, const char* src_end) noexcept nogil:
@@ -1249,18 +1343,14 @@ cdef int _take(Ctx* c, const char* p, int64_t pos, Rec* r) noexcept nogil:
     cdef Totals f
     cdef HostCache* bh
     cdef HostCache* sh
-    cdef Pair* pr
-    cdef Pair* items
     cdef int64_t i = c.rows, phy, bound = _bound(r.info.size)
-    cdef int32_t j, n, k
+    cdef int32_t n
+    cdef bint tabled = False
+    cdef Emit e
     cdef const char* v
     cdef const char* q
     cdef const char* v_end
-    cdef char* names
-    cdef char* values
-    cdef int32_t* names_off
-    cdef int32_t* values_off
-    _parse(c, p, r)
+    _parse_topic(c, p, r)
     if c.oom:
         return -1
     bh = c.last_born
@@ -1271,9 +1361,15 @@ cdef int _take(Ctx* c, const char* p, int64_t pos, Rec* r) noexcept nogil:
             or sh.k0 != rs_load_raw64(p + r.info.store_ts_offset + 8)):
         sh = c.last_store = _host(c.hosts + BORN_SLOTS, STORE_SLOTS,
                                   p + r.info.store_ts_offset + 8, r.info.store_host_len)
-    # the size limit: checked exactly only once the bounds say it could be reached
-    if c.spent + bound > c.max_bytes and i > 0 and _over(c, r, bh, sh):
-        return 1
+    # the size limit: checked exactly (on the pair table's parse) only once the bounds say
+    # it could be reached
+    if c.spent + bound > c.max_bytes and i > 0:
+        _parse_props_table(c, r)
+        if c.oom:
+            return -1
+        tabled = True
+        if _over(c, r, bh, sh):
+            return 1
     if (bound > c.budget and _refresh(c, bound) < 0) or (
             i + 1 >= c.row_cap and _grow_rows(c) < 0):
         return -1
@@ -1282,10 +1378,6 @@ cdef int _take(Ctx* c, const char* p, int64_t pos, Rec* r) noexcept nogil:
     f = c.fill
     # the output streams' next lines, ahead of the stores (too many streams for the hardware
     # prefetcher to follow); streams that grow a few bytes a row only every 2nd or 4th row
-    if (i & 15) == 0:
-        for j in range(c.nrow_bufs):
-            k = c.row_bufs[j]
-            rs_prefetch_w(c.b[k].ptr + c.row_width[k] * (i + 32))
     if (i & 3) == 0:
         rs_prefetch_w(c.b[B_TOPIC].ptr + f.topic + WRITE_AHEAD)
         rs_prefetch_w(c.b[B_BORN].ptr + f.born + WRITE_AHEAD)
@@ -1331,23 +1423,33 @@ cdef int _take(Ctx* c, const char* p, int64_t pos, Rec* r) noexcept nogil:
     _put_msg_id(c.b[B_MSG_ID].ptr + f.msg_id, sh, phy)
     f.msg_id += 2 * (sh.alen + 12)
     (<int32_t*>c.b[B_MSG_ID_OFF].ptr)[i + 1] = <int32_t>f.msg_id
-    items = c.pt.items
+    # properties: straight from the text in the common case, else through the pair table
+    _emit_init(&e, c, f.names, f.values, f.pairs)
+    if tabled or not _emit_ascii_props(r, &e):
+        if not tabled:
+            _parse_props_table(c, r)
+            if c.oom:
+                return -1
+        _emit_init(&e, c, f.names, f.values, f.pairs)
+        _emit_table(c, r, &e)
+    f.names = e.fn
+    f.values = e.fv
+    f.pairs += e.np
+    (<int32_t*>c.b[B_PROPS_OFF].ptr)[i + 1] = <int32_t>f.pairs
     # tags (null when absent: offsets repeat, validity bit clear)
     if (i & 7) == 0:
         (<uint8_t*>c.b[B_TAGS_VALID].ptr)[i >> 3] = 0
-    if r.pr.tags >= 0:
-        pr = &items[r.pr.tags]
-        _copy(c.b[B_TAGS].ptr + f.tags, pr.value, pr.value_len, r.props_end)
-        f.tags += pr.value_len
+    if r.tag_n >= 0:
+        _copy(c.b[B_TAGS].ptr + f.tags, r.tag_v, r.tag_n, r.props_end)
+        f.tags += r.tag_n
         (<uint8_t*>c.b[B_TAGS_VALID].ptr)[i >> 3] |= <uint8_t>(1 << (i & 7))
     else:
         c.tag_nulls += 1
     (<int32_t*>c.b[B_TAGS_OFF].ptr)[i + 1] = <int32_t>f.tags
     # keys: the KEYS value split on ' ', empty tokens dropped
-    if r.pr.keys >= 0:
-        pr = &items[r.pr.keys]
-        v = pr.value
-        v_end = v + pr.value_len
+    if r.key_n >= 0:
+        v = r.key_v
+        v_end = v + r.key_n
         while True:
             q = rs_find_space(v, v_end, r.props_end)
             if q > v:
@@ -1359,21 +1461,6 @@ cdef int _take(Ctx* c, const char* p, int64_t pos, Rec* r) noexcept nogil:
                 break
             v = q + 1
     (<int32_t*>c.b[B_KEYS_LIST_OFF].ptr)[i + 1] = <int32_t>f.key_tokens
-    # properties
-    names = c.b[B_NAMES].ptr
-    values = c.b[B_VALUES].ptr
-    names_off = <int32_t*>c.b[B_NAMES_OFF].ptr + f.pairs + 1
-    values_off = <int32_t*>c.b[B_VALUES_OFF].ptr + f.pairs + 1
-    for j in range(r.pr.npairs):
-        pr = &items[j]
-        _copy(names + f.names, pr.name, pr.name_len, r.props_end)
-        f.names += pr.name_len
-        names_off[j] = <int32_t>f.names
-        _copy(values + f.values, pr.value, pr.value_len, r.props_end)
-        f.values += pr.value_len
-        values_off[j] = <int32_t>f.values
-    f.pairs += r.pr.npairs
-    (<int32_t*>c.b[B_PROPS_OFF].ptr)[i + 1] = <int32_t>f.pairs
     if c.body_view:
         n = r.info.body_len
         if _put_view(c, c.b[B_BODY_OFF].ptr + 16 * i, p + r.info.body_offset,
@@ -1579,10 +1666,6 @@ cdef int _ctx_init(Ctx* c, int64_t base_offset, bint include_body, bint check_cr
         c.row_width[B_BODY_OFF] = 0
     elif c.body_view:
         c.row_width[B_BODY_OFF] = 16
-    for i in range(B_COUNT):
-        if c.row_width[i]:
-            c.row_bufs[c.nrow_bufs] = i
-            c.nrow_bufs += 1
     c.check_crc = check_crc
     c.ts_us = spark
     c.max_bytes = max_bytes
