@@ -849,7 +849,8 @@ def _print_recovery(report: RecoveryReport, root: Path, dry_run: bool, clean: bo
     verb = "would give up" if dry_run else "gave up"
     echo(f"truncated    {verb} {report.truncated_bytes:,} CommitLog byte(s) after the end")
     if not dry_run:
-        echo(f"dispatched   {report.dispatched_records:,} record(s) to ConsumeQueue/IndexFile")
+        echo(f"dispatched   {report.dispatched_records:,} record(s) to ConsumeQueue/IndexFile "
+             f"in {report.dispatch_s * 1000:,.1f} ms")
     echo(f"took         {report.duration_s * 1000:,.1f} ms")
     if dry_run:
         echo("dry run      nothing was changed")

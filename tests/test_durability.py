@@ -1213,9 +1213,10 @@ def test_recovery_report_full_replay(base_store, tmp_path):
     assert rep.dispatched_records == len(records)
     assert rep.stop_status == "end" and rep.stop_reason is None
     assert rep.duration_s > 0
+    assert 0 < rep.dispatch_s < rep.duration_s
     assert set(rep.as_dict()) >= {"abnormal", "start_offset", "end_offset", "records",
                                   "files_scanned", "truncated_bytes", "dispatched_records",
-                                  "stop_status", "stop_reason", "duration_s"}
+                                  "stop_status", "stop_reason", "duration_s", "dispatch_s"}
     assert len(calls) >= nfiles
     assert all(t == nfiles * CL for _, t in calls)
     dones = [d for d, _ in calls]

@@ -45,6 +45,7 @@ class RecoveryReport:
     stop_status: str               # 'end' (clean), 'corrupt' (torn/invalid record found)
     stop_reason: str | None
     duration_s: float
+    dispatch_s: float = 0.0        # of duration_s, the re-dispatch (after the scan)
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -135,6 +136,7 @@ def recover(config: StoreConfig, commit_log: CommitLog, queues: ConsumeQueueTabl
                                   on_batch=None if abnormal else behind)
     truncated = commit_log.set_end(found.end_offset, zero_tail=found.stop_status == "corrupt")
     dispatched = 0
+    dispatch_s = 0.0
     if not read_only:
         queues.truncate_dirty(found.end_offset)
         if index is not None:
@@ -156,7 +158,9 @@ def recover(config: StoreConfig, commit_log: CommitLog, queues: ConsumeQueueTabl
             if reindex_from is not None:
                 start = min(start, reindex_from)
             reput.reput_from_offset = max(commit_log.min_offset(), start)
+        dispatch_started = time.monotonic()
         dispatched = reput.do_reput()
+        dispatch_s = time.monotonic() - dispatch_started
     else:
         reput.reput_from_offset = found.end_offset
     queues.correct_min_offsets(commit_log.min_offset())
@@ -168,7 +172,8 @@ def recover(config: StoreConfig, commit_log: CommitLog, queues: ConsumeQueueTabl
         abnormal=abnormal, start_offset=start_offset, end_offset=found.end_offset,
         records=found.records, files_scanned=found.files_scanned, truncated_bytes=truncated,
         dispatched_records=dispatched, stop_status=found.stop_status,
-        stop_reason=found.stop_reason, duration_s=time.monotonic() - started)
+        stop_reason=found.stop_reason, duration_s=time.monotonic() - started,
+        dispatch_s=dispatch_s)
     if found.stop_status == "corrupt":
         log.warning("CommitLog ends with an invalid record at %d (%s): %d bytes after it given "
                     "up", found.end_offset, found.stop_reason, truncated)
