@@ -1114,6 +1114,18 @@ cdef struct Emit:
     uint64_t seen               # a bit per name hash seen
 
 
+cdef inline void _emit_put(Emit* e, const char* name, int32_t name_len, const char* value,
+                           int32_t value_len, const char* src_end) noexcept nogil:
+    """Append one pair to the names and values columns."""
+    _copy(e.names + e.fn, name, name_len, src_end)
+    e.fn += name_len
+    e.names_off[e.np] = <int32_t>e.fn
+    _copy(e.values + e.fv, value, value_len, src_end)
+    e.fv += value_len
+    e.values_off[e.np] = <int32_t>e.fv
+    e.np += 1
+
+
 cdef inline int _emit_pair(Emit* e, Rec* r, const char* text, int32_t start, int32_t sep,
                            int32_t end) noexcept nogil:
     """One `name\x01value` piece of _emit_ascii_props (kept when both are non-empty): 0, or
@@ -1134,12 +1146,7 @@ cdef inline int _emit_pair(Emit* e, Rec* r, const char* text, int32_t start, int
                 return -1
             prev = e.names_off[j]
     e.seen |= bit
-    _copy(e.names + e.fn, name, name_len, r.props_end)
-    e.fn += name_len
-    e.names_off[e.np] = <int32_t>e.fn
-    _copy(e.values + e.fv, name + name_len + 1, value_len, r.props_end)
-    e.fv += value_len
-    e.values_off[e.np] = <int32_t>e.fv
+    _emit_put(e, name, name_len, name + name_len + 1, value_len, r.props_end)
     if name_len == 4:
         if memcmp(name, <const char*>b"TAGS", 4) == 0:
             r.tag_v = name + 5
@@ -1147,7 +1154,6 @@ cdef inline int _emit_pair(Emit* e, Rec* r, const char* text, int32_t start, int
         elif memcmp(name, <const char*>b"KEYS", 4) == 0:
             r.key_v = name + 5
             r.key_n = value_len
-    e.np += 1
     return 0
 
 
@@ -1211,13 +1217,7 @@ cdef void _emit_table(Ctx* c, Rec* r, Emit* e) noexcept nogil:
     cdef int32_t j
     for j in range(r.pr.npairs):
         pr = &c.pt.items[j]
-        _copy(e.names + e.fn, pr.name, pr.name_len, r.props_end)
-        e.fn += pr.name_len
-        e.names_off[j] = <int32_t>e.fn
-        _copy(e.values + e.fv, pr.value, pr.value_len, r.props_end)
-        e.fv += pr.value_len
-        e.values_off[j] = <int32_t>e.fv
-    e.np = r.pr.npairs
+        _emit_put(e, pr.name, pr.name_len, pr.value, pr.value_len, r.props_end)
 
 
 cdef inline void _copy(char* dst, const char* src, int64_t n, const char* src_end) noexcept nogil:
