@@ -9,8 +9,9 @@ from rocketstore.message import (
     PutMessagesResult,
     PutMessageStatus,
 )
-from rocketstore.store.message_store import MessageStore, StoreLockedError
+from rocketstore.store.message_store import MessageStore
 from rocketstore.store.recovery import RecoveryReport
+from rocketstore.store.store_lock import StoreLockedError
 
 __version__ = "0.1.0"
 

@@ -13,7 +13,9 @@ import refcodec
 from helpers import SEG, open_store, segment_paths
 
 from rocketstore import Message, MessageStore, PutMessageStatus
-from rocketstore.store.mapped_file_queue import MappedFileQueue, StoreFormatError, file_name_of
+from rocketstore.store.layout import StoreFormatError, segment_name
+
+from rocketstore.store.mapped_file_queue import MappedFileQueue
 
 BLANK = struct.Struct(">iI")
 
@@ -47,7 +49,7 @@ def _fill(store: MessageStore, n: int, seed: int = 1) -> list:
 def _check_segments(root: Path, results: list) -> None:
     """Every record where its result says; each segment ends with a correct END_FILE blank."""
     paths = segment_paths(root)
-    assert [p.name for p in paths] == [file_name_of(i * SEG) for i in range(len(paths))]
+    assert [p.name for p in paths] == [segment_name(i * SEG) for i in range(len(paths))]
     assert all(p.stat().st_size == SEG for p in paths)
     found = []
     for i, p in enumerate(paths):
@@ -144,7 +146,7 @@ def test_reopen_reads_everything_and_continues(tmp_path: Path) -> None:
 def _make_segments(d: Path, starts: list[int], size: int = SEG) -> None:
     d.mkdir(parents=True, exist_ok=True)
     for s in starts:
-        (d / file_name_of(s)).write_bytes(bytes(size))
+        (d / segment_name(s)).write_bytes(bytes(size))
 
 
 def test_load_in_order_and_ignores_hidden(tmp_path: Path) -> None:
@@ -179,7 +181,7 @@ def test_load_rejects_bad_sequences(tmp_path: Path, case: str) -> None:
     _make_segments(d, [0, SEG])
     if case == "gap":
         _make_segments(d, [3 * SEG])
-        culprit = file_name_of(3 * SEG)
+        culprit = segment_name(3 * SEG)
     elif case == "foreign":
         (d / "notes.txt").write_text("hello")
         culprit = "notes.txt"
@@ -187,14 +189,14 @@ def test_load_rejects_bad_sequences(tmp_path: Path, case: str) -> None:
         (d / "131072").write_bytes(bytes(SEG))
         culprit = "131072"
     elif case == "wrong_size":
-        (d / file_name_of(SEG)).write_bytes(bytes(SEG - 1))
-        culprit = file_name_of(SEG)
+        (d / segment_name(SEG)).write_bytes(bytes(SEG - 1))
+        culprit = segment_name(SEG)
     elif case == "empty_file":
-        (d / file_name_of(2 * SEG)).write_bytes(b"")
-        culprit = file_name_of(2 * SEG)
+        (d / segment_name(2 * SEG)).write_bytes(b"")
+        culprit = segment_name(2 * SEG)
     else:
-        (d / file_name_of(2 * SEG + 1)).write_bytes(bytes(SEG))
-        culprit = file_name_of(2 * SEG + 1)
+        (d / segment_name(2 * SEG + 1)).write_bytes(bytes(SEG))
+        culprit = segment_name(2 * SEG + 1)
     q = MappedFileQueue(d, SEG)
     with pytest.raises(StoreFormatError, match=culprit):
         q.load()
@@ -210,11 +212,20 @@ def test_load_rejects_bad_sequences(tmp_path: Path, case: str) -> None:
         assert store.get_max_phy_offset() == 0
 
 
-def test_store_detects_config_file_size_mismatch(tmp_path: Path) -> None:
+def test_existing_store_opens_with_its_own_segment_size(tmp_path: Path) -> None:
+    """A config whose segment size differs from the files' (or no config at all) opens the
+    store as it was written: file sizes cannot change under an existing store."""
     with open_store(tmp_path) as store:
         _fill(store, 5)
-    with pytest.raises(StoreFormatError, match="00000000000000000000"):
-        open_store(tmp_path, mapped_file_size_commit_log=2 * SEG)
+        end = store.get_max_phy_offset()
+    with open_store(tmp_path, mapped_file_size_commit_log=2 * SEG) as store:
+        assert store.config.mapped_file_size_commit_log == SEG
+        assert store.get_max_phy_offset() == end
+    with MessageStore.open(tmp_path) as store:
+        assert store.config.mapped_file_size_commit_log == SEG
+        assert store.get_max_phy_offset() == end
+        assert store.put_message(Message("t", b"x"), 0).status == PutMessageStatus.PUT_OK
+    assert {os.path.getsize(p) for p in segment_paths(tmp_path)} == {SEG}
 
 
 # ---------------------------------------------------------------------------- truncation
@@ -239,7 +250,7 @@ def test_truncate_dirty(tmp_path: Path, zero_tail: bool) -> None:
     dropped = q.truncate_dirty(cut, zero_tail=zero_tail)
     assert dropped == (SEG - 1000 if zero_tail else 0) + SEG
     assert [mf.file_from_offset for mf in q.files] == [0, SEG]
-    assert not (d / file_name_of(2 * SEG)).exists()
+    assert not (d / segment_name(2 * SEG)).exists()
     assert q.max_offset() == cut
     mid = q.files[1]
     assert mid.wrote_position == 1000 and mid.committed_position == 1000

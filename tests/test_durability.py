@@ -37,7 +37,7 @@ import refcodec
 import rocketstore
 from rocketstore import Message, MessageStore, StoreConfig
 from rocketstore.message import GetMessageStatus, PutMessageStatus
-from rocketstore.store.mapped_file_queue import StoreFormatError
+from rocketstore.store.layout import StoreFormatError
 
 TESTS = Path(__file__).resolve().parent
 CL = 64 * 1024              # CommitLog segment

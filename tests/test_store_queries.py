@@ -740,3 +740,26 @@ def test_put_is_visible_to_get_message_within_milliseconds(tmp_path: Path) -> No
           f"p99 {p99 * 1e3:.3f} ms, max {latencies[-1] * 1e3:.3f} ms ({len(latencies)} puts)")
     assert latencies[-1] < 1.0
     assert median < 0.1
+
+
+def test_fixture_opens_with_no_config(rocketmq_store: Path, fixture_messages: list[dict[str, Any]],
+                                      fixture_consumequeue: list[dict[str, Any]]) -> None:
+    """RocketMQ's own store (64 KiB CommitLog, 2000-byte ConsumeQueue, 200-slot IndexFiles)
+    opens as it is with no StoreConfig, read-only and writable, and serves every message."""
+    for read_only in (True, False):
+        with MessageStore.open(rocketmq_store, read_only=read_only) as store:
+            cfg = store.config
+            assert (cfg.mapped_file_size_commit_log, cfg.mapped_file_size_consume_queue,
+                    cfg.max_hash_slot_num, cfg.max_index_num) == (65536, 2000, 200, 800)
+            for m in fixture_messages:
+                got = store.look_message_by_offset(m["commitLogOffset"])
+                assert got is not None and got.topic == m["topic"]
+            total = 0
+            for topic, qid in {(q["topic"], q["queueId"]) for q in fixture_consumequeue}:
+                offset = store.get_min_offset_in_queue(topic, qid)
+                while offset < store.get_max_offset_in_queue(topic, qid):
+                    res = store.get_message("g", topic, qid, offset, 32)
+                    assert res.status == S.FOUND
+                    total += len(res.messages)
+                    offset = res.next_begin_offset
+            assert total == sum(q["unitCount"] for q in fixture_consumequeue)

@@ -43,7 +43,8 @@ from pyspark.sql.types import (
 from rocketstore.message import Message
 from rocketstore.spark.location import StoreLocation
 from rocketstore.spark.options import OptionError, WriteOptions
-from rocketstore.store.message_store import MessageStore, StoreLockedError
+from rocketstore.store.message_store import MessageStore
+from rocketstore.store.store_lock import StoreLockedError
 
 STAGING_DIR = ".spark-staging"
 

@@ -24,6 +24,7 @@ from rocketstore.store.checkpoint import StoreCheckpoint
 from rocketstore.store.commit_real_time_service import CommitRealTimeService
 from rocketstore.store.flush_real_time_service import FlushRealTimeService
 from rocketstore.store.group_commit_service import GroupCommitService
+from rocketstore.store.layout import COMMITLOG_DIR
 from rocketstore.store.mapped_file_queue import MappedFileQueue
 from rocketstore.store.prefault_service import CommitLogPrefaultService
 from rocketstore.store.service_thread import ServiceThread
@@ -51,7 +52,7 @@ class CommitLog:
         self.read_only = read_only
         self.checkpoint = checkpoint
         self.queue = MappedFileQueue(
-            os.path.join(root, "commitlog") if config.store_path_commit_log is None
+            os.path.join(root, COMMITLOG_DIR) if config.store_path_commit_log is None
             else config.store_path_commit_log,
             config.mapped_file_size_commit_log, read_only=read_only, preallocate=True,
             allocate=allocate)

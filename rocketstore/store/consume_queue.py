@@ -12,11 +12,12 @@ from collections.abc import Callable
 import numpy as np
 
 from rocketstore._native.consume_queue import write_units
+from rocketstore.store.layout import CONSUME_QUEUE_UNIT_SIZE
 from rocketstore.store.mapped_file_queue import MappedFileQueue
 
 log = logging.getLogger("rocketstore.store")
 
-UNIT_SIZE = 20
+UNIT_SIZE = CONSUME_QUEUE_UNIT_SIZE
 UNIT_DTYPE = np.dtype([("offset", ">i8"), ("size", ">i4"), ("tags_code", ">i8")])
 BLANK_UNIT_SIZE = 0x7FFFFFFF
 

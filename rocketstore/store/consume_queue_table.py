@@ -11,13 +11,14 @@ import numpy as np
 from rocketstore._native.codec import MAX_QUEUE_ID, DispatchBatch
 from rocketstore._native.consume_queue import group_records, write_grouped_units
 from rocketstore.store.consume_queue import ConsumeQueue
+from rocketstore.store.layout import CONSUME_QUEUE_DIR
 
 log = logging.getLogger("rocketstore.store")
 
 
 class ConsumeQueueTable:
     def __init__(self, root: str, file_size: int, *, read_only: bool = False) -> None:
-        self.root_dir = os.path.join(root, "consumequeue")
+        self.root_dir = os.path.join(root, CONSUME_QUEUE_DIR)
         self.file_size = file_size
         self.read_only = read_only
         self._queues: dict[str, dict[int, ConsumeQueue]] = {}

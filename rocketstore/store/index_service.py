@@ -41,6 +41,7 @@ from rocketstore._native.index_file import (
 )
 from rocketstore._native.mapped_file import MappedFile
 from rocketstore.config import StoreConfig
+from rocketstore.store.layout import INDEX_DIR, is_index_file_name
 from rocketstore.store.mapped_file_queue import remove_creating_leftovers
 
 __all__ = ["IndexBatch", "IndexFileCorruptError", "IndexService", "index_file_name"]
@@ -100,7 +101,7 @@ class IndexService:
     def __init__(self, config: StoreConfig, root: str | os.PathLike[str], read_only: bool = False):
         self.config = config
         self.root = os.fspath(root)
-        self.store_path = os.path.join(self.root, "index")
+        self.store_path = os.path.join(self.root, INDEX_DIR)
         self.read_only = read_only
         self.hash_slot_num = config.max_hash_slot_num
         self.index_num = config.max_index_num
@@ -133,7 +134,7 @@ class IndexService:
             names = os.listdir(self.store_path)
         except FileNotFoundError:
             return []
-        return sorted(n for n in names if n.isdigit()
+        return sorted(n for n in names if is_index_file_name(n)
                       and os.path.isfile(os.path.join(self.store_path, n)))
 
     def load(self, last_exit_ok: bool, checkpoint_index_ts: int = 0,

@@ -10,14 +10,14 @@ import os
 from collections.abc import Callable
 
 from rocketstore._native.mapped_file import MappedFile
+from rocketstore.store.layout import (
+    SEGMENT_NAME_DIGITS,
+    StoreFormatError,
+    is_segment_name,
+    segment_name,
+)
 
 log = logging.getLogger("rocketstore.store")
-
-NAME_DIGITS = 20
-
-
-class StoreFormatError(ValueError):
-    """A store directory whose files do not form a valid sequence (gap, size, name)."""
 
 
 def remove_creating_leftovers(directory: str) -> int:
@@ -31,11 +31,6 @@ def remove_creating_leftovers(directory: str) -> int:
             os.remove(path)
             removed += 1
     return removed
-
-
-def file_name_of(offset: int) -> str:
-    """20-digit zero-padded start offset, as RocketMQ's UtilAll.offset2FileName."""
-    return f"{offset:0{NAME_DIGITS}d}"
 
 
 class MappedFileQueue:
@@ -78,9 +73,9 @@ class MappedFileQueue:
             path = os.path.join(self.store_path, name)
             if not os.path.isfile(path) or name.startswith("."):
                 continue
-            if len(name) != NAME_DIGITS or not name.isdigit():
+            if not is_segment_name(name):
                 raise StoreFormatError(f"unexpected file {path}: segment names are "
-                                       f"{NAME_DIGITS}-digit start offsets")
+                                       f"{SEGMENT_NAME_DIGITS}-digit start offsets")
             start = int(name)
             size = os.path.getsize(path)
             if size != self.mapped_file_size:
@@ -174,9 +169,9 @@ class MappedFileQueue:
             create_offset = start_offset - start_offset % self.mapped_file_size
         else:
             create_offset = last.file_from_offset + self.mapped_file_size
-        path = os.path.join(self.store_path, file_name_of(create_offset))
+        path = os.path.join(self.store_path, segment_name(create_offset))
         next_path = os.path.join(self.store_path,
-                                 file_name_of(create_offset + self.mapped_file_size))
+                                 segment_name(create_offset + self.mapped_file_size))
         if self._allocate is not None:
             mf = self._allocate(path, next_path, self.mapped_file_size)
         else:

@@ -3,7 +3,6 @@ owns the lifecycle: load -> recover -> start -> shutdown."""
 from __future__ import annotations
 
 import atexit
-import fcntl
 import json
 import logging
 import os
@@ -32,8 +31,17 @@ from rocketstore.store.consume_queue_table import ConsumeQueueTable
 from rocketstore.store.flush_consume_queue_service import FlushConsumeQueueService
 from rocketstore.store.get_message import GetMessageResult
 from rocketstore.store.index_service import IndexService
+from rocketstore.store.layout import (
+    StorePaths,
+    consume_queue_files,
+    detect_geometry,
+    index_file_size,
+    index_files,
+    segment_files,
+)
 from rocketstore.store.recovery import Progress, RecoveryReport, recover
 from rocketstore.store.reput_service import ReputMessageService
+from rocketstore.store.store_lock import StoreLock, lock_holder
 from rocketstore.store.transient_store_pool import TransientStorePool
 
 log = logging.getLogger("rocketstore.store")
@@ -41,8 +49,17 @@ log = logging.getLogger("rocketstore.store")
 _open_stores: weakref.WeakSet[MessageStore] = weakref.WeakSet()
 
 
-class StoreLockedError(RuntimeError):
-    """Another process (or another MessageStore here) has the store open for writing."""
+def _fit_to_files(root: str, config: StoreConfig) -> StoreConfig:
+    """config with the file sizes of the files already in the store: an existing store opens
+    as it was written (segment, ConsumeQueue and IndexFile sizes cannot change under it)."""
+    found = detect_geometry(root, config.store_path_commit_log,
+                            hash_slots=config.max_hash_slot_num, index_num=config.max_index_num)
+    changes = {name: size for name, size in found.items() if getattr(config, name) != size}
+    if not changes:
+        return config
+    log.info("store %s: file sizes taken from its files: %s", root,
+             ", ".join(f"{name}={size}" for name, size in sorted(changes.items())))
+    return config.replace(**changes)
 
 
 @dataclass
@@ -62,7 +79,8 @@ class MessageStore:
             config = StoreConfig(store_path_root_dir=self.root)
         elif not isinstance(config, StoreConfig):
             raise TypeError(f"config must be a StoreConfig, got {type(config).__name__}")
-        self.config = config
+        self.config = config = _fit_to_files(self.root, config)
+        self.paths = StorePaths.of(self.root, config.store_path_commit_log)
         self.read_only = bool(read_only or config.read_only)
         ro = self.read_only
         self.pool: TransientStorePool | None = None
@@ -74,7 +92,7 @@ class MessageStore:
                     f"broker_role {config.broker_role})")
             self.pool = TransientStorePool(config.transient_store_pool_size,
                                            config.mapped_file_size_commit_log)
-        self.checkpoint = StoreCheckpoint(os.path.join(self.root, "checkpoint"), read_only=ro)
+        self.checkpoint = StoreCheckpoint(self.paths.checkpoint, read_only=ro)
         self.allocate_service = None if ro else AllocateMappedFileService(config, self.pool)
         self.commit_log = CommitLog(
             config, self.root, self.checkpoint, read_only=ro, pool=self.pool,
@@ -89,7 +107,7 @@ class MessageStore:
         self.flush_consume_queue = FlushConsumeQueueService(
             config, self.consume_queues, self.checkpoint, lambda: self.reput.dispatched_timestamp)
         self.recovery: RecoveryReport | None = None
-        self._lock_fd: int | None = None
+        self._lock = StoreLock(self.paths.lock)
         self._running = False
         self._writable = False      # running and not read-only: checked once per put
         self._state_lock = threading.Lock()
@@ -108,7 +126,7 @@ class MessageStore:
             store.load(progress)
             store.start()
         except BaseException:
-            store._release_lock()
+            store._lock.release()
             raise
         return store
 
@@ -118,7 +136,7 @@ class MessageStore:
                 raise FileNotFoundError(f"store directory {self.root} does not exist")
         else:
             os.makedirs(self.root, exist_ok=True)
-            self._take_lock()
+            self._lock.acquire()
         self.checkpoint.load()
         abnormal = os.path.exists(self._abort_path)
         expected = None if abnormal else self._read_queue_offsets()
@@ -144,7 +162,7 @@ class MessageStore:
 
     @property
     def _queue_offsets_path(self) -> str:
-        return os.path.join(self.root, "config", "queueOffsets.json")
+        return self.paths.config_file("queueOffsets.json")
 
     def _read_queue_offsets(self) -> dict[str, dict[str, int]] | None:
         """Each queue's next offset as recorded at the last clean shutdown (a rocketstore
@@ -203,7 +221,7 @@ class MessageStore:
         """Stop the services in order (dispatch what is left, flush queues, commit and flush
         the log), write the checkpoint, remove the abort file, release the lock. Idempotent."""
         with self._state_lock:
-            if not self._running and self._lock_fd is None:
+            if not self._running and not self._lock.held:
                 return
             self._running = False
             self._writable = False
@@ -225,7 +243,7 @@ class MessageStore:
                     self.pool.destroy()
                 if os.path.exists(self._abort_path):
                     os.remove(self._abort_path)
-            self._release_lock()
+            self._lock.release()
         _open_stores.discard(self)
 
     close = shutdown
@@ -242,24 +260,7 @@ class MessageStore:
 
     @property
     def _abort_path(self) -> str:
-        return os.path.join(self.root, "abort")
-
-    def _take_lock(self) -> None:
-        fd = os.open(os.path.join(self.root, "lock"), os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise StoreLockedError(
-                f"store {self.root} is locked by another writer (open it with read_only=True "
-                "to read it while that writer runs)") from None
-        self._lock_fd = fd
-
-    def _release_lock(self) -> None:
-        if self._lock_fd is not None:
-            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
-            os.close(self._lock_fd)
-            self._lock_fd = None
+        return self.paths.abort
 
     # ---- writes ----------------------------------------------------------------------------
     def put_message(self, message: Message, queue_id: int = 0) -> PutMessageResult:
@@ -402,6 +403,75 @@ class MessageStore:
         except codec.CorruptRecordError:
             return None
 
+    # ---- description -------------------------------------------------------------------
+    def queue_offsets(self) -> dict[str, dict[str, int]]:
+        """{"topic:queueId": {"min": .., "max": ..}} of every queue, sorted by key (max is the
+        next offset to be written)."""
+        out = {f"{topic}:{qid}": {"min": self.get_min_offset_in_queue(topic, qid),
+                                  "max": self.get_max_offset_in_queue(topic, qid)}
+               for topic in self.topics() for qid in self.queues(topic)}
+        return dict(sorted(out.items()))
+
+    def dispatch_lag_bytes(self) -> int:
+        """CommitLog bytes not yet in a ConsumeQueue. Read-only (no dispatch service): the
+        CommitLog end minus the end of the newest record a ConsumeQueue points at."""
+        if not self.read_only:
+            return self.dispatch_behind_bytes()
+        dispatched = max(self.consume_queues.max_physic_offset(), self.get_min_phy_offset())
+        return max(0, self.get_max_phy_offset() - dispatched)
+
+    def describe(self) -> dict[str, Any]:
+        """What the store holds and how it stands, as JSON-able data (camelCase keys, like
+        RocketMQ's JSON): topics and queues with their offsets and message counts, the
+        CommitLog's offsets and how its recovery ended, file counts and sizes per kind (as
+        on disk), the IndexFiles' last update, dispatch lag, the checkpoint, and whether the
+        last shutdown was clean and a writer holds the store now."""
+        config = self.config
+        topics: list[dict[str, Any]] = []
+        for topic in self.topics():
+            queues = []
+            for qid in self.queues(topic):
+                lo = self.get_min_offset_in_queue(topic, qid)
+                hi = self.get_max_offset_in_queue(topic, qid)
+                queues.append({"queueId": qid, "minOffset": lo, "maxOffset": hi,
+                               "messages": max(0, hi - lo)})
+            topics.append({"topic": topic, "messages": sum(q["messages"] for q in queues),
+                           "queues": queues})
+        rec = self.recovery
+        index_ts, index_phy = self.index_service.index_last_update()
+        abort = os.path.exists(self.paths.abort)
+        writer, pid = (True, os.getpid()) if self._lock.held else lock_holder(self.paths.lock)
+        clean: bool | None = not abort
+        if abort and writer is not False:
+            clean = None    # the abort file of a running writer says nothing of the last run
+        return {
+            "store": self.root,
+            "topicCount": len(topics),
+            "queueCount": sum(len(t["queues"]) for t in topics),
+            "messages": sum(t["messages"] for t in topics),
+            "commitLog": {
+                "minOffset": self.get_min_phy_offset(), "maxOffset": self.get_max_phy_offset(),
+                **_files_summary(segment_files(self.paths.commitlog),
+                                 config.mapped_file_size_commit_log),
+                "endStatus": rec.stop_status if rec is not None else "end",
+                "endReason": rec.stop_reason if rec is not None else None},
+            "consumeQueue": {**_files_summary(consume_queue_files(self.root),
+                                              config.mapped_file_size_consume_queue),
+                             "queues": len(self.consume_queues.all())},
+            "index": {**_files_summary(index_files(self.root),
+                                       index_file_size(config.max_hash_slot_num,
+                                                       config.max_index_num)),
+                      "hashSlots": config.max_hash_slot_num, "indexNum": config.max_index_num,
+                      "lastUpdateTimestamp": index_ts, "lastUpdatePhyOffset": index_phy},
+            "dispatchBehindBytes": self.dispatch_lag_bytes(),
+            "checkpoint": self.checkpoint.as_dict(),
+            "abortFile": abort,
+            "writerRunning": writer,
+            "writerPid": pid,
+            "lastShutdownClean": clean,
+            "topics": topics,
+        }
+
     # ---- offsets and exports (the Spark pipeline stands on these) -------------------------
     def export_offsets(self) -> dict[str, Any]:
         """Offsets as JSON-able data: the CommitLog's min/max, every queue's min/max logical
@@ -445,6 +515,16 @@ class MessageStore:
     def __repr__(self) -> str:
         return (f"MessageStore({self.root!r}, running={self._running}, "
                 f"read_only={self.read_only}, max_phy_offset={self.get_max_phy_offset()})")
+
+
+def _files_summary(paths: list[str], file_size: int) -> dict[str, int]:
+    sizes = []
+    for p in paths:
+        try:
+            sizes.append(os.path.getsize(p))
+        except OSError:     # deleted meanwhile
+            pass
+    return {"files": len(sizes), "bytes": sum(sizes), "fileSize": file_size}
 
 
 @atexit.register

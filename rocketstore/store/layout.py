@@ -1,0 +1,211 @@
+"""The store directory: file names, file sizes and the geometry read back from existing files.
+
+One home for these facts (docs/format.md describes the layout they implement)::
+
+    <root>/commitlog/<20-digit start offset>          CommitLog segments
+    <root>/consumequeue/<topic>/<queueId>/<20 digits>  ConsumeQueue files (20-byte units)
+    <root>/index/<yyyyMMddHHmmssSSS>                  IndexFiles
+    <root>/checkpoint, <root>/abort, <root>/lock, <root>/config/*.json
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+SEGMENT_NAME_DIGITS = 20
+CONSUME_QUEUE_UNIT_SIZE = 20
+INDEX_HEADER_SIZE = 40
+INDEX_SLOT_SIZE = 4
+INDEX_ITEM_SIZE = 20
+#: RocketMQ's default maxIndexNum / maxHashSlotNum, the ratio assumed when only a file's
+#: size is known.
+INDEX_ITEMS_PER_SLOT = 4
+
+COMMITLOG_DIR = "commitlog"
+CONSUME_QUEUE_DIR = "consumequeue"
+INDEX_DIR = "index"
+CONFIG_DIR = "config"
+CHECKPOINT_FILE = "checkpoint"
+ABORT_FILE = "abort"
+LOCK_FILE = "lock"
+
+
+class StoreFormatError(ValueError):
+    """A store directory whose files do not form a valid sequence (gap, size, name)."""
+
+
+def segment_name(offset: int) -> str:
+    """A segment's name: its start offset, zero-padded to 20 digits (UtilAll.offset2FileName)."""
+    return f"{offset:0{SEGMENT_NAME_DIGITS}d}"
+
+
+def is_segment_name(name: str) -> bool:
+    return len(name) == SEGMENT_NAME_DIGITS and name.isdigit()
+
+
+def is_index_file_name(name: str) -> bool:
+    return name.isdigit()
+
+
+def index_file_size(hash_slots: int, items: int) -> int:
+    return INDEX_HEADER_SIZE + INDEX_SLOT_SIZE * hash_slots + INDEX_ITEM_SIZE * items
+
+
+def segment_files(directory: str | os.PathLike[str]) -> list[str]:
+    """Paths of the segment files (20-digit names) in directory, in offset order; [] when the
+    directory does not exist."""
+    return _files(directory, is_segment_name)
+
+
+def index_files(root: str | os.PathLike[str]) -> list[str]:
+    """Paths of the store's IndexFiles, oldest first."""
+    return _files(os.path.join(root, INDEX_DIR), is_index_file_name)
+
+
+def consume_queue_files(root: str | os.PathLike[str]) -> list[str]:
+    """Paths of every ConsumeQueue file of the store."""
+    found: list[str] = []
+    cq_root = os.path.join(root, CONSUME_QUEUE_DIR)
+    for topic in _dirs(cq_root):
+        for queue in _dirs(os.path.join(cq_root, topic)):
+            found.extend(segment_files(os.path.join(cq_root, topic, queue)))
+    return found
+
+
+def _files(directory: str | os.PathLike[str], name_ok: Any) -> list[str]:
+    directory = os.fspath(directory)
+    try:
+        names = os.listdir(directory)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    return [os.path.join(directory, n) for n in sorted(names)
+            if name_ok(n) and os.path.isfile(os.path.join(directory, n))]
+
+
+def _dirs(directory: str) -> list[str]:
+    try:
+        names = os.listdir(directory)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    return sorted(n for n in names if os.path.isdir(os.path.join(directory, n)))
+
+
+@dataclass(frozen=True)
+class StorePaths:
+    """Where each part of the store at root lives."""
+
+    root: str
+    commitlog: str
+
+    @classmethod
+    def of(cls, root: str | os.PathLike[str], commitlog: str | None = None) -> StorePaths:
+        root = os.path.abspath(os.fspath(root))
+        return cls(root, commitlog or os.path.join(root, COMMITLOG_DIR))
+
+    @property
+    def consume_queue_root(self) -> str:
+        return os.path.join(self.root, CONSUME_QUEUE_DIR)
+
+    def consume_queue(self, topic: str, queue_id: int) -> str:
+        return os.path.join(self.root, CONSUME_QUEUE_DIR, topic, str(queue_id))
+
+    @property
+    def index(self) -> str:
+        return os.path.join(self.root, INDEX_DIR)
+
+    @property
+    def config(self) -> str:
+        return os.path.join(self.root, CONFIG_DIR)
+
+    def config_file(self, name: str) -> str:
+        return os.path.join(self.root, CONFIG_DIR, name)
+
+    @property
+    def checkpoint(self) -> str:
+        return os.path.join(self.root, CHECKPOINT_FILE)
+
+    @property
+    def abort(self) -> str:
+        return os.path.join(self.root, ABORT_FILE)
+
+    @property
+    def lock(self) -> str:
+        return os.path.join(self.root, LOCK_FILE)
+
+
+def index_geometry(size: int, hash_slots: int | None = None, index_num: int | None = None
+                   ) -> tuple[int, int]:
+    """(hash slots, items) of an IndexFile of `size` bytes (40 + 4 * slots + 20 * items).
+    Given one of the two, the other follows from the size; given neither, RocketMQ's ratio of
+    4 items a slot. Raises StoreFormatError when the size does not fit."""
+    if hash_slots is not None and index_num is not None:
+        if index_file_size(hash_slots, index_num) != size:
+            raise StoreFormatError(
+                f"an IndexFile of {hash_slots:,} hash slots and {index_num:,} items is "
+                f"{index_file_size(hash_slots, index_num):,} bytes, not {size:,}")
+        return hash_slots, index_num
+    if hash_slots is not None:
+        rest = size - INDEX_HEADER_SIZE - INDEX_SLOT_SIZE * hash_slots
+        if rest < 2 * INDEX_ITEM_SIZE or rest % INDEX_ITEM_SIZE:
+            raise StoreFormatError(f"max_hash_slot_num {hash_slots:,} does not fit an IndexFile "
+                                   f"of {size:,} bytes (40 + 4*slots + 20*items)")
+        return hash_slots, rest // INDEX_ITEM_SIZE
+    if index_num is not None:
+        rest = size - INDEX_HEADER_SIZE - INDEX_ITEM_SIZE * index_num
+        if rest < INDEX_SLOT_SIZE or rest % INDEX_SLOT_SIZE:
+            raise StoreFormatError(f"max_index_num {index_num:,} does not fit an IndexFile "
+                                   f"of {size:,} bytes (40 + 4*slots + 20*items)")
+        return rest // INDEX_SLOT_SIZE, index_num
+    per_slot = INDEX_SLOT_SIZE + INDEX_ITEMS_PER_SLOT * INDEX_ITEM_SIZE
+    if size <= INDEX_HEADER_SIZE or (size - INDEX_HEADER_SIZE) % per_slot:
+        raise StoreFormatError(
+            f"an IndexFile of {size:,} bytes does not have RocketMQ's 4 items per hash slot "
+            "(40 + 84*slots bytes): give max_hash_slot_num or max_index_num")
+    slots = (size - INDEX_HEADER_SIZE) // per_slot
+    return slots, INDEX_ITEMS_PER_SLOT * slots
+
+
+def detect_geometry(root: str | os.PathLike[str], commitlog: str | None = None, *,
+                    hash_slots: int | None = None, index_num: int | None = None
+                    ) -> dict[str, int]:
+    """StoreConfig file sizes of an existing store, read from its files: the CommitLog segment
+    size (the first segment's), the ConsumeQueue file size (the first ConsumeQueue file's that
+    holds whole units) and the IndexFile geometry. hash_slots / index_num are what the caller
+    believes of the IndexFiles: kept when they fit the first file's size, otherwise the
+    geometry follows from the size (see index_geometry). Kinds without files, or whose files
+    fit no geometry, are left out (opening the store reports those files)."""
+    paths = StorePaths.of(root, commitlog)
+    found: dict[str, int] = {}
+    segments = segment_files(paths.commitlog)
+    if segments:
+        size = os.path.getsize(segments[0])
+        if size > 0:
+            found["mapped_file_size_commit_log"] = size
+    cq_size = _first_consume_queue_file_size(paths)
+    if cq_size:
+        found["mapped_file_size_consume_queue"] = cq_size
+    indexes = index_files(paths.root)
+    if indexes:
+        size = os.path.getsize(indexes[0])
+        if hash_slots is not None and index_num is not None and \
+                index_file_size(hash_slots, index_num) == size:
+            geometry: tuple[int, int] | None = (hash_slots, index_num)
+        else:
+            try:
+                geometry = index_geometry(size)
+            except StoreFormatError:
+                geometry = None
+        if geometry is not None:
+            found["max_hash_slot_num"], found["max_index_num"] = geometry
+    return found
+
+
+def _first_consume_queue_file_size(paths: StorePaths) -> int:
+    for topic in _dirs(paths.consume_queue_root):
+        for queue in _dirs(os.path.join(paths.consume_queue_root, topic)):
+            for path in segment_files(os.path.join(paths.consume_queue_root, topic, queue)):
+                size = os.path.getsize(path)
+                if size > 0 and size % CONSUME_QUEUE_UNIT_SIZE == 0:
+                    return size
+    return 0
