@@ -1371,7 +1371,7 @@ def offsets(path: Path, hash_slots: int | None, index_num: int | None) -> None:
     """Print the offsets of the store at PATH as JSON: the CommitLog's min/max, each queue's
     min/max logical offsets ("topic:queueId"), and the consumer groups' committed offsets
     (config/consumerOffset.json). Opens the store read-only."""
-    from rocketstore.store.offsets import export_offsets
+    from rocketstore.broker.consumer_offsets import export_offsets
 
     located, config = _existing_store(path, hash_slots, index_num)
     with _open_store(located.root, config, read_only=True) as store:
@@ -1400,7 +1400,7 @@ def export_command(path: Path, out: Path, fmt: str, no_body: bool, compression: 
     Idempotent and resumable: segments already in OUT are skipped, so running it again
     exports only newly sealed segments. The segment still being written is left out.
     Opens the store read-only."""
-    from rocketstore.store.parquet_export import export_parquet
+    from rocketstore.export.parquet import export_parquet
 
     located, config = _existing_store(path, hash_slots, index_num)
     with _open_store(located.root, config, read_only=True) as store:

@@ -27,6 +27,7 @@ from rocketstore.store import get_message as reader
 from rocketstore.store.allocate_mapped_file_service import AllocateMappedFileService
 from rocketstore.store.checkpoint import StoreCheckpoint
 from rocketstore.store.commit_log import CommitLog
+from rocketstore.store.consume_queue import ConsumeQueue
 from rocketstore.store.consume_queue_table import ConsumeQueueTable
 from rocketstore.store.flush_consume_queue_service import FlushConsumeQueueService
 from rocketstore.store.get_message import GetMessageResult
@@ -39,6 +40,7 @@ from rocketstore.store.layout import (
     index_files,
     segment_files,
 )
+from rocketstore.store.reader import ColumnarReads
 from rocketstore.store.recovery import Progress, RecoveryReport, recover
 from rocketstore.store.reput_service import ReputMessageService
 from rocketstore.store.store_lock import StoreLock, lock_holder
@@ -69,8 +71,11 @@ class QueryMessageResult:
     index_last_update_phy_offset: int
 
 
-class MessageStore:
-    """An embedded RocketMQ-format message store on a directory. Use ``MessageStore.open``."""
+class MessageStore(ColumnarReads):
+    """An embedded RocketMQ-format message store on a directory. Use ``MessageStore.open``.
+
+    Bulk reads (``read_range``, ``plan_ranges``, ``read_queue_range``, ``segments``, ...) come
+    from ColumnarReads (rocketstore.store.reader)."""
 
     def __init__(self, root: str | os.PathLike[str], config: StoreConfig | None = None, *,
                  read_only: bool = False) -> None:
@@ -319,6 +324,9 @@ class MessageStore:
         return reader.get_message(self.config, self.commit_log, self.consume_queues, topic,
                                   queue_id, offset, max_msgs, subscription)
 
+    def _consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue | None:
+        return self.consume_queues.find(topic, queue_id)
+
     def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
         cq = self.consume_queues.find(topic, queue_id)
         return 0 if cq is None else cq.max_offset
@@ -472,30 +480,7 @@ class MessageStore:
             "topics": topics,
         }
 
-    # ---- offsets and exports (the Spark pipeline stands on these) -------------------------
-    def export_offsets(self) -> dict[str, Any]:
-        """Offsets as JSON-able data: the CommitLog's min/max, every queue's min/max logical
-        offset ("topic:queueId"), and the consumer groups' committed offsets."""
-        from rocketstore.store.offsets import export_offsets
-        return export_offsets(self)
-
-    def consumer_offsets(self, group: str) -> dict[str, int]:
-        """A consumer group's committed offsets, {"topic:queueId": offset}."""
-        from rocketstore.store.offsets import group_offsets
-        return group_offsets(self.root, group)
-
-    def commit_consumer_offsets(self, group: str, offsets: dict[str, int]) -> bool:
-        """Record a group's offsets in config/consumerOffset.json (idempotent; True when the
-        file changed)."""
-        from rocketstore.store.offsets import commit_group_offsets
-        return commit_group_offsets(self.root, group, offsets)
-
-    def export_parquet(self, out_dir: str | os.PathLike[str], **kwargs: Any) -> Any:
-        """Sealed CommitLog segments to Parquet, one file each, idempotent and resumable
-        (rocketstore.store.parquet_export.export_parquet)."""
-        from rocketstore.store.parquet_export import export_parquet
-        return export_parquet(self, out_dir, **kwargs)
-
+    # ---- dispatch --------------------------------------------------------------------------
     def dispatch_behind_bytes(self) -> int:
         return self.reput.behind()
 
