@@ -50,8 +50,8 @@ import pyarrow.compute as pc  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
 from rocketstore import Message, MessageStore, StoreConfig  # noqa: E402
-from rocketstore.store import columnar  # noqa: E402
 from rocketstore.export.parquet import export_parquet  # noqa: E402
+from rocketstore.store import columnar  # noqa: E402
 
 TOPIC = "bench"
 QUEUES = 8

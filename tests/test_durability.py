@@ -1083,7 +1083,7 @@ def test_next_file_created_in_background(tmp_path, warm):
 
 
 def _failing_mapped_file(monkeypatch, fail: threading.Event):
-    import rocketstore.store.allocate_mapped_file_service as alloc
+    import rocketstore.store.services.allocate as alloc
     real = alloc.MappedFile
 
     def maybe_fail(path, size, **kw):

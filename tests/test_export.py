@@ -16,8 +16,8 @@ import pytest
 
 import rocketstore
 from rocketstore import Message, MessageStore, StoreConfig
-from rocketstore.store import columnar
 from rocketstore.export.parquet import MANIFEST, export_parquet, sealed_segments
+from rocketstore.store import columnar
 
 SEG = 64 * 1024
 

@@ -21,13 +21,13 @@ from rocketstore.message import (
     PutMessageStatus,
 )
 from rocketstore.store.checkpoint import StoreCheckpoint
-from rocketstore.store.commit_real_time_service import CommitRealTimeService
-from rocketstore.store.flush_real_time_service import FlushRealTimeService
-from rocketstore.store.group_commit_service import GroupCommitService
 from rocketstore.store.layout import COMMITLOG_DIR
 from rocketstore.store.mapped_file_queue import MappedFileQueue
-from rocketstore.store.prefault_service import CommitLogPrefaultService
-from rocketstore.store.service_thread import ServiceThread
+from rocketstore.store.services.commit import CommitRealTimeService
+from rocketstore.store.services.flush import FlushRealTimeService
+from rocketstore.store.services.group_commit import GroupCommitService
+from rocketstore.store.services.prefault import CommitLogPrefaultService
+from rocketstore.store.services.service_thread import ServiceThread
 from rocketstore.store.transient_store_pool import TransientStorePool
 
 log = logging.getLogger("rocketstore.store")

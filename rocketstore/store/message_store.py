@@ -24,12 +24,10 @@ from rocketstore.message import (
     PutMessageStatus,
 )
 from rocketstore.store import get_message as reader
-from rocketstore.store.allocate_mapped_file_service import AllocateMappedFileService
 from rocketstore.store.checkpoint import StoreCheckpoint
 from rocketstore.store.commit_log import CommitLog
 from rocketstore.store.consume_queue import ConsumeQueue
 from rocketstore.store.consume_queue_table import ConsumeQueueTable
-from rocketstore.store.flush_consume_queue_service import FlushConsumeQueueService
 from rocketstore.store.get_message import GetMessageResult
 from rocketstore.store.index_service import IndexService
 from rocketstore.store.layout import (
@@ -42,7 +40,9 @@ from rocketstore.store.layout import (
 )
 from rocketstore.store.reader import ColumnarReads
 from rocketstore.store.recovery import Progress, RecoveryReport, recover
-from rocketstore.store.reput_service import ReputMessageService
+from rocketstore.store.services.allocate import AllocateMappedFileService
+from rocketstore.store.services.flush_consume_queue import FlushConsumeQueueService
+from rocketstore.store.services.reput import ReputMessageService
 from rocketstore.store.store_lock import StoreLock, lock_holder
 from rocketstore.store.transient_store_pool import TransientStorePool
 

@@ -9,7 +9,7 @@ import time
 from rocketstore.config import StoreConfig
 from rocketstore.store.checkpoint import StoreCheckpoint
 from rocketstore.store.mapped_file_queue import MappedFileQueue
-from rocketstore.store.service_thread import ServiceThread
+from rocketstore.store.services.service_thread import ServiceThread
 
 
 class FlushRealTimeService(ServiceThread):

@@ -15,7 +15,7 @@ from __future__ import annotations
 from rocketstore._native.group_commit import RUN_IDLE, RUN_UNAVAILABLE, GroupCommit
 from rocketstore.store.checkpoint import StoreCheckpoint
 from rocketstore.store.mapped_file_queue import MappedFileQueue
-from rocketstore.store.service_thread import ServiceThread
+from rocketstore.store.services.service_thread import ServiceThread
 
 MAX_LINGER_S = 0.002
 
