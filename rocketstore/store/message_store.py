@@ -38,6 +38,7 @@ from rocketstore.store.layout import (
     index_files,
     segment_files,
 )
+from rocketstore.store.mapped_file_queue import FlushFunction
 from rocketstore.store.reader import ColumnarReads
 from rocketstore.store.recovery import Progress, RecoveryReport, recover
 from rocketstore.store.services.allocate import AllocateMappedFileService
@@ -78,7 +79,8 @@ class MessageStore(ColumnarReads):
     from ColumnarReads (rocketstore.store.reader)."""
 
     def __init__(self, root: str | os.PathLike[str], config: StoreConfig | None = None, *,
-                 read_only: bool = False) -> None:
+                 read_only: bool = False, commit_log_flush: FlushFunction | None = None
+                 ) -> None:
         self.root = os.path.abspath(os.fspath(root))
         if config is None:
             config = StoreConfig(store_path_root_dir=self.root)
@@ -101,7 +103,8 @@ class MessageStore(ColumnarReads):
         self.allocate_service = None if ro else AllocateMappedFileService(config, self.pool)
         self.commit_log = CommitLog(
             config, self.root, self.checkpoint, read_only=ro, pool=self.pool,
-            allocate=None if self.allocate_service is None else self.allocate_service.allocate)
+            allocate=None if self.allocate_service is None else self.allocate_service.allocate,
+            flush=commit_log_flush)
         self.consume_queues = ConsumeQueueTable(self.root, config.mapped_file_size_consume_queue,
                                                 read_only=ro)
         self.index_service = IndexService(config, self.root, read_only=ro)
@@ -120,13 +123,17 @@ class MessageStore(ColumnarReads):
     # ---- lifecycle -------------------------------------------------------------------------
     @classmethod
     def open(cls, root: str | os.PathLike[str], config: StoreConfig | None = None, *,
-             read_only: bool = False, progress: Progress | None = None) -> MessageStore:
+             read_only: bool = False, progress: Progress | None = None,
+             commit_log_flush: FlushFunction | None = None) -> MessageStore:
         """Open (creating if needed) the store at root: load, recover, start the services.
 
         read_only takes no lock, starts no service and never modifies a file: it sees the
         valid prefix of what is there (another process may be writing). progress(done,
-        total) follows the CommitLog scan of recovery (a progress bar for large stores)."""
-        store = cls(root, config, read_only=read_only)
+        total) follows the CommitLog scan of recovery (a progress bar for large stores).
+        commit_log_flush(queue, least_pages) replaces the flush services' msync of the
+        CommitLog (a seam for tests: slow, failing or recording disks); it must make the
+        queue's bytes durable up to its new flushed_where, as MappedFileQueue.flush does."""
+        store = cls(root, config, read_only=read_only, commit_log_flush=commit_log_flush)
         try:
             store.load(progress)
             store.start()
