@@ -1,6 +1,6 @@
 #!/usr/bin/env python
 """Spark batch ingest throughput: ``spark.read.format("rocketstore")`` against references
-measured in the same SparkSession and run (issue 5).
+measured in the same SparkSession and run.
 
 Workload: a store of --messages messages (default 2,000,000) with 100 B bodies, one topic,
 8 queues, a tag and a key per message, --segment-size CommitLog segments (default 128 MiB:

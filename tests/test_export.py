@@ -1,4 +1,4 @@
-"""Parquet export of sealed CommitLog segments (issue 5 item 7): equal to the columnar decode,
+"""Parquet export of sealed CommitLog segments: equal to the columnar decode,
 one file per sealed segment, idempotent, resumable (also after SIGKILL), pyarrow only."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The rocketstore PySpark data source (issue 5): batch reads equal the store's own decode,
+"""The rocketstore PySpark data source: batch reads equal the store's own decode,
 filters prune the planned partitions, streaming is exactly-once across restarts while a
 producer writes, group offsets are committed, the writer appends, bad options fail clearly.
 
