@@ -6,35 +6,23 @@ import json
 import os
 import shutil
 import stat
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-FIXTURE_DIR = Path(os.environ.get(
-    "ROCKETSTORE_FIXTURE_DIR",
-    Path(__file__).parents[1] / "../shared/fixtures/rocketmq-4.9.8")).resolve()
-MISSING_FIXTURE = (
-    f"the store written by Apache RocketMQ 4.9.8 is not at {FIXTURE_DIR}: it comes with the "
-    "project's shared/ folder beside the repository (or set ROCKETSTORE_FIXTURE_DIR)")
+# the independent reference codec and the test helpers, importable from every test folder
+TESTS = Path(__file__).resolve().parent
+for _path in (TESTS / "reference", TESTS):
+    if str(_path) not in sys.path:
+        sys.path.insert(0, str(_path))
 
-
-def require_fixture() -> Path:
-    """The fixture's directory; skips the calling test when it is not there."""
-    if not (FIXTURE_DIR / "store").is_dir():
-        pytest.skip(MISSING_FIXTURE)
-    return FIXTURE_DIR
-
-
-def _fixture_file(name: str) -> Path:
-    path = require_fixture() / name
-    if not path.exists():
-        pytest.fail(f"RocketMQ 4.9.8 fixture incomplete: {path} does not exist", pytrace=False)
-    return path
+from rocketmq_fixture import fixture_file  # noqa: E402 - importable once the path is set
 
 
 def _read_jsonl(name: str) -> list[dict[str, Any]]:
-    with _fixture_file(name).open(encoding="utf-8") as f:
+    with fixture_file(name).open(encoding="utf-8") as f:
         return [json.loads(line) for line in f if line.strip()]
 
 
@@ -42,7 +30,7 @@ def _read_jsonl(name: str) -> list[dict[str, Any]]:
 def rocketmq_store(tmp_path: Path) -> Path:
     """A writable private copy of the fixture's store/ directory."""
     dst = tmp_path / "store"
-    shutil.copytree(_fixture_file("store"), dst)
+    shutil.copytree(fixture_file("store"), dst)
     for root, dirs, files in os.walk(dst):
         for name in dirs:
             os.chmod(os.path.join(root, name), stat.S_IRWXU | stat.S_IRGRP | stat.S_IXGRP)
@@ -69,5 +57,5 @@ def fixture_index_queries() -> list[dict[str, Any]]:
 
 @pytest.fixture(scope="session")
 def fixture_manifest() -> dict[str, Any]:
-    with _fixture_file("manifest.json").open(encoding="utf-8") as f:
+    with fixture_file("manifest.json").open(encoding="utf-8") as f:
         return json.load(f)

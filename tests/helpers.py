@@ -16,6 +16,9 @@ import rocketstore
 from rocketstore import MessageStore, StoreConfig
 
 TESTS = Path(__file__).resolve().parent
+#: what a child interpreter needs importable: the helpers and the test modules of each folder
+TEST_PATHS = [str(TESTS), *sorted(str(p) for p in TESTS.iterdir()
+                                   if p.is_dir() and p.name.isidentifier())]
 PACKAGE_ROOT = Path(rocketstore.__file__).resolve().parents[1]
 STORE_HOST = "192.168.0.10:10911"
 SEG = 64 * 1024
@@ -80,7 +83,7 @@ def run_python(
     # the child imports rocketstore from where this process did (a checkout built in place,
     # or an installed wheel), and the test helpers from tests/
     full_env["PYTHONPATH"] = os.pathsep.join(
-        [str(PACKAGE_ROOT), str(TESTS), full_env.get("PYTHONPATH", "")]
+        [str(PACKAGE_ROOT), *TEST_PATHS, full_env.get("PYTHONPATH", "")]
     )
     full_env["PYTHONFAULTHANDLER"] = "1"
     if env:

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from rocketmq_fixture import require_fixture
 
 from rocketstore.config import PROPERTY_KEYS, BrokerRole, FlushDiskType, StoreConfig
 
@@ -694,9 +695,7 @@ def test_round_trip_property(cfg: StoreConfig) -> None:
 
 def test_fixture_manifest_config_keys() -> None:
     """The settings recorded for the RocketMQ 4.9.8 fixture store are ours too."""
-    manifest = pathlib.Path(__file__).parents[1] / "../shared/fixtures/rocketmq-4.9.8/manifest.json"
-    if not manifest.exists():
-        pytest.skip("RocketMQ 4.9.8 fixture manifest not present")
+    manifest = require_fixture() / "manifest.json"
     settings_ = json.loads(manifest.read_text(encoding="utf-8"))["config"]
     not_store = {"indexFileSize", "userTimezone"}  # derived value, JVM property
     lines = []

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import FIXTURE_DIR
 from refcodec import (
     BLANK_MAGIC,
     RefDecodeError,
@@ -28,6 +27,7 @@ from refcodec import (
     ref_query,
     ref_query_offsets,
 )
+from rocketmq_fixture import FIXTURE_DIR
 
 EXTRA_FIELDS = {"seq", "note", "inConsumeQueue", "indexed"}
 STORE = FIXTURE_DIR / "store"

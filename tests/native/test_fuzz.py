@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 import refcodec
-from conftest import FIXTURE_DIR
 from helpers import assert_no_signal, native_dict, open_store, ref_dict, run_python
+from rocketmq_fixture import FIXTURE_DIR
 
 from rocketstore import CorruptRecordError, Message
 from rocketstore._native import codec

@@ -52,6 +52,7 @@ from pathlib import Path
 from typing import Any
 
 import crash_writer as cw
+import helpers
 import pytest
 import refcodec
 
@@ -70,7 +71,7 @@ def _child_env() -> dict[str, str]:
     env = dict(os.environ)
     # the rocketstore this test imported (an in-place build, or the installed package in CI;
     # the repository root would shadow an installed package with uncompiled sources)
-    env["PYTHONPATH"] = os.pathsep.join([str(PACKAGE_PARENT), str(TESTS),
+    env["PYTHONPATH"] = os.pathsep.join([str(PACKAGE_PARENT), *helpers.TEST_PATHS,
                                          env.get("PYTHONPATH", "")])
     env["OPENBLAS_NUM_THREADS"] = "1"       # the fork server forks: keep it single-threaded
     env["OMP_NUM_THREADS"] = "1"

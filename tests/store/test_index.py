@@ -22,9 +22,9 @@ from typing import Any
 import numpy as np
 import pytest
 import refcodec
-from conftest import require_fixture
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from rocketmq_fixture import require_fixture
 
 from rocketstore._native import codec
 from rocketstore._native.index_file import (

@@ -1,0 +1,280 @@
+"""SYNC_FLUSH group commit: shared flushes, FLUSH_DISK_TIMEOUT, slow, hanging and failing
+disks (through the commit_log_flush seam), waiters answered at shutdown."""
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+import refcodec
+from store_faults import (
+    message,
+    open_store,
+)
+
+from rocketstore.message import GetMessageStatus, PutMessageStatus
+
+# ---- group commit and FLUSH_DISK_TIMEOUT ----------------------------------------------------
+
+def test_flush_disk_timeout_when_msync_is_slow(tmp_path):
+    root = tmp_path / "store"
+    slow = threading.Event()
+    slow.set()
+
+    def slowed(queue, least_pages: int) -> bool:    # "msync slowed artificially"
+        if slow.is_set():
+            time.sleep(0.8)
+        return queue.flush(least_pages)
+
+    store = open_store(root, flush_disk_type="SYNC_FLUSH", sync_flush_timeout=200,
+                       commit_log_flush=slowed)
+    try:
+        msg, qid, d = message("slow", 0)
+        t0 = time.monotonic()
+        r = store.put_message(msg, qid)
+        elapsed = time.monotonic() - t0
+        assert r.status == PutMessageStatus.FLUSH_DISK_TIMEOUT
+        assert 0.19 <= elapsed < 0.75, elapsed      # the timeout, not the slow flush
+        # the message is stored all the same
+        got = store.look_message_by_offset(r.commitlog_offset)
+        assert got is not None and bytes(got.body) == d["body"]
+        assert store.wait_dispatched()
+        res = store.get_message("g", d["topic"], qid, 0, 4)
+        assert res.status == GetMessageStatus.FOUND
+        assert res.messages[0].commitlog_offset == r.commitlog_offset
+        # a batch times out the same way
+        msgs = [message("slow", i) for i in range(1, 4)]
+        t0 = time.monotonic()
+        rb = store.put_messages([m for m, _, _ in msgs], [q for _, q, _ in msgs])
+        assert rb.status == PutMessageStatus.FLUSH_DISK_TIMEOUT
+        assert time.monotonic() - t0 < 0.75
+        assert rb.stored == 3
+        # msync fast again: PUT_OK again
+        slow.clear()
+        time.sleep(0.9)
+        msg, qid, _ = message("slow", 9)
+        assert store.put_message(msg, qid).status == PutMessageStatus.PUT_OK
+    finally:
+        store.shutdown()
+    offsets = [rec.commitLogOffset for rec in refcodec.iter_commitlog(root)]
+    assert r.commitlog_offset in offsets and len(offsets) == 5
+
+
+@pytest.mark.parametrize("producers", [1, 8])
+def test_group_commit_shares_msyncs(tmp_path, producers):
+    """8 concurrent SYNC_FLUSH producers share flushes: far fewer msyncs than puts."""
+    root = tmp_path / "store"
+    per_thread = 240 // producers
+    msyncs: list[int] = []
+
+    def counting(queue, least_pages: int) -> bool:
+        before = queue.flushed_where
+        time.sleep(0.002)       # a disk that takes ~2 ms per msync
+        done = queue.flush(least_pages)
+        if queue.flushed_where != before:
+            msyncs.append(queue.flushed_where)
+        return done
+
+    store = open_store(root, flush_disk_type="SYNC_FLUSH", commit_log_flush=counting)
+    try:
+        statuses: list[int] = []
+
+        def produce(t: int) -> None:
+            for i in range(per_thread):
+                msg, qid, _ = message(f"gc{t}", i)
+                statuses.append(store.put_message(msg, qid).status)
+
+        threads = [threading.Thread(target=produce, args=(t,)) for t in range(producers)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        store.shutdown()
+    puts = producers * per_thread
+    assert statuses.count(PutMessageStatus.PUT_OK) == puts
+    if producers == 1:
+        assert len(msyncs) >= puts * 0.9        # each put waits for its own msync
+    else:
+        assert len(msyncs) * 3 <= puts, f"{len(msyncs)} msyncs for {puts} puts"
+    assert len(list(refcodec.iter_commitlog(root))) == puts
+
+
+def test_native_group_commit_board(tmp_path):
+    """GroupCommit on its own: waiters released by publish, timeouts, close wakes everyone."""
+    from rocketstore._native.group_commit import GroupCommit
+    gc = GroupCommit(100)
+    assert gc.wait_flushed(100, 0.0)            # already durable: no wait at all
+    assert not gc.wait_flushed(101, 0.01)       # nobody flushes: the timeout answers
+    results: dict[int, bool] = {}
+
+    def waiter(offset: int) -> None:
+        results[offset] = gc.wait_flushed(offset, 60.0)
+
+    offsets = range(200, 1000, 25)
+    threads = [threading.Thread(target=waiter, args=(o,)) for o in offsets]
+    for t in threads:
+        t.start()
+    while gc.pending < len(threads):            # all asked (pending: since the last flush)
+        time.sleep(0.001)
+    assert gc.wait_requests(0.0)                # the flush thread sees them
+    gc.publish(600, msyncs=1)                   # covers the first half only
+    for o, t in zip(offsets, threads, strict=True):
+        if o <= 600:
+            t.join(30)
+    assert all(results[o] for o in range(200, 601, 25))
+    assert not any(o in results for o in range(625, 1000, 25))
+    gc.close()                                  # shutdown: the rest get their answer now
+    for t in threads:
+        t.join(30)
+    assert not any(t.is_alive() for t in threads)
+    assert sorted(o for o, ok in results.items() if not ok) == list(range(625, 1000, 25))
+    assert gc.flushes == 1 and gc.flushed_where == 600
+    assert not gc.wait_flushed(5000, 60.0)      # closed: answered at once, not after 60 s
+    gc.reset(0)
+    assert not gc.closed and gc.flushed_where == 0
+
+
+def test_native_group_commit_run_flushes_a_file(tmp_path):
+    """run(): producers waiting for offsets in a MappedFile are released by one msync round;
+    RUN_FULL once the file is durable to its end; interrupt() brings it back to Python."""
+    from rocketstore._native.group_commit import RUN_FULL, RUN_INTERRUPTED, GroupCommit
+    from rocketstore._native.mapped_file import MappedFile
+    size = 16 * 4096
+    mf = MappedFile(tmp_path / f"{size:020d}", size)
+    gc = GroupCommit(size)
+    mf.wrote_position = 3000
+    results: list[bool] = []
+    waiters = [threading.Thread(target=lambda o=o: results.append(gc.wait_flushed(o, 60.0)))
+               for o in (size + 100, size + 2000, size + 3000)]
+    for t in waiters:
+        t.start()
+    while gc.pending < 3:
+        time.sleep(0.001)
+    gc.interrupt()                              # sticky: the next run() returns at once
+    assert gc.run(mf, 10.0, 60.0) == RUN_INTERRUPTED
+    assert mf.flushed_position == 0
+    out: list[int] = []
+    flusher = threading.Thread(target=lambda: out.append(gc.run(mf, 10.0, 60.0)))
+    flusher.start()
+    for t in waiters:
+        t.join(30)
+    assert results == [True, True, True]
+    assert mf.flushed_position == 3000 and gc.flushed_where == size + 3000
+    mf.wrote_position = size                    # the file filled up (END_FILE blank)
+    assert gc.wait_flushed(2 * size, 60.0)
+    flusher.join(30)
+    assert out == [RUN_FULL] and mf.flushed_position == size
+    assert gc.flushes == 2 and gc.msync_seconds > 0
+    mf.close()
+
+
+def test_sync_flush_many_producers_across_files(tmp_path):
+    """32 SYNC_FLUSH producers through the native group commit, rolling over many 64 KiB
+    CommitLog files: every put is PUT_OK, flushes are shared, and everything is on disk."""
+    root = tmp_path / "store"
+    producers, per_thread = 32, 25
+    store = open_store(root, flush_disk_type="SYNC_FLUSH")
+    statuses: list[int] = []
+    sent: list[bytes] = []
+    try:
+        def produce(t: int) -> None:
+            for i in range(per_thread):
+                msg, qid, d = message(f"many{t}", i)
+                statuses.append(store.put_message(msg, qid).status)
+                sent.append(d["body"])
+
+        threads = [threading.Thread(target=produce, args=(t,)) for t in range(producers)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        flushes = store.commit_log.flush_service.flushes
+        assert store.commit_log.queue.flushed_where == store.get_max_phy_offset() or \
+            store.commit_log.flush_service.group.flushed_where == store.get_max_phy_offset()
+    finally:
+        store.shutdown()
+    puts = producers * per_thread
+    assert statuses.count(PutMessageStatus.PUT_OK) == puts
+    assert 0 < flushes <= puts
+    records = list(refcodec.iter_commitlog(root))
+    assert len(records) == puts
+    assert sorted(bytes(r.body) for r in records) == sorted(sent)
+    assert len(list((root / "commitlog").iterdir())) > 3     # it did roll
+
+
+def test_sync_flush_shutdown_wakes_waiters(tmp_path):
+    """A producer waiting for a flush that never comes is answered by shutdown (not after
+    its 60 s timeout), and shutdown still makes its message durable."""
+    root = tmp_path / "store"
+    store = open_store(root, flush_disk_type="SYNC_FLUSH", sync_flush_timeout=60_000,
+                       commit_log_flush=lambda queue, least_pages: False)   # never completes
+    out: list[int] = []
+    msg, qid, d = message("stuck", 0)
+    producer = threading.Thread(target=lambda: out.append(store.put_message(msg, qid).status))
+    producer.start()
+    while store.commit_log.flush_service.group.pending < 1:
+        time.sleep(0.001)
+    store.shutdown()
+    producer.join(30)
+    assert not producer.is_alive()
+    assert out == [PutMessageStatus.FLUSH_DISK_TIMEOUT]
+    assert [bytes(r.body) for r in refcodec.iter_commitlog(root)] == [d["body"]]
+
+
+def test_sync_flush_wait_false_does_not_wait(tmp_path):
+    """WAIT=false: PUT_OK without waiting even when flushes hang; the flusher is kicked and
+    the message is flushed once the disk is back."""
+    root = tmp_path / "store"
+    hang = threading.Event()
+    hang.set()
+
+    def maybe(queue, least_pages: int) -> bool:
+        return False if hang.is_set() else queue.flush(least_pages)
+
+    store = open_store(root, flush_disk_type="SYNC_FLUSH", sync_flush_timeout=60_000,
+                       commit_log_flush=maybe)
+    try:
+        queue = store.commit_log.queue
+        msg, qid, _ = message("nowait", 0)
+        msg.properties["WAIT"] = "false"
+        r = store.put_message(msg, qid)
+        assert r.status == PutMessageStatus.PUT_OK
+        end = r.commitlog_offset + r.wrote_bytes
+        hang.clear()
+        while queue.flushed_where < end:            # flushed by a later round, unasked
+            time.sleep(0.005)
+        msg, qid, _ = message("nowait", 1)
+        assert store.put_message(msg, qid).status == PutMessageStatus.PUT_OK
+        assert store.commit_log.flush_service.group.flushed_where >= store.get_max_phy_offset()
+    finally:
+        store.shutdown()
+
+
+
+def test_sync_flush_survives_failing_flushes(tmp_path):
+    """A flush that raises (a failing disk) is logged and retried after a pause; producers
+    get FLUSH_DISK_TIMEOUT meanwhile and PUT_OK once the disk is back."""
+    root = tmp_path / "store"
+    failing = threading.Event()
+    failing.set()
+
+    def flaky(queue, least_pages: int) -> bool:
+        if failing.is_set():
+            raise OSError("msync failed (simulated)")
+        return queue.flush(least_pages)
+
+    store = open_store(root, flush_disk_type="SYNC_FLUSH", sync_flush_timeout=100,
+                       commit_log_flush=flaky)
+    try:
+        msg, qid, _ = message("flaky", 0)
+        assert store.put_message(msg, qid).status == PutMessageStatus.FLUSH_DISK_TIMEOUT
+        service = store.commit_log.flush_service
+        assert service.errors > 0 and service.is_alive
+        failing.clear()
+        msg, qid, _ = message("flaky", 1)
+        status = store.put_message(msg, qid).status
+        while status != PutMessageStatus.PUT_OK:    # the first may still meet the pause
+            status = store.put_message(msg, qid).status
+    finally:
+        store.shutdown()
