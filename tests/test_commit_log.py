@@ -14,7 +14,6 @@ from helpers import SEG, open_store, segment_paths
 
 from rocketstore import Message, MessageStore, PutMessageStatus
 from rocketstore.store.layout import StoreFormatError, segment_name
-
 from rocketstore.store.mapped_file_queue import MappedFileQueue
 
 BLANK = struct.Struct(">iI")
