@@ -238,13 +238,13 @@ def test_demo_on_a_locked_store(tmp_path: Path) -> None:
     path = tmp_path / "demo"
     with rocketstore.MessageStore.open(path, rocketstore.StoreConfig(
             store_path_root_dir=str(path), mapped_file_size_commit_log=1 << 20)):
-        assert_clean_error(run("demo", path, "--messages", "10"), "locked")
+        assert_clean_error(run("demo", path, "--messages", "10"), "is locked by another writer")
 
 
 def test_verbose_logs_to_stderr(rocketmq_store: Path) -> None:
     result = run("--verbose", "dump", rocketmq_store, "--limit", "1")
     assert result.exit_code == 0, result.stderr
-    assert "INFO rocketstore.cli: dumped 1 records" in result.stderr
+    assert "INFO rocketstore.cli.store: dumped 1 records" in result.stderr
     assert len(parse_lines(result)) == 1
 
 
