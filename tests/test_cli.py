@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import click
 import helpers
 import pytest
 from click.testing import Result
@@ -239,6 +240,19 @@ def test_demo_on_a_locked_store(tmp_path: Path) -> None:
     with rocketstore.MessageStore.open(path, rocketstore.StoreConfig(
             store_path_root_dir=str(path), mapped_file_size_commit_log=1 << 20)):
         assert_clean_error(run("demo", path, "--messages", "10"), "is locked by another writer")
+
+
+def test_output_goes_to_stdout_without_click_get_binary_stream(
+        rocketmq_store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """click.get_binary_stream is deprecated (click 9 removes it)."""
+    def removed(name: str) -> None:
+        raise AssertionError(f"click.get_binary_stream({name!r}) was called")
+
+    monkeypatch.setattr(click, "get_binary_stream", removed)
+    assert len(parse_lines(run("dump", rocketmq_store, "--limit", "3"))) == 3
+    got = parse_lines(run("get", rocketmq_store, "-t", "orders", "-q", 0, "--offset", 0,
+                          "-n", 2))
+    assert got[0]["messageCount"] == 2 and len(got) == 3
 
 
 def test_verbose_logs_to_stderr(rocketmq_store: Path) -> None:

@@ -11,11 +11,12 @@ from __future__ import annotations
 import json
 import logging
 import os
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 import click
 
@@ -225,7 +226,11 @@ def echo_json(data: Any, *, indent: int | None = 2) -> None:
 
 
 def binary_stdout() -> IO[bytes]:
-    return click.get_binary_stream("stdout")
+    """stdout for bytes (whichever stdout is current, so it follows click's CliRunner)."""
+    buffer = getattr(sys.stdout, "buffer", None)
+    if buffer is None:
+        raise fail("stdout takes no bytes here (it has no binary buffer)")
+    return cast(IO[bytes], buffer)
 
 
 def silence_stdout() -> None:
@@ -233,7 +238,7 @@ def silence_stdout() -> None:
     final flush does not complain, and end quietly."""
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, click.get_binary_stream("stdout").fileno())
+        os.dup2(devnull, sys.stdout.fileno())
     except (OSError, ValueError, AttributeError):
         pass
 
