@@ -449,6 +449,17 @@ def test_bad_arguments_are_clean_errors(rocketmq_store: Path, tmp_path: Path) ->
     assert_clean_error(run("stat", tmp_path), "not a store")
 
 
+def test_store_warnings_are_one_line_too(rocketmq_store: Path) -> None:
+    """The store logs what recovery repairs with the exception; the command line shows its
+    message, not a traceback (--verbose does)."""
+    index_file = sorted((rocketmq_store / "index").iterdir())[0]
+    with index_file.open("r+b") as f:
+        f.write(b"\xff" * 40)
+    result = ok("recover", rocketmq_store)
+    assert "dropping corrupt index file" in result.stderr and "indexCount" in result.stderr
+    assert all(line.startswith("rocketstore: ") for line in result.stderr.splitlines())
+
+
 # ---- IndexFile sizes -----------------------------------------------------------------------
 
 

@@ -17,11 +17,12 @@ from typing import Any
 
 import click
 
-from rocketstore import __version__
+from rocketstore import CorruptRecordError, StoreLockedError, __version__
 from rocketstore.cli.common import describe_error, fail
 from rocketstore.cli.demo import demo
 from rocketstore.cli.export import export_command, spark_ingest_command
 from rocketstore.cli.store import dump, get_command, offsets, query, recover, stat, view
+from rocketstore.store.layout import StoreFormatError
 
 __all__ = ["main"]
 
@@ -36,14 +37,24 @@ class _ClickHandler(logging.Handler):
             self.handleError(record)
 
 
+class _OneLineFormatter(logging.Formatter):
+    """A record as one line: an exception logged with it shows as its message, without the
+    traceback (--verbose shows that)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        message = record.getMessage()
+        if record.exc_info and record.exc_info[1] is not None:
+            message = f"{message}: {describe_error(record.exc_info[1])}"
+        return f"rocketstore: {record.levelname}: {message}"
+
+
 def _setup_logging(ctx: click.Context, verbose: bool) -> None:
     """Send the package's log records to stderr for this command only: the handler and the
     level are undone when the command ends (so embedding programs and tests keep theirs)."""
     pkg = logging.getLogger("rocketstore")
     handler = _ClickHandler()
-    handler.setFormatter(logging.Formatter(
-        "%(asctime)s %(levelname)s %(name)s: %(message)s" if verbose
-        else "rocketstore: %(levelname)s: %(message)s"))
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+                         if verbose else _OneLineFormatter())
     old_level = pkg.level
     pkg.addHandler(handler)
     pkg.setLevel(logging.DEBUG if verbose else logging.WARNING)
@@ -61,15 +72,20 @@ def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> 
         ctx.exit()
 
 
+# Failures of the environment or of the data that a command did not turn into its own message.
+_ONE_LINE_ERRORS = (OSError, CorruptRecordError, StoreFormatError, StoreLockedError)
+
+
 class _Group(click.Group):
-    """Turns an unexpected OSError (permissions, a full disk) into a clean error too."""
+    """Turns an unexpected failure of the environment (permissions, a full disk) or of the
+    store's data into a one-line error too."""
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except BrokenPipeError:
             raise  # click ends quietly on a closed pipe
-        except OSError as exc:
+        except _ONE_LINE_ERRORS as exc:
             raise fail(describe_error(exc), exc) from None
 
 
