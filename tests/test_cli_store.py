@@ -449,6 +449,20 @@ def test_bad_arguments_are_clean_errors(rocketmq_store: Path, tmp_path: Path) ->
     assert_clean_error(run("stat", tmp_path), "not a store")
 
 
+def test_topics_are_checked_alike_with_a_one_line_error(rocketmq_store: Path,
+                                                        tmp_path: Path) -> None:
+    illegal = "topic 'a b' has an illegal character ' '"
+    for command in (("query", rocketmq_store, "-t", "a b", "-k", "k"),
+                    ("get", rocketmq_store, "-t", "a b", "-q", 0, "--offset", 0),
+                    ("demo", tmp_path / "demo", "--topics", "orders,a b", "-n", 10)):
+        result = run(*command)
+        assert_clean_error(result, illegal)
+        assert result.stdout == "" and result.stderr.count("\n") == 1, result.stderr
+    assert_clean_error(run("query", rocketmq_store, "-t", "x" * 128, "-k", "k"),
+                       "--topic", "at most 127")
+    assert not (tmp_path / "demo").exists()
+
+
 def test_store_warnings_are_one_line_too(rocketmq_store: Path) -> None:
     """The store logs what recovery repairs with the exception; the command line shows its
     message, not a traceback (--verbose does)."""

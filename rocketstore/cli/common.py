@@ -27,6 +27,7 @@ from rocketstore import (
     StoreConfig,
     StoreLockedError,
 )
+from rocketstore.message import validate_topic
 from rocketstore.store.layout import (
     SEGMENT_NAME_DIGITS,
     StoreFormatError,
@@ -60,6 +61,15 @@ def describe_error(exc: BaseException) -> str:
         where = f": {exc.filename}" if exc.filename else ""
         return f"{exc.strerror}{where}"
     return str(exc) or type(exc).__name__
+
+
+def checked_topic(topic: str, option: str = "--topic") -> str:
+    """topic when it follows RocketMQ's topic rule, else a one-line error naming it."""
+    try:
+        validate_topic(topic)
+    except (TypeError, ValueError) as exc:
+        raise fail(f"{option}: {exc}", exc) from None
+    return topic
 
 
 # ---- locating and opening a store ------------------------------------------------------------

@@ -22,11 +22,11 @@ from tqdm import tqdm
 
 from rocketstore import CorruptRecordError, Message, MessageStore, StoreConfig
 from rocketstore.cli.common import (
+    checked_topic,
     fail,
     open_store,
     size_text,
 )
-from rocketstore.message import validate_topic
 from rocketstore.store.layout import (
     StorePaths,
     consume_queue_files,
@@ -225,13 +225,8 @@ def _parse_topics(_ctx: click.Context, _param: click.Parameter, value: tuple[str
     for item in value or (DEFAULT_DEMO_TOPICS,):
         for name in item.split(","):
             name = name.strip()
-            if not name or name in names:
-                continue
-            try:
-                validate_topic(name)
-            except (TypeError, ValueError) as exc:
-                raise click.BadParameter(str(exc)) from None
-            names.append(name)
+            if name and name not in names:
+                names.append(checked_topic(name, "--topics"))
     if not names:
         raise click.BadParameter("give at least one topic")
     return names

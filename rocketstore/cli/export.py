@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from rocketstore.cli.common import (
+    checked_topic,
     echo_json,
     existing_store,
     fail,
@@ -74,6 +75,9 @@ def spark_ingest_command(path: Path, to: str, out: Path, mode: str, topics: str 
                          no_body: bool, extra: tuple[str, ...], master: str) -> None:
     """Read the store at PATH with spark.read.format("rocketstore") on a local Spark and
     write it to OUT (Parquet by default). Needs the spark extra (pyspark, Java 17)."""
+    if topics:
+        for topic in topics.split(","):
+            checked_topic(topic.strip(), "--topics")
     try:
         from rocketstore.spark.ingest import error_summary, spark_ingest
     except ImportError as exc:

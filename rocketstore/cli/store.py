@@ -27,6 +27,7 @@ from rocketstore import CorruptRecordError, MessageStore, RecoveryReport
 from rocketstore.cli.common import (
     STORE_ERRORS,
     binary_stdout,
+    checked_topic,
     describe_error,
     echo_json,
     existing_store,
@@ -262,6 +263,7 @@ def query(path: Path, topic: str, key: str, max_num: int, begin: int, end: int, 
     IndexFiles (index/, written when messageIndexEnable is on): without them nothing is
     found. No match: no output, exit code 0. Opens the store read-only.
     """
+    checked_topic(topic)
     if not key:
         raise fail("--key must not be empty")
     if begin > end:
@@ -316,6 +318,7 @@ def get_command(path: Path, topic: str, queue_id: int, offset: int, max_msgs: in
     "messageCount"} (status is RocketMQ's GetMessageStatus); one line per message follows.
     Pull on from nextBeginOffset. Opens the store read-only.
     """
+    checked_topic(topic)
     location, config = existing_store(path, hash_slots, index_num)
     with open_store(location.root, config, read_only=True) as store:
         if queue_id not in store.queues(topic):
