@@ -463,6 +463,20 @@ def test_topics_are_checked_alike_with_a_one_line_error(rocketmq_store: Path,
     assert not (tmp_path / "demo").exists()
 
 
+def test_view_of_a_client_msg_id_points_to_query(rocketmq_store: Path,
+                                                 fixture_messages: list[dict[str, Any]]
+                                                 ) -> None:
+    m = next(m for m in fixture_messages if m["uniqKey"] and len(m["uniqKey"]) == 32)
+    result = run("view", rocketmq_store, m["uniqKey"])
+    assert_clean_error(result, f"no message with offset msgId {m['uniqKey']}",
+                       f"if {m['uniqKey']} is a UNIQ_KEY (client msgId) use `rocketstore query",
+                       f"-t TOPIC -k {m['uniqKey']}`")
+    assert result.stderr.count("\n") == 1
+    # ... and the hint finds it
+    got = lines(ok("query", rocketmq_store, "-t", m["topic"], "-k", m["uniqKey"]))
+    assert m["commitLogOffset"] in [d["commitLogOffset"] for d in got]
+
+
 def test_store_warnings_are_one_line_too(rocketmq_store: Path) -> None:
     """The store logs what recovery repairs with the exception; the command line shows its
     message, not a traceback (--verbose does)."""

@@ -16,6 +16,7 @@ All but ``recover`` open the store read-only, safe beside a running writer.
 from __future__ import annotations
 
 import logging
+import shlex
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any
@@ -342,7 +343,8 @@ def get_command(path: Path, topic: str, queue_id: int, offset: int, max_msgs: in
 def view(path: Path, msg_id: str, no_body: bool, hash_slots: int | None,
          index_num: int | None) -> None:
     """The message with offsetMsgId MSG_ID (store host + CommitLog offset, 32 or 56 hex
-    characters, as RocketMQ's viewMessage), as one JSON line. Opens the store read-only."""
+    characters, as RocketMQ's viewMessage), as one JSON line. Opens the store read-only.
+    A client message id (UNIQ_KEY) is found with `rocketstore query -k` instead."""
     location, config = existing_store(path, hash_slots, index_num)
     with open_store(location.root, config, read_only=True) as store:
         try:
@@ -350,9 +352,11 @@ def view(path: Path, msg_id: str, no_body: bool, hash_slots: int | None,
         except (TypeError, ValueError) as exc:
             raise fail(f"bad message id {msg_id!r}: {describe_error(exc)}", exc) from None
         if msg is None:
-            raise fail(f"no message {msg_id} in the store: no record starts at the CommitLog "
-                       f"offset it names (the CommitLog holds {store.get_min_phy_offset():,}"
-                       f" .. {store.get_max_phy_offset():,})")
+            query_hint = f"rocketstore query {shlex.quote(str(path))} -t TOPIC -k {msg_id}"
+            raise fail(f"no message with offset msgId {msg_id} in this store (its CommitLog "
+                       f"holds {store.get_min_phy_offset():,} .. "
+                       f"{store.get_max_phy_offset():,}); if {msg_id} is a UNIQ_KEY (client "
+                       f"msgId) use `{query_hint}`")
         if msg.msg_id.upper() != msg_id.upper():
             log.warning("%s names another store host than the record's (%s, id %s)", msg_id,
                         msg.store_host, msg.msg_id)
