@@ -7,7 +7,7 @@
 
 Only public APIs of the store are used. Every expected failure (missing path, locked store,
 bad segment files, corrupt records) ends as a one-line error on stderr and exit code 1, never
-a traceback (``--verbose`` logs it).
+a traceback (``--verbose`` logs it). JSON output uses camelCase keys, as RocketMQ's JSON does.
 """
 
 from __future__ import annotations

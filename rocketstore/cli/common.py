@@ -235,6 +235,23 @@ def echo_json(data: Any, *, indent: int | None = 2) -> None:
     click.echo(json.dumps(data, ensure_ascii=False, indent=indent))
 
 
+def camel_case(name: str) -> str:
+    """snake_case -> camelCase, the CLI's JSON key style (RocketMQ's); a duration's "_s"
+    suffix becomes "Seconds" (duration_s -> durationSeconds)."""
+    first, *rest = name.split("_")
+    words = ["Seconds" if word == "s" else word[:1].upper() + word[1:] for word in rest]
+    return first + "".join(words)
+
+
+def camel_case_keys(data: Any) -> Any:
+    """data (dicts, lists, scalars) with every dict key in camelCase."""
+    if isinstance(data, dict):
+        return {camel_case(str(k)): camel_case_keys(v) for k, v in data.items()}
+    if isinstance(data, list | tuple):
+        return [camel_case_keys(v) for v in data]
+    return data
+
+
 def binary_stdout() -> IO[bytes]:
     """stdout for bytes (whichever stdout is current, so it follows click's CliRunner)."""
     buffer = getattr(sys.stdout, "buffer", None)

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from rocketstore.cli.common import (
+    camel_case_keys,
     checked_topic,
     echo_json,
     existing_store,
@@ -51,7 +52,7 @@ def export_command(path: Path, out: Path, fmt: str, no_body: bool, compression: 
         except ValueError as exc:
             raise fail(str(exc), exc) from None
     if as_json:
-        echo_json(report.as_dict())
+        echo_json(camel_case_keys(report.as_dict()))
     else:
         click.echo(f"exported {len(report.exported)} segment(s), {report.rows:,} rows, "
                    f"{size_text(report.parquet_bytes)} of Parquet to {out} in "

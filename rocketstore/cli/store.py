@@ -28,6 +28,7 @@ from rocketstore import CorruptRecordError, MessageStore, RecoveryReport
 from rocketstore.cli.common import (
     STORE_ERRORS,
     binary_stdout,
+    camel_case_keys,
     checked_topic,
     describe_error,
     echo_json,
@@ -436,7 +437,7 @@ def recover(path: Path, as_json: bool, dry_run: bool, hash_slots: int | None,
         raise fail(f"the store at {root} reported no recovery")
     clean = dry_run or not Path(location.paths.abort).exists()
     if as_json:
-        echo_json(report.as_dict(), indent=None)
+        echo_json(camel_case_keys(report.as_dict()), indent=None)
     else:
         _print_recovery(report, root, dry_run, clean)
     if not clean:
@@ -455,12 +456,13 @@ def offsets(path: Path, hash_slots: int | None, index_num: int | None) -> None:
     (config/consumerOffset.json). Opens the store read-only."""
     location, config = existing_store(path, hash_slots, index_num)
     with open_store(location.root, config, read_only=True) as store:
-        queues = store.queue_offsets()
-        commit_log = {"min_offset": store.get_min_phy_offset(),
-                      "max_offset": store.get_max_phy_offset()}
+        queues = {key: {"minOffset": q["min"], "maxOffset": q["max"]}
+                  for key, q in store.queue_offsets().items()}
+        commit_log = {"minOffset": store.get_min_phy_offset(),
+                      "maxOffset": store.get_max_phy_offset()}
     try:
         groups = all_group_offsets(location.root)
     except ValueError as exc:
         raise fail(str(exc), exc) from None
-    echo_json({"root": str(location.root), "commitlog": commit_log, "queues": queues,
+    echo_json({"store": str(location.root), "commitLog": commit_log, "queues": queues,
                "groups": groups})
