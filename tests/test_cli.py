@@ -242,6 +242,21 @@ def test_demo_on_a_locked_store(tmp_path: Path) -> None:
         assert_clean_error(run("demo", path, "--messages", "10"), "is locked by another writer")
 
 
+def test_progress_bars_on_request_or_on_a_terminal_only(tmp_path: Path) -> None:
+    quiet = run("demo", tmp_path / "quiet", "--messages", "300")
+    assert quiet.exit_code == 0 and quiet.stderr == ""
+    shown = run("demo", tmp_path / "shown", "--messages", "300", "--progress")
+    assert shown.exit_code == 0, shown.stderr
+    assert "writing" in shown.stderr and "reading" in shown.stderr
+
+    out = tmp_path / "out.jsonl"
+    quiet = run("dump", tmp_path / "shown", "--output", out)
+    assert quiet.exit_code == 0 and quiet.stderr == ""
+    shown = run("dump", tmp_path / "shown", "--output", out, "--progress")
+    assert shown.exit_code == 0 and "dumping" in shown.stderr
+    assert len(out.read_text(encoding="utf-8").splitlines()) == 300
+
+
 def test_output_goes_to_stdout_without_click_get_binary_stream(
         rocketmq_store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """click.get_binary_stream is deprecated (click 9 removes it)."""

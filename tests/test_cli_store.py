@@ -336,7 +336,7 @@ def test_recover_feeds_a_progress_bar(rocketmq_store: Path,
     """The bar (tqdm, shown on a terminal only) follows the CommitLog scan to its end."""
     import io
 
-    import rocketstore.cli.store as cli
+    import rocketstore.cli.common as cli
 
     bars: list[Any] = []
     real = cli.tqdm

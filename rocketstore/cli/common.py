@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import IO, Any, cast
 
 import click
+from tqdm import tqdm
 
 from rocketstore import (
     CorruptRecordError,
@@ -284,6 +285,34 @@ def write_messages(messages: list[MessageExt], no_body: bool,
         out.flush()
     except BrokenPipeError:
         silence_stdout()
+
+
+def progress_option(f: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option("--progress/--no-progress", "progress", default=None,
+                        help="Show a progress bar on stderr (default: when stderr is a "
+                             "terminal).")(f)
+
+
+def progress_bar(show: bool | None, **kwargs: Any) -> tqdm:
+    """A tqdm bar on stderr; show None means: when stderr is a terminal."""
+    stderr = sys.stderr
+    if show is None:
+        show = bool(getattr(stderr, "isatty", lambda: False)())
+    return tqdm(file=stderr, disable=not show, leave=False, **kwargs)
+
+
+def follow_with(bar: tqdm) -> Callable[[int, int], None]:
+    """A progress(done, total) callback (the store's recovery, the Parquet export) that
+    moves bar."""
+
+    def follow(done: int, total: int) -> None:
+        if bar.total != total:
+            bar.total = total
+            bar.refresh()
+        if done > bar.n:
+            bar.update(done - bar.n)
+
+    return follow
 
 
 def size_text(n: int | float) -> str:

@@ -25,6 +25,8 @@ from rocketstore.cli.common import (
     checked_topic,
     fail,
     open_store,
+    progress_bar,
+    progress_option,
     size_text,
 )
 from rocketstore.store.layout import (
@@ -248,8 +250,10 @@ def _parse_topics(_ctx: click.Context, _param: click.Parameter, value: tuple[str
 @click.option("--keep/--no-keep", default=True, show_default=True,
               help="Keep the store directory afterwards (--no-keep removes what the demo "
                    "created).")
+@progress_option
 def demo(path: Path, messages: int, topics: list[str], batch: int, body_size: int,
-         segment_size: int, seed: int, keep: bool) -> None:
+         segment_size: int, seed: int, keep: bool, progress: bool | None
+         ) -> None:
     """Write a realistic workload into PATH, reopen it, read it all back and verify.
 
     Half the messages go in one put_message call each, half in put_messages batches; the
@@ -265,7 +269,7 @@ def demo(path: Path, messages: int, topics: list[str], batch: int, body_size: in
     config = StoreConfig(**_demo_sizes(root, messages, segment_size))
     workload = _Workload(topics, body_size, seed)
     try:
-        report = _run_demo(root, config, workload, messages, batch)
+        report = _run_demo(root, config, workload, messages, batch, progress)
         _print_demo(report, root, topics, workload, batch)
     finally:
         if not keep:
@@ -339,20 +343,20 @@ class _DemoReport:
 
 
 def _run_demo(root: Path, config: StoreConfig, workload: _Workload, messages: int,
-              batch: int) -> _DemoReport:
+              batch: int, progress: bool | None) -> _DemoReport:
     report = _DemoReport(_Phase("put_message"), _Phase("put_messages"), _Phase("scan"))
     n_single = messages // 2
     n_batch = messages - n_single
     with open_store(root, config, read_only=False) as store, \
-            tqdm(total=messages, unit="msg", unit_scale=True, desc="writing", disable=None,
-                 leave=False) as bar:
+            progress_bar(progress, total=messages, unit="msg", unit_scale=True,
+                         desc="writing") as bar:
         report.start_offset = store.get_max_phy_offset()
         _write_single(store, workload, n_single, report.single, bar)
         _write_batches(store, workload, n_batch, batch, report.batched, bar)
         report.end_offset = store.get_max_phy_offset()
     with open_store(root, config, read_only=False) as store, \
-            tqdm(total=messages, unit="msg", unit_scale=True, desc="reading", disable=None,
-                 leave=False) as bar:
+            progress_bar(progress, total=messages, unit="msg", unit_scale=True,
+                         desc="reading") as bar:
         if store.recovery is not None:
             report.recovery_s = store.recovery.duration_s
             report.recovered_records = store.recovery.records

@@ -13,9 +13,12 @@ from rocketstore.cli.common import (
     echo_json,
     existing_store,
     fail,
+    follow_with,
     index_options,
     locate_store,
     open_store,
+    progress_bar,
+    progress_option,
     size_text,
 )
 
@@ -31,10 +34,11 @@ from rocketstore.cli.common import (
 @click.option("--workers", type=click.IntRange(min=1), default=None,
               help="Segments exported at a time (default: min(4, CPUs)).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@progress_option
 @index_options
 def export_command(path: Path, out: Path, fmt: str, no_body: bool, compression: str,
-                   workers: int | None, as_json: bool, hash_slots: int | None,
-                   index_num: int | None) -> None:
+                   workers: int | None, as_json: bool, progress: bool | None,
+                   hash_slots: int | None, index_num: int | None) -> None:
     """Write the sealed CommitLog segments of PATH to OUT as Parquet, one file per segment,
     with the schema of the rocketstore Spark source (pyarrow; no Spark needed).
 
@@ -42,11 +46,13 @@ def export_command(path: Path, out: Path, fmt: str, no_body: bool, compression: 
     exports only newly sealed segments. The segment still being written is left out.
     Opens the store read-only."""
     location, config = existing_store(path, hash_slots, index_num)
-    with open_store(location.root, config, read_only=True) as store:
+    with open_store(location.root, config, read_only=True) as store, \
+            progress_bar(progress, total=0, unit="B", unit_scale=True, unit_divisor=1024,
+                         desc="exporting") as bar:
         try:
             report = store.export_parquet(out, include_body=not no_body,
                                           compression=compression, workers=workers,
-                                          progress=True)
+                                          progress=follow_with(bar))
         except ImportError as exc:
             raise fail(f"{exc} (pip install pyarrow)", exc) from None
         except ValueError as exc:

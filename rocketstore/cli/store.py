@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import IO, Any
 
 import click
-from tqdm import tqdm
 
 from rocketstore import CorruptRecordError, MessageStore, RecoveryReport
 from rocketstore.cli.common import (
@@ -34,9 +33,12 @@ from rocketstore.cli.common import (
     echo_json,
     existing_store,
     fail,
+    follow_with,
     index_options,
     json_line,
     open_store,
+    progress_bar,
+    progress_option,
     quiet_store_warnings,
     silence_stdout,
     size_text,
@@ -75,10 +77,11 @@ def _output_stream(output: str | None) -> tuple[IO[bytes], bool]:
               help="Verify every body CRC; a mismatch is reported as corrupt data.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
               help="Write the JSON lines to this file instead of stdout.")
+@progress_option
 @index_options
 def dump(path: Path, from_offset: int, limit: int | None, no_body: bool, check_crc: bool,
-         output: str | None, hash_slots: int | None = None, index_num: int | None = None
-         ) -> None:
+         output: str | None, progress: bool | None, hash_slots: int | None = None,
+         index_num: int | None = None) -> None:
     """Decode the CommitLog of PATH to JSON lines, in CommitLog order.
 
     PATH is a store directory (containing commitlog/) or a CommitLog directory. Works on
@@ -101,7 +104,8 @@ def dump(path: Path, from_offset: int, limit: int | None, no_body: bool, check_c
                            f"{problem}")
         out, close = _output_stream(output)
         try:
-            written = _dump_records(store, out, from_offset, limit, no_body, check_crc)
+            written = _dump_records(store, out, from_offset, limit, no_body, check_crc,
+                                    progress)
         except BrokenPipeError:
             silence_stdout()
             return
@@ -112,7 +116,7 @@ def dump(path: Path, from_offset: int, limit: int | None, no_body: bool, check_c
 
 
 def _dump_records(store: MessageStore, out: IO[bytes], from_offset: int, limit: int | None,
-                  no_body: bool, check_crc: bool) -> int:
+                  no_body: bool, check_crc: bool, progress: bool | None) -> int:
     """Write the records as JSON lines; returns how many. Reading errors (corrupt data) are
     reported after the lines before them are written; writing errors propagate."""
     written = 0
@@ -122,28 +126,33 @@ def _dump_records(store: MessageStore, out: IO[bytes], from_offset: int, limit: 
         out.write(b"".join(pending))
         pending.clear()
 
+    start = max(from_offset, store.get_min_phy_offset())
+    end = store.get_max_phy_offset()
     records = store.scan(from_offset, check_crc=check_crc)
-    while written != limit:
-        try:
-            msg = next(records, None)
-            if msg is None:
-                break
-            d = msg.to_dict(body_b64=not no_body)
-        except CorruptRecordError as exc:
-            write_pending()
-            out.flush()
-            raise fail(f"corrupt CommitLog data: {exc} ({written} records before it were "
-                       "dumped)", exc) from None
-        except STORE_ERRORS as exc:
-            write_pending()
-            out.flush()
-            raise fail(f"reading the CommitLog failed after {written} records: "
-                       f"{describe_error(exc)}", exc) from None
-        d.pop("body", None)
-        pending.append(json_line(d))
-        written += 1
-        if len(pending) >= 512:
-            write_pending()
+    with progress_bar(progress, total=max(0, end - start), unit="B", unit_scale=True,
+                      unit_divisor=1024, desc="dumping") as bar:
+        while written != limit:
+            try:
+                msg = next(records, None)
+                if msg is None:
+                    break
+                d = msg.to_dict(body_b64=not no_body)
+            except CorruptRecordError as exc:
+                write_pending()
+                out.flush()
+                raise fail(f"corrupt CommitLog data: {exc} ({written} records before it were "
+                           "dumped)", exc) from None
+            except STORE_ERRORS as exc:
+                write_pending()
+                out.flush()
+                raise fail(f"reading the CommitLog failed after {written} records: "
+                           f"{describe_error(exc)}", exc) from None
+            d.pop("body", None)
+            pending.append(json_line(d))
+            written += 1
+            if len(pending) >= 512:
+                write_pending()
+                bar.update(msg.commitlog_offset + msg.store_size - start - bar.n)
     write_pending()
     out.flush()
     # A read-only store stops at the first corrupt record it finds when opening (it never
@@ -401,9 +410,10 @@ def _print_recovery(report: RecoveryReport, root: Path, dry_run: bool, clean: bo
 @click.option("--json", "as_json", is_flag=True, help="The report as JSON.")
 @click.option("--dry-run", is_flag=True,
               help="Open read-only: report what recovery finds, change nothing.")
+@progress_option
 @index_options
-def recover(path: Path, as_json: bool, dry_run: bool, hash_slots: int | None,
-            index_num: int | None) -> None:
+def recover(path: Path, as_json: bool, dry_run: bool, progress: bool | None,
+            hash_slots: int | None, index_num: int | None) -> None:
     """Run the store's recovery at PATH now and shut it down cleanly.
 
     Opens the store for writing, which recovers it: normally after a clean shutdown (the
@@ -417,22 +427,11 @@ def recover(path: Path, as_json: bool, dry_run: bool, hash_slots: int | None,
     root = location.root
     hint = (f"store {root} is locked: another process has it open for writing; stop it first "
             "(stat, query, get, view and dump read a store while it runs)")
-    bar = tqdm(total=0, unit="B", unit_scale=True, unit_divisor=1024, desc="recovering",
-               disable=None, leave=False)
-
-    def follow(done: int, total: int) -> None:
-        if bar.total != total:
-            bar.total = total
-            bar.refresh()
-        if done > bar.n:
-            bar.update(done - bar.n)
-
-    try:
-        with open_store(root, config, read_only=dry_run, progress=follow,
+    with progress_bar(progress, total=0, unit="B", unit_scale=True, unit_divisor=1024,
+                      desc="recovering") as bar:
+        with open_store(root, config, read_only=dry_run, progress=follow_with(bar),
                         locked_hint=hint) as store:
             report = store.recovery
-    finally:
-        bar.close()
     if report is None:
         raise fail(f"the store at {root} reported no recovery")
     clean = dry_run or not Path(location.paths.abort).exists()
