@@ -239,7 +239,26 @@ def test_demo_on_a_locked_store(tmp_path: Path) -> None:
     path = tmp_path / "demo"
     with rocketstore.MessageStore.open(path, rocketstore.StoreConfig(
             store_path_root_dir=str(path), mapped_file_size_commit_log=1 << 20)):
-        assert_clean_error(run("demo", path, "--messages", "10"), "is locked by another writer")
+        assert_clean_error(run("demo", path, "--messages", "10", "--append"),
+                           "is locked by another writer")
+
+
+def test_demo_appends_to_a_store_it_did_not_make_only_when_told(tmp_path: Path) -> None:
+    path = tmp_path / "mine"
+    with rocketstore.MessageStore.open(path, rocketstore.StoreConfig(
+            store_path_root_dir=str(path), mapped_file_size_commit_log=1 << 20)) as store:
+        assert store.put_message(rocketstore.Message("mine", b"precious"), 0).ok
+    # Without a terminal there is nobody to ask: the demo refuses and says how to go on.
+    refused = run("demo", path, "--messages", "10")
+    assert_clean_error(refused, "no demo made", "orders, audit, clicks", "--append")
+    assert [d["topic"] for d in parse_lines(run("dump", path))] == ["mine"]
+
+    appended = run("demo", path, "--messages", "10", "--append")
+    assert appended.exit_code == 0, appended.stderr
+    assert "verify       OK: 10 messages" in appended.stdout
+    assert len(parse_lines(run("dump", path))) == 11
+    # Still not a demo store: the next demo asks again.
+    assert_clean_error(run("demo", path, "--messages", "10"), "--append")
 
 
 def test_progress_bars_on_request_or_on_a_terminal_only(tmp_path: Path) -> None:

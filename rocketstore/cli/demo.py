@@ -2,15 +2,19 @@
 (single and batch puts), reopens it, reads everything back with ``scan`` and verifies the
 count and a checksum of the bodies, then prints throughput and what it wrote.
 
-PATH may be new, empty or an earlier demo store (the demo appends and verifies what it
-added).
+PATH may be new, empty, or a store an earlier demo made (marked by
+``config/rocketstore-demo.json``; the demo appends and verifies what it added). Any other
+store is only appended to with ``--append`` (or a yes on a terminal): the demo would mix its
+topics into it.
 """
 
 from __future__ import annotations
 
 import base64
+import json
 import random
 import shutil
+import sys
 import time
 import zlib
 from dataclasses import dataclass, field
@@ -20,7 +24,7 @@ from typing import Any
 import click
 from tqdm import tqdm
 
-from rocketstore import CorruptRecordError, Message, MessageStore, StoreConfig
+from rocketstore import CorruptRecordError, Message, MessageStore, StoreConfig, __version__
 from rocketstore.cli.common import (
     checked_topic,
     fail,
@@ -41,6 +45,8 @@ DEFAULT_DEMO_DIR = "rocketstore-demo"
 DEFAULT_DEMO_TOPICS = "orders,audit,clicks"
 DEFAULT_DEMO_SEGMENT = 32 * 1024 * 1024
 MAX_BODY_SIZE = 4 * 1024 * 1024  # StoreConfig.max_message_size default
+#: Written into every store the demo makes, so a later demo knows it may append there.
+DEMO_MARKER = "rocketstore-demo.json"
 
 
 _FILLER = (b"Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor "
@@ -250,25 +256,31 @@ def _parse_topics(_ctx: click.Context, _param: click.Parameter, value: tuple[str
 @click.option("--keep/--no-keep", default=True, show_default=True,
               help="Keep the store directory afterwards (--no-keep removes what the demo "
                    "created).")
+@click.option("--append", is_flag=True,
+              help="Append to PATH even when it holds a store an earlier demo did not make "
+                   "(the demo's topics are added to it).")
 @progress_option
 def demo(path: Path, messages: int, topics: list[str], batch: int, body_size: int,
-         segment_size: int, seed: int, keep: bool, progress: bool | None
+         segment_size: int, seed: int, keep: bool, append: bool, progress: bool | None
          ) -> None:
     """Write a realistic workload into PATH, reopen it, read it all back and verify.
 
     Half the messages go in one put_message call each, half in put_messages batches; the
     store is then closed, reopened (recovery) and read back with scan, checking the count and
     a CRC-32 over all bodies. PATH (default ./rocketstore-demo) may be new, empty or an
-    earlier demo store (the demo appends and verifies what it added).
+    earlier demo store (the demo appends and verifies what it added); any other store only
+    with --append.
     """
     root = path.resolve()
-    target = _prepare_demo_dir(root)
+    target = _prepare_demo_dir(root, topics, append)
     segment_size = target.segment_size or segment_size
     if body_size + 4096 > segment_size:
         raise fail(f"--segment-size {segment_size} is too small for {body_size}-byte bodies")
     config = StoreConfig(**_demo_sizes(root, messages, segment_size))
     workload = _Workload(topics, body_size, seed)
     try:
+        if target.created or target.was_empty:
+            _write_marker(root, topics)
         report = _run_demo(root, config, workload, messages, batch, progress)
         _print_demo(report, root, topics, workload, batch)
     finally:
@@ -286,8 +298,9 @@ class _DemoDir:
     segment_size: int       # an existing store's CommitLog segment size, else 0
 
 
-def _prepare_demo_dir(root: Path) -> _DemoDir:
-    """Where the demo may write: a new or empty directory, or an earlier demo's store."""
+def _prepare_demo_dir(root: Path, topics: list[str], append: bool) -> _DemoDir:
+    """Where the demo may write: a new or empty directory, an earlier demo's store, or (with
+    --append, or a yes on a terminal) any other store."""
     if not root.exists():
         return _DemoDir(True, False, 0)
     if not root.is_dir():
@@ -298,7 +311,21 @@ def _prepare_demo_dir(root: Path) -> _DemoDir:
     if not Path(paths.commitlog).is_dir():
         raise fail(f"{root} is not empty and is not a store (no commitlog/); give a new or "
                    "empty directory, or an earlier demo store")
+    if not Path(paths.config_file(DEMO_MARKER)).is_file() and not append:
+        question = (f"{root} holds a store that no demo made: append the demo's topics "
+                    f"({', '.join(topics)}) to it?")
+        if not (sys.stdin.isatty() and click.confirm(question, default=False, err=True)):
+            raise fail(f"{root} holds a store that no demo made (no config/{DEMO_MARKER}): the "
+                       f"demo would add its topics ({', '.join(topics)}) to it; give --append "
+                       "to do that, or a new or empty directory")
     return _DemoDir(False, False, detect_geometry(root).get("mapped_file_size_commit_log", 0))
+
+
+def _write_marker(root: Path, topics: list[str]) -> None:
+    marker = Path(StorePaths.of(root).config_file(DEMO_MARKER))
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    marker.write_text(json.dumps({"createdBy": "rocketstore demo", "version": __version__,
+                                  "topics": topics}) + "\n", encoding="utf-8")
 
 
 def _demo_sizes(root: Path, messages: int, segment_size: int) -> dict[str, Any]:
