@@ -3,7 +3,7 @@ markdown tables and JSON output.
 
 Benchmarks here are runnable scripts, not timed tests: each prints a markdown table with the
 ratio against a reference measured in the same run, because absolute numbers on shared machines
-mean little (DESIGN.md, "Tests and benchmarks").
+mean little (docs/design.md, "Tests and benchmarks").
 """
 from __future__ import annotations
 

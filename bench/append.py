@@ -2,7 +2,7 @@
 """Append (and read-back) throughput of rocketstore's CommitLog against references measured in
 the same run on the same encoded bytes.
 
-Workload (issue 2): 1,000,000 messages with 100 B bodies and 300,000 with 1 KiB bodies, one
+Workload: 1,000,000 messages with 100 B bodies and 300,000 with 1 KiB bodies, one
 topic "bench", 8 queues round-robin, a tag and one key per message (plus the UNIQ_KEY the store
 generates), ASYNC_FLUSH, a fresh store for every timed run.
 
@@ -63,7 +63,7 @@ TOPIC = "bench"
 TAGS = ("TagA", "TagB", "TagC", "TagD")
 MAGIC = 0xDAA320A7
 BLANK_MAGIC = 0xCBD43194
-# CommitLog record (v1, IPv4 hosts) up to and including BODYLENGTH: 88 bytes (FORMAT.md).
+# CommitLog record (v1, IPv4 hosts) up to and including BODYLENGTH: 88 bytes (docs/format.md).
 HEADER = struct.Struct(">iIIiiqqiq8sq8siqi")
 CHUNK = C.MiB
 
@@ -888,7 +888,7 @@ def main(argv=None) -> int:
         if res.get("lmdb_others"):
             print(f"\nlmdb {res['label']}: fastest variant {res['lmdb_best']}; others: "
                   f"{res['lmdb_others']}.")
-    print("\n## Targets (issue 2)\n")
+    print("\n## Targets\n")
     print(C.markdown_table(["target", "measured", "goal", "result"],
                            [[t["target"], t["measured"] or "-", t["goal"], t["result"]]
                             for t in tg], "llll"))

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Read-side throughput of rocketstore (issue 3): dispatch, get_message, key lookups and the
+"""Read-side throughput of rocketstore: dispatch, get_message, key lookups and the
 columnar decode, each against a reference measured in the same run on the same data.
 
 Workload: 1,000,000 messages with 100 B bodies (--quick: 100,000), one topic "bench", 8 queues
@@ -37,7 +37,7 @@ Rows:
                                 (f.read per segment: new pages faulted in, as a decoder's
                                 output pays them)
 
-Targets (issue 3): dispatch (CQ + IndexFile) >= the batch append rate measured in the same run
+Targets: dispatch (CQ + IndexFile) >= the batch append rate measured in the same run
 (ratio >= 1.0); columnar decode >= 0.3 of the plain read. Each number is the median of --repeat
 runs (default 3). The script never asserts on the targets; it prints PASS/MISS.
 
@@ -460,7 +460,7 @@ def main(argv=None) -> int:
          "result": result(None if col is None else col.ratios["plain read"] >= 0.3)},
     ]
     if par is not None:
-        # not one of issue 3's targets: how the decode scales, shown beside them
+        # not a target: how the decode scales, shown beside them
         targets.append(
             {"target": "columnar decode on all cores vs a plain (one-stream) read, information",
              "measured": f"{par.ratios['plain read']:.2f}", "goal": "",
@@ -492,7 +492,7 @@ def main(argv=None) -> int:
                       f"{r.seconds:.3f}", ref, ratio, "" if share is None else f"{share:.2f}"])
     print(C.markdown_table(["measurement", "rate", "MB/s", "median s", "vs", "ratio",
                             "cpu/wall"], table, "lrrrlrr"))
-    print("\n## Targets (issue 3)\n")
+    print("\n## Targets\n")
     print(C.markdown_table(["target", "measured", "goal", "result"],
                            [[t["target"], t["measured"], t["goal"], t["result"]]
                             for t in targets], "llll"))

@@ -1,6 +1,6 @@
 #!/usr/bin/env python
 """Spark batch ingest throughput: ``spark.read.format("rocketstore")`` against references
-measured in the same SparkSession and run (issue 5).
+measured in the same SparkSession and run.
 
 Workload: a store of --messages messages (default 2,000,000) with 100 B bodies, one topic,
 8 queues, a tag and a key per message, --segment-size CommitLog segments (default 128 MiB:
@@ -18,7 +18,7 @@ Rows:
                             RecordBatch (the first batch rocketstore decodes, same schema) for
                             the same number of rows in the same number of partitions: the cost
                             of Spark's Python data source path alone
-  export                    rocketstore.store.parquet_export.export_parquet of the sealed
+  export                    rocketstore.export.parquet.export_parquet of the sealed
                             segments (pyarrow, no Spark; what ``rocketstore export --format
                             parquet`` runs), --repeat times into fresh directories
   parquet (exported)        spark.read.parquet of the exported directory
@@ -50,8 +50,8 @@ import pyarrow.compute as pc  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
 from rocketstore import Message, MessageStore, StoreConfig  # noqa: E402
+from rocketstore.export.parquet import export_parquet  # noqa: E402
 from rocketstore.store import columnar  # noqa: E402
-from rocketstore.store.parquet_export import export_parquet  # noqa: E402
 
 TOPIC = "bench"
 QUEUES = 8

@@ -364,8 +364,9 @@ class StoreConfig:
         values.update(overrides)
         return cls(**values)
 
-    def to_properties(self) -> str:
-        """This config as ``.properties`` text with RocketMQ's camelCase keys.
+    def to_properties(self, path: str | os.PathLike[str] | None = None) -> str:
+        """This config as ``.properties`` text with RocketMQ's camelCase keys; given a path,
+        the text is also written there (through a temp file renamed into place).
 
         Fields that are ``None`` are left out (RocketMQ's ``null``). Note that RocketMQ 4.9 reads
         a missing ``storePathCommitLog`` as ``~/store/commitlog``: set ``store_path_commit_log``
@@ -382,7 +383,14 @@ class StoreConfig:
             else:
                 text = str(value)
             lines.append(f"{PROPERTY_KEYS[f.name]}={_escape_value(text)}")
-        return "\n".join(lines) + "\n"
+        text = "\n".join(lines) + "\n"
+        if path is not None:
+            target = os.fspath(path)
+            tmp = target + ".tmp"
+            with open(tmp, "w", encoding="utf-8") as f:
+                f.write(text)
+            os.replace(tmp, target)
+        return text
 
 
 # --------------------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ __all__ = [
     "BLANK_MAGIC_CODE", "CorruptRecordError", "GetMessageStatus", "Message", "MessageExt",
     "MESSAGE_MAGIC_CODE", "MessageProperty", "PutMessageResult", "PutMessageStatus",
     "PutMessagesResult", "SysFlag", "format_host", "make_msg_id", "new_uniq_key", "parse_host",
-    "parse_msg_id", "validate_topic",
+    "parse_msg_id", "queue_key", "split_queue_key", "validate_topic",
 ]
 
 MESSAGE_MAGIC_CODE = 0xDAA320A7
@@ -90,3 +90,15 @@ class SysFlag(enum.IntFlag):
     @staticmethod
     def transaction_type(sys_flag: int) -> int:
         return sys_flag & 0xC
+
+
+def queue_key(topic: str, queue_id: int) -> str:
+    """The ``topic:queueId`` key of offset maps (consumer offsets, Spark's streaming offsets)."""
+    return f"{topic}:{queue_id}"
+
+
+def split_queue_key(key: str) -> tuple[str, int]:
+    topic, sep, qid = key.rpartition(":")
+    if not sep or not topic or not qid.lstrip("-").isdigit():
+        raise ValueError(f"{key!r} is not a 'topic:queueId' key")
+    return topic, int(qid)

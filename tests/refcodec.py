@@ -1,7 +1,7 @@
 """Independent reference codec for RocketMQ 4.9 store files (tests only).
 
 Pure Python (``struct`` + ``zlib`` + ``ipaddress``); deliberately imports nothing from
-``rocketstore`` so the native codec can be checked against it. Follows /work/shared/FORMAT.md and
+``rocketstore`` so the native codec can be checked against it. Follows docs/format.md and
 RocketMQ 4.9.8's CommitLog / MessageDecoder / ConsumeQueue / IndexFile / IndexService code.
 """
 

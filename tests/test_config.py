@@ -711,3 +711,12 @@ def test_fixture_manifest_config_keys() -> None:
     assert cfg.max_hash_slot_num == settings_["maxHashSlotNum"]
     assert cfg.max_index_num == settings_["maxIndexNum"]
     assert 40 + cfg.max_hash_slot_num * 4 + cfg.max_index_num * 20 == settings_["indexFileSize"]
+
+
+def test_to_properties_writes_the_file_given(tmp_path: pathlib.Path) -> None:
+    cfg = StoreConfig(flush_disk_type="SYNC_FLUSH", mapped_file_size_commit_log=1 << 20)
+    path = tmp_path / "broker.properties"
+    text = cfg.to_properties(path)
+    assert path.read_text(encoding="utf-8") == text
+    assert StoreConfig.from_properties(str(path)) == cfg
+    assert not (tmp_path / "broker.properties.tmp").exists()

@@ -1,7 +1,7 @@
 """ConsumeQueues against an independent scan of the CommitLog (tests/refcodec.py).
 
 What is checked:
-- the units the reput service builds equal what the dispatch rules (FORMAT.md: only
+- the units the reput service builds equal what the dispatch rules (docs/format.md: only
   ``sysFlag & 0xC`` in {0, 0x8} gets a unit) give over an independent scan of the CommitLog,
   across rolls of both the CommitLog (64 KiB segments, END_FILE blanks) and the ConsumeQueue
   (100 units per file), for several topics and queues, with prepared, committed and rolled

@@ -242,9 +242,9 @@ def zero_after(root: str, offset: int, file_size: int) -> int:
 
 
 def empty_segments(root: str) -> list[str]:
-    """0-byte CommitLog / ConsumeQueue segments. A kill inside MappedFile creation used to
-    leave one, and the next open refused the store (found by these rounds; since 21bb3a5
-    files are created under a hidden name and renamed in)."""
+    """0-byte CommitLog / ConsumeQueue segments: there must be none, whenever the kill came
+    (files are created under a hidden name and renamed in, so a kill inside MappedFile
+    creation leaves no empty segment that would make the next open refuse the store)."""
     found = []
     for base in (Path(root) / "commitlog", Path(root) / "consumequeue"):
         for dirpath, _, names in os.walk(base):

@@ -379,8 +379,12 @@ def test_listeners_and_extra_dispatchers(tmp_path: Path) -> None:
         results = [store.put_message(Message("t", b"x" * 100), i % 2) for i in range(400)]
         assert store.wait_dispatched()
         deadline = time.monotonic() + 10
-        while (not heard or max(h[2] for h in heard if h[1] == 0) < 200) \
-                and time.monotonic() < deadline:
+
+        def heard_up_to() -> dict[int, int]:
+            return {qid: max((h[2] for h in list(heard) if h[1] == qid), default=0)
+                    for qid in (0, 1)}
+
+        while heard_up_to() != {0: 200, 1: 200} and time.monotonic() < deadline:
             time.sleep(0.005)
     last: dict[int, int] = {}
     for topic, qid, next_offset in heard:

@@ -61,8 +61,9 @@ def config(root, **changes: Any) -> StoreConfig:
     return StoreConfig(**values)
 
 
-def open_store(root, progress=None, **changes: Any) -> MessageStore:
-    return MessageStore.open(root, config(root, **changes), progress=progress)
+def open_store(root, progress=None, commit_log_flush=None, **changes: Any) -> MessageStore:
+    return MessageStore.open(root, config(root, **changes), progress=progress,
+                             commit_log_flush=commit_log_flush)
 
 
 def message(wid: str, seq: int) -> tuple[Message, int, dict[str, Any]]:
@@ -503,19 +504,17 @@ def test_creating_leftover_removed_at_open(tmp_path):
 
 def test_flush_disk_timeout_when_msync_is_slow(tmp_path):
     root = tmp_path / "store"
-    store = open_store(root, flush_disk_type="SYNC_FLUSH", sync_flush_timeout=200)
+    slow = threading.Event()
+    slow.set()
+
+    def slowed(queue, least_pages: int) -> bool:    # "msync slowed artificially"
+        if slow.is_set():
+            time.sleep(0.8)
+        return queue.flush(least_pages)
+
+    store = open_store(root, flush_disk_type="SYNC_FLUSH", sync_flush_timeout=200,
+                       commit_log_flush=slowed)
     try:
-        queue = store.commit_log.queue
-        real_flush = queue.flush
-        slow = threading.Event()
-        slow.set()
-
-        def slowed(least_pages: int = 0) -> bool:
-            if slow.is_set():
-                time.sleep(0.8)
-            return real_flush(least_pages)
-
-        queue.flush = slowed        # "msync slowed artificially"
         msg, qid, d = message("slow", 0)
         t0 = time.monotonic()
         r = store.put_message(msg, qid)
@@ -551,22 +550,19 @@ def test_flush_disk_timeout_when_msync_is_slow(tmp_path):
 def test_group_commit_shares_msyncs(tmp_path, producers):
     """8 concurrent SYNC_FLUSH producers share flushes: far fewer msyncs than puts."""
     root = tmp_path / "store"
-    store = open_store(root, flush_disk_type="SYNC_FLUSH")
     per_thread = 240 // producers
     msyncs: list[int] = []
+
+    def counting(queue, least_pages: int) -> bool:
+        before = queue.flushed_where
+        time.sleep(0.002)       # a disk that takes ~2 ms per msync
+        done = queue.flush(least_pages)
+        if queue.flushed_where != before:
+            msyncs.append(queue.flushed_where)
+        return done
+
+    store = open_store(root, flush_disk_type="SYNC_FLUSH", commit_log_flush=counting)
     try:
-        queue = store.commit_log.queue
-        real_flush = queue.flush
-
-        def counting(least_pages: int = 0) -> bool:
-            before = queue.flushed_where
-            time.sleep(0.002)       # a disk that takes ~2 ms per msync
-            done = real_flush(least_pages)
-            if queue.flushed_where != before:
-                msyncs.append(queue.flushed_where)
-            return done
-
-        queue.flush = counting
         statuses: list[int] = []
 
         def produce(t: int) -> None:
@@ -697,9 +693,8 @@ def test_sync_flush_shutdown_wakes_waiters(tmp_path):
     """A producer waiting for a flush that never comes is answered by shutdown (not after
     its 60 s timeout), and shutdown still makes its message durable."""
     root = tmp_path / "store"
-    store = open_store(root, flush_disk_type="SYNC_FLUSH", sync_flush_timeout=60_000)
-    queue = store.commit_log.queue
-    queue.flush = lambda least_pages=0: False       # a disk that never completes a flush
+    store = open_store(root, flush_disk_type="SYNC_FLUSH", sync_flush_timeout=60_000,
+                       commit_log_flush=lambda queue, least_pages: False)   # never completes
     out: list[int] = []
     msg, qid, d = message("stuck", 0)
     producer = threading.Thread(target=lambda: out.append(store.put_message(msg, qid).status))
@@ -717,17 +712,16 @@ def test_sync_flush_wait_false_does_not_wait(tmp_path):
     """WAIT=false: PUT_OK without waiting even when flushes hang; the flusher is kicked and
     the message is flushed once the disk is back."""
     root = tmp_path / "store"
-    store = open_store(root, flush_disk_type="SYNC_FLUSH", sync_flush_timeout=60_000)
+    hang = threading.Event()
+    hang.set()
+
+    def maybe(queue, least_pages: int) -> bool:
+        return False if hang.is_set() else queue.flush(least_pages)
+
+    store = open_store(root, flush_disk_type="SYNC_FLUSH", sync_flush_timeout=60_000,
+                       commit_log_flush=maybe)
     try:
         queue = store.commit_log.queue
-        real_flush = queue.flush
-        hang = threading.Event()
-        hang.set()
-
-        def maybe(least_pages: int = 0) -> bool:
-            return False if hang.is_set() else real_flush(least_pages)
-
-        queue.flush = maybe
         msg, qid, _ = message("nowait", 0)
         msg.properties["WAIT"] = "false"
         r = store.put_message(msg, qid)
@@ -736,7 +730,6 @@ def test_sync_flush_wait_false_does_not_wait(tmp_path):
         hang.clear()
         while queue.flushed_where < end:            # flushed by a later round, unasked
             time.sleep(0.005)
-        del queue.flush                             # native rounds again
         msg, qid, _ = message("nowait", 1)
         assert store.put_message(msg, qid).status == PutMessageStatus.PUT_OK
         assert store.commit_log.flush_service.group.flushed_where >= store.get_max_phy_offset()
@@ -749,19 +742,17 @@ def test_sync_flush_survives_failing_flushes(tmp_path):
     """A flush that raises (a failing disk) is logged and retried after a pause; producers
     get FLUSH_DISK_TIMEOUT meanwhile and PUT_OK once the disk is back."""
     root = tmp_path / "store"
-    store = open_store(root, flush_disk_type="SYNC_FLUSH", sync_flush_timeout=100)
+    failing = threading.Event()
+    failing.set()
+
+    def flaky(queue, least_pages: int) -> bool:
+        if failing.is_set():
+            raise OSError("msync failed (simulated)")
+        return queue.flush(least_pages)
+
+    store = open_store(root, flush_disk_type="SYNC_FLUSH", sync_flush_timeout=100,
+                       commit_log_flush=flaky)
     try:
-        queue = store.commit_log.queue
-        real_flush = queue.flush
-        failing = threading.Event()
-        failing.set()
-
-        def flaky(least_pages: int = 0) -> bool:
-            if failing.is_set():
-                raise OSError("msync failed (simulated)")
-            return real_flush(least_pages)
-
-        queue.flush = flaky
         msg, qid, _ = message("flaky", 0)
         assert store.put_message(msg, qid).status == PutMessageStatus.FLUSH_DISK_TIMEOUT
         service = store.commit_log.flush_service
@@ -1083,7 +1074,7 @@ def test_next_file_created_in_background(tmp_path, warm):
 
 
 def _failing_mapped_file(monkeypatch, fail: threading.Event):
-    import rocketstore.store.allocate_mapped_file_service as alloc
+    import rocketstore.store.services.allocate as alloc
     real = alloc.MappedFile
 
     def maybe_fail(path, size, **kw):

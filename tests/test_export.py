@@ -1,4 +1,4 @@
-"""Parquet export of sealed CommitLog segments (issue 5 item 7): equal to the columnar decode,
+"""Parquet export of sealed CommitLog segments: equal to the columnar decode,
 one file per sealed segment, idempotent, resumable (also after SIGKILL), pyarrow only."""
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ import pytest
 
 import rocketstore
 from rocketstore import Message, MessageStore, StoreConfig
+from rocketstore.export.parquet import MANIFEST, export_parquet, sealed_segments
 from rocketstore.store import columnar
-from rocketstore.store.parquet_export import MANIFEST, export_parquet, sealed_segments
 
 SEG = 64 * 1024
 
@@ -59,21 +59,21 @@ def test_export_equals_columnar_decode(store_dir, tmp_path):
         report = export_parquet(store, out, progress=lambda done, total: seen.append(
             (done, total)))
         sealed, unsealed = sealed_segments(store)
-        assert len(unsealed) == 1 and unsealed[0] is store.commit_log.queue.files[-1]
-        assert [s.name for s in report.exported] == \
-            [os.path.basename(mf.file_name) for mf in sealed]
-        assert report.pending == [os.path.basename(unsealed[0].file_name)]
-        assert seen and seen[-1][0] == seen[-1][1] == sum(mf.file_size for mf in sealed)
-        for mf, seg in zip(sealed, report.exported, strict=True):
+        newest = store.commit_log.queue.files[-1]
+        assert len(unsealed) == 1 and unsealed[0].start_offset == newest.file_from_offset
+        assert [s.name for s in report.exported] == [s.name for s in sealed]
+        assert report.pending == [os.path.basename(newest.file_name)]
+        assert seen and seen[-1][0] == seen[-1][1] == \
+            sum(s.end_offset - s.start_offset for s in sealed)
+        for segment, seg in zip(sealed, report.exported, strict=True):
             table = pq.read_table(out / seg.file)
-            want = columnar.read_range_table(store, mf.file_from_offset,
-                                             mf.file_from_offset + mf.file_size, spark=True)
+            want = store.read_range_table(segment.start_offset, segment.end_offset, spark=True)
             assert table.schema.equals(columnar.schema(True, spark=True))
             assert table.num_rows == seg.rows == want.num_rows > 0
             assert table.equals(want)
         everything = pq.read_table(out)           # the directory reads as one dataset
-        last = unsealed[0].file_from_offset
-        want = columnar.read_range_table(store, store.get_min_phy_offset(), last, spark=True)
+        last = unsealed[0].start_offset
+        want = store.read_range_table(store.get_min_phy_offset(), last, spark=True)
         assert everything.num_rows == want.num_rows
         assert sorted(everything.column("commitlog_offset").to_pylist()) == \
             want.column("commitlog_offset").to_pylist()
@@ -98,7 +98,7 @@ def test_export_is_idempotent_and_picks_up_new_segments(store_dir, tmp_path):
         sealed, _ = sealed_segments(store)
     assert more.skipped == again.skipped
     assert more.exported and [s.name for s in first.exported + more.exported] == \
-        [os.path.basename(mf.file_name) for mf in sealed]
+        [s.name for s in sealed]
     assert {p.name: p.stat().st_mtime_ns for p in out.glob("*.parquet")
             if p.name in stamps} == stamps
 
@@ -120,7 +120,7 @@ def test_export_resumes_after_partial_runs(store_dir, tmp_path):
     assert [s.name for s in rest.exported][0] == dropped
     assert not list(out.glob(".*.tmp"))
     assert sorted(p.stem for p in out.glob("*.parquet")) == \
-        [os.path.basename(mf.file_name) for mf in sealed]
+        [s.name for s in sealed]
 
 
 def test_export_resumes_after_sigkill(store_dir, tmp_path):
@@ -130,7 +130,7 @@ def test_export_resumes_after_sigkill(store_dir, tmp_path):
     code = textwrap.dedent(f"""
         import os, signal
         from rocketstore import MessageStore, StoreConfig
-        from rocketstore.store.parquet_export import export_parquet
+        from rocketstore.export.parquet import export_parquet
         root = {str(store_dir)!r}
         cfg = StoreConfig(store_path_root_dir=root, mapped_file_size_commit_log={SEG},
                           mapped_file_size_consume_queue=4000, store_host="10.1.2.3:10911")

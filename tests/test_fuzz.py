@@ -328,7 +328,8 @@ def bytes_fuzz(seed: int, cases: int) -> dict[str, int]:
     with tempfile.TemporaryDirectory() as tmp:
         build_small_store(tmp)
         segments = load_segments(Path(tmp) / "commitlog")
-    segments += load_segments(FIXTURE_COMMITLOG)
+    if FIXTURE_COMMITLOG.is_dir():     # the fixture's segments too, when they are here
+        segments += load_segments(FIXTURE_COMMITLOG)
     rng = random.Random(seed)
     totals = {"cases": 0, "ok": 0, "checked": 0}
     for case in range(cases):

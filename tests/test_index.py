@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import pytest
 import refcodec
-from conftest import FIXTURE_DIR
+from conftest import require_fixture
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -54,7 +54,7 @@ def _config(**changes: Any) -> StoreConfig:
 
 
 def _fixture_index_files() -> list[Path]:
-    return sorted((FIXTURE_DIR / "store" / "index").iterdir())
+    return sorted((require_fixture() / "store" / "index").iterdir())
 
 
 def _commitlog_batches(store: Path) -> list[SimpleNamespace]:
@@ -95,7 +95,7 @@ def _built_service(root: Path, chunk: int | None = None, **cfg: Any) -> tuple[In
     full: list[int] = []
     svc.on_file_full = full.append
     svc.load(True)
-    for b in _commitlog_batches(FIXTURE_DIR / "store"):
+    for b in _commitlog_batches(require_fixture() / "store"):
         for part in _split(b, chunk) if chunk else [b]:
             svc.dispatch(part)
     svc.flush()
@@ -104,7 +104,7 @@ def _built_service(root: Path, chunk: int | None = None, **cfg: Any) -> tuple[In
 
 @pytest.fixture(scope="module")
 def messages() -> list[dict[str, Any]]:
-    with (FIXTURE_DIR / "messages.jsonl").open(encoding="utf-8") as f:
+    with (require_fixture() / "messages.jsonl").open(encoding="utf-8") as f:
         return [json.loads(line) for line in f]
 
 
@@ -214,7 +214,7 @@ def test_record_keys_in_rocketmq_order(messages):
     """UNIQ_KEY first, then each non-empty KEYS token, duplicates kept; ROLLBACK: none."""
     by_offset = {m["commitLogOffset"]: m for m in messages}
     seen = 0
-    for b in _commitlog_batches(FIXTURE_DIR / "store"):
+    for b in _commitlog_batches(require_fixture() / "store"):
         for pos, phy in zip(b.positions.tolist(), b.phy_offsets.tolist(), strict=True):
             m = by_offset[phy]
             want = [] if m["sysFlag"] & 0xC == 0xC else [
@@ -291,7 +291,7 @@ def test_build_index_rebuilds_the_fixture_files_byte_for_byte(tmp_path, fixture_
     f = IndexFile.create(tmp_path / "idx0", SLOTS, ITEMS)
     files.append(f)
     splits = []
-    for b in _commitlog_batches(FIXTURE_DIR / "store"):
+    for b in _commitlog_batches(require_fixture() / "store"):
         start = key_start = 0
         while True:
             start, key_start = build_index(f, b.mapped_file, b.positions, start, key_start)
@@ -337,7 +337,7 @@ def test_index_service_dispatch_rebuilds_fixture(tmp_path, chunk, fixture_manife
 def test_redispatch_is_idempotent_and_resumes_a_split_record(tmp_path):
     expected = _file_bytes(_fixture_index_files())
     svc, _ = _built_service(tmp_path)
-    batches = _commitlog_batches(FIXTURE_DIR / "store")
+    batches = _commitlog_batches(require_fixture() / "store")
     try:
         for b in batches:  # everything again: nothing is put twice
             svc.dispatch(b)
@@ -365,7 +365,7 @@ def test_truncate_then_redispatch_gives_the_same_index(tmp_path, cut):
         for f in svc.files:
             assert f.end_phy_offset < cut or f.index_count == 1
             assert all(f.read_item(n)[1] < cut for n in range(1, f.index_count))
-        for b in _commitlog_batches(FIXTURE_DIR / "store"):
+        for b in _commitlog_batches(require_fixture() / "store"):
             svc.dispatch(b)
         svc.flush()
         assert _file_bytes([f.file_name for f in svc.files]) == expected
@@ -376,7 +376,7 @@ def test_truncate_then_redispatch_gives_the_same_index(tmp_path, cut):
 def test_message_index_disabled_skips_dispatch(tmp_path):
     svc = IndexService(_config(message_index_enable=False), tmp_path)
     svc.load(True)
-    for b in _commitlog_batches(FIXTURE_DIR / "store"):
+    for b in _commitlog_batches(require_fixture() / "store"):
         svc.dispatch(b)
     assert svc.files == ()
     assert not (tmp_path / "index").exists()
@@ -577,7 +577,7 @@ def _query_all(svc: IndexService, keys) -> None:
 
 @pytest.fixture(scope="module")
 def fixture_query_keys() -> list[tuple[str, str]]:
-    with (FIXTURE_DIR / "index_queries.jsonl").open(encoding="utf-8") as f:
+    with (require_fixture() / "index_queries.jsonl").open(encoding="utf-8") as f:
         qs = [json.loads(line) for line in f]
     return [(q["topic"], q["key"]) for q in qs] + [("orders", "Aa"), ("x", "")]
 
@@ -596,7 +596,7 @@ _SIZE = index_file_size(SLOTS, ITEMS)
 def test_random_bytes_in_slots_and_items_never_crash(which, patches, fixture_query_keys):
     with tempfile.TemporaryDirectory() as d:
         root = Path(d)
-        shutil.copytree(FIXTURE_DIR / "store" / "index", root / "index")
+        shutil.copytree(require_fixture() / "store" / "index", root / "index")
         path = sorted((root / "index").iterdir())[which]
         os.chmod(path, 0o644)
         data = bytearray(path.read_bytes())
@@ -611,7 +611,7 @@ def test_random_bytes_in_slots_and_items_never_crash(which, patches, fixture_que
         # cutting and writing into a corrupt file are bounded too
         svc.truncate(600000)
         _query_all(svc, fixture_query_keys)
-        for b in _commitlog_batches(FIXTURE_DIR / "store")[-2:]:
+        for b in _commitlog_batches(require_fixture() / "store")[-2:]:
             svc.dispatch(b)
         _query_all(svc, fixture_query_keys)
         svc.shutdown()
@@ -622,7 +622,7 @@ def test_random_bytes_in_slots_and_items_never_crash(which, patches, fixture_que
 def test_random_header_loads_or_raises_a_clear_error(which, header, fixture_query_keys):
     with tempfile.TemporaryDirectory() as d:
         root = Path(d)
-        shutil.copytree(FIXTURE_DIR / "store" / "index", root / "index")
+        shutil.copytree(require_fixture() / "store" / "index", root / "index")
         for p in (root / "index").iterdir():
             os.chmod(p, 0o644)
         path = sorted((root / "index").iterdir())[which]
@@ -711,7 +711,7 @@ def test_torn_put_does_not_make_a_self_loop(tmp_path):
 
 
 def test_reopen_keeps_the_index_and_continues(tmp_path, fixture_index_queries):
-    batches = _commitlog_batches(FIXTURE_DIR / "store")
+    batches = _commitlog_batches(require_fixture() / "store")
     svc = IndexService(_config(), tmp_path)
     svc.load(True)
     for b in batches[:6]:
@@ -749,7 +749,7 @@ def test_unclean_exit_drops_files_after_the_checkpoint(rocketmq_store, fixture_m
     svc.load(False, checkpoint)
     assert len(svc.files) == 2  # the third ends after the checkpoint
     assert len(list((rocketmq_store / "index").iterdir())) == 2
-    for b in _commitlog_batches(FIXTURE_DIR / "store"):  # recovery re-dispatches
+    for b in _commitlog_batches(require_fixture() / "store"):  # recovery re-dispatches
         svc.dispatch(b)
     svc.shutdown()
     assert _file_bytes(sorted((rocketmq_store / "index").iterdir())) == _file_bytes(

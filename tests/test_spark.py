@@ -1,4 +1,4 @@
-"""The rocketstore PySpark data source (issue 5): batch reads equal the store's own decode,
+"""The rocketstore PySpark data source: batch reads equal the store's own decode,
 filters prune the planned partitions, streaming is exactly-once across restarts while a
 producer writes, group offsets are committed, the writer appends, bad options fail clearly.
 
@@ -27,6 +27,7 @@ from pyspark.sql.pandas.types import to_arrow_schema  # noqa: E402
 import rocketstore  # noqa: E402
 import rocketstore.spark as rs_spark  # noqa: E402
 from rocketstore import Message, MessageStore, StoreConfig  # noqa: E402
+from rocketstore.broker import consumer_offsets as store_offsets  # noqa: E402
 from rocketstore.spark.ingest import error_summary  # noqa: E402
 from rocketstore.spark.options import OptionError, ReadOptions, StreamOptions  # noqa: E402
 from rocketstore.spark.plan import (  # noqa: E402
@@ -37,7 +38,6 @@ from rocketstore.spark.plan import (  # noqa: E402
 )
 from rocketstore.spark.source import RocketstoreStreamReader  # noqa: E402
 from rocketstore.store import columnar  # noqa: E402
-from rocketstore.store import offsets as store_offsets  # noqa: E402
 
 SEG = 64 * 1024
 CQ_FILE = 20 * 100          # 100 units per ConsumeQueue file: several files per queue

@@ -665,7 +665,8 @@ print("OK")
 
 def test_batch_with_growing_queue_ids_of_one_topic(tmp_path: Path) -> None:
     # a later message of the same topic with a larger queue id grows the topic's counter
-    # array while the batch is prepared (was a use-after-free: run in a child process)
+    # array while the batch is prepared (a use-after-free there would crash: run in a child
+    # process)
     proc = run_python(BATCH_QUEUE_GROWTH, args=[str(tmp_path)], timeout=60)
     assert_no_signal(proc, "batch with growing queue ids")
     assert proc.returncode == 0 and "OK" in proc.stdout, proc.stdout + proc.stderr

@@ -50,11 +50,13 @@ def export_command(path: Path, out: Path, fmt: str, no_body: bool, compression: 
             progress_bar(progress, total=0, unit="B", unit_scale=True, unit_divisor=1024,
                          desc="exporting") as bar:
         try:
-            report = store.export_parquet(out, include_body=not no_body,
-                                          compression=compression, workers=workers,
-                                          progress=follow_with(bar))
+            from rocketstore.export.parquet import export_parquet
         except ImportError as exc:
             raise fail(f"{exc} (pip install pyarrow)", exc) from None
+        try:
+            report = export_parquet(store, out, include_body=not no_body,
+                                    compression=compression, workers=workers,
+                                    progress=follow_with(bar))
         except ValueError as exc:
             raise fail(str(exc), exc) from None
     if as_json:

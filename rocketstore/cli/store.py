@@ -24,6 +24,7 @@ from typing import IO, Any
 import click
 
 from rocketstore import CorruptRecordError, MessageStore, RecoveryReport
+from rocketstore.broker.consumer_offsets import all_group_offsets
 from rocketstore.cli.common import (
     STORE_ERRORS,
     binary_stdout,
@@ -45,7 +46,6 @@ from rocketstore.cli.common import (
     write_messages,
 )
 from rocketstore.store.layout import index_files
-from rocketstore.store.offsets import all_group_offsets
 
 log = logging.getLogger(__name__)
 

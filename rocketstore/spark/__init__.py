@@ -26,7 +26,7 @@ except ImportError as exc:  # pragma: no cover
                       ) from exc
 
 from rocketstore.spark.ingest import spark_ingest
-from rocketstore.spark.location import StoreLocation, StoreSnapshot
+from rocketstore.spark.location import StoreLocation
 from rocketstore.spark.options import OptionError, ReadOptions, StreamOptions, WriteOptions
 from rocketstore.spark.plan import (
     CommitLogPartition,
@@ -46,7 +46,7 @@ from rocketstore.spark.source import (
 __all__ = [
     "NAME", "SCHEMA_DDL", "CommitLogPartition", "OptionError", "QueuePartition", "ReadOptions",
     "RocketstoreBatchReader", "RocketstoreDataSource", "RocketstoreStreamReader",
-    "StoreLocation", "StoreSnapshot", "StreamOptions", "WriteOptions", "plan_batch",
+    "StoreLocation", "StreamOptions", "WriteOptions", "plan_batch",
     "read_partition", "register", "spark_ingest", "spark_schema",
 ]
 

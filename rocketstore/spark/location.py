@@ -13,60 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rocketstore.config import StoreConfig
-from rocketstore.store.checkpoint import StoreCheckpoint
-from rocketstore.store.commit_log import CommitLog
-from rocketstore.store.consume_queue import UNIT_SIZE, ConsumeQueue
+from rocketstore.store.layout import detect_geometry
 from rocketstore.store.message_store import MessageStore
-
-SEGMENT_NAME_DIGITS = 20
-
-
-def _is_segment_name(name: str) -> bool:
-    return len(name) == SEGMENT_NAME_DIGITS and name.isdigit()
-
-
-def _first_file(directory: str, name_ok: Any) -> str | None:
-    try:
-        names = sorted(n for n in os.listdir(directory)
-                       if name_ok(n) and os.path.isfile(os.path.join(directory, n)))
-    except OSError:
-        return None
-    return os.path.join(directory, names[0]) if names else None
-
-
-def detect_file_sizes(root: str) -> dict[str, int]:
-    """StoreConfig file sizes of an existing store, read from its files (as ``rocketstore
-    dump`` does): the CommitLog segment size is the size of the first segment, the
-    ConsumeQueue file size that of the first ConsumeQueue file, the IndexFile slots from the
-    first index file (40 + 4 * slots + 20 * 4 * slots bytes, RocketMQ's default ratio)."""
-    found: dict[str, int] = {}
-    first = _first_file(os.path.join(root, "commitlog"), _is_segment_name)
-    if first is not None:
-        size = os.path.getsize(first)
-        if size > 0:
-            found["mapped_file_size_commit_log"] = size
-    cq_root = os.path.join(root, "consumequeue")
-    if os.path.isdir(cq_root):
-        for topic in sorted(os.listdir(cq_root)):
-            topic_dir = os.path.join(cq_root, topic)
-            if not os.path.isdir(topic_dir):
-                continue
-            for queue in sorted(os.listdir(topic_dir)):
-                cq_first = _first_file(os.path.join(topic_dir, queue), _is_segment_name)
-                if cq_first is not None:
-                    size = os.path.getsize(cq_first)
-                    if size > 0 and size % UNIT_SIZE == 0:
-                        found["mapped_file_size_consume_queue"] = size
-                        break
-            if "mapped_file_size_consume_queue" in found:
-                break
-    first_index = _first_file(os.path.join(root, "index"), str.isdigit)
-    if first_index is not None:
-        size = os.path.getsize(first_index)
-        if size > 40 and (size - 40) % 84 == 0:
-            found["max_hash_slot_num"] = (size - 40) // 84
-            found["max_index_num"] = 4 * found["max_hash_slot_num"]
-    return found
+from rocketstore.store.reader import StoreReader
 
 
 @dataclass(frozen=True)
@@ -99,7 +48,7 @@ class StoreLocation:
                     hint = f" (give the store root {os.path.dirname(root)}, not its commitlog/)"
                 raise ValueError(f"option 'path': {root} is not a rocketstore directory: it has "
                                  f"no commitlog/ subdirectory{hint}")
-        sizes = detect_file_sizes(root) if os.path.isdir(root) else {}
+        sizes = detect_geometry(root) if os.path.isdir(root) else {}
         defaults = StoreConfig(store_path_root_dir=root)
         cl = commit_log_file_size or sizes.pop("mapped_file_size_commit_log", None) or \
             defaults.mapped_file_size_commit_log
@@ -129,52 +78,7 @@ class StoreLocation:
         finally:
             store.shutdown()
 
-    def snapshot(self, end_offset: int | None = None) -> StoreSnapshot:
-        return StoreSnapshot(self, end_offset)
-
-
-class StoreSnapshot:
-    """What a task needs to decode records: the CommitLog segment files mapped read-only with
-    the end fixed at ``end_offset`` (the consistent prefix captured when the job was planned),
-    and ConsumeQueues on demand. Unlike ``MessageStore.open(read_only=True)`` it runs no
-    recovery scan: the planner already validated everything below end_offset (records below
-    a published offset never change), so opening costs a few mmaps, not a pass over the log.
-
-    Quacks like a MessageStore for ``rocketstore.store.columnar`` (``.commit_log``)."""
-
-    def __init__(self, location: StoreLocation, end_offset: int | None = None) -> None:
-        self.location = location
-        self.config = location.config(read_only=True)
-        checkpoint = StoreCheckpoint(os.path.join(location.root, "checkpoint"), read_only=True)
-        self.commit_log = CommitLog(self.config, location.root, checkpoint, read_only=True)
-        self.commit_log.load()
-        if end_offset is not None:
-            # positions only (read-only): nothing past end_offset is readable
-            self.commit_log.set_end(max(end_offset, self.commit_log.min_offset()),
-                                    zero_tail=False)
-        self._queues: dict[tuple[str, int], ConsumeQueue] = {}
-
-    def consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue | None:
-        key = (topic, queue_id)
-        cq = self._queues.get(key)
-        if cq is None:
-            directory = os.path.join(self.location.root, "consumequeue", topic, str(queue_id))
-            if not os.path.isdir(directory):
-                return None
-            cq = ConsumeQueue(topic, queue_id, os.path.join(self.location.root, "consumequeue"),
-                              self.location.consume_queue_file_size, read_only=True)
-            cq.load()
-            self._queues[key] = cq
-        return cq
-
-    def close(self) -> None:
-        for cq in self._queues.values():
-            cq.close()
-        self._queues.clear()
-        self.commit_log.queue.close()
-
-    def __enter__(self) -> StoreSnapshot:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
+    def snapshot(self, end_offset: int | None = None) -> StoreReader:
+        """The store's files read-only, fixed at end_offset (no recovery scan: see
+        ``StoreReader``)."""
+        return StoreReader(self.root, self.config(), end_offset)

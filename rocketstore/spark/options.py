@@ -32,6 +32,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from rocketstore.message import queue_key
+
 DEFAULT_PARTITION_BYTES = 256 << 20
 DEFAULT_BATCH_BYTES = 8 << 20
 DEFAULT_BATCH_ROWS = 32768
@@ -64,11 +66,6 @@ def check_known(options: Mapping[str, Any], known: tuple[str, ...], what: str) -
     if unknown:
         raise OptionError(f"unknown rocketstore {what} option(s) {', '.join(unknown)}; "
                           f"the options are: {', '.join(known)}")
-
-
-def queue_key(topic: str, queue_id: int) -> str:
-    """The ``topic:queueId`` key of offset maps."""
-    return f"{topic}:{queue_id}"
 
 
 def parse_queue_key(key: str, option: str = "offsets") -> tuple[str, int]:

@@ -6,7 +6,7 @@ it):
 
 - ``CommitLogPartition``: the records that START in a CommitLog byte range ``[start, end)``,
   ``start`` a record boundary. A full scan splits the log into ranges of about
-  ``partitionBytes`` (``columnar.plan_ranges``); a time filter first moves the two ends to the
+  ``partitionBytes`` (``MessageStore.plan_ranges``); a time filter first moves the two ends to the
   first record stored at/after each bound (whole segments outside the window are never read).
 - ``QueuePartition``: the ConsumeQueue logical offsets ``[start_offset, end_offset)`` of one
   queue. Used when a query names topics or queue offsets (only that queue's records are read:
@@ -17,8 +17,8 @@ Consistency: planning opens the store read-only once and captures the CommitLog'
 (``snapshot_end``) and each queue's max offset; partitions never reach past them, so a store
 being written by another process is read as the prefix that existed at planning time, never a
 torn record. Tasks do not open the store (no recovery scan per task): they map the segment
-files read-only (``StoreSnapshot``) and decode natively to Arrow (``rocketstore._native.
-columnar``), yielding ``pyarrow.RecordBatch``es in Spark's schema (timestamps as
+files read-only (``StoreReader``) and decode natively to Arrow (``ColumnarReads``),
+yielding ``pyarrow.RecordBatch``es in Spark's schema (timestamps as
 ``timestamp[us, UTC]``), never a Python object per row.
 
 Reads are deterministic: the same partition returns the same rows in the same order (CommitLog
@@ -26,7 +26,6 @@ order; queue order), which the streaming reader relies on when Spark replays a b
 """
 from __future__ import annotations
 
-import bisect
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -36,9 +35,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from rocketstore._native import codec
-from rocketstore._native.columnar import BatchTooLargeError
-from rocketstore.spark.location import StoreLocation, StoreSnapshot
+from rocketstore.spark.location import StoreLocation
 from rocketstore.spark.options import (
     DEFAULT_BATCH_BYTES,
     DEFAULT_BATCH_ROWS,
@@ -46,8 +43,7 @@ from rocketstore.spark.options import (
     ReadOptions,
     queue_key,
 )
-from rocketstore.store import columnar
-from rocketstore.store.consume_queue import BLANK_UNIT_SIZE
+from rocketstore.store.reader import ColumnarReads
 
 try:  # the partitions are Spark InputPartitions when pyspark is there
     from pyspark.sql.datasource import InputPartition
@@ -129,48 +125,16 @@ def _plan_commit_log(store: MessageStore, location: StoreLocation, options: Read
     lo, hi = store.get_min_phy_offset(), store.get_max_phy_offset()
     snapshot_end = hi
     if options.start_timestamp is not None:
-        lo = offset_at_time(store, options.start_timestamp)
+        lo = store.offset_at_time(options.start_timestamp)
     if options.end_timestamp is not None:
-        hi = offset_at_time(store, options.end_timestamp)
+        hi = store.offset_at_time(options.end_timestamp)
     if hi <= lo:
         return []
-    ranges = columnar.plan_ranges(store, options.partition_bytes, lo, hi)
+    ranges = store.plan_ranges(options.partition_bytes, lo, hi)
     return [CommitLogPartition(i, location, a, b, snapshot_end, options.include_body,
                                options.start_timestamp, options.end_timestamp,
                                options.batch_bytes)
             for i, (a, b) in enumerate(ranges)]
-
-
-def offset_at_time(store: MessageStore, timestamp: int) -> int:
-    """CommitLog offset of the first record stored at or after timestamp (ms); the max offset
-    when there is none. Segments are chosen by the store time of their first record and only
-    the one segment that straddles timestamp is walked (record headers, natively). Assumes
-    store times do not decrease along the log (as RocketMQ's own time lookups do)."""
-    lo, hi = store.get_min_phy_offset(), store.get_max_phy_offset()
-    files = [mf for mf in store.commit_log.queue.files
-             if mf.file_from_offset < hi and mf.file_from_offset + mf.file_size > lo]
-    firsts: list[int] = []
-    kept = []
-    for mf in files:
-        found = codec.scan_region(mf, 0, mf.read_position, check_crc=False,
-                                  base_offset=mf.file_from_offset, max_records=1)
-        if len(found):
-            firsts.append(int(found.store_timestamps[0]))
-            kept.append(mf)
-    if not kept:
-        return hi
-    k = bisect.bisect_left(firsts, timestamp)    # files[:k] start before timestamp
-    if k == 0:
-        return max(lo, kept[0].file_from_offset)
-    mf = kept[k - 1]
-    found = codec.scan_region(mf, 0, mf.read_position, check_crc=False,
-                              base_offset=mf.file_from_offset)
-    later = np.flatnonzero(np.asarray(found.store_timestamps) >= timestamp)
-    if len(later):
-        return min(hi, max(lo, mf.file_from_offset + int(found.offsets[later[0]])))
-    if k < len(kept):
-        return min(hi, kept[k].file_from_offset)
-    return hi
 
 
 def _plan_queues(store: MessageStore, location: StoreLocation, options: ReadOptions
@@ -230,22 +194,7 @@ def _split_queue(store: MessageStore, topic: str, queue_id: int, start: int, end
                  partition_bytes: int) -> list[tuple[int, int, int]]:
     """[start, end) cut into ranges of about partition_bytes of CommitLog each, with their
     exact byte counts (the unit sizes, read a ConsumeQueue file at a time, vectorised)."""
-    cq = store.consume_queues.find(topic, queue_id)
-    if cq is None:
-        return []
-    sizes_parts = []
-    off = start
-    while off < end:
-        units = cq.read_units(off, end - off)
-        if units is None or not len(units):
-            raise RuntimeError(f"ConsumeQueue {queue_key(topic, queue_id)} has no unit at "
-                               f"offset {off} (its max offset is {cq.max_offset})")
-        sizes = units["size"].astype(np.int64)
-        del units
-        sizes[sizes == BLANK_UNIT_SIZE] = 0
-        sizes_parts.append(sizes)
-        off += len(sizes)
-    sizes = np.concatenate(sizes_parts)
+    sizes = store.queue_message_sizes(topic, queue_id, start, end)
     cum = np.cumsum(sizes)
     out = []
     a = 0
@@ -280,8 +229,8 @@ def read_partition(partition: object) -> Iterator[pa.RecordBatch]:
 
 def _read_commit_log(p: CommitLogPartition) -> Iterator[pa.RecordBatch]:
     with p.location.snapshot(p.snapshot_end) as snap:
-        for batch in columnar.read_range(snap, p.start, p.end, p.include_body, align=False,
-                                         batch_bytes=p.batch_bytes, spark=True):
+        for batch in snap.read_range(p.start, p.end, p.include_body, align=False,
+                                     batch_bytes=p.batch_bytes, spark=True):
             batch = filter_time(batch, p.start_timestamp, p.end_timestamp)
             if batch.num_rows:
                 yield batch
@@ -306,67 +255,14 @@ def filter_time(batch: pa.RecordBatch, start: int | None, end: int | None) -> pa
     return batch.filter(mask)
 
 
-def read_queue_range(snap: StoreSnapshot, topic: str, queue_id: int, start: int, end: int, *,
-                     include_body: bool = True, batch_rows: int = DEFAULT_BATCH_ROWS,
+def read_queue_range(reader: ColumnarReads, topic: str, queue_id: int, start: int, end: int,
+                     *, include_body: bool = True, batch_rows: int = DEFAULT_BATCH_ROWS,
                      start_timestamp: int | None = None, end_timestamp: int | None = None,
                      spark: bool = True) -> Iterator[pa.RecordBatch]:
     """RecordBatches of the messages at logical offsets [start, end) of a queue, in queue
-    order: its units are read batch_rows at a time, mapped to positions in the CommitLog
-    segments and decoded there (``decode_positions``), one batch per segment run.
-
-    Units whose message is no longer in the CommitLog (expired segments) are skipped; a
-    missing unit below end (a queue shorter than planned) raises."""
-    if start >= end:
-        return
-    cq = snap.consume_queue(topic, queue_id)
-    if cq is None:
-        raise FileNotFoundError(f"ConsumeQueue {queue_key(topic, queue_id)} not found in "
-                                f"{snap.location.root}")
-    files = snap.commit_log.queue.files
-    if not files:
-        return
-    seg = files[0].file_size
-    first_base = files[0].file_from_offset
-    off = max(start, cq.min_offset)
-    while off < end:
-        units = cq.read_units(off, min(end - off, batch_rows))
-        if units is None or not len(units):
-            raise RuntimeError(f"ConsumeQueue {queue_key(topic, queue_id)} has no unit at "
-                               f"offset {off}, below the planned end {end}")
-        phys = units["offset"].astype(np.int64)
-        sizes = units["size"].astype(np.int64)
-        del units                           # the view pins the ConsumeQueue file
-        off += len(phys)
-        keep = (sizes != BLANK_UNIT_SIZE) & (sizes > 0) & (phys >= first_base)
-        if not keep.all():
-            phys = phys[keep]
-        if not len(phys):
-            continue
-        seg_index = (phys - first_base) // seg
-        cuts = np.flatnonzero(np.diff(seg_index)) + 1
-        for a, b in zip(np.r_[0, cuts], np.r_[cuts, len(phys)], strict=True):
-            index = int(seg_index[a])
-            if index >= len(files):
-                raise RuntimeError(f"ConsumeQueue {queue_key(topic, queue_id)} points at "
-                                   f"CommitLog offset {int(phys[a])}, past the last segment")
-            mf = files[index]
-            positions = phys[a:b] - mf.file_from_offset
-            for batch in _decode_positions(mf, positions, include_body, spark):
-                batch = filter_time(batch, start_timestamp, end_timestamp)
-                if batch.num_rows:
-                    yield batch
-
-
-def _decode_positions(mf, positions: np.ndarray, include_body: bool, spark: bool
-                      ) -> Iterator[pa.RecordBatch]:
-    while len(positions):
-        try:
-            yield columnar.decode_positions(mf, positions, base_offset=mf.file_from_offset,
-                                            include_body=include_body, spark=spark)
-            return
-        except BatchTooLargeError as exc:     # > 2 GiB in a column: split
-            fits = max(1, exc.fits)
-            yield columnar.decode_positions(mf, positions[:fits],
-                                            base_offset=mf.file_from_offset,
-                                            include_body=include_body, spark=spark)
-            positions = positions[fits:]
+    order (``ColumnarReads.read_queue_range``), within the time window."""
+    for batch in reader.read_queue_range(topic, queue_id, start, end, include_body=include_body,
+                                         batch_rows=batch_rows, spark=spark):
+        batch = filter_time(batch, start_timestamp, end_timestamp)
+        if batch.num_rows:
+            yield batch

@@ -60,6 +60,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from rocketstore.broker import consumer_offsets as store_offsets
 from rocketstore.spark.location import StoreLocation
 from rocketstore.spark.options import (
     OptionError,
@@ -70,7 +71,6 @@ from rocketstore.spark.options import (
     queue_key,
 )
 from rocketstore.spark.plan import Partition, QueuePartition, plan_batch, read_partition
-from rocketstore.store import offsets as store_offsets
 
 log = logging.getLogger("rocketstore.spark")
 

@@ -1,4 +1,4 @@
-"""Columnar reads of a MessageStore's CommitLog: byte ranges -> pyarrow RecordBatches.
+"""Columnar reads of a store's CommitLog: byte ranges -> pyarrow RecordBatches.
 
 The decoding is native (``rocketstore._native.columnar``); this module walks the segment files.
 
@@ -34,7 +34,7 @@ from __future__ import annotations
 import collections
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -53,7 +53,14 @@ from rocketstore._native.columnar import (
 
 if TYPE_CHECKING:
     from rocketstore._native.mapped_file import MappedFile
-    from rocketstore.store.message_store import MessageStore
+    from rocketstore.store.commit_log import CommitLog
+
+
+class HasCommitLog(Protocol):
+    """What these functions read from: a MessageStore or a StoreReader."""
+
+    @property
+    def commit_log(self) -> CommitLog: ...
 
 __all__ = [
     "MAX_BATCH_BYTES",
@@ -74,7 +81,7 @@ DEFAULT_BATCH_BYTES = 64 << 20
 PARALLEL_CHUNK_BYTES = 8 << 20      # read_range(threads > 1): the unit of work per thread
 
 
-def _visible(store: MessageStore) -> tuple[list[MappedFile], int, int]:
+def _visible(store: HasCommitLog) -> tuple[list[MappedFile], int, int]:
     """(segments, min offset, end offset) of the readable log, snapshotted: it ends at the
     first segment that is not full (a read-only CommitLog cut with set_end keeps later files
     in its list; they are not part of the log)."""
@@ -137,7 +144,7 @@ def _align_sorted(files: list[MappedFile], offsets: list[int], lo: int, hi: int)
     return out
 
 
-def align_to_record(store: MessageStore, offset: int) -> int:
+def align_to_record(store: HasCommitLog, offset: int) -> int:
     """The CommitLog offset of the first record that starts at or after offset.
 
     offset may be anything: below the store's min offset it gives the min offset (the first
@@ -152,7 +159,7 @@ def align_to_record(store: MessageStore, offset: int) -> int:
     return _align_sorted(files, [offset], lo, hi)[0]
 
 
-def plan_ranges(store: MessageStore, partition_bytes: int, start_offset: int | None = None,
+def plan_ranges(store: HasCommitLog, partition_bytes: int, start_offset: int | None = None,
                 end_offset: int | None = None) -> list[tuple[int, int]]:
     """Split [start_offset, end_offset) (default: the whole log) into record-aligned
     CommitLog ranges of about partition_bytes each: [(a0, a1), (a1, a2), ...], every a_i a
@@ -170,7 +177,7 @@ def plan_ranges(store: MessageStore, partition_bytes: int, start_offset: int | N
     return [(a, b) for a, b in zip(aligned[:-1], aligned[1:], strict=True) if b > a]
 
 
-def read_range(store: MessageStore, start_offset: int, end_offset: int | None = None,
+def read_range(store: HasCommitLog, start_offset: int, end_offset: int | None = None,
                include_body: bool = True, *, align: bool = True,
                batch_bytes: int = DEFAULT_BATCH_BYTES, check_crc: bool = False,
                spark: bool = False, threads: int = 1,
@@ -241,7 +248,7 @@ def _read_serial(files: list[MappedFile], pos: int, end: int, include_body: bool
             pos = base + next_rel
 
 
-def read_range_table(store: MessageStore, start_offset: int, end_offset: int | None = None,
+def read_range_table(store: HasCommitLog, start_offset: int, end_offset: int | None = None,
                      include_body: bool = True, *, align: bool = True,
                      batch_bytes: int = DEFAULT_BATCH_BYTES, check_crc: bool = False,
                      spark: bool = False, threads: int = 1,

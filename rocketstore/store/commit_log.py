@@ -21,13 +21,13 @@ from rocketstore.message import (
     PutMessageStatus,
 )
 from rocketstore.store.checkpoint import StoreCheckpoint
-from rocketstore.store.commit_real_time_service import CommitRealTimeService
-from rocketstore.store.flush_real_time_service import FlushRealTimeService
-from rocketstore.store.group_commit_service import GroupCommitService
 from rocketstore.store.layout import COMMITLOG_DIR
-from rocketstore.store.mapped_file_queue import MappedFileQueue
-from rocketstore.store.prefault_service import CommitLogPrefaultService
-from rocketstore.store.service_thread import ServiceThread
+from rocketstore.store.mapped_file_queue import FlushFunction, MappedFileQueue
+from rocketstore.store.services.commit import CommitRealTimeService
+from rocketstore.store.services.flush import FlushRealTimeService
+from rocketstore.store.services.group_commit import GroupCommitService
+from rocketstore.store.services.prefault import CommitLogPrefaultService
+from rocketstore.store.services.service_thread import ServiceThread
 from rocketstore.store.transient_store_pool import TransientStorePool
 
 log = logging.getLogger("rocketstore.store")
@@ -47,7 +47,8 @@ class LogScan:
 class CommitLog:
     def __init__(self, config: StoreConfig, root: str, checkpoint: StoreCheckpoint, *,
                  read_only: bool = False, allocate=None,
-                 pool: TransientStorePool | None = None) -> None:
+                 pool: TransientStorePool | None = None,
+                 flush: FlushFunction | None = None) -> None:
         self.config = config
         self.read_only = read_only
         self.checkpoint = checkpoint
@@ -68,9 +69,9 @@ class CommitLog:
         self.sync_flush_timeout_s = config.sync_flush_timeout / 1000.0
         self.flush_service: ServiceThread
         if self.sync_flush:
-            self.flush_service = GroupCommitService(self.queue, checkpoint)
+            self.flush_service = GroupCommitService(self.queue, checkpoint, flush)
         else:
-            self.flush_service = FlushRealTimeService(config, self.queue, checkpoint)
+            self.flush_service = FlushRealTimeService(config, self.queue, checkpoint, flush)
         self.commit_service: CommitRealTimeService | None = None
         if pool is not None:
             self.commit_service = CommitRealTimeService(config, self.queue, pool,

@@ -19,6 +19,10 @@ from rocketstore.store.layout import (
 
 log = logging.getLogger("rocketstore.store")
 
+#: How a service flushes a queue: flush(queue, least_pages) -> True when nothing was left.
+#: MappedFileQueue.flush itself unless a test injects another (see MessageStore.open).
+FlushFunction = Callable[["MappedFileQueue", int], bool]
+
 
 def remove_creating_leftovers(directory: str) -> int:
     """Delete '.<name>.creating' files a process killed while creating a file left behind

@@ -24,11 +24,10 @@ from rocketstore.message import (
     PutMessageStatus,
 )
 from rocketstore.store import get_message as reader
-from rocketstore.store.allocate_mapped_file_service import AllocateMappedFileService
 from rocketstore.store.checkpoint import StoreCheckpoint
 from rocketstore.store.commit_log import CommitLog
+from rocketstore.store.consume_queue import ConsumeQueue
 from rocketstore.store.consume_queue_table import ConsumeQueueTable
-from rocketstore.store.flush_consume_queue_service import FlushConsumeQueueService
 from rocketstore.store.get_message import GetMessageResult
 from rocketstore.store.index_service import IndexService
 from rocketstore.store.layout import (
@@ -39,8 +38,12 @@ from rocketstore.store.layout import (
     index_files,
     segment_files,
 )
+from rocketstore.store.mapped_file_queue import FlushFunction
+from rocketstore.store.reader import ColumnarReads
 from rocketstore.store.recovery import Progress, RecoveryReport, recover
-from rocketstore.store.reput_service import ReputMessageService
+from rocketstore.store.services.allocate import AllocateMappedFileService
+from rocketstore.store.services.flush_consume_queue import FlushConsumeQueueService
+from rocketstore.store.services.reput import ReputMessageService
 from rocketstore.store.store_lock import StoreLock, lock_holder
 from rocketstore.store.transient_store_pool import TransientStorePool
 
@@ -69,11 +72,15 @@ class QueryMessageResult:
     index_last_update_phy_offset: int
 
 
-class MessageStore:
-    """An embedded RocketMQ-format message store on a directory. Use ``MessageStore.open``."""
+class MessageStore(ColumnarReads):
+    """An embedded RocketMQ-format message store on a directory. Use ``MessageStore.open``.
+
+    Bulk reads (``read_range``, ``plan_ranges``, ``read_queue_range``, ``segments``, ...) come
+    from ColumnarReads (rocketstore.store.reader)."""
 
     def __init__(self, root: str | os.PathLike[str], config: StoreConfig | None = None, *,
-                 read_only: bool = False) -> None:
+                 read_only: bool = False, commit_log_flush: FlushFunction | None = None
+                 ) -> None:
         self.root = os.path.abspath(os.fspath(root))
         if config is None:
             config = StoreConfig(store_path_root_dir=self.root)
@@ -96,7 +103,8 @@ class MessageStore:
         self.allocate_service = None if ro else AllocateMappedFileService(config, self.pool)
         self.commit_log = CommitLog(
             config, self.root, self.checkpoint, read_only=ro, pool=self.pool,
-            allocate=None if self.allocate_service is None else self.allocate_service.allocate)
+            allocate=None if self.allocate_service is None else self.allocate_service.allocate,
+            flush=commit_log_flush)
         self.consume_queues = ConsumeQueueTable(self.root, config.mapped_file_size_consume_queue,
                                                 read_only=ro)
         self.index_service = IndexService(config, self.root, read_only=ro)
@@ -115,13 +123,17 @@ class MessageStore:
     # ---- lifecycle -------------------------------------------------------------------------
     @classmethod
     def open(cls, root: str | os.PathLike[str], config: StoreConfig | None = None, *,
-             read_only: bool = False, progress: Progress | None = None) -> MessageStore:
+             read_only: bool = False, progress: Progress | None = None,
+             commit_log_flush: FlushFunction | None = None) -> MessageStore:
         """Open (creating if needed) the store at root: load, recover, start the services.
 
         read_only takes no lock, starts no service and never modifies a file: it sees the
         valid prefix of what is there (another process may be writing). progress(done,
-        total) follows the CommitLog scan of recovery (a progress bar for large stores)."""
-        store = cls(root, config, read_only=read_only)
+        total) follows the CommitLog scan of recovery (a progress bar for large stores).
+        commit_log_flush(queue, least_pages) replaces the flush services' msync of the
+        CommitLog (a seam for tests: slow, failing or recording disks); it must make the
+        queue's bytes durable up to its new flushed_where, as MappedFileQueue.flush does."""
+        store = cls(root, config, read_only=read_only, commit_log_flush=commit_log_flush)
         try:
             store.load(progress)
             store.start()
@@ -319,6 +331,9 @@ class MessageStore:
         return reader.get_message(self.config, self.commit_log, self.consume_queues, topic,
                                   queue_id, offset, max_msgs, subscription)
 
+    def _consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue | None:
+        return self.consume_queues.find(topic, queue_id)
+
     def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
         cq = self.consume_queues.find(topic, queue_id)
         return 0 if cq is None else cq.max_offset
@@ -490,30 +505,7 @@ class MessageStore:
             "topics": topics,
         }
 
-    # ---- offsets and exports (the Spark pipeline stands on these) -------------------------
-    def export_offsets(self) -> dict[str, Any]:
-        """Offsets as JSON-able data: the CommitLog's min/max, every queue's min/max logical
-        offset ("topic:queueId"), and the consumer groups' committed offsets."""
-        from rocketstore.store.offsets import export_offsets
-        return export_offsets(self)
-
-    def consumer_offsets(self, group: str) -> dict[str, int]:
-        """A consumer group's committed offsets, {"topic:queueId": offset}."""
-        from rocketstore.store.offsets import group_offsets
-        return group_offsets(self.root, group)
-
-    def commit_consumer_offsets(self, group: str, offsets: dict[str, int]) -> bool:
-        """Record a group's offsets in config/consumerOffset.json (idempotent; True when the
-        file changed)."""
-        from rocketstore.store.offsets import commit_group_offsets
-        return commit_group_offsets(self.root, group, offsets)
-
-    def export_parquet(self, out_dir: str | os.PathLike[str], **kwargs: Any) -> Any:
-        """Sealed CommitLog segments to Parquet, one file each, idempotent and resumable
-        (rocketstore.store.parquet_export.export_parquet)."""
-        from rocketstore.store.parquet_export import export_parquet
-        return export_parquet(self, out_dir, **kwargs)
-
+    # ---- dispatch --------------------------------------------------------------------------
     def dispatch_behind_bytes(self) -> int:
         return self.reput.behind()
 

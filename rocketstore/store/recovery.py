@@ -22,7 +22,7 @@ from rocketstore.store.checkpoint import StoreCheckpoint
 from rocketstore.store.commit_log import CommitLog
 from rocketstore.store.consume_queue_table import ConsumeQueueTable
 from rocketstore.store.index_service import IndexService
-from rocketstore.store.reput_service import ReputMessageService
+from rocketstore.store.services.reput import ReputMessageService
 
 log = logging.getLogger("rocketstore.store")
 

@@ -21,7 +21,7 @@ from rocketstore._native import dispatch as native
 from rocketstore._native.codec import MAX_QUEUE_ID, DispatchBatch, dispatch_region
 from rocketstore._native.mapped_file import StopFlag
 from rocketstore.store.commit_log import CommitLog
-from rocketstore.store.service_thread import ServiceThread
+from rocketstore.store.services.service_thread import ServiceThread
 
 if TYPE_CHECKING:
     from rocketstore.store.consume_queue_table import ConsumeQueueTable

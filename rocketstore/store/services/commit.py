@@ -8,7 +8,7 @@ import time
 
 from rocketstore.config import StoreConfig
 from rocketstore.store.mapped_file_queue import MappedFileQueue
-from rocketstore.store.service_thread import ServiceThread
+from rocketstore.store.services.service_thread import ServiceThread
 from rocketstore.store.transient_store_pool import TransientStorePool
 
 

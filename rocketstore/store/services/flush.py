@@ -8,16 +8,17 @@ import time
 
 from rocketstore.config import StoreConfig
 from rocketstore.store.checkpoint import StoreCheckpoint
-from rocketstore.store.mapped_file_queue import MappedFileQueue
-from rocketstore.store.service_thread import ServiceThread
+from rocketstore.store.mapped_file_queue import FlushFunction, MappedFileQueue
+from rocketstore.store.services.service_thread import ServiceThread
 
 
 class FlushRealTimeService(ServiceThread):
     def __init__(self, config: StoreConfig, queue: MappedFileQueue,
-                 checkpoint: StoreCheckpoint) -> None:
+                 checkpoint: StoreCheckpoint, flush: FlushFunction | None = None) -> None:
         super().__init__("FlushRealTimeService")
         self.config = config
         self.queue = queue
+        self._flush: FlushFunction = flush or MappedFileQueue.flush
         self.checkpoint = checkpoint
         self.wait_interval_s = config.flush_interval_commit_log / 1000.0
         self._last_thorough = time.monotonic()
@@ -29,7 +30,7 @@ class FlushRealTimeService(ServiceThread):
             thorough = True
         if thorough:
             self._last_thorough = now
-        self.queue.flush(0 if thorough else self.config.flush_commit_log_least_pages)
+        self._flush(self.queue, 0 if thorough else self.config.flush_commit_log_least_pages)
         self.flushes += 1
         if thorough and self.queue.store_timestamp > 0:
             self.checkpoint.physic_msg_timestamp = self.queue.store_timestamp
@@ -40,5 +41,5 @@ class FlushRealTimeService(ServiceThread):
     def on_shutdown(self) -> None:
         # RocketMQ retries the final flush a few times so a roll in between is covered.
         for _ in range(10):
-            if self.queue.flush(0):
+            if self._flush(self.queue, 0):
                 break

@@ -8,14 +8,14 @@ back to Python when that file is full (to move on to the next one), when idle, e
 ``max_busy_s`` under load (to refresh the queue's flushed_where and the checkpoint's physic
 timestamp), and at shutdown.
 
-When ``queue.flush`` is replaced on the instance (tests slow msync down that way), each round
-calls it from Python instead, so such a hook still sees every flush."""
+Given a flush function (a test's, see MessageStore.open), every round runs from Python and
+calls it instead, so it sees every flush."""
 from __future__ import annotations
 
 from rocketstore._native.group_commit import RUN_IDLE, RUN_UNAVAILABLE, GroupCommit
 from rocketstore.store.checkpoint import StoreCheckpoint
-from rocketstore.store.mapped_file_queue import MappedFileQueue
-from rocketstore.store.service_thread import ServiceThread
+from rocketstore.store.mapped_file_queue import FlushFunction, MappedFileQueue
+from rocketstore.store.services.service_thread import ServiceThread
 
 MAX_LINGER_S = 0.002
 
@@ -24,9 +24,11 @@ class GroupCommitService(ServiceThread):
     wait_interval_s = 0.010     # idle rounds: flush what puts without waiters left behind
     max_busy_s = 0.050          # under load: back to Python this often
 
-    def __init__(self, queue: MappedFileQueue, checkpoint: StoreCheckpoint) -> None:
+    def __init__(self, queue: MappedFileQueue, checkpoint: StoreCheckpoint,
+                 flush: FlushFunction | None = None) -> None:
         super().__init__("GroupCommitService")
         self.queue = queue
+        self._flush = flush
         self.checkpoint = checkpoint
         self.group = GroupCommit(queue.flushed_where, MAX_LINGER_S)
         self._errors_seen = 0
@@ -59,7 +61,7 @@ class GroupCommitService(ServiceThread):
 
     def run_once(self) -> None:
         queue = self.queue
-        if "flush" not in vars(queue):      # queue.flush is the real one: native rounds
+        if self._flush is None:             # native rounds
             where = queue.flushed_where
             mf = queue.find_by_offset(where, where == 0)
             if mf is not None:
@@ -79,7 +81,10 @@ class GroupCommitService(ServiceThread):
         msyncs = 0
         for _ in range(2):
             before = queue.flushed_where
-            queue.flush(0)
+            if self._flush is None:
+                queue.flush(0)
+            else:
+                self._flush(queue, 0)
             if queue.flushed_where == before:
                 break
             msyncs += 1

@@ -9,7 +9,7 @@ import threading
 
 from rocketstore._native.mapped_file import MappedFile
 from rocketstore.config import StoreConfig
-from rocketstore.store.service_thread import ServiceThread
+from rocketstore.store.services.service_thread import ServiceThread
 from rocketstore.store.transient_store_pool import TransientStorePool
 
 log = logging.getLogger("rocketstore.store")

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from rocketstore.config import StoreConfig
 from rocketstore.store.checkpoint import StoreCheckpoint
 from rocketstore.store.consume_queue_table import ConsumeQueueTable
-from rocketstore.store.service_thread import ServiceThread
+from rocketstore.store.services.service_thread import ServiceThread
 
 
 class FlushConsumeQueueService(ServiceThread):

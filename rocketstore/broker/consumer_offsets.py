@@ -1,6 +1,4 @@
-"""Offsets a store exports: per queue min/max logical offsets, and consumer-group offsets.
-
-Consumer-group offsets live where RocketMQ's broker keeps them (ConsumerOffsetManager):
+"""Consumer-group offsets, kept where RocketMQ's broker keeps them (ConsumerOffsetManager):
 ``<storePathRootDir>/config/consumerOffset.json``::
 
     {"offsetTable": {"orders@billing": {"0": 120, "1": 98}, ...}}
@@ -28,10 +26,12 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from rocketstore.message import queue_key, split_queue_key
+from rocketstore.store.layout import CONFIG_DIR
+
 if TYPE_CHECKING:
     from rocketstore.store.message_store import MessageStore
 
-CONFIG_DIR = "config"
 CONSUMER_OFFSET_FILE = "consumerOffset.json"
 
 _BARE_INT_KEY = re.compile(r'([{,]\s*)(-?\d+)(\s*:)')
@@ -40,18 +40,6 @@ _BARE_INT_KEY = re.compile(r'([{,]\s*)(-?\d+)(\s*:)')
 def consumer_offset_path(root: str | os.PathLike[str]) -> str:
     """``<root>/config/consumerOffset.json`` (RocketMQ's BrokerPathConfigHelper)."""
     return os.path.join(os.fspath(root), CONFIG_DIR, CONSUMER_OFFSET_FILE)
-
-
-def queue_key(topic: str, queue_id: int) -> str:
-    """The ``topic:queueId`` key used by offset maps (and Spark's streaming offsets)."""
-    return f"{topic}:{queue_id}"
-
-
-def split_queue_key(key: str) -> tuple[str, int]:
-    topic, sep, qid = key.rpartition(":")
-    if not sep or not topic or not qid.lstrip("-").isdigit():
-        raise ValueError(f"{key!r} is not a 'topic:queueId' key")
-    return topic, int(qid)
 
 
 def _parse_table(text: str, path: str) -> dict[str, dict[int, int]]:
@@ -198,19 +186,6 @@ def commit_group_offsets(root: str | os.PathLike[str], group: str,
     return False
 
 
-def queue_offsets(store: MessageStore) -> dict[str, dict[str, int]]:
-    """{"topic:queueId": {"min": .., "max": ..}} of every queue, sorted by key (max is the
-    next offset to be written: the streaming reader's 'latest')."""
-    out: dict[str, dict[str, int]] = {}
-    for topic in store.topics():
-        for qid in store.queues(topic):
-            out[queue_key(topic, qid)] = {
-                "min": store.get_min_offset_in_queue(topic, qid),
-                "max": store.get_max_offset_in_queue(topic, qid),
-            }
-    return dict(sorted(out.items()))
-
-
 def export_offsets(store: MessageStore) -> dict[str, Any]:
     """Everything a consumer (a Spark job, a tool) needs to start from or check against, as
     a JSON-able dict::
@@ -225,6 +200,6 @@ def export_offsets(store: MessageStore) -> dict[str, Any]:
         "root": store.root,
         "commitlog": {"min_offset": store.get_min_phy_offset(),
                       "max_offset": store.get_max_phy_offset()},
-        "queues": queue_offsets(store),
+        "queues": store.queue_offsets(),
         "groups": all_group_offsets(store.root),
     }

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from rocketstore._native.mapped_file import MappedFile, StopFlag
 from rocketstore.store.mapped_file_queue import MappedFileQueue
-from rocketstore.store.service_thread import ServiceThread
+from rocketstore.store.services.service_thread import ServiceThread
 
 FOLLOW_INTERVAL_S = 0.0005      # how often the native loop looks at the write position
 

@@ -5,7 +5,7 @@
 CommitLog order -- with the schema of the ``rocketstore`` Spark source (timestamps as
 ``timestamp[us, UTC]``, so ``spark.read.parquet(out_dir)`` gives the same DataFrame schema as
 ``spark.read.format("rocketstore")``). Records are decoded natively
-(``rocketstore.store.columnar``), straight to Arrow.
+(``MessageStore.read_range``), straight to Arrow.
 
 Sealed: every segment before the one that holds the store's current end. The last segment,
 still being written, is left for a later run.
@@ -33,12 +33,13 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow.parquet as pq
 
-from rocketstore.store import columnar
+from rocketstore.store.columnar import schema
+from rocketstore.store.reader import Segment
 
 if TYPE_CHECKING:
     from rocketstore.store.message_store import MessageStore
 
-log = logging.getLogger("rocketstore.store")
+log = logging.getLogger("rocketstore.export")
 
 MANIFEST = "_rocketstore_export.json"
 FORMAT = "rocketstore-parquet-export/1"
@@ -94,17 +95,11 @@ class ExportReport:
                 "seconds": self.seconds}
 
 
-def sealed_segments(store: MessageStore) -> tuple[list[Any], list[Any]]:
-    """(sealed, unsealed) CommitLog segment files: sealed ones end at or before the start of
-    the segment holding the store's end (its max offset)."""
-    files = list(store.commit_log.queue.files)
-    end = store.get_max_phy_offset()
-    sealed = [mf for mf in files if mf.file_from_offset + mf.file_size <= end]
-    return sealed, [mf for mf in files if mf.file_from_offset + mf.file_size > end]
-
-
-def _name(mf: Any) -> str:
-    return os.path.basename(mf.file_name)
+def sealed_segments(store: MessageStore) -> tuple[list[Segment], list[Segment]]:
+    """(sealed, unsealed) CommitLog segments: sealed ones end at or before the start of the
+    segment holding the store's end (its max offset)."""
+    segments = store.segments()
+    return [s for s in segments if s.sealed], [s for s in segments if not s.sealed]
 
 
 def read_manifest(out_dir: str) -> dict[str, Any] | None:
@@ -175,7 +170,7 @@ def export_parquet(store: MessageStore, out_dir: str | os.PathLike[str], *,
     if manifest is None:
         manifest = {"format": FORMAT, "store": store.root, "segment_size": seg_size,
                     "include_body": include_body, "compression": compression,
-                    "schema": str(columnar.schema(include_body, spark=True)),
+                    "schema": str(schema(include_body, spark=True)),
                     "segments": {}}
     else:
         if manifest.get("include_body") != include_body:
@@ -190,39 +185,38 @@ def export_parquet(store: MessageStore, out_dir: str | os.PathLike[str], *,
             os.remove(os.path.join(out, name))
 
     sealed, unsealed = sealed_segments(store)
-    report = ExportReport(out, pending=[_name(mf) for mf in unsealed])
+    report = ExportReport(out, pending=[seg.name for seg in unsealed])
     todo = []
-    for mf in sealed:
-        name = _name(mf)
+    for seg in sealed:
+        name = seg.name
         entry = manifest["segments"].get(name)
         path = os.path.join(out, name + ".parquet")
         if entry is not None and os.path.exists(path) and \
                 os.path.getsize(path) == entry.get("parquet_bytes"):
             report.skipped.append(name)
         else:
-            todo.append(mf)
+            todo.append(seg)
     if max_segments is not None:
         todo = todo[:max_segments]
-    total = sum(mf.file_size for mf in todo)
+    total = sum(seg.end_offset - seg.start_offset for seg in todo)
     step, close = _make_progress(progress, total, "export")
     lock = threading.Lock()
 
-    def export_one(mf: Any) -> SegmentExport:
+    def export_one(segment: Segment) -> SegmentExport:
         t0 = time.monotonic()
-        name = _name(mf)
-        base = mf.file_from_offset
+        name = segment.name
+        base, end = segment.start_offset, segment.end_offset
         final = os.path.join(out, name + ".parquet")
         tmp = os.path.join(out, "." + name + ".parquet.tmp")
         rows = 0
         pos = base
-        writer = pq.ParquetWriter(tmp, columnar.schema(include_body, spark=True),
+        writer = pq.ParquetWriter(tmp, schema(include_body, spark=True),
                                   compression=compression,
                                   use_dictionary=list(DICTIONARY_COLUMNS),
                                   write_statistics=list(STATISTICS_COLUMNS))
         try:
-            for batch in columnar.read_range(store, base, base + mf.file_size, include_body,
-                                             align=False, batch_bytes=batch_bytes,
-                                             spark=True):
+            for batch in store.read_range(base, end, include_body, align=False,
+                                          batch_bytes=batch_bytes, spark=True):
                 writer.write_batch(batch)
                 rows += batch.num_rows
                 last = batch.column(3)[batch.num_rows - 1].as_py()   # commitlog_offset
@@ -233,11 +227,11 @@ def export_parquet(store: MessageStore, out_dir: str | os.PathLike[str], *,
             os.remove(tmp)
             raise
         writer.close()
-        step(base + mf.file_size - pos)
+        step(end - pos)
         with open(tmp, "rb") as f:
             os.fsync(f.fileno())
         os.replace(tmp, final)
-        seg = SegmentExport(name, os.path.basename(final), base, base + mf.file_size, rows,
+        seg = SegmentExport(name, os.path.basename(final), base, end, rows,
                             os.path.getsize(final), time.monotonic() - t0)
         with lock:
             manifest["segments"][name] = {
@@ -252,7 +246,7 @@ def export_parquet(store: MessageStore, out_dir: str | os.PathLike[str], *,
     try:
         n = workers or min(4, os.cpu_count() or 1)
         if n <= 1 or len(todo) <= 1:
-            report.exported = [export_one(mf) for mf in todo]
+            report.exported = [export_one(seg) for seg in todo]
         else:
             with ThreadPoolExecutor(n, thread_name_prefix="rocketstore-export") as pool:
                 report.exported = list(pool.map(export_one, todo))

@@ -1,0 +1,1 @@
+"""rocketstore.broker: the RocketMQ broker over the store (consumer offsets today)."""

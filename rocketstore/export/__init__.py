@@ -1,0 +1,1 @@
+"""Bulk exports over the store's public read API."""

@@ -1,0 +1,1 @@
+"""The store's background services, one per module, each a ServiceThread."""
