@@ -418,6 +418,24 @@ class MessageStore(ColumnarReads):
         except codec.CorruptRecordError:
             return None
 
+    def record_start_problem(self, offset: int) -> str | None:
+        """Why no record (nor END_FILE blank) starts at CommitLog offset, as the native record
+        check finds it (sizes, layout, the record's own offset; not the body CRC), or None
+        when one does. None too for offsets outside [min, max) offset: no data to check."""
+        if offset < self.get_min_phy_offset() or offset >= self.get_max_phy_offset():
+            return None
+        data = self.commit_log.get_data(offset)
+        if data is None:
+            return None
+        try:
+            status, _size, reason = codec.record_status(data, 0, check_crc=False,
+                                                        expected_phy=offset)
+        finally:
+            data.release()
+        if status in ("ok", "blank"):
+            return None
+        return reason or "no record (end of data)"
+
     # ---- description -------------------------------------------------------------------
     def queue_offsets(self) -> dict[str, dict[str, int]]:
         """{"topic:queueId": {"min": .., "max": ..}} of every queue, sorted by key (max is the

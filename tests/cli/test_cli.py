@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import click
 import helpers
 import pytest
 from click.testing import Result
@@ -238,13 +239,60 @@ def test_demo_on_a_locked_store(tmp_path: Path) -> None:
     path = tmp_path / "demo"
     with rocketstore.MessageStore.open(path, rocketstore.StoreConfig(
             store_path_root_dir=str(path), mapped_file_size_commit_log=1 << 20)):
-        assert_clean_error(run("demo", path, "--messages", "10"), "locked")
+        assert_clean_error(run("demo", path, "--messages", "10", "--append"),
+                           "is locked by another writer")
+
+
+def test_demo_appends_to_a_store_it_did_not_make_only_when_told(tmp_path: Path) -> None:
+    path = tmp_path / "mine"
+    with rocketstore.MessageStore.open(path, rocketstore.StoreConfig(
+            store_path_root_dir=str(path), mapped_file_size_commit_log=1 << 20)) as store:
+        assert store.put_message(rocketstore.Message("mine", b"precious"), 0).ok
+    # Without a terminal there is nobody to ask: the demo refuses and says how to go on.
+    refused = run("demo", path, "--messages", "10")
+    assert_clean_error(refused, "no demo made", "orders, audit, clicks", "--append")
+    assert [d["topic"] for d in parse_lines(run("dump", path))] == ["mine"]
+
+    appended = run("demo", path, "--messages", "10", "--append")
+    assert appended.exit_code == 0, appended.stderr
+    assert "verify       OK: 10 messages" in appended.stdout
+    assert len(parse_lines(run("dump", path))) == 11
+    # Still not a demo store: the next demo asks again.
+    assert_clean_error(run("demo", path, "--messages", "10"), "--append")
+
+
+def test_progress_bars_on_request_or_on_a_terminal_only(tmp_path: Path) -> None:
+    quiet = run("demo", tmp_path / "quiet", "--messages", "300")
+    assert quiet.exit_code == 0 and quiet.stderr == ""
+    shown = run("demo", tmp_path / "shown", "--messages", "300", "--progress")
+    assert shown.exit_code == 0, shown.stderr
+    assert "writing" in shown.stderr and "reading" in shown.stderr
+
+    out = tmp_path / "out.jsonl"
+    quiet = run("dump", tmp_path / "shown", "--output", out)
+    assert quiet.exit_code == 0 and quiet.stderr == ""
+    shown = run("dump", tmp_path / "shown", "--output", out, "--progress")
+    assert shown.exit_code == 0 and "dumping" in shown.stderr
+    assert len(out.read_text(encoding="utf-8").splitlines()) == 300
+
+
+def test_output_goes_to_stdout_without_click_get_binary_stream(
+        rocketmq_store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """click.get_binary_stream is deprecated (click 9 removes it)."""
+    def removed(name: str) -> None:
+        raise AssertionError(f"click.get_binary_stream({name!r}) was called")
+
+    monkeypatch.setattr(click, "get_binary_stream", removed)
+    assert len(parse_lines(run("dump", rocketmq_store, "--limit", "3"))) == 3
+    got = parse_lines(run("get", rocketmq_store, "-t", "orders", "-q", 0, "--offset", 0,
+                          "-n", 2))
+    assert got[0]["messageCount"] == 2 and len(got) == 3
 
 
 def test_verbose_logs_to_stderr(rocketmq_store: Path) -> None:
     result = run("--verbose", "dump", rocketmq_store, "--limit", "1")
     assert result.exit_code == 0, result.stderr
-    assert "INFO rocketstore.cli: dumped 1 records" in result.stderr
+    assert "INFO rocketstore.cli.store: dumped 1 records" in result.stderr
     assert len(parse_lines(result)) == 1
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -304,14 +305,14 @@ def test_recover_after_an_unclean_shutdown(
         by_offset: dict[int, dict[str, Any]]) -> None:
     (rocketmq_store / "abort").touch()
     dry = json.loads(ok("recover", rocketmq_store, "--dry-run", "--json").stdout)
-    assert dry["abnormal"] is True and dry["truncated_bytes"] == 0
+    assert dry["abnormal"] is True and dry["truncatedBytes"] == 0
     assert (rocketmq_store / "abort").exists(), "--dry-run changes nothing"
 
     report = json.loads(ok("recover", rocketmq_store, "--json").stdout)
     assert report["abnormal"] is True
-    assert report["stop_status"] == "end" and report["truncated_bytes"] == 0
-    assert report["end_offset"] == 635655
-    assert report["records"] > 0 and report["dispatched_records"] > 0
+    assert report["stopStatus"] == "end" and report["truncatedBytes"] == 0
+    assert report["endOffset"] == 635655
+    assert report["records"] > 0 and report["dispatchedRecords"] > 0
     assert not (rocketmq_store / "abort").exists()
 
     # The store reads back: every record, every queue, the keys.
@@ -335,7 +336,7 @@ def test_recover_feeds_a_progress_bar(rocketmq_store: Path,
     """The bar (tqdm, shown on a terminal only) follows the CommitLog scan to its end."""
     import io
 
-    import rocketstore.cli as cli
+    import rocketstore.cli.common as cli
 
     bars: list[Any] = []
     real = cli.tqdm
@@ -366,10 +367,10 @@ def test_recover_cuts_a_torn_tail(rocketmq_store: Path,
     assert f"stopped      at an invalid record at {last['commitLogOffset']:,}" in dry
     assert "would give up" in dry and "nothing was changed" in dry
     report = json.loads(ok("recover", rocketmq_store, "--json").stdout)
-    assert report["abnormal"] is True and report["stop_status"] == "corrupt"
-    assert report["end_offset"] == last["commitLogOffset"]
+    assert report["abnormal"] is True and report["stopStatus"] == "corrupt"
+    assert report["endOffset"] == last["commitLogOffset"]
     # everything after the end up to the end of its segment (the data and the unused tail)
-    assert report["truncated_bytes"] >= last["storeSize"]
+    assert report["truncatedBytes"] >= last["storeSize"]
     dumped = lines(ok("dump", rocketmq_store))
     assert dumped == [expected_record(m) for m in fixture_messages[:-1]]
     st = json.loads(ok("stat", rocketmq_store, "--json").stdout)
@@ -447,6 +448,86 @@ def test_bad_arguments_are_clean_errors(rocketmq_store: Path, tmp_path: Path) ->
     for command in ("stat", "recover"):
         assert_clean_error(run(command, missing), "does not exist")
     assert_clean_error(run("stat", tmp_path), "not a store")
+
+
+def test_topics_are_checked_alike_with_a_one_line_error(rocketmq_store: Path,
+                                                        tmp_path: Path) -> None:
+    illegal = "topic 'a b' has an illegal character ' '"
+    for command in (("query", rocketmq_store, "-t", "a b", "-k", "k"),
+                    ("get", rocketmq_store, "-t", "a b", "-q", 0, "--offset", 0),
+                    ("demo", tmp_path / "demo", "--topics", "orders,a b", "-n", 10)):
+        result = run(*command)
+        assert_clean_error(result, illegal)
+        assert result.stdout == "" and result.stderr.count("\n") == 1, result.stderr
+    assert_clean_error(run("query", rocketmq_store, "-t", "x" * 128, "-k", "k"),
+                       "--topic", "at most 127")
+    assert not (tmp_path / "demo").exists()
+
+
+def test_view_of_a_client_msg_id_points_to_query(rocketmq_store: Path,
+                                                 fixture_messages: list[dict[str, Any]]
+                                                 ) -> None:
+    m = next(m for m in fixture_messages if m["uniqKey"] and len(m["uniqKey"]) == 32)
+    result = run("view", rocketmq_store, m["uniqKey"])
+    assert_clean_error(result, f"no message with offset msgId {m['uniqKey']}",
+                       f"if {m['uniqKey']} is a UNIQ_KEY (client msgId) use `rocketstore query",
+                       f"-t TOPIC -k {m['uniqKey']}`")
+    assert result.stderr.count("\n") == 1
+    # ... and the hint finds it
+    got = lines(ok("query", rocketmq_store, "-t", m["topic"], "-k", m["uniqKey"]))
+    assert m["commitLogOffset"] in [d["commitLogOffset"] for d in got]
+
+
+def test_store_warnings_are_one_line_too(rocketmq_store: Path) -> None:
+    """The store logs what recovery repairs with the exception; the command line shows its
+    message, not a traceback (--verbose does)."""
+    index_file = sorted((rocketmq_store / "index").iterdir())[0]
+    with index_file.open("r+b") as f:
+        f.write(b"\xff" * 40)
+    result = ok("recover", rocketmq_store)
+    assert "dropping corrupt index file" in result.stderr and "indexCount" in result.stderr
+    assert all(line.startswith("rocketstore: ") for line in result.stderr.splitlines())
+
+
+# ---- JSON keys -----------------------------------------------------------------------------
+
+CAMEL_CASE = re.compile(r"^[a-z][a-zA-Z0-9]*$")
+
+
+def assert_camel_case(data: Any, where: str = "", data_keyed: tuple[str, ...] = ()) -> None:
+    """Every key is camelCase, except those of the maps named in data_keyed (keyed by topic,
+    queue or group), whose values are checked in turn."""
+    if isinstance(data, list):
+        for i, item in enumerate(data):
+            assert_camel_case(item, f"{where}[{i}]", data_keyed)
+    elif isinstance(data, dict):
+        for key, value in data.items():
+            if where.rsplit(".", 1)[-1] not in data_keyed:
+                assert CAMEL_CASE.match(key), f"{where}.{key}"
+            assert_camel_case(value, f"{where}.{key}", data_keyed)
+
+
+def test_json_output_uses_camel_case_keys(rocketmq_store: Path, tmp_path: Path) -> None:
+    from rocketstore.broker.consumer_offsets import commit_group_offsets
+
+    commit_group_offsets(str(rocketmq_store), "cg-test", {"orders:0": 7})
+    offsets = json.loads(ok("offsets", rocketmq_store).stdout)
+    assert_camel_case(offsets, data_keyed=("queues", "groups", "cg-test"))
+    assert set(offsets) == {"store", "commitLog", "queues", "groups"}
+    assert offsets["commitLog"] == {"minOffset": 0, "maxOffset": 635655}
+    assert offsets["queues"]["orders:2"] == {"minOffset": 0, "maxOffset": 134}
+    assert offsets["groups"] == {"cg-test": {"orders:0": 7}}
+
+    assert_camel_case(json.loads(ok("stat", rocketmq_store, "--json").stdout))
+    (rocketmq_store / "abort").touch()
+    report = json.loads(ok("recover", rocketmq_store, "--json").stdout)
+    assert_camel_case(report)
+    assert report["abnormal"] is True and report["durationSeconds"] >= 0
+    exported = json.loads(ok("export", rocketmq_store, tmp_path / "out", "--json").stdout)
+    assert_camel_case(exported)
+    assert exported["rows"] > 0 and len(exported["exported"]) == 9
+    head = lines(ok("get", rocketmq_store, "-t", "orders", "-q", 0, "--offset", 0, "-n", 1))[0]
+    assert_camel_case(head)
 
 
 # ---- IndexFile sizes -----------------------------------------------------------------------

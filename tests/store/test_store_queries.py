@@ -575,6 +575,23 @@ def test_view_message_of_every_fixture_record(rocketmq_store: Path,
         assert v6 == 78
 
 
+def test_record_start_problem(rocketmq_store: Path,
+                              fixture_messages: list[dict[str, Any]]) -> None:
+    """None where a record or an END_FILE blank starts (or outside the data); the native
+    check's reason anywhere else."""
+    with _fixture_store(rocketmq_store) as store:
+        for m in fixture_messages:
+            assert store.record_start_problem(m["commitLogOffset"]) is None
+        big = next(i for i, m in enumerate(fixture_messages) if m["bodyLen"] == 40000)
+        blank = (fixture_messages[big - 1]["commitLogOffset"]
+                 + fixture_messages[big - 1]["storeSize"])
+        assert blank % 65536 != 0 and store.record_start_problem(blank) is None
+        inside = fixture_messages[10]["commitLogOffset"] + 3
+        assert store.record_start_problem(inside) == "bad magic code"
+        assert store.record_start_problem(store.get_max_phy_offset()) is None
+        assert store.record_start_problem(10**12) is None
+
+
 def test_fixture_times_and_offsets(rocketmq_store: Path,
                                    fixture_consumequeue: list[dict[str, Any]],
                                    fixture_messages: list[dict[str, Any]]) -> None:

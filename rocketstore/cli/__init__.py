@@ -1,0 +1,114 @@
+"""The ``rocketstore`` command line: the click group ``main`` and one module per command group.
+
+- :mod:`rocketstore.cli.store`: ``dump``, ``stat``, ``query``, ``get``, ``view``, ``recover``,
+  ``offsets`` (a store on disk, opened read-only unless the command must write).
+- :mod:`rocketstore.cli.export`: ``export`` (Parquet) and ``spark-ingest``.
+- :mod:`rocketstore.cli.demo`: ``demo``, a realistic workload written and verified.
+
+Only public APIs of the store are used. Every expected failure (missing path, locked store,
+bad segment files, corrupt records) ends as a one-line error on stderr and exit code 1, never
+a traceback (``--verbose`` logs it). JSON output uses camelCase keys, as RocketMQ's JSON does.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import click
+
+from rocketstore import CorruptRecordError, StoreLockedError, __version__
+from rocketstore.cli.common import describe_error, fail
+from rocketstore.cli.demo import demo
+from rocketstore.cli.export import export_command, spark_ingest_command
+from rocketstore.cli.store import dump, get_command, offsets, query, recover, stat, view
+from rocketstore.store.layout import StoreFormatError
+
+__all__ = ["main"]
+
+
+class _ClickHandler(logging.Handler):
+    """Log records to the current stderr (resolved per record, so it follows CliRunner)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            click.echo(self.format(record), err=True)
+        except Exception:  # noqa: BLE001 - logging must never raise
+            self.handleError(record)
+
+
+class _OneLineFormatter(logging.Formatter):
+    """A record as one line: an exception logged with it shows as its message, without the
+    traceback (--verbose shows that)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        message = record.getMessage()
+        if record.exc_info and record.exc_info[1] is not None:
+            message = f"{message}: {describe_error(record.exc_info[1])}"
+        return f"rocketstore: {record.levelname}: {message}"
+
+
+def _setup_logging(ctx: click.Context, verbose: bool) -> None:
+    """Send the package's log records to stderr for this command only: the handler and the
+    level are undone when the command ends (so embedding programs and tests keep theirs)."""
+    pkg = logging.getLogger("rocketstore")
+    handler = _ClickHandler()
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+                         if verbose else _OneLineFormatter())
+    old_level = pkg.level
+    pkg.addHandler(handler)
+    pkg.setLevel(logging.DEBUG if verbose else logging.WARNING)
+
+    def restore() -> None:
+        pkg.removeHandler(handler)
+        pkg.setLevel(old_level)
+
+    ctx.call_on_close(restore)
+
+
+def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value and not ctx.resilient_parsing:
+        click.echo(f"rocketstore {__version__}")
+        ctx.exit()
+
+
+# Failures of the environment or of the data that a command did not turn into its own message.
+_ONE_LINE_ERRORS = (OSError, CorruptRecordError, StoreFormatError, StoreLockedError)
+
+
+class _Group(click.Group):
+    """Turns an unexpected failure of the environment (permissions, a full disk) or of the
+    store's data into a one-line error too."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            raise  # click ends quietly on a closed pipe
+        except _ONE_LINE_ERRORS as exc:
+            raise fail(describe_error(exc), exc) from None
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("-v", "--verbose", is_flag=True, help="Log what the store does (DEBUG level).")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True,
+              callback=_print_version, help="Show the version and exit.")
+@click.pass_context
+def main(ctx: click.Context, verbose: bool) -> None:
+    """rocketstore: a RocketMQ-compatible embedded message store.
+
+    \b
+    Try it:
+      rocketstore demo                  # write, reopen, verify ./rocketstore-demo
+      rocketstore dump ./rocketstore-demo --limit 3
+      rocketstore stat ./rocketstore-demo
+      rocketstore get ./rocketstore-demo --topic orders --queue 0 --offset 0 --max 2
+      rocketstore query ./rocketstore-demo --topic orders --key ord-1000
+    """
+    ctx.obj = {"verbose": verbose}
+    _setup_logging(ctx, verbose)
+
+
+for _command in (demo, dump, stat, query, get_command, view, recover, offsets, export_command,
+                 spark_ingest_command):
+    main.add_command(_command)

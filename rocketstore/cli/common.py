@@ -1,0 +1,325 @@
+"""What the commands share: finding and opening a store, one-line errors, output helpers.
+
+Every command that opens an existing store lets ``MessageStore.open`` take the file sizes
+(CommitLog, ConsumeQueue, IndexFile) from its files; the config built here only says where
+the CommitLog is (PATH may be the commitlog/ directory itself) and the IndexFile geometry
+given with --hash-slots/--index-num, for files whose size alone does not tell it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any, cast
+
+import click
+from tqdm import tqdm
+
+from rocketstore import (
+    CorruptRecordError,
+    MessageExt,
+    MessageStore,
+    StoreConfig,
+    StoreLockedError,
+)
+from rocketstore.message import validate_topic
+from rocketstore.store.layout import (
+    SEGMENT_NAME_DIGITS,
+    StoreFormatError,
+    StorePaths,
+    index_file_size,
+    index_files,
+    index_geometry,
+    segment_files,
+)
+
+log = logging.getLogger(__name__)
+
+# Errors that opening or reading a store can raise for reasons outside the program: missing or
+# unreadable files (OSError), bad segment names or sizes (StoreFormatError, a ValueError),
+# another writer (StoreLockedError, a RuntimeError).
+STORE_ERRORS = (OSError, ValueError, RuntimeError)
+
+
+# ---- errors --------------------------------------------------------------------------------
+
+
+def fail(message: str, exc: BaseException | None = None) -> click.ClickException:
+    """A one-line error for the user; the traceback only goes to the debug log (--verbose)."""
+    if exc is not None:
+        log.debug("%s", message, exc_info=exc)
+    return click.ClickException(message)
+
+
+def describe_error(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.strerror:
+        where = f": {exc.filename}" if exc.filename else ""
+        return f"{exc.strerror}{where}"
+    return str(exc) or type(exc).__name__
+
+
+def checked_topic(topic: str, option: str = "--topic") -> str:
+    """topic when it follows RocketMQ's topic rule, else a one-line error naming it."""
+    try:
+        validate_topic(topic)
+    except (TypeError, ValueError) as exc:
+        raise fail(f"{option}: {exc}", exc) from None
+    return topic
+
+
+# ---- locating and opening a store ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StoreLocation:
+    paths: StorePaths          # root (handed to MessageStore.open) and the CommitLog directory
+    segments: list[str]        # CommitLog segment files, in offset order
+
+    @property
+    def root(self) -> Path:
+        return Path(self.paths.root)
+
+    @property
+    def commitlog(self) -> Path:
+        return Path(self.paths.commitlog)
+
+
+def locate_store(path: Path) -> StoreLocation:
+    """PATH is a store root (with commitlog/) or a CommitLog directory itself."""
+    if not path.exists():
+        raise fail(f"{path} does not exist")
+    if not path.is_dir():
+        raise fail(f"{path} is not a directory (give a store directory or its commitlog/)")
+    if (path / "commitlog").is_dir():
+        paths = StorePaths.of(path.resolve())
+    else:
+        if not segment_files(path):
+            raise fail(f"{path} is not a store: it has no commitlog/ directory and no CommitLog "
+                       f"segment files ({SEGMENT_NAME_DIGITS}-digit names)")
+        resolved = path.resolve()
+        paths = StorePaths.of(resolved.parent, str(resolved))
+    try:
+        segments = segment_files(paths.commitlog)
+    except OSError as exc:
+        raise fail(f"cannot list {paths.commitlog}: {describe_error(exc)}", exc) from None
+    if segments and os.path.getsize(segments[0]) == 0:
+        raise fail(f"CommitLog segment {segments[0]} is empty (0 bytes)")
+    return StoreLocation(paths, segments)
+
+
+def index_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """--hash-slots / --index-num: the IndexFile geometry, when the file size alone does not
+    tell it (read from the size, it assumes RocketMQ's 4 items per slot)."""
+    f = click.option("--index-num", type=click.IntRange(min=2), default=None,
+                     help="Items per IndexFile (maxIndexNum) of the store; default: read from "
+                          "the files.")(f)
+    f = click.option("--hash-slots", type=click.IntRange(min=1), default=None,
+                     help="Hash slots per IndexFile (maxHashSlotNum) of the store; default: "
+                          "read from the files (40 + 4*slots + 20*items bytes, items = "
+                          "4*slots).")(f)
+    return f
+
+
+def _index_settings(paths: StorePaths, hash_slots: int | None, index_num: int | None
+                    ) -> dict[str, int]:
+    """StoreConfig settings for the IndexFile geometry: the one the store's IndexFiles have
+    (checked against --hash-slots/--index-num when given), or what those options say when
+    there is no IndexFile yet. Every IndexFile must have the first one's size: a store opened
+    for writing would drop and rebuild one of another size."""
+    files = index_files(paths.root)
+    if not files:
+        if hash_slots is not None:
+            return {"max_hash_slot_num": hash_slots,
+                    "max_index_num": 4 * hash_slots if index_num is None else index_num}
+        if index_num is not None:
+            return {"max_hash_slot_num": max(1, index_num // 4), "max_index_num": index_num}
+        return {}
+    size = os.path.getsize(files[0])
+    try:
+        slots, items = index_geometry(size, hash_slots, index_num)
+    except StoreFormatError as exc:
+        if hash_slots is None and index_num is None:
+            raise fail(f"index file {files[0]} is {size:,} bytes, which is not RocketMQ's 4 "
+                       "items per hash slot (40 + 84*slots): give the store's --hash-slots "
+                       "and/or --index-num", exc) from None
+        given = " ".join(f"{name} {value}" for name, value in
+                         (("--hash-slots", hash_slots), ("--index-num", index_num))
+                         if value is not None)
+        hint = "" if hash_slots is not None and index_num is not None else (
+            f"; give {'--index-num' if index_num is None else '--hash-slots'} too")
+        raise fail(f"{given} does not fit index file {files[0]} ({size:,} bytes = 40 + "
+                   f"4*slots + 20*items){hint}", exc) from None
+    expected = index_file_size(slots, items)
+    for other in files[1:]:
+        if os.path.getsize(other) != expected:
+            raise fail(f"index file {other} is {os.path.getsize(other):,} bytes, not the "
+                       f"{expected:,} bytes of {files[0]} ({slots:,} hash slots, {items:,} "
+                       "items)")
+    if hash_slots is None and index_num is None:
+        return {}       # MessageStore.open reads the same from the files
+    return {"max_hash_slot_num": slots, "max_index_num": items}
+
+
+def store_config(location: StoreLocation, hash_slots: int | None = None,
+                 index_num: int | None = None, **settings: Any) -> StoreConfig:
+    """The config to open the store at location with: where its CommitLog is, the IndexFile
+    geometry of --hash-slots/--index-num, and the command's own settings."""
+    paths = location.paths
+    changes: dict[str, Any] = {"store_path_root_dir": paths.root}
+    if paths.commitlog != StorePaths.of(paths.root).commitlog:
+        changes["store_path_commit_log"] = paths.commitlog
+    changes.update(_index_settings(paths, hash_slots, index_num))
+    changes.update(settings)
+    try:
+        return StoreConfig(**changes)
+    except (TypeError, ValueError) as exc:
+        raise fail(f"cannot configure a store for {paths.commitlog}: {exc}", exc) from None
+
+
+def existing_store(path: Path, hash_slots: int | None = None, index_num: int | None = None,
+                   **settings: Any) -> tuple[StoreLocation, StoreConfig]:
+    location = locate_store(path)
+    return location, store_config(location, hash_slots, index_num, **settings)
+
+
+@contextmanager
+def open_store(root: Path, config: StoreConfig, *, read_only: bool,
+               progress: Callable[[int, int], None] | None = None,
+               locked_hint: str | None = None) -> Iterator[MessageStore]:
+    try:
+        store = MessageStore.open(root, config, read_only=read_only, progress=progress)
+    except StoreLockedError as exc:
+        raise fail(locked_hint or f"{exc}", exc) from None
+    except CorruptRecordError as exc:
+        raise fail(f"cannot open the store at {root}: {exc}", exc) from None
+    except STORE_ERRORS as exc:
+        raise fail(f"cannot open the store at {root}: {describe_error(exc)}", exc) from None
+    with store:
+        yield store
+
+
+def verbose() -> bool:
+    ctx = click.get_current_context(silent=True)
+    return ctx is not None and bool((ctx.find_root().obj or {}).get("verbose"))
+
+
+@contextmanager
+def quiet_store_warnings() -> Iterator[None]:
+    """Without --verbose, leave it to the command to report a corrupt record (the store's own
+    recovery warning about it would say the same thing twice)."""
+    if verbose():
+        yield
+        return
+    store_log = logging.getLogger("rocketstore.store")
+    level = store_log.level
+    store_log.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        store_log.setLevel(level)
+
+
+# ---- output --------------------------------------------------------------------------------
+
+
+def json_line(d: dict[str, Any]) -> bytes:
+    return json.dumps(d, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
+
+
+def echo_json(data: Any, *, indent: int | None = 2) -> None:
+    click.echo(json.dumps(data, ensure_ascii=False, indent=indent))
+
+
+def camel_case(name: str) -> str:
+    """snake_case -> camelCase, the CLI's JSON key style (RocketMQ's); a duration's "_s"
+    suffix becomes "Seconds" (duration_s -> durationSeconds)."""
+    first, *rest = name.split("_")
+    words = ["Seconds" if word == "s" else word[:1].upper() + word[1:] for word in rest]
+    return first + "".join(words)
+
+
+def camel_case_keys(data: Any) -> Any:
+    """data (dicts, lists, scalars) with every dict key in camelCase."""
+    if isinstance(data, dict):
+        return {camel_case(str(k)): camel_case_keys(v) for k, v in data.items()}
+    if isinstance(data, list | tuple):
+        return [camel_case_keys(v) for v in data]
+    return data
+
+
+def binary_stdout() -> IO[bytes]:
+    """stdout for bytes (whichever stdout is current, so it follows click's CliRunner)."""
+    buffer = getattr(sys.stdout, "buffer", None)
+    if buffer is None:
+        raise fail("stdout takes no bytes here (it has no binary buffer)")
+    return cast(IO[bytes], buffer)
+
+
+def silence_stdout() -> None:
+    """After a closed pipe (dump | head): point stdout at /dev/null so the interpreter's
+    final flush does not complain, and end quietly."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def write_messages(messages: list[MessageExt], no_body: bool,
+                   head: dict[str, Any] | None = None) -> None:
+    """The messages as JSON lines (after a head line when given), on stdout."""
+    lines = [] if head is None else [json_line(head)]
+    for msg in messages:
+        d = msg.to_dict(body_b64=not no_body)
+        d.pop("body", None)
+        lines.append(json_line(d))
+    out = binary_stdout()
+    try:
+        out.write(b"".join(lines))
+        out.flush()
+    except BrokenPipeError:
+        silence_stdout()
+
+
+def progress_option(f: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option("--progress/--no-progress", "progress", default=None,
+                        help="Show a progress bar on stderr (default: when stderr is a "
+                             "terminal).")(f)
+
+
+def progress_bar(show: bool | None, **kwargs: Any) -> tqdm:
+    """A tqdm bar on stderr; show None means: when stderr is a terminal."""
+    stderr = sys.stderr
+    if show is None:
+        show = bool(getattr(stderr, "isatty", lambda: False)())
+    return tqdm(file=stderr, disable=not show, leave=False, **kwargs)
+
+
+def follow_with(bar: tqdm) -> Callable[[int, int], None]:
+    """A progress(done, total) callback (the store's recovery, the Parquet export) that
+    moves bar."""
+
+    def follow(done: int, total: int) -> None:
+        if bar.total != total:
+            bar.total = total
+            bar.refresh()
+        if done > bar.n:
+            bar.update(done - bar.n)
+
+    return follow
+
+
+def size_text(n: int | float) -> str:
+    """A byte count in binary units, as segment sizes are configured."""
+    value = float(n)
+    for unit in ("B", "KiB", "MiB"):
+        if value < 1024:
+            return f"{value:,.0f} B" if unit == "B" else f"{value:,.1f} {unit}"
+        value /= 1024
+    return f"{value:,.1f} GiB"
