@@ -55,5 +55,6 @@ class Dispatcher:
     def run(self, max_records: int = ...) -> int: ...
     def follow(
         self, interval_s: float, stop: StopFlag, handler: Callable[[int], bool],
-        max_records: int = ..., call_after_pass: bool = False
+        max_records: int = ..., call_after_pass: bool | None = None
     ) -> int: ...
+    call_after_pass: int

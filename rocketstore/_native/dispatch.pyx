@@ -135,6 +135,9 @@ cdef class Dispatcher:
     cdef readonly int64_t last_store_timestamp
     cdef readonly int last_stop
     cdef readonly int64_t pass_start        # file position where the last pass began
+    # follow() calls its handler after every pass that dispatched records while this is set;
+    # read on every pass, so a listener registered while follow() runs is heard at once
+    cdef public int call_after_pass
     cdef const char* reason
     cdef QueueSlot stop_key                 # topic and queue of a NEED_QUEUE stop
     cdef int64_t stop_phy
@@ -487,18 +490,21 @@ cdef class Dispatcher:
         return status
 
     def follow(self, double interval_s, StopFlag stop not None, handler,
-               Py_ssize_t max_records=1 << 30, bint call_after_pass=False):
+               Py_ssize_t max_records=1 << 30, call_after_pass=None):
         """Run passes until stop is set, sleeping interval_s when caught up, all without the
         GIL. A stop that needs Python calls handler(status) with the GIL (it registers what
         is missing; a False return means no progress for now: sleep, then try again). With
-        call_after_pass, handler(LIMIT or CAUGHT_UP) is also called after every pass that
-        dispatched records (arrival listeners, extra dispatchers)."""
+        call_after_pass (this argument, else the attribute, which may change while follow()
+        runs), handler(LIMIT or CAUGHT_UP) is also called after every pass that dispatched
+        records (arrival listeners, extra dispatchers)."""
         cdef int status = S_CAUGHT_UP
         cdef int64_t before
         cdef bint progress, call
         cdef timespec pause
         if interval_s <= 0:
             raise ValueError(f"interval_s must be positive, got {interval_s}")
+        if call_after_pass is not None:
+            self.call_after_pass = bool(call_after_pass)
         pause.tv_sec = <time_t>interval_s
         pause.tv_nsec = <long>((interval_s - <double>pause.tv_sec) * 1e9)
         while rs_load_int(&stop.flag) == 0:
@@ -506,7 +512,7 @@ cdef class Dispatcher:
                 while rs_load_int(&stop.flag) == 0:
                     before = self.records
                     status = self._pass(max_records)
-                    call = call_after_pass and self.records != before
+                    call = rs_load_int(&self.call_after_pass) != 0 and self.records != before
                     if status == S_CAUGHT_UP and not call:
                         nanosleep(&pause, NULL)
                     elif status == S_LIMIT and not call:

@@ -374,8 +374,9 @@ def test_listeners_and_extra_dispatchers(tmp_path: Path) -> None:
         raise RuntimeError("a listener that fails")
 
     with helpers.open_store(tmp_path / "s") as store:
-        store.reput.arrival_listeners += [failing, lambda *a: heard.append(a)]
-        store.reput.dispatchers.append(lambda b: batches.append(tuple(b.phy_offsets.tolist())))
+        store.reput.add_arrival_listener(failing)
+        store.reput.add_arrival_listener(lambda *a: heard.append(a))
+        store.reput.add_dispatcher(lambda b: batches.append(tuple(b.phy_offsets.tolist())))
         results = [store.put_message(Message("t", b"x" * 100), i % 2) for i in range(400)]
         assert store.wait_dispatched()
         deadline = time.monotonic() + 10

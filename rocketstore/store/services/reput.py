@@ -46,7 +46,9 @@ class ReputMessageService(ServiceThread):
         self.index_service = index_service
         #: records per pass at most (a pass is one stretch without the GIL)
         self.batch_records = batch_records
-        #: more dispatchers, each given every dispatched range as a DispatchBatch
+        #: more dispatchers, each given every dispatched range as a DispatchBatch, and the
+        #: arrival listeners: add them with add_dispatcher / add_arrival_listener, which
+        #: tell a running dispatch loop to come back to Python after each pass
         self.dispatchers: list[Dispatcher] = []
         self.arrival_listeners: list[ArrivalListener] = []
         self._native = native.Dispatcher(index_service is not None)
@@ -54,6 +56,15 @@ class ReputMessageService(ServiceThread):
         self._round_lock = threading.Lock()     # one thread runs passes at a time
         self._follower: threading.Thread | None = None
         self._corrupt_at: int | None = None
+
+    def add_arrival_listener(self, listener: ArrivalListener) -> None:
+        """listener(topic, queue_id, next_queue_offset) after new messages reach a queue."""
+        self.arrival_listeners.append(listener)
+        self._native.call_after_pass = 1
+
+    def add_dispatcher(self, dispatcher: Dispatcher) -> None:
+        self.dispatchers.append(dispatcher)
+        self._native.call_after_pass = 1
 
     # ---- state -----------------------------------------------------------------------------
     @property
@@ -115,9 +126,9 @@ class ReputMessageService(ServiceThread):
             self._follower = threading.current_thread()
             try:
                 self._native.take_request()
+                self._native.call_after_pass = bool(self.dispatchers or self.arrival_listeners)
                 self._native.follow(self.wait_interval_s, self._stop, self._handle,
-                                    self.batch_records,
-                                    bool(self.dispatchers or self.arrival_listeners))
+                                    self.batch_records)
             finally:
                 self._follower = None
                 self._native.clear()
