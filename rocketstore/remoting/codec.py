@@ -42,7 +42,8 @@ _INT32 = struct.Struct(">i")
 _INT16 = struct.Struct(">h")
 _BINARY_MIN_HEADER = _BINARY_FIXED.size + 4 + 4  # plus remark and extFields lengths
 
-_LANGUAGE_BY_NAME = {member.name: member.value for member in LanguageCode}
+_LANGUAGE_BY_NAME: dict[Any, int] = {member.name: member.value for member in LanguageCode}
+_json_loads = orjson.loads
 _LANGUAGE_NAMES = {member.value: member.name for member in LanguageCode}
 
 
@@ -96,27 +97,35 @@ def _buffer_length(buffer: Buffer) -> int:
 def encode_frame(cmd: RemotingCommand) -> list[Buffer]:
     """The frame as buffers to write in order: prefix and header first, then the body's own
     buffers untouched when it is large (zero-copy), or everything joined when it is small."""
-    if cmd.serialize_type == SerializeType.JSON:
+    serialize_type = cmd.serialize_type
+    if serialize_type == 0:
         header = encode_json_header(cmd)
-    elif cmd.serialize_type == SerializeType.ROCKETMQ:
+    elif serialize_type == 1:
         header = encode_binary_header(cmd)
     else:
-        raise ValueError(f"serialize_type must be 0 (JSON) or 1 (ROCKETMQ), got {cmd.serialize_type}")
+        raise ValueError(f"serialize_type must be 0 (JSON) or 1 (ROCKETMQ), got {serialize_type}")
     header_length = len(header)
     if header_length > _MAX_HEADER_LENGTH:
         raise ValueError(f"header is {header_length} bytes, over the protocol's 16 MiB - 1")
     body = cmd.body
     if body is None:
-        body_parts: list[Buffer] = []
-    elif isinstance(body, (bytes, bytearray, memoryview)):
-        body_parts = [body]
-    else:
-        body_parts = list(body)
-    body_length = sum(_buffer_length(part) for part in body_parts)
+        return [_PREFIX.pack(4 + header_length, (serialize_type << 24) | header_length) + header]
+    if type(body) is bytes:  # the common case, kept short
+        body_length = len(body)
+        prefix = _PREFIX.pack(4 + header_length + body_length, (serialize_type << 24) | header_length)
+        if body_length < JOIN_BODY_BELOW:
+            return [b"".join((prefix, header, body))]
+        return [prefix + header, body]
+    body_parts: list[Buffer] = (
+        [body] if isinstance(body, (bytearray, memoryview)) else list(body)  # type: ignore[arg-type]
+    )
+    body_length = 0
+    for part in body_parts:
+        body_length += _buffer_length(part)
     frame_length = 4 + header_length + body_length
     if frame_length > _INT32_MAX:
         raise ValueError(f"frame of {frame_length} bytes does not fit the int32 length field")
-    prefix = _PREFIX.pack(frame_length, (cmd.serialize_type << 24) | header_length)
+    prefix = _PREFIX.pack(frame_length, (serialize_type << 24) | header_length)
     if body_length < JOIN_BODY_BELOW:
         return [b"".join((prefix, header, *body_parts))]
     return [prefix + header, *body_parts]
@@ -164,9 +173,48 @@ def _ext_value_text(value: Any) -> str | None:
 
 def decode_json_header(header_bytes: Buffer) -> RemotingCommand:
     try:
-        header = orjson.loads(header_bytes)
+        header = _json_loads(header_bytes)
     except orjson.JSONDecodeError as exc:
         raise HeaderError(f"header is not valid JSON: {exc}") from None
+    if type(header) is dict:
+        # Fast path: what well-behaved peers send. Anything unusual takes the checked path.
+        code = header.get("code")
+        opaque = header.get("opaque", 0)
+        flag = header.get("flag", 0)
+        version = header.get("version", 0)
+        language = _LANGUAGE_BY_NAME.get(header.get("language"))  # type: ignore[arg-type]
+        remark = header.get("remark")
+        ext = header.get("extFields")
+        if ext is None:  # Java leaves out an empty map
+            ext = {}
+        if (
+            type(code) is int
+            and type(opaque) is int
+            and type(flag) is int
+            and type(version) is int
+            and language is not None
+            and (remark is None or type(remark) is str)
+            and type(ext) is dict
+            and _INT32_MIN <= code <= _INT32_MAX
+            and _INT32_MIN <= opaque <= _INT32_MAX
+            and _INT32_MIN <= flag <= _INT32_MAX
+            and _INT32_MIN <= version <= _INT32_MAX
+        ):
+            for value in ext.values():
+                if type(value) is not str:
+                    ext = _normalize_ext(ext)
+                    break
+            return RemotingCommand(code, language, version, opaque, flag, remark, ext, None, 0)
+    return _decode_json_header_checked(header)
+
+
+def _normalize_ext(ext: dict[str, Any]) -> dict[str, str]:
+    texts = {key: _ext_value_text(value) for key, value in ext.items()}
+    return {key: text for key, text in texts.items() if text is not None}
+
+
+def _decode_json_header_checked(header: Any) -> RemotingCommand:
+    """The slow path: every field checked, defaults filled in, errors naming the field."""
     if type(header) is not dict:
         raise HeaderError(f"header is a JSON {type(header).__name__}, not an object")
     # opaque first: every later error can then be answered.
@@ -192,22 +240,12 @@ def decode_json_header(header_bytes: Buffer) -> RemotingCommand:
             ext = {}
         elif type(ext) is not dict:
             raise HeaderError(f"header field 'extFields' must be an object, got {ext!r:.60}")
-        elif any(type(value) is not str for value in ext.values()):
-            texts = {key: _ext_value_text(value) for key, value in ext.items()}
-            ext = {key: text for key, text in texts.items() if text is not None}
+        else:
+            ext = _normalize_ext(ext)
     except HeaderError as exc:
         exc.opaque, exc.flag = opaque, flag
         raise
-    return RemotingCommand(
-        code=code,
-        language=language,
-        version=version,
-        opaque=opaque,
-        flag=flag,
-        remark=remark,
-        ext_fields=ext,
-        serialize_type=SerializeType.JSON,
-    )
+    return RemotingCommand(code, language, version, opaque, flag, remark, ext, None, 0)
 
 
 def decode_binary_header(header: Buffer) -> RemotingCommand:
@@ -262,9 +300,13 @@ def decode_binary_header(header: Buffer) -> RemotingCommand:
     )
 
 
-def _decode_frame_at(view: memoryview, start: int, end: int) -> RemotingCommand:
-    """Decode the frame in ``view[start:end]`` (after its length field). Raises HeaderError."""
-    (word,) = _LENGTH.unpack_from(view, start)
+def _decode_frame_at(source: bytes | bytearray, start: int, end: int) -> RemotingCommand:
+    """Decode the frame in ``source[start:end]`` (after its length field). Raises HeaderError.
+
+    Header and body are copied out (slicing): no view of the decoder's buffer outlives the
+    call, so the buffer can be compacted, and a command never pins a network buffer.
+    """
+    (word,) = _LENGTH.unpack_from(source, start)
     serialize_type = word >> 24
     header_length = word & _MAX_HEADER_LENGTH
     header_start = start + 4
@@ -274,26 +316,27 @@ def _decode_frame_at(view: memoryview, start: int, end: int) -> RemotingCommand:
             f"header length {header_length} is over the frame's {end - header_start} bytes",
             serialize_type=serialize_type if serialize_type <= 1 else 0,
         )
-    # A copy (headers are small): no view of the decoder's buffer may outlive this call, or the
-    # buffer could not be compacted.
-    header = bytes(view[header_start:body_start])
-    if serialize_type == SerializeType.JSON:
-        cmd = decode_json_header(header)
-    elif serialize_type == SerializeType.ROCKETMQ:
-        cmd = decode_binary_header(header)
+    if serialize_type == 0:
+        cmd = decode_json_header(source[header_start:body_start])
+    elif serialize_type == 1:
+        cmd = decode_binary_header(bytes(source[header_start:body_start]))
     else:
         raise HeaderError(f"unknown serialize type {serialize_type}")
     if body_start < end:
-        cmd.body = bytes(view[body_start:end])
+        if type(source) is bytes:
+            cmd.body = source[body_start:end]
+        else:
+            with memoryview(source) as view:
+                cmd.body = bytes(view[body_start:end])
     return cmd
 
 
 def decode_frame(frame: Buffer) -> RemotingCommand:
     """Decode one frame given without its length field. Raises HeaderError."""
-    with memoryview(frame) as view:
-        if view.nbytes < 4:
-            raise HeaderError(f"frame of {view.nbytes} bytes has no header length")
-        return _decode_frame_at(view.cast("B") if view.format != "B" else view, 0, view.nbytes)
+    data = frame if isinstance(frame, (bytes, bytearray)) else bytes(frame)
+    if len(data) < 4:
+        raise HeaderError(f"frame of {len(data)} bytes has no header length")
+    return _decode_frame_at(data, 0, len(data))
 
 
 def decode(data: Buffer, max_frame_bytes: int = MAX_FRAME_BYTES) -> RemotingCommand:
@@ -335,31 +378,32 @@ class FrameDecoder:
         pending = self._pending
         if pending:
             pending += data
-            source: Buffer = pending
-        else:
+            source: bytes | bytearray = pending
+        elif type(data) is bytes:
             source = data
+        else:
+            source = bytes(data)
         out: list[RemotingCommand | HeaderError] = []
         max_frame = self.max_frame_bytes
-        with memoryview(source) as view:
-            size = view.nbytes
-            pos = 0
-            while size - pos >= 4:
-                (length,) = _LENGTH.unpack_from(view, pos)
-                if length < 4:
-                    raise FrameError(f"frame length {length} is under the 4 bytes of its header length")
-                if length + 4 > max_frame:
-                    raise FrameError(f"frame of {length + 4} bytes is over the {max_frame}-byte limit")
-                end = pos + 4 + length
-                if end > size:
-                    break
-                try:
-                    out.append(_decode_frame_at(view, pos + 4, end))
-                except HeaderError as exc:
-                    out.append(exc.with_traceback(None))
-                pos = end
-            remainder = bytes(view[pos:]) if (not pending and pos < size) else None
+        unpack_length = _LENGTH.unpack_from
+        size = len(source)
+        pos = 0
+        while size - pos >= 4:
+            (length,) = unpack_length(source, pos)
+            if length < 4:
+                raise FrameError(f"frame length {length} is under the 4 bytes of its header length")
+            if length + 4 > max_frame:
+                raise FrameError(f"frame of {length + 4} bytes is over the {max_frame}-byte limit")
+            end = pos + 4 + length
+            if end > size:
+                break
+            try:
+                out.append(_decode_frame_at(source, pos + 4, end))
+            except HeaderError as exc:
+                out.append(exc.with_traceback(None))
+            pos = end
         if pending:
             del pending[:pos]
-        elif remainder is not None:
-            pending += remainder
+        elif pos < size:
+            pending += memoryview(source)[pos:]
         return out

@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
-from rocketstore.remoting.codec import MAX_FRAME_BYTES, FrameDecoder, encode_frame
+from rocketstore.remoting.codec import JOIN_BODY_BELOW, MAX_FRAME_BYTES, FrameDecoder, encode_frame
 from rocketstore.remoting.codes import (
     FLAG_ONEWAY,
     FLAG_RESPONSE,
@@ -124,6 +124,9 @@ class RemotingConnection(asyncio.Protocol):
         self._inflight = 0
         self._paused_reading = 0
         self._closed = False
+        self._outgoing: list[Buffer] = []
+        self._receiving = False
+        self._flush_scheduled = False
         self.remote_address = ""
         self.local_address = ""
         #: When something was last read or written (loop time): the idle sweep's clock.
@@ -182,22 +185,28 @@ class RemotingConnection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.last_activity = self._loop.time()
+        self._receiving = True
         try:
-            items = self._decoder.feed(data)
-        except FrameError as exc:
-            log.warning("closing %s: %s", self.remote_address, exc)
-            self._close_after_error()
-            return
-        for item in items:
-            if self._closed:
+            try:
+                items = self._decoder.feed(data)
+            except FrameError as exc:
+                log.warning("closing %s: %s", self.remote_address, exc)
+                self._close_after_error()
                 return
-            if isinstance(item, RemotingCommand):
-                if item.flag & FLAG_RESPONSE:
-                    self._handle_response(item)
+            for item in items:
+                if self._closed:
+                    return
+                if type(item) is RemotingCommand:
+                    if item.flag & FLAG_RESPONSE:
+                        self._handle_response(item)
+                    else:
+                        self._handle_request(item)
                 else:
-                    self._handle_request(item)
-            else:
-                self._handle_malformed(item)
+                    self._handle_malformed(item)  # type: ignore[arg-type]
+        finally:
+            self._receiving = False
+            if self._outgoing:
+                self._flush()
 
     def eof_received(self) -> bool:
         return False  # close our side too
@@ -251,22 +260,51 @@ class RemotingConnection(asyncio.Protocol):
     # ---- writing ----
 
     def _write(self, cmd: RemotingCommand) -> None:
-        """Encode and write ``cmd``; encoding errors propagate, a closed connection drops it."""
-        parts = encode_frame(cmd)
-        transport = self._transport
-        if transport is None or self._closed:
-            raise RemotingSendRequestError(f"connection to {self.remote_address} is closed")
-        self._write_parts(transport, parts)
-        self.last_activity = self._loop.time()
+        """Encode ``cmd`` and queue it; encoding errors propagate, a closed connection raises.
 
-    def _write_parts(self, transport: asyncio.Transport, parts: list[Buffer]) -> None:
-        if len(parts) == 1:
-            transport.write(parts[0])
+        Frames are written in batches: those made while a read is processed go out in one
+        write when it ends, others at the next loop iteration. One syscall then carries many
+        small replies, while large bodies still go to the socket without being copied.
+        """
+        parts = encode_frame(cmd)
+        if self._transport is None or self._closed:
+            raise RemotingSendRequestError(f"connection to {self.remote_address} is closed")
+        self._outgoing += parts
+        if not self._receiving and not self._flush_scheduled:
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        outgoing = self._outgoing
+        transport = self._transport
+        if not outgoing or transport is None:
+            return
+        self._outgoing = []
+        self.last_activity = self._loop.time()
+        if len(outgoing) == 1:
+            transport.write(outgoing[0])
+            return
+        # Join runs of small buffers; pass large ones through as they are.
+        buffers: list[Buffer] = []
+        small: list[Buffer] = []
+        for part in outgoing:
+            if (part.nbytes if isinstance(part, memoryview) else len(part)) < JOIN_BODY_BELOW:
+                small.append(part)
+            else:
+                if small:
+                    buffers.append(small[0] if len(small) == 1 else b"".join(small))
+                    small = []
+                buffers.append(part)
+        if small:
+            buffers.append(small[0] if len(small) == 1 else b"".join(small))
+        if len(buffers) == 1:
+            transport.write(buffers[0])
         elif self._zero_copy_writelines:
-            transport.writelines(parts)
+            transport.writelines(buffers)
         else:
-            for part in parts:
-                transport.write(part)
+            for buffer in buffers:
+                transport.write(buffer)
 
     def send_response(self, request: RemotingCommand, response: RemotingCommand) -> None:
         """Answer ``request`` (now or later: a held long-poll). Nothing is sent for a oneway
@@ -437,19 +475,19 @@ class RemotingConnection(asyncio.Protocol):
     # ---- closing ----
 
     def _close_after_error(self) -> None:
-        self._closed = True
-        if self._transport is not None:
-            self._transport.close()  # flushes what was already answered
+        self.close()  # what was already answered is still sent
 
     def close(self) -> None:
-        """Close after writing what is buffered."""
+        """Close after writing what is queued and buffered."""
         self._closed = True
         if self._transport is not None:
+            self._flush()
             self._transport.close()
 
     def abort(self) -> None:
-        """Close now, dropping what is buffered (a peer that does not read)."""
+        """Close now, dropping what is queued and buffered (a peer that does not read)."""
         self._closed = True
+        self._outgoing = []
         if self._transport is not None:
             self._transport.abort()
 
