@@ -182,7 +182,8 @@ def decode_json_header(header_bytes: Buffer) -> RemotingCommand:
         opaque = header.get("opaque", 0)
         flag = header.get("flag", 0)
         version = header.get("version", 0)
-        language = _LANGUAGE_BY_NAME.get(header.get("language"))  # type: ignore[arg-type]
+        language_name = header.get("language")
+        language = _LANGUAGE_BY_NAME.get(language_name) if type(language_name) is str else None
         remark = header.get("remark")
         ext = header.get("extFields")
         if ext is None:  # Java leaves out an empty map

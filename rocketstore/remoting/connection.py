@@ -17,6 +17,7 @@ peer that never reads makes no progress, so the same sweep drops it.
 from __future__ import annotations
 
 import asyncio
+import collections
 import itertools
 import logging
 import sys
@@ -125,6 +126,8 @@ class RemotingConnection(asyncio.Protocol):
         self._paused_reading = 0
         self._closed = False
         self._outgoing: list[Buffer] = []
+        self._outgoing_bytes = 0
+        self._backlog: collections.deque[RemotingCommand | HeaderError] = collections.deque()
         self._receiving = False
         self._flush_scheduled = False
         self.remote_address = ""
@@ -185,17 +188,24 @@ class RemotingConnection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.last_activity = self._loop.time()
+        try:
+            items = self._decoder.feed(data)
+        except FrameError as exc:
+            log.warning("closing %s: %s", self.remote_address, exc)
+            self._close_after_error()
+            return
+        self._backlog.extend(items)
+        self._process_backlog()
+
+    def _process_backlog(self) -> None:
+        """Dispatch decoded commands until done or paused: a pause stops even inside one read,
+        so a burst of requests with large replies cannot queue more than about one high-water
+        mark of replies. What is left waits here (one read's worth at most, as reading stops)."""
+        backlog = self._backlog
         self._receiving = True
         try:
-            try:
-                items = self._decoder.feed(data)
-            except FrameError as exc:
-                log.warning("closing %s: %s", self.remote_address, exc)
-                self._close_after_error()
-                return
-            for item in items:
-                if self._closed:
-                    return
+            while backlog and not self._paused_reading and not self._closed:
+                item = backlog.popleft()
                 if type(item) is RemotingCommand:
                     if item.flag & FLAG_RESPONSE:
                         self._handle_response(item)
@@ -251,6 +261,10 @@ class RemotingConnection(asyncio.Protocol):
         if not self._paused_reading & reason:
             return
         self._paused_reading &= ~reason
+        if self._paused_reading or self._closed:
+            return
+        if self._backlog:
+            self._process_backlog()  # may pause again
         if not self._paused_reading and self._transport is not None and not self._closed:
             try:
                 self._transport.resume_reading()
@@ -270,7 +284,11 @@ class RemotingConnection(asyncio.Protocol):
         if self._transport is None or self._closed:
             raise RemotingSendRequestError(f"connection to {self.remote_address} is closed")
         self._outgoing += parts
-        if not self._receiving and not self._flush_scheduled:
+        for part in parts:
+            self._outgoing_bytes += part.nbytes if isinstance(part, memoryview) else len(part)
+        if self._outgoing_bytes >= self._limits.write_buffer_high_water_mark:
+            self._flush()  # now: the transport then tells whether to pause
+        elif not self._receiving and not self._flush_scheduled:
             self._flush_scheduled = True
             self._loop.call_soon(self._flush)
 
@@ -281,6 +299,7 @@ class RemotingConnection(asyncio.Protocol):
         if not outgoing or transport is None:
             return
         self._outgoing = []
+        self._outgoing_bytes = 0
         self.last_activity = self._loop.time()
         if len(outgoing) == 1:
             transport.write(outgoing[0])
@@ -488,6 +507,8 @@ class RemotingConnection(asyncio.Protocol):
         """Close now, dropping what is queued and buffered (a peer that does not read)."""
         self._closed = True
         self._outgoing = []
+        self._outgoing_bytes = 0
+        self._backlog.clear()
         if self._transport is not None:
             self._transport.abort()
 
