@@ -7,7 +7,7 @@ import io
 
 import orjson
 import pytest
-from conftest import FakeClock, wait_until
+from namesrv_helpers import FakeClock, wait_until
 
 from rocketstore.namesrv import (
     BrokerIdentity,

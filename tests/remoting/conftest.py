@@ -1,11 +1,9 @@
-"""Fixtures of the remoting tests: a bounded event-loop runner and a raw frame peer."""
+"""Fixtures of the remoting tests (helpers are in remoting_helpers.py)."""
 
 from __future__ import annotations
 
 import asyncio
-import resource
-import struct
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 import pytest
@@ -29,33 +27,3 @@ def arun(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Cal
         return run(asyncio.wait_for(coro, timeout))
 
     return runner
-
-
-def raise_nofile_limit(wanted: int) -> int:
-    """Raise the soft RLIMIT_NOFILE towards ``wanted`` (never over the hard limit)."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft < wanted:
-        new_soft = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
-        resource.setrlimit(resource.RLIMIT_NOFILE, (new_soft, hard))
-        soft = new_soft
-    return soft
-
-
-async def read_frame(reader: asyncio.StreamReader) -> bytes:
-    """One whole frame, length field included."""
-    prefix = await reader.readexactly(4)
-    (length,) = struct.unpack(">I", prefix)
-    return prefix + await reader.readexactly(length)
-
-
-async def wait_until(predicate: Callable[[], bool], timeout: float, step: float = 0.01) -> bool:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not predicate():
-        if loop.time() >= deadline:
-            return False
-        await asyncio.sleep(step)
-    return True
-
-
-AsyncFn = Callable[[], Awaitable[None]]

@@ -8,7 +8,7 @@ import random
 import struct
 
 import orjson
-from conftest import read_frame
+from remoting_helpers import read_frame
 
 from rocketstore.remoting import (
     RemotingClient,

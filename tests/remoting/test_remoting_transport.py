@@ -10,7 +10,7 @@ import time
 from typing import Any
 
 import pytest
-from conftest import raise_nofile_limit, read_frame, wait_until
+from remoting_helpers import raise_nofile_limit, read_frame, wait_until
 
 from rocketstore.remoting import (
     RemotingClient,

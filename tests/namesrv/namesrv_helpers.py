@@ -1,0 +1,29 @@
+"""Helpers of the name server tests: a clock that moves when told, bounded waits."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+
+class FakeClock:
+    """Milliseconds that move only when told to."""
+
+    def __init__(self, start_ms: float = 1_700_000_000_000) -> None:
+        self.now_ms = start_ms
+
+    def __call__(self) -> float:
+        return self.now_ms
+
+    def advance(self, seconds: float) -> None:
+        self.now_ms += seconds * 1000
+
+
+async def wait_until(predicate: Callable[[], bool], timeout: float, step: float = 0.01) -> bool:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not predicate():
+        if loop.time() >= deadline:
+            return False
+        await asyncio.sleep(step)
+    return True
