@@ -13,6 +13,7 @@ import textwrap
 import time
 from pathlib import Path
 
+import namesrv_helpers
 import orjson
 import pytest
 
@@ -38,6 +39,8 @@ from rocketstore.remoting import (
 )
 
 BOOT_LINE = re.compile(r"listening on (\S+):(\d+)")
+
+arun = namesrv_helpers.arun
 
 
 def child_env(**extra: str) -> dict[str, str]:

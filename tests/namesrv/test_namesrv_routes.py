@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import io
 
+import namesrv_helpers
 import orjson
 import pytest
 from namesrv_helpers import FakeClock, wait_until
@@ -30,6 +31,8 @@ TOPICS = {
     "TopicTest": topic_config("TopicTest", 4, 4),
     "orders": topic_config("orders", 8, 8, perm=4),
 }
+
+arun = namesrv_helpers.arun
 
 
 def config(**changes: object) -> NamesrvConfig:

@@ -8,6 +8,7 @@ import random
 import struct
 
 import orjson
+import remoting_helpers
 from remoting_helpers import read_frame
 
 from rocketstore.remoting import (
@@ -22,6 +23,8 @@ from rocketstore.remoting import (
 )
 
 ECHO = 1
+
+arun = remoting_helpers.arun
 
 
 def frame(header: bytes, body: bytes = b"", serialize_type: int = 0) -> bytes:

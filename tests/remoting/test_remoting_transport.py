@@ -10,6 +10,7 @@ import time
 from typing import Any
 
 import pytest
+import remoting_helpers
 from remoting_helpers import raise_nofile_limit, read_frame, wait_until
 
 from rocketstore.remoting import (
@@ -38,6 +39,8 @@ FUTURE = 4
 FAIL = 5
 BAD_FIELD = 6
 BIG = 7
+
+arun = remoting_helpers.arun
 
 
 def echo(ctx: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
