@@ -64,7 +64,7 @@ class RemotingClient:
         """An open connection to ``address``, connecting when there is none (or too few)."""
         if self._closed:
             raise RemotingConnectError("the client is closed")
-        connections = self._by_address.get(address)
+        connections = [c for c in self._by_address.get(address, ()) if not c.is_closed]
         if connections and len(connections) >= self.config.connections_per_address:
             index = self._round_robin.get(address, 0)
             self._round_robin[address] = index + 1

@@ -196,10 +196,10 @@ def decode_json_header(header_bytes: Buffer) -> RemotingCommand:
             and language is not None
             and (remark is None or type(remark) is str)
             and type(ext) is dict
-            and _INT32_MIN <= code <= _INT32_MAX
-            and _INT32_MIN <= opaque <= _INT32_MAX
-            and _INT32_MIN <= flag <= _INT32_MAX
-            and _INT32_MIN <= version <= _INT32_MAX
+            and -0x80000000 <= code <= 0x7FFFFFFF
+            and -0x80000000 <= opaque <= 0x7FFFFFFF
+            and -0x80000000 <= flag <= 0x7FFFFFFF
+            and -0x80000000 <= version <= 0x7FFFFFFF
         ):
             for value in ext.values():
                 if type(value) is not str:

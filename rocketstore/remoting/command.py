@@ -34,15 +34,17 @@ class RemotingCommand:
     sends a request gives it a fresh one.
     """
 
+    # Plain ints, not the IntEnum members: an enum member hashes through a Python-level
+    # property, and these are looked up on every frame.
     code: int
-    language: int = DEFAULT_LANGUAGE
+    language: int = int(DEFAULT_LANGUAGE)
     version: int = ROCKETMQ_VERSION_4_9_8
     opaque: int = 0
     flag: int = 0
     remark: str | None = None
     ext_fields: dict[str, str] = field(default_factory=dict)
     body: Body = None
-    serialize_type: int = SerializeType.JSON
+    serialize_type: int = int(SerializeType.JSON)
 
     @property
     def is_response(self) -> bool:
@@ -93,7 +95,7 @@ def create_request(
     body: Body = None,
     *,
     remark: str | None = None,
-    serialize_type: int = SerializeType.JSON,
+    serialize_type: int = int(SerializeType.JSON),
     oneway: bool = False,
 ) -> RemotingCommand:
     """A request. Its ``opaque`` is set by the connection that sends it."""
@@ -109,7 +111,7 @@ def create_request(
 
 def create_response(
     request: RemotingCommand,
-    code: int = ResponseCode.SUCCESS,
+    code: int = int(ResponseCode.SUCCESS),
     remark: str | None = None,
     ext_fields: dict[str, str] | None = None,
     body: Body = None,

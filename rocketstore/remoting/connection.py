@@ -127,6 +127,7 @@ class RemotingConnection(asyncio.Protocol):
         self._closed = False
         self._outgoing: list[Buffer] = []
         self._outgoing_bytes = 0
+        self._outgoing_has_large = False
         self._backlog: collections.deque[RemotingCommand | HeaderError] = collections.deque()
         self._receiving = False
         self._flush_scheduled = False
@@ -284,8 +285,12 @@ class RemotingConnection(asyncio.Protocol):
         if self._transport is None or self._closed:
             raise RemotingSendRequestError(f"connection to {self.remote_address} is closed")
         self._outgoing += parts
-        for part in parts:
-            self._outgoing_bytes += part.nbytes if isinstance(part, memoryview) else len(part)
+        if len(parts) == 1:  # a small frame, joined by encode_frame
+            self._outgoing_bytes += len(parts[0])
+        else:
+            self._outgoing_has_large = True
+            for part in parts:
+                self._outgoing_bytes += part.nbytes if isinstance(part, memoryview) else len(part)
         if self._outgoing_bytes >= self._limits.write_buffer_high_water_mark:
             self._flush()  # now: the transport then tells whether to pause
         elif not self._receiving and not self._flush_scheduled:
@@ -304,6 +309,10 @@ class RemotingConnection(asyncio.Protocol):
         if len(outgoing) == 1:
             transport.write(outgoing[0])
             return
+        if not self._outgoing_has_large:
+            transport.write(b"".join(outgoing))
+            return
+        self._outgoing_has_large = False
         # Join runs of small buffers; pass large ones through as they are.
         buffers: list[Buffer] = []
         small: list[Buffer] = []
@@ -428,7 +437,11 @@ class RemotingConnection(asyncio.Protocol):
         except TypeError as exc:
             self._handler_failed(request, exc)
             return
-        self._tasks.add(future)
+        if future is not result:
+            # Our task (the handler's coroutine): cancelled if the connection closes. A future
+            # the handler handed back belongs to someone else (a group commit shared by many
+            # requests) and is left alone.
+            self._tasks.add(future)
         self._inflight += 1
         if self._inflight >= self._limits.max_inflight_requests:
             self._pause_reading(_PAUSED_BY_INFLIGHT)
@@ -508,6 +521,7 @@ class RemotingConnection(asyncio.Protocol):
         self._closed = True
         self._outgoing = []
         self._outgoing_bytes = 0
+        self._outgoing_has_large = False
         self._backlog.clear()
         if self._transport is not None:
             self._transport.abort()

@@ -478,3 +478,26 @@ def test_binary_request_frame_from_a_raw_peer(arun) -> None:
             writer.close()
 
     arun(main())
+
+
+def test_a_shared_future_is_not_cancelled_when_one_connection_closes(arun) -> None:
+    """A handler may hand back a future others wait on too (a group commit): closing the
+    connection of one waiter must not cancel it."""
+
+    async def main() -> None:
+        shared: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
+        server = make_server()
+        server.register_processor(SLOW, lambda ctx, request: shared)
+        async with server:
+            client = RemotingClient()
+            address = f"127.0.0.1:{server.port}"
+            call = asyncio.ensure_future(client.invoke(address, create_request(SLOW), 5))
+            assert await wait_until(lambda: any(c.inflight_requests for c in server.connections), 5)
+            await client.close()
+            with pytest.raises(RemotingSendRequestError):
+                await call
+            assert await wait_until(lambda: not server.connections, 5)
+            assert not shared.cancelled()
+            shared.set_result(create_response(create_request(SLOW)))
+
+    arun(main())
