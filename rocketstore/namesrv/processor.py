@@ -14,6 +14,7 @@ from rocketstore.namesrv.protocol import (
     BodyError,
     DataVersion,
     body_crc32,
+    decode_data_version,
     decode_register_broker_body,
     encode_route_json,
 )
@@ -44,6 +45,14 @@ class RegisterBrokerRequestHeader:
 
 @dataclass
 class UnRegisterBrokerRequestHeader:
+    broker_name: str
+    broker_addr: str
+    cluster_name: str
+    broker_id: int
+
+
+@dataclass
+class QueryDataVersionRequestHeader:
     broker_name: str
     broker_addr: str
     cluster_name: str
@@ -82,6 +91,7 @@ class NamesrvProcessor:
         handlers = {
             RequestCode.REGISTER_BROKER: self.register_broker,
             RequestCode.UNREGISTER_BROKER: self.unregister_broker,
+            RequestCode.QUERY_DATA_VERSION: self.query_data_version,
             RequestCode.GET_ROUTEINFO_BY_TOPIC: self.get_route_info_by_topic,
             RequestCode.GET_BROKER_CLUSTER_INFO: self.get_broker_cluster_info,
             RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER: self.get_all_topic_list,
@@ -133,6 +143,21 @@ class NamesrvProcessor:
         if result.master_addr is not None:
             ext["masterAddr"] = result.master_addr
         return create_response(request, ext_fields=ext)
+
+    def query_data_version(self, ctx: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        """A broker with forceRegister=false asks whether its topics changed since it last
+        registered; an unchanged one counts as a heartbeat."""
+        header = decode_header(request.ext_fields, QueryDataVersionRequestHeader)
+        try:
+            data_version = decode_data_version(request.body_bytes())
+        except BodyError as exc:
+            return create_response(request, ResponseCode.SYSTEM_ERROR, f"Failed to decode DataVersion: {exc}")
+        live = self.route_info.broker_live_table.get(header.broker_addr)
+        changed = live is None or live.data_version != data_version
+        if not changed and live is not None:
+            live.last_update_timestamp = self.route_info.clock()
+        body = orjson.dumps(live.data_version.to_json()) if live is not None else None
+        return create_response(request, ext_fields={"changed": "true" if changed else "false"}, body=body)
 
     def unregister_broker(self, ctx: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         header = decode_header(request.ext_fields, UnRegisterBrokerRequestHeader)

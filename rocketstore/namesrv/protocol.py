@@ -158,13 +158,7 @@ def decode_register_broker_body(body: bytes) -> RegisterBrokerBody:
     version = wrapper.get("dataVersion") or {}
     if type(version) is not dict:
         raise BodyError("topicConfigSerializeWrapper.dataVersion must be an object")
-    counter = version.get("counter", 0)
-    if type(counter) is dict:  # AtomicLong written as an object by some serializers
-        counter = counter.get("value", 0)
-    data_version = DataVersion(
-        timestamp=_int(version.get("timestamp", 0) or 0, "dataVersion.timestamp"),
-        counter=_int(counter or 0, "dataVersion.counter"),
-    )
+    data_version = _data_version(version)
     filters = data.get("filterServerList") or []
     if type(filters) is not list or not all(isinstance(item, str) for item in filters):
         raise BodyError("filterServerList must be a list of addresses")
@@ -173,6 +167,29 @@ def decode_register_broker_body(body: bytes) -> RegisterBrokerBody:
         data_version=data_version,
         filter_server_list=filters,
     )
+
+
+def _data_version(version: dict[str, Any]) -> DataVersion:
+    counter = version.get("counter", 0)
+    if type(counter) is dict:  # AtomicLong written as an object by some serializers
+        counter = counter.get("value", 0)
+    return DataVersion(
+        timestamp=_int(version.get("timestamp", 0) or 0, "dataVersion.timestamp"),
+        counter=_int(counter or 0, "dataVersion.counter"),
+    )
+
+
+def decode_data_version(body: bytes) -> DataVersion:
+    """A DataVersion body (QUERY_DATA_VERSION); an empty body is version 0/0."""
+    if not body:
+        return DataVersion()
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise BodyError(f"DataVersion is not valid JSON: {exc}") from None
+    if type(data) is not dict:
+        raise BodyError("DataVersion must be a JSON object")
+    return _data_version(data)
 
 
 def body_crc32(body: bytes) -> int:

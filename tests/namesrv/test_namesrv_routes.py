@@ -329,3 +329,25 @@ def test_config_from_properties() -> None:
         NamesrvConfig.from_properties(io.StringIO("orderMessageEnable=yes\n"))
     defaults = NamesrvConfig()
     assert defaults.listen_port == 9876 and defaults.bind_address == "127.0.0.1"
+
+
+def test_query_data_version(arun) -> None:
+    async def main() -> None:
+        clock = FakeClock()
+        async with NamesrvController(config(), clock) as namesrv, RemotingClient() as client:
+            ext = {"brokerAddr": MASTER.broker_addr, "brokerName": "broker-a", "clusterName": "DefaultCluster", "brokerId": "0"}
+
+            async def query(version: DataVersion):  # type: ignore[no-untyped-def]
+                request = create_request(RequestCode.QUERY_DATA_VERSION, dict(ext), orjson.dumps(version.to_json()))
+                return await client.invoke(namesrv.address, request)
+
+            assert (await query(DataVersion(1, 1))).ext_fields["changed"] == "true"  # never registered
+            await BrokerRegistrar(client, namesrv.address, MASTER).register_broker_all(TOPICS, DataVersion(1, 1))
+            clock.advance(60)
+            response = await query(DataVersion(1, 1))
+            assert response.ext_fields["changed"] == "false"
+            assert orjson.loads(response.body_bytes()) == {"counter": 1, "timestamp": 1}
+            assert namesrv.route_info.broker_live_table[MASTER.broker_addr].last_update_timestamp == clock()
+            assert (await query(DataVersion(2, 2))).ext_fields["changed"] == "true"
+
+    arun(main())
