@@ -123,13 +123,15 @@ def test_cluster_info_and_topic_list(arun) -> None:
 def test_broker_expiry_by_injected_clock(arun) -> None:
     async def main() -> None:
         clock = FakeClock()
-        async with NamesrvController(config(scan_not_active_broker_interval=20), clock) as namesrv, RemotingClient() as client:
-            await BrokerRegistrar(client, namesrv.address, MASTER).register_broker_all(TOPICS, DataVersion(1, 1))
+        namesrv = NamesrvController(config(scan_not_active_broker_interval=20), clock)
+        # The broker has its own connection: the name server closes it when the broker expires.
+        async with namesrv, RemotingClient() as client, RemotingClient() as broker_client:
+            await BrokerRegistrar(broker_client, namesrv.address, MASTER).register_broker_all(TOPICS, DataVersion(1, 1))
             clock.advance(119)
             await asyncio.sleep(0.1)  # several scans: still within 120 s
             assert (await route(client, namesrv.address, "TopicTest")).code == 0
-            # A re-registration 30 s later renews it.
-            await BrokerRegistrar(client, namesrv.address, MASTER).register_broker_all(TOPICS, DataVersion(1, 1))
+            # A re-registration renews it.
+            await BrokerRegistrar(broker_client, namesrv.address, MASTER).register_broker_all(TOPICS, DataVersion(1, 1))
             clock.advance(100)
             await asyncio.sleep(0.1)
             assert (await route(client, namesrv.address, "TopicTest")).code == 0
@@ -137,6 +139,7 @@ def test_broker_expiry_by_injected_clock(arun) -> None:
             assert await wait_until(lambda: not namesrv.route_info.broker_live_table, 5)
             assert (await route(client, namesrv.address, "TopicTest")).code == 17
             assert namesrv.route_info.broker_addr_table == {} and namesrv.route_info.cluster_addr_table == {}
+            assert await wait_until(lambda: not broker_client.addresses, 5)  # its connection was closed
 
     arun(main())
 
