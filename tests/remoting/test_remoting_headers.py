@@ -81,3 +81,13 @@ def test_unsupported_field_type_is_a_programming_error() -> None:
 
     with pytest.raises(TypeError, match="Bad.items"):
         decode_header({}, Bad)
+
+
+def test_generated_decoder_fast_and_slow_paths() -> None:
+    assert decode_header({"a": "PG", "b": "T", "e": "-3", "m": "TRUE"}, SendHeaderV2) == SendHeaderV2("PG", "T", -3, True)
+    assert decode_header({"a": "PG", "b": "T", "e": 7, "m": "1"}, SendHeaderV2) == SendHeaderV2("PG", "T", 7, True)
+    assert decode_header({"a": 5, "b": "T", "e": "+2", "m": ""}, SendHeaderV2) == SendHeaderV2("5", "T", 2, False)
+    for bad, message in (({"e": "1.5"}, "'e' must be an integer"), ({"e": "99999999999999999999"}, "'e'"),
+                         ({"e": "1", "m": "x"}, "'m' must be true or false")):
+        with pytest.raises(HeaderFieldError, match=message):
+            decode_header({"a": "PG", "b": "T", **bad}, SendHeaderV2)
