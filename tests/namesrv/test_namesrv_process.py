@@ -242,3 +242,20 @@ def test_cpp_client_fetches_a_route(arun, tmp_path: Path) -> None:
             assert sends[0].body_bytes() == b"hello from the C++ client"
 
     arun(main(), timeout=120)
+
+
+def test_namesrv_process_reports_a_taken_port() -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = subprocess.run(
+            [sys.executable, "-m", "rocketstore.namesrv", "--listen-port", str(port)],
+            capture_output=True,
+            text=True,
+            env=child_env(),
+            timeout=30,
+        )
+    assert result.returncode == 1 and f"127.0.0.1:{port}" in result.stderr
