@@ -131,6 +131,9 @@ class RemotingConnection(asyncio.Protocol):
         self._backlog: collections.deque[RemotingCommand | HeaderError] = collections.deque()
         self._receiving = False
         self._flush_scheduled = False
+        #: Clear while the peer is not reading what we write: new requests wait for it.
+        self._writable = asyncio.Event()
+        self._writable.set()
         self.remote_address = ""
         self.local_address = ""
         #: When something was last read or written (loop time): the idle sweep's clock.
@@ -223,10 +226,12 @@ class RemotingConnection(asyncio.Protocol):
         return False  # close our side too
 
     def pause_writing(self) -> None:
+        self._writable.clear()
         self._pause_reading(_PAUSED_BY_WRITES)
 
     def resume_writing(self) -> None:
         self.last_activity = self._loop.time()
+        self._writable.set()
         self._resume_reading(_PAUSED_BY_WRITES)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -234,6 +239,7 @@ class RemotingConnection(asyncio.Protocol):
             return
         self._closed = True
         self._transport = None
+        self._writable.set()  # waiters wake up to find the connection closed
         pending, self._pending = self._pending, {}
         for future in pending.values():
             if not future.done():
@@ -371,8 +377,19 @@ class RemotingConnection(asyncio.Protocol):
         """Send ``request`` and wait for its response (any response code: the caller judges).
 
         Raises RemotingTimeoutError after ``timeout`` seconds, RemotingSendRequestError when
-        the connection is or becomes closed. The request's ``opaque`` is set here.
+        the connection is or becomes closed. The request's ``opaque`` is set here. While the
+        peer does not read what we already wrote, the request waits (within its timeout)
+        instead of growing the write buffer.
         """
+        if not self._writable.is_set():
+            started = self._loop.time()
+            try:
+                await asyncio.wait_for(self._writable.wait(), timeout)
+            except asyncio.TimeoutError:
+                raise RemotingTimeoutError(
+                    f"{self.remote_address} read none of our requests for {timeout:g} s"
+                ) from None
+            timeout -= self._loop.time() - started
         if self._closed:
             raise RemotingSendRequestError(f"connection to {self.remote_address} is closed")
         opaque = self._next_opaque()

@@ -501,3 +501,39 @@ def test_a_shared_future_is_not_cancelled_when_one_connection_closes(arun) -> No
             shared.set_result(create_response(create_request(SLOW)))
 
     arun(main())
+
+
+def test_client_requests_wait_while_the_server_does_not_read(arun) -> None:
+    class Deaf(asyncio.Protocol):
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            self.transport = transport  # kept: uvloop closes a transport nobody references
+            # Soon, not now: uvloop starts reading right after connection_made returns.
+            asyncio.get_running_loop().call_soon(transport.pause_reading)  # type: ignore[attr-defined]
+
+    async def main() -> None:
+        listener = socket.socket()
+        # A small receive buffer (inherited by the accepted socket) caps what the kernel takes
+        # for the deaf peer; loopback's autotuning would otherwise absorb tens of MiB.
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+        listener.bind(("127.0.0.1", 0))
+        server = await asyncio.get_running_loop().create_server(Deaf, sock=listener)
+        address = f"127.0.0.1:{listener.getsockname()[1]}"
+        client = RemotingClient(RemotingClientConfig(write_buffer_high_water_mark=64 * 1024, write_buffer_low_water_mark=0))
+        big = b"b" * (4 << 20)
+        for _ in range(10):  # until the kernel's socket buffers are full too
+            with pytest.raises(RemotingTimeoutError):
+                await client.invoke(address, create_request(ECHO, body=big), timeout=0.2)
+            (connection,) = client._registry.connections  # noqa: SLF001
+            if connection.write_buffer_size > 64 * 1024:
+                break
+        buffered = connection.write_buffer_size
+        assert buffered > 64 * 1024
+        for _ in range(3):  # these wait for the peer instead of piling up
+            with pytest.raises(RemotingTimeoutError, match="read none of our requests"):
+                await client.invoke(address, create_request(ECHO, body=big), timeout=0.2)
+        assert connection.write_buffer_size <= buffered
+        await client.close()
+        server.close()
+        await server.wait_closed()
+
+    arun(main())
