@@ -1,0 +1,3 @@
+from rocketstore.namesrv.startup import main
+
+raise SystemExit(main())

@@ -1,0 +1,149 @@
+"""NamesrvConfig: RocketMQ's name server settings in snake_case, read from namesrv.properties.
+
+The fields are RocketMQ's NamesrvConfig and the NettyServerConfig fields a name server uses,
+with their defaults, except ``bind_address``, which is loopback here (RocketMQ binds every
+interface): serving other hosts is a choice made in the file or on the command line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import re
+from dataclasses import dataclass
+from typing import IO, Any
+
+from rocketstore.remoting.config import RemotingServerConfig
+from rocketstore.remoting.headers import camel_case
+
+log = logging.getLogger("rocketstore.namesrv")
+
+
+def _home_path(*parts: str) -> str:
+    return os.path.join(os.path.expanduser("~"), *parts)
+
+
+@dataclass(frozen=True)
+class NamesrvConfig:
+    rocketmq_home: str = dataclasses.field(default_factory=lambda: os.environ.get("ROCKETMQ_HOME", ""))
+    kv_config_path: str = dataclasses.field(default_factory=lambda: _home_path("namesrv", "kvConfig.json"))
+    config_store_path: str = dataclasses.field(default_factory=lambda: _home_path("namesrv", "namesrv.properties"))
+    product_env_name: str = "center"
+    cluster_test: bool = False
+    order_message_enable: bool = False
+    listen_port: int = 9876
+    bind_address: str = "127.0.0.1"
+    server_channel_max_idle_time_seconds: float = 120.0
+    #: How often brokers are checked for silence (RocketMQ 4.9 scans every 10 s).
+    scan_not_active_broker_interval: int = 10_000
+    #: A broker not registered again within this many ms is dropped (RocketMQ: 2 minutes).
+    broker_channel_expired_time: int = 120_000
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.listen_port <= 65535:
+            raise ValueError(f"listen_port must be in [0, 65535], got {self.listen_port}")
+        for name in ("scan_not_active_broker_interval", "broker_channel_expired_time"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+
+    def server_config(self) -> RemotingServerConfig:
+        return RemotingServerConfig(
+            listen_port=self.listen_port,
+            bind_address=self.bind_address,
+            server_channel_max_idle_time_seconds=self.server_channel_max_idle_time_seconds,
+        )
+
+    def replace(self, **changes: Any) -> NamesrvConfig:
+        return dataclasses.replace(self, **changes)
+
+    @classmethod
+    def from_properties(cls, source: str | os.PathLike[str] | IO[str], **overrides: Any) -> NamesrvConfig:
+        """Read ``namesrv.properties`` (camelCase keys, Java ``.properties`` syntax).
+
+        Unknown keys are ignored (logged at debug level); a bad value raises ValueError naming
+        the key. ``overrides`` (snake_case) win over the file.
+        """
+        if isinstance(source, (str, os.PathLike)):
+            with open(source, encoding="latin-1", newline="") as fh:
+                text = fh.read()
+        else:
+            text = source.read()
+        fields = {camel_case(f.name): f for f in dataclasses.fields(cls)}
+        values: dict[str, Any] = {}
+        for key, raw in parse_properties(text).items():
+            f = fields.get(key)
+            if f is None:
+                log.debug("ignoring property %r: not a name server setting", key)
+                continue
+            try:
+                values[f.name] = _convert(f.type, raw.strip())
+            except ValueError as exc:
+                raise ValueError(f"property {key!r} (field {f.name}): {exc}") from None
+        values.update(overrides)
+        return cls(**values)
+
+
+def _convert(kind: Any, text: str) -> Any:
+    kind = kind if isinstance(kind, str) else getattr(kind, "__name__", str(kind))
+    if kind == "bool":
+        if text.lower() not in ("true", "false"):
+            raise ValueError(f"must be true or false, got {text!r}")
+        return text.lower() == "true"
+    if kind == "int":
+        if not re.fullmatch(r"[+-]?[0-9]+", text):
+            raise ValueError(f"must be a decimal integer, got {text!r}")
+        return int(text)
+    if kind == "float":
+        try:
+            return float(text)
+        except ValueError:
+            raise ValueError(f"must be a number, got {text!r}") from None
+    return text
+
+
+# ---- Java .properties (the subset RocketMQ's files use, with its escapes) ----------------------
+
+_UNESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """``java.util.Properties.load``: ``#``/``!`` comments, ``key=value``, ``key: value`` and
+    ``key value``, backslash continuations and escapes (``\\uXXXX`` included)."""
+    result: dict[str, str] = {}
+    lines = re.split(r"\r\n|\r|\n", text)
+    i = 0
+    while i < len(lines):
+        line = lines[i].lstrip(" \t\f")
+        i += 1
+        if not line or line[0] in "#!":
+            continue
+        while (len(line) - len(line.rstrip("\\"))) % 2 == 1 and i <= len(lines):
+            line = line[:-1] + (lines[i].lstrip(" \t\f") if i < len(lines) else "")
+            i += 1
+        match = re.match(r"((?:\\.|[^=:\s\\])*)\s*[=:]?\s*(.*)", line, re.DOTALL)
+        assert match is not None  # the pattern matches any string
+        result[_unescape(match.group(1))] = _unescape(match.group(2))
+    return result
+
+
+def _unescape(text: str) -> str:
+    if "\\" not in text:
+        return text
+    out: list[str] = []
+    i = 0
+    while i < len(text):
+        c = text[i]
+        i += 1
+        if c != "\\" or i >= len(text):
+            if c != "\\":
+                out.append(c)
+            continue
+        c = text[i]
+        i += 1
+        if c == "u" and re.fullmatch(r"[0-9a-fA-F]{4}", text[i : i + 4]):
+            out.append(chr(int(text[i : i + 4], 16)))
+            i += 4
+        else:
+            out.append(_UNESCAPES.get(c, c))
+    return "".join(out)

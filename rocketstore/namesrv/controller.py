@@ -1,0 +1,70 @@
+"""NamesrvController: the name server's parts wired together, started and stopped."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from types import TracebackType
+
+from rocketstore.namesrv.config import NamesrvConfig
+from rocketstore.namesrv.processor import NamesrvProcessor
+from rocketstore.namesrv.route_info import RouteInfoManager, wall_clock_ms
+from rocketstore.remoting import RemotingServer
+
+log = logging.getLogger("rocketstore.namesrv")
+
+
+class NamesrvController:
+    """A name server: a RemotingServer answering from a RouteInfoManager, and the scan that
+    drops silent brokers every ``scan_not_active_broker_interval`` ms.
+
+    ``clock`` (milliseconds) is the route table's: tests move it to expire brokers.
+    """
+
+    def __init__(self, config: NamesrvConfig | None = None, clock: Callable[[], float] = wall_clock_ms) -> None:
+        self.config = config or NamesrvConfig()
+        self.route_info = RouteInfoManager(clock, self.config.broker_channel_expired_time)
+        self.server = RemotingServer(self.config.server_config())
+        self.processor = NamesrvProcessor(self.route_info)
+        self.processor.register_with(self.server)
+        self._scan_timer: asyncio.TimerHandle | None = None
+
+    @property
+    def address(self) -> str:
+        """``"host:port"`` it listens on, as brokers and clients write name server addresses."""
+        host, port = self.server.address
+        return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+    async def start(self) -> None:
+        await self.server.start()
+        self._schedule_scan()
+
+    def _schedule_scan(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._scan_timer = loop.call_later(self.config.scan_not_active_broker_interval / 1000, self._scan)
+
+    def _scan(self) -> None:
+        try:
+            self.route_info.scan_not_active_broker()
+        except Exception:
+            log.exception("scanning brokers failed")
+        self._schedule_scan()
+
+    async def stop(self) -> None:
+        if self._scan_timer is not None:
+            self._scan_timer.cancel()
+            self._scan_timer = None
+        await self.server.stop()
+
+    async def __aenter__(self) -> NamesrvController:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()

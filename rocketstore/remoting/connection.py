@@ -1,0 +1,599 @@
+"""One remoting connection, the same on both ends: frames in, commands dispatched, replies out.
+
+A :class:`RemotingConnection` is the asyncio protocol of a socket, on the server's side or the
+client's. It decodes frames, resolves the futures of its own requests by ``opaque``, hands
+requests to the registered processors, and writes commands without joining large bodies. It is
+also what a processor receives as its context: ``ctx.remote_address``, ``ctx.attributes``,
+``await ctx.invoke(request)`` to ask the peer something, ``ctx.send_response(...)`` to answer
+later (a held long-poll), ``ctx.close()``.
+
+Back-pressure: when the transport's write buffer passes its high-water mark (replies not read
+by the peer), or too many requests are being processed, the connection stops reading; it reads
+again below the low-water mark. A connection that has neither read nor written anything for the
+idle time is closed by its owner's :class:`ConnectionRegistry` sweep; a connection paused by a
+peer that never reads makes no progress, so the same sweep drops it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import itertools
+import logging
+import sys
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, cast
+
+from rocketstore.remoting.codec import JOIN_BODY_BELOW, MAX_FRAME_BYTES, FrameDecoder, encode_frame
+from rocketstore.remoting.codes import (
+    FLAG_ONEWAY,
+    FLAG_RESPONSE,
+    ResponseCode,
+    SerializeType,
+    describe_request,
+)
+from rocketstore.remoting.command import Buffer, RemotingCommand, create_response
+from rocketstore.remoting.errors import (
+    FrameError,
+    HeaderError,
+    RemotingSendRequestError,
+    RemotingTimeoutError,
+)
+from rocketstore.remoting.headers import HeaderFieldError
+
+log = logging.getLogger("rocketstore.remoting")
+
+HandlerResult = RemotingCommand | None | Awaitable[RemotingCommand | None]
+#: A request processor: ``async def handler(ctx, request) -> RemotingCommand | None``. A plain
+#: function works too and is cheaper (no task): it may return the response, None (no response
+#: now: answer later with ``ctx.send_response``, or never for oneway requests), or an awaitable
+#: of either (e.g. a future that the store's threads resolve).
+RequestHandler = Callable[["RemotingConnection", RemotingCommand], HandlerResult]
+ConnectionListener = Callable[["RemotingConnection"], None]
+
+_OPAQUE_MASK = 0x7FFFFFFF
+_PAUSED_BY_WRITES = 1
+_PAUSED_BY_INFLIGHT = 2
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionLimits:
+    """What bounds one connection's memory and life (set from the server or client config)."""
+
+    max_frame_bytes: int = MAX_FRAME_BYTES
+    write_buffer_high_water_mark: int = 1024 * 1024
+    write_buffer_low_water_mark: int = 256 * 1024
+    max_inflight_requests: int = 10_000
+    idle_timeout: float = 120.0
+
+
+class ProcessorTable:
+    """Request code -> processor, with a default for codes nobody registered."""
+
+    __slots__ = ("_handlers", "default")
+
+    def __init__(self) -> None:
+        self._handlers: dict[int, RequestHandler] = {}
+        self.default: RequestHandler | None = None
+
+    def register(self, code: int, handler: RequestHandler) -> None:
+        if not callable(handler):
+            raise TypeError(f"processor for {describe_request(code)} is not callable: {handler!r}")
+        self._handlers[int(code)] = handler
+
+    def get(self, code: int) -> RequestHandler | None:
+        return self._handlers.get(code, self.default)
+
+
+def _writelines_is_zero_copy(transport: asyncio.BaseTransport) -> bool:
+    """uvloop's writelines is a writev, and so is CPython's selector transport's from 3.12 on;
+    before that CPython's joins its buffers, so we write them one by one instead."""
+    return type(transport).__module__.startswith("uvloop") or sys.version_info >= (3, 12)
+
+
+def format_address(peer: Any) -> str:
+    """``"127.0.0.1:10911"`` / ``"[::1]:10911"``, as RocketMQ prints channel addresses."""
+    if isinstance(peer, tuple) and len(peer) >= 2:
+        host, port = peer[0], peer[1]
+        return f"[{host}]:{port}" if ":" in str(host) else f"{host}:{port}"
+    return str(peer)
+
+
+class RemotingConnection(asyncio.Protocol):
+    """One socket speaking RocketMQ's remoting protocol (see the module's docstring)."""
+
+    def __init__(
+        self,
+        processors: ProcessorTable,
+        limits: ConnectionLimits,
+        *,
+        on_open: ConnectionListener | None = None,
+        on_close: ConnectionListener | None = None,
+    ) -> None:
+        self._processors = processors
+        self._limits = limits
+        self._on_open = on_open
+        self._on_close = on_close
+        self._decoder = FrameDecoder(limits.max_frame_bytes)
+        self._loop = asyncio.get_running_loop()
+        self._transport: asyncio.Transport | None = None
+        self._zero_copy_writelines = False
+        self._opaques = itertools.count(1)
+        self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
+        self._tasks: set[asyncio.Future[Any]] = set()
+        self._inflight = 0
+        self._paused_reading = 0
+        self._closed = False
+        self._outgoing: list[Buffer] = []
+        self._outgoing_bytes = 0
+        self._outgoing_has_large = False
+        self._backlog: collections.deque[RemotingCommand | HeaderError] = collections.deque()
+        self._receiving = False
+        self._flush_scheduled = False
+        #: Clear while the peer is not reading what we write: new requests wait for it.
+        self._writable = asyncio.Event()
+        self._writable.set()
+        self.remote_address = ""
+        self.local_address = ""
+        #: When something was last read or written (loop time): the idle sweep's clock.
+        self.last_activity = self._loop.time()
+        #: Free for the owner's use: a broker keeps a client's id, a name server its broker.
+        self.attributes: dict[str, Any] = {}
+
+    # ---- state ----
+
+    @property
+    def is_closed(self) -> bool:
+        return self._closed
+
+    @property
+    def is_reading_paused(self) -> bool:
+        return self._paused_reading != 0
+
+    @property
+    def pending_requests(self) -> int:
+        """Our requests on this connection still waiting for their response."""
+        return len(self._pending)
+
+    @property
+    def inflight_requests(self) -> int:
+        """The peer's requests being processed here."""
+        return self._inflight
+
+    @property
+    def write_buffer_size(self) -> int:
+        transport = self._transport
+        return transport.get_write_buffer_size() if transport is not None else 0
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open"
+        return f"<RemotingConnection {self.local_address} -> {self.remote_address} {state}>"
+
+    # ---- asyncio.Protocol ----
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's transports are not asyncio.Transport subclasses, only alike.
+        transport = cast(asyncio.Transport, transport)
+        self._transport = transport
+        self._zero_copy_writelines = _writelines_is_zero_copy(transport)
+        transport.set_write_buffer_limits(
+            high=self._limits.write_buffer_high_water_mark,
+            low=self._limits.write_buffer_low_water_mark,
+        )
+        self.remote_address = format_address(transport.get_extra_info("peername"))
+        self.local_address = format_address(transport.get_extra_info("sockname"))
+        self.last_activity = self._loop.time()
+        if self._on_open is not None:
+            try:
+                self._on_open(self)
+            except Exception:
+                log.exception("connection-open listener failed for %s", self.remote_address)
+
+    def data_received(self, data: bytes) -> None:
+        self.last_activity = self._loop.time()
+        try:
+            items = self._decoder.feed(data)
+        except FrameError as exc:
+            log.warning("closing %s: %s", self.remote_address, exc)
+            self._close_after_error()
+            return
+        self._backlog.extend(items)
+        self._process_backlog()
+
+    def _process_backlog(self) -> None:
+        """Dispatch decoded commands until done or paused: a pause stops even inside one read,
+        so a burst of requests with large replies cannot queue more than about one high-water
+        mark of replies. What is left waits here (one read's worth at most, as reading stops)."""
+        backlog = self._backlog
+        self._receiving = True
+        try:
+            while backlog and not self._paused_reading and not self._closed:
+                item = backlog.popleft()
+                if type(item) is RemotingCommand:
+                    if item.flag & FLAG_RESPONSE:
+                        self._handle_response(item)
+                    else:
+                        self._handle_request(item)
+                else:
+                    self._handle_malformed(item)  # type: ignore[arg-type]
+        finally:
+            self._receiving = False
+            if self._outgoing:
+                self._flush()
+
+    def eof_received(self) -> bool:
+        return False  # close our side too
+
+    def pause_writing(self) -> None:
+        self._writable.clear()
+        self._pause_reading(_PAUSED_BY_WRITES)
+
+    def resume_writing(self) -> None:
+        self.last_activity = self._loop.time()
+        self._writable.set()
+        self._resume_reading(_PAUSED_BY_WRITES)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._closed and self._transport is None:
+            return
+        self._closed = True
+        self._transport = None
+        self._writable.set()  # waiters wake up to find the connection closed
+        pending, self._pending = self._pending, {}
+        for future in pending.values():
+            if not future.done():
+                future.set_exception(
+                    RemotingSendRequestError(f"connection to {self.remote_address} closed")
+                )
+        for task in list(self._tasks):
+            task.cancel()
+        if self._on_close is not None:
+            try:
+                self._on_close(self)
+            except Exception:
+                log.exception("connection-close listener failed for %s", self.remote_address)
+
+    # ---- flow control ----
+
+    def _pause_reading(self, reason: int) -> None:
+        if not self._paused_reading and self._transport is not None:
+            try:
+                self._transport.pause_reading()
+            except RuntimeError:  # closing
+                pass
+        self._paused_reading |= reason
+
+    def _resume_reading(self, reason: int) -> None:
+        if not self._paused_reading & reason:
+            return
+        self._paused_reading &= ~reason
+        if self._paused_reading or self._closed:
+            return
+        if self._backlog:
+            self._process_backlog()  # may pause again
+        if not self._paused_reading and self._transport is not None and not self._closed:
+            try:
+                self._transport.resume_reading()
+            except RuntimeError:
+                pass
+
+    # ---- writing ----
+
+    def _write(self, cmd: RemotingCommand) -> None:
+        """Encode ``cmd`` and queue it; encoding errors propagate, a closed connection raises.
+
+        Frames are written in batches: those made while a read is processed go out in one
+        write when it ends, others at the next loop iteration. One syscall then carries many
+        small replies, while large bodies still go to the socket without being copied.
+        """
+        parts = encode_frame(cmd)
+        if self._transport is None or self._closed:
+            raise RemotingSendRequestError(f"connection to {self.remote_address} is closed")
+        self._outgoing += parts
+        if len(parts) == 1:  # a small frame, joined by encode_frame
+            self._outgoing_bytes += len(parts[0])
+        else:
+            self._outgoing_has_large = True
+            for part in parts:
+                self._outgoing_bytes += part.nbytes if isinstance(part, memoryview) else len(part)
+        if self._outgoing_bytes >= self._limits.write_buffer_high_water_mark:
+            self._flush()  # now: the transport then tells whether to pause
+        elif not self._receiving and not self._flush_scheduled:
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        outgoing = self._outgoing
+        transport = self._transport
+        if not outgoing or transport is None:
+            return
+        self._outgoing = []
+        self._outgoing_bytes = 0
+        self.last_activity = self._loop.time()
+        if len(outgoing) == 1:
+            transport.write(outgoing[0])
+            return
+        if not self._outgoing_has_large:
+            transport.write(b"".join(outgoing))
+            return
+        self._outgoing_has_large = False
+        # Join runs of small buffers; pass large ones through as they are.
+        buffers: list[Buffer] = []
+        small: list[Buffer] = []
+        for part in outgoing:
+            if (part.nbytes if isinstance(part, memoryview) else len(part)) < JOIN_BODY_BELOW:
+                small.append(part)
+            else:
+                if small:
+                    buffers.append(small[0] if len(small) == 1 else b"".join(small))
+                    small = []
+                buffers.append(part)
+        if small:
+            buffers.append(small[0] if len(small) == 1 else b"".join(small))
+        if len(buffers) == 1:
+            transport.write(buffers[0])
+        elif self._zero_copy_writelines:
+            transport.writelines(buffers)
+        else:
+            for buffer in buffers:
+                transport.write(buffer)
+
+    def send_response(self, request: RemotingCommand, response: RemotingCommand) -> None:
+        """Answer ``request`` (now or later: a held long-poll). Nothing is sent for a oneway
+        request or on a closed connection; a response that cannot be encoded is replaced by a
+        SYSTEM_ERROR naming the reason."""
+        if request.flag & FLAG_ONEWAY or self._closed:
+            return
+        response.opaque = request.opaque
+        response.flag |= FLAG_RESPONSE
+        response.serialize_type = request.serialize_type
+        try:
+            self._write(response)
+        except RemotingSendRequestError:
+            pass
+        except Exception as exc:  # ValueError, struct.error, orjson.JSONEncodeError
+            self._send_error(request, ResponseCode.SYSTEM_ERROR, f"response not encodable: {exc}")
+
+    def _send_error(self, request: RemotingCommand, code: int, remark: str) -> None:
+        if request.flag & FLAG_ONEWAY or self._closed:
+            return
+        response = create_response(request, code, remark)
+        try:
+            self._write(response)
+        except Exception:
+            log.exception("could not send an error response to %s", self.remote_address)
+
+    # ---- our requests ----
+
+    def _next_opaque(self) -> int:
+        opaque = next(self._opaques) & _OPAQUE_MASK
+        while opaque in self._pending:  # only after 2**31 requests with one still waiting
+            opaque = next(self._opaques) & _OPAQUE_MASK
+        return opaque
+
+    async def invoke(self, request: RemotingCommand, timeout: float = 3.0) -> RemotingCommand:
+        """Send ``request`` and wait for its response (any response code: the caller judges).
+
+        Raises RemotingTimeoutError after ``timeout`` seconds, RemotingSendRequestError when
+        the connection is or becomes closed. The request's ``opaque`` is set here. While the
+        peer does not read what we already wrote, the request waits (within its timeout)
+        instead of growing the write buffer.
+        """
+        if not self._writable.is_set():
+            started = self._loop.time()
+            try:
+                await asyncio.wait_for(self._writable.wait(), timeout)
+            except asyncio.TimeoutError:
+                raise RemotingTimeoutError(
+                    f"{self.remote_address} read none of our requests for {timeout:g} s"
+                ) from None
+            timeout -= self._loop.time() - started
+        if self._closed:
+            raise RemotingSendRequestError(f"connection to {self.remote_address} is closed")
+        opaque = self._next_opaque()
+        request.opaque = opaque
+        request.flag &= ~(FLAG_RESPONSE | FLAG_ONEWAY)
+        future: asyncio.Future[RemotingCommand] = self._loop.create_future()
+        self._pending[opaque] = future
+        timer = self._loop.call_later(timeout, self._expire, opaque, timeout)
+        try:
+            self._write(request)
+            return await future
+        finally:
+            timer.cancel()
+            if self._pending.get(opaque) is future:
+                del self._pending[opaque]
+
+    def _expire(self, opaque: int, timeout: float) -> None:
+        future = self._pending.pop(opaque, None)
+        if future is not None and not future.done():
+            future.set_exception(
+                RemotingTimeoutError(
+                    f"no response from {self.remote_address} to opaque {opaque} in {timeout:g} s"
+                )
+            )
+
+    def invoke_oneway(self, request: RemotingCommand) -> None:
+        """Send ``request`` with the oneway flag; nothing comes back."""
+        request.opaque = self._next_opaque()
+        request.flag = (request.flag | FLAG_ONEWAY) & ~FLAG_RESPONSE
+        self._write(request)
+
+    def _handle_response(self, response: RemotingCommand) -> None:
+        future = self._pending.pop(response.opaque, None)
+        if future is None:
+            log.debug("response from %s to unknown opaque %d (timed out?)", self.remote_address, response.opaque)
+        elif not future.done():
+            future.set_result(response)
+
+    # ---- the peer's requests ----
+
+    def _handle_request(self, request: RemotingCommand) -> None:
+        handler = self._processors.get(request.code)
+        if handler is None:
+            self._send_error(
+                request,
+                ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                f" request type {request.code} not supported",
+            )
+            return
+        try:
+            result = handler(self, request)
+        except Exception as exc:
+            self._handler_failed(request, exc)
+            return
+        if result is None:
+            return
+        if isinstance(result, RemotingCommand):
+            self.send_response(request, result)
+            return
+        try:
+            future = asyncio.ensure_future(result)
+        except TypeError as exc:
+            self._handler_failed(request, exc)
+            return
+        if future is not result:
+            # Our task (the handler's coroutine): cancelled if the connection closes. A future
+            # the handler handed back belongs to someone else (a group commit shared by many
+            # requests) and is left alone.
+            self._tasks.add(future)
+        self._inflight += 1
+        if self._inflight >= self._limits.max_inflight_requests:
+            self._pause_reading(_PAUSED_BY_INFLIGHT)
+        future.add_done_callback(lambda done: self._handler_done(request, done))
+
+    def _handler_done(self, request: RemotingCommand, done: asyncio.Future[Any]) -> None:
+        self._tasks.discard(done)
+        self._inflight -= 1
+        if self._inflight <= self._limits.max_inflight_requests // 2:
+            self._resume_reading(_PAUSED_BY_INFLIGHT)
+        if done.cancelled():
+            return
+        exc = done.exception()
+        if exc is not None:
+            self._handler_failed(request, exc)
+            return
+        response = done.result()
+        if response is None:
+            return
+        if not isinstance(response, RemotingCommand):
+            self._handler_failed(request, TypeError(f"processor returned {type(response).__name__}"))
+            return
+        self.send_response(request, response)
+
+    def _handler_failed(self, request: RemotingCommand, exc: BaseException) -> None:
+        if isinstance(exc, HeaderFieldError):
+            log.info("bad %s request from %s: %s", describe_request(request.code), self.remote_address, exc)
+        else:
+            log.error(
+                "processor of %s failed for %s",
+                describe_request(request.code),
+                self.remote_address,
+                exc_info=(type(exc), exc, exc.__traceback__),
+            )
+        self._send_error(request, ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
+
+    def _handle_malformed(self, error: HeaderError) -> None:
+        flag = error.flag or 0
+        if error.opaque is None:
+            # Nobody can be answered: the peer is confused, drop it.
+            log.warning("closing %s: %s", self.remote_address, error)
+            self._close_after_error()
+            return
+        if flag & FLAG_RESPONSE:
+            future = self._pending.pop(error.opaque, None)
+            if future is not None and not future.done():
+                future.set_exception(error)
+            return
+        if not flag & FLAG_ONEWAY:
+            log.info("malformed request from %s: %s", self.remote_address, error)
+            response = RemotingCommand(
+                code=ResponseCode.SYSTEM_ERROR,
+                opaque=error.opaque,
+                flag=FLAG_RESPONSE,
+                remark=f"malformed header: {error}",
+                serialize_type=error.serialize_type if error.serialize_type in (0, 1) else SerializeType.JSON,
+            )
+            try:
+                self._write(response)
+            except Exception:
+                log.exception("could not answer a malformed request from %s", self.remote_address)
+
+    # ---- closing ----
+
+    def _close_after_error(self) -> None:
+        self.close()  # what was already answered is still sent
+
+    def close(self) -> None:
+        """Close after writing what is queued and buffered."""
+        self._closed = True
+        if self._transport is not None:
+            self._flush()
+            self._transport.close()
+
+    def abort(self) -> None:
+        """Close now, dropping what is queued and buffered (a peer that does not read)."""
+        self._closed = True
+        self._outgoing = []
+        self._outgoing_bytes = 0
+        self._outgoing_has_large = False
+        self._backlog.clear()
+        if self._transport is not None:
+            self._transport.abort()
+
+    def close_if_idle(self, now: float, idle_timeout: float) -> bool:
+        """Close the connection when nothing moved on it for ``idle_timeout`` seconds."""
+        if now - self.last_activity < idle_timeout or self._transport is None:
+            return False
+        log.info("closing idle connection %s (%.1f s without traffic)", self.remote_address, now - self.last_activity)
+        if self.write_buffer_size:
+            self.abort()
+        else:
+            self.close()
+        return True
+
+
+class ConnectionRegistry:
+    """The open connections of a server or client, and the sweep that closes idle ones."""
+
+    def __init__(self, idle_timeout: float) -> None:
+        if idle_timeout <= 0:
+            raise ValueError(f"idle timeout must be positive, got {idle_timeout}")
+        self.idle_timeout = idle_timeout
+        self.connections: set[RemotingConnection] = set()
+        self._timer: asyncio.TimerHandle | None = None
+        self._interval = min(max(idle_timeout / 4, 0.05), 10.0)
+
+    def start(self) -> None:
+        if self._timer is None:
+            self._timer = asyncio.get_running_loop().call_later(self._interval, self._sweep)
+
+    def stop(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _sweep(self) -> None:
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        for connection in list(self.connections):
+            connection.close_if_idle(now, self.idle_timeout)
+        self._timer = loop.call_later(self._interval, self._sweep)
+
+    async def close_all(self, grace: float = 1.0) -> None:
+        """Close every connection, and abort those still open after ``grace`` seconds."""
+        connections = list(self.connections)
+        for connection in connections:
+            connection.close()
+        deadline = asyncio.get_running_loop().time() + grace
+        while self.connections and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.01)
+        for connection in list(self.connections):
+            connection.abort()
+        # connection_lost runs on the next loop iterations after an abort.
+        for _ in range(10):
+            if not self.connections:
+                break
+            await asyncio.sleep(0)
