@@ -52,9 +52,10 @@ def child_env(**extra: str) -> dict[str, str]:
     return env
 
 
-def start_namesrv(*args: str) -> tuple[subprocess.Popen[str], str]:
+def start_namesrv(*args: str, command: tuple[str, ...] = ("-m", "rocketstore.namesrv")
+                  ) -> tuple[subprocess.Popen[str], str]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "rocketstore.namesrv", *args],
+        [sys.executable, *command, *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -259,3 +260,18 @@ def test_namesrv_process_reports_a_taken_port() -> None:
             timeout=30,
         )
     assert result.returncode == 1 and f"127.0.0.1:{port}" in result.stderr
+
+
+def test_rocketstore_namesrv_command_runs_the_same_server(arun) -> None:
+    """`rocketstore namesrv` (the CLI) starts the same name server."""
+    proc, address = start_namesrv("--listen-port", "0", command=("-m", "rocketstore", "namesrv"))
+    try:
+        async def main() -> None:
+            async with RemotingClient() as client:
+                missing = await client.invoke(address, create_request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "X"}))
+                assert missing.code == ResponseCode.TOPIC_NOT_EXIST
+
+        arun(main())
+    finally:
+        code, out = stop(proc)
+    assert code == 0 and "shut down" in out

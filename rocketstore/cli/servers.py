@@ -1,0 +1,16 @@
+"""Server commands: ``rocketstore namesrv`` runs a name server in the foreground."""
+from __future__ import annotations
+
+import click
+
+
+@click.command("namesrv", context_settings={"ignore_unknown_options": True,
+                                            "help_option_names": []})
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def namesrv(args: tuple[str, ...]) -> None:
+    """Run a RocketMQ-compatible name server in the foreground until SIGTERM or Ctrl-C:
+    [--listen-port PORT] (default 9876) [--bind-address ADDR] (default 127.0.0.1)
+    [-c namesrv.properties] [--log-level LEVEL]; --help for the details."""
+    from rocketstore.namesrv.startup import main as namesrv_main
+
+    raise SystemExit(namesrv_main(list(args)))
