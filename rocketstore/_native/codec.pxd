@@ -3,33 +3,16 @@ from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.string cimport memcmp, memcpy, memset
 
 
-cdef extern from *:
-    int __builtin_ctzll(unsigned long long x) nogil
+from rocketstore._native.includes.byteorder cimport (
+    rs_get_i16, rs_get_i32, rs_get_i64, rs_get_u16, rs_get_u32, rs_put_u16, rs_put_u32,
+    rs_put_u64,
+)
+from rocketstore._native.includes.crc32 cimport rs_crc32, rs_crc32_impl, rs_crc32_init
+from rocketstore._native.includes.python cimport (
+    PyEval_RestoreThread, PyEval_SaveThread, PyThreadState,
+)
+from rocketstore._native.includes.scan cimport rs_find_pair_end
 
-
-cdef extern from "rs_bytes.h" nogil:
-    void rs_put_u16(char* p, unsigned short v)
-    void rs_put_u32(char* p, uint32_t v)
-    void rs_put_u64(char* p, unsigned long long v)
-    int16_t rs_get_i16(const char* p)
-    int32_t rs_get_i32(const char* p)
-    int64_t rs_get_i64(const char* p)
-    unsigned short rs_get_u16(const char* p)
-    uint32_t rs_get_u32(const char* p)
-    void rs_release_fence()
-    bint rs_has_byte_below3(const char* p, size_t n)
-
-
-cdef extern from "Python.h":
-    # released by hand where a loop is worth it (dispatch_region, write_units, build_index)
-    ctypedef struct PyThreadState
-    PyThreadState* PyEval_SaveThread()
-    void PyEval_RestoreThread(PyThreadState* state)
-
-cdef extern from "rs_crc32.h" nogil:
-    void rs_crc32_init()
-    uint32_t rs_crc32(uint32_t crc, const void* buf, size_t length)
-    const char* rs_crc32_impl()
 
 # Record layout constants (offsets for IPv4 hosts).
 cdef enum:
@@ -187,21 +170,6 @@ cdef struct KeyProps:
     int32_t uniq_len
 
 
-cdef inline const char* find_pair_end(const char* p, const char* end) noexcept nogil:
-    """The first \x02 (the property pair separator) in [p, end), or end; eight bytes a step."""
-    cdef uint64_t w, m
-    while end - p >= 8:
-        memcpy(&w, p, 8)
-        w ^= 0x0202020202020202ULL
-        m = (w - 0x0101010101010101ULL) & ~w & 0x8080808080808080ULL
-        if m:                       # exact for the lowest byte that matched
-            return p + (__builtin_ctzll(m) >> 3)
-        p += 8
-    while p < end and p[0] != 2:
-        p += 1
-    return p
-
-
 cdef inline void find_key_props(const char* props, int32_t props_len, KeyProps* out) noexcept nogil:
     """TAGS, KEYS and UNIQ_KEY in one walk of a record's properties, as RocketMQ's
     string2messageProperties reads them: pairs split on \x02, name and value on the first
@@ -215,7 +183,7 @@ cdef inline void find_key_props(const char* props, int32_t props_len, KeyProps* 
     out.tags = out.keys = out.uniq = NULL
     out.tags_len = out.keys_len = out.uniq_len = 0
     while p < end:
-        q = find_pair_end(p, end)
+        q = rs_find_pair_end(p, end)
         n = q - p
         if n > 5 and p[4] == 1:
             if memcmp(p, b"TAGS", 4) == 0:

@@ -26,6 +26,13 @@ from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memchr, memcpy, memset
 from posix.time cimport CLOCK_REALTIME, clock_gettime, timespec
 
+from rocketstore._native.includes.atomic cimport rs_release_fence
+from rocketstore._native.includes.python cimport (
+    PyDict_Contains, PyUnicode_DATA, PyUnicode_DecodeASCII, PyUnicode_DecodeUTF8,
+    PyUnicode_GET_LENGTH, PyUnicode_IS_COMPACT_ASCII, PyUnicode_KIND, PyUnicode_New,
+    PyUnicode_READ,
+)
+from rocketstore._native.includes.scan cimport rs_has_byte_below3
 from rocketstore._native.mapped_file cimport MappedFile
 
 import numpy as np
@@ -34,25 +41,15 @@ cimport numpy as cnp
 
 cnp.import_array()
 
-cdef extern from "Python.h":
-    object PyUnicode_New(Py_ssize_t size, Py_UCS4 maxchar)
-    void* PyUnicode_DATA(object o)
-    int PyUnicode_KIND(object o)
-    Py_ssize_t PyUnicode_GET_LENGTH(object o)
-    Py_UCS4 PyUnicode_READ(int kind, void* data, Py_ssize_t index)
-    object PyUnicode_DecodeUTF8(const char* s, Py_ssize_t size, const char* errors)
-    object PyUnicode_DecodeASCII(const char* s, Py_ssize_t size, const char* errors)
-    bint PyUnicode_IS_COMPACT_ASCII(object o)
-    int PyDict_Contains(object d, object key) except -1
-
 rs_crc32_init()
 
 CRC32_IMPL = rs_crc32_impl().decode()
 
 # PutMessageStatus ordinals (RocketMQ's enum order); rocketstore.message maps them to the enum.
-DEF PUT_OK = 0
-DEF MESSAGE_ILLEGAL = 6
-DEF PROPERTIES_SIZE_EXCEEDED = 7
+cdef enum:
+    PUT_OK = 0
+    MESSAGE_ILLEGAL = 6
+    PROPERTIES_SIZE_EXCEEDED = 7
 
 PROPERTY_TAGS = "TAGS"
 PROPERTY_KEYS = "KEYS"
@@ -365,7 +362,8 @@ cdef inline int64_t _now_ms() noexcept nogil:
     return <int64_t>ts.tv_sec * 1000 + ts.tv_nsec // 1000000
 
 
-DEF UNIQ_HEX_MAX = 44     # hex of the longest UNIQ_KEY: a 16-byte prefix, time (4), counter (2)
+cdef enum:
+    UNIQ_HEX_MAX = 44     # hex of the longest UNIQ_KEY: a 16-byte prefix, time (4), counter (2)
 
 
 cdef int _new_uniq_hex(int64_t now_ms, char* out):
@@ -599,7 +597,8 @@ def _rebuild_message(topic, body, properties, flag, born_timestamp, born_host, s
 # ---- queue offsets (RocketMQ's topicQueueTable) ----------------------------------------------
 
 # Queue ids index a per-topic array; RocketMQ topics have at most a few thousand queues.
-DEF _MAX_QID = 65535
+cdef enum:
+    _MAX_QID = 65535
 MAX_QUEUE_ID = _MAX_QID
 
 @cython.final
@@ -1704,10 +1703,12 @@ cdef class DispatchBatch:
                 f"stop={self.stop_status} at {self.stop_position})")
 
 
-DEF MAX_BATCH_TOPICS = 256     # distinct topics per dispatch batch (a batch stops early)
-# Decode at least this much without the GIL, else keep it. Every GIL-held microsecond of the
-# dispatch thread is one the producers wait (2 cores, one GIL), so only tiny regions keep it.
-DEF RELEASE_GIL_BYTES = 16384
+cdef enum:
+    MAX_BATCH_TOPICS = 256     # distinct topics per dispatch batch (a batch stops early)
+    # Decode at least this much without the GIL, else keep it. Every GIL-held microsecond of
+    # the dispatch thread is one the producers wait (2 cores, one GIL), so only tiny regions
+    # keep it.
+    RELEASE_GIL_BYTES = 16384
 
 
 def dispatch_region(MappedFile mf not None, int64_t start, int64_t end=-1, *,

@@ -92,6 +92,12 @@ from rocketstore._native.codec cimport (
     rs_get_u16,
     rs_crc32_init,
 )
+from rocketstore._native.includes.hex cimport rs_hex16
+from rocketstore._native.includes.prefetch cimport rs_prefetch256, rs_prefetch_w
+from rocketstore._native.includes.scan cimport (
+    rs_ascii16, rs_copy32s, rs_ctz64, rs_find_space, rs_first_byte, rs_load_le64,
+    rs_load_raw64, rs_scan64, rs_special,
+)
 from rocketstore._native.mapped_file cimport MappedFile
 
 import numpy as np
@@ -103,24 +109,26 @@ cnp.import_array()
 rs_crc32_init()     # this module's copy of the CRC tables (check_record is inlined here)
 
 MAX_BATCH_BYTES = 2147483647
-DEF MAX_BYTES = 2147483647
-DEF MAX_PAIRS = 8200            # a kept pair needs >= 4 bytes of the <= 32767-byte properties
-DEF PROPS_SCRATCH = 3 * 32768   # sanitized properties: an invalid byte becomes 3 bytes
-DEF TOPIC_SCRATCH = 3 * 256
-DEF HOST_TEXT = 64              # '[' + 39 + ']:' + 11 fits
-DEF BORN_SLOTS = 64             # host caches (powers of two)
-DEF STORE_SLOTS = 8
-DEF ARENA_ALIGN = 64
-DEF SLACK = 32                  # spare bytes after each buffer for _put's block copies
-DEF ARENA_MMAP_MIN = 64 << 10   # smaller buffers come from malloc and are not cached
-DEF ARENA_GRAIN = 64 << 10      # mappings are multiples of this
-DEF ARENA_HUGE = 4 << 20        # mappings this large are multiples of 2 MiB, on huge pages
-DEF HUGE_GRAIN = 2 << 20
-DEF ARENA_SLOTS = 256
-DEF HEADROOM_MIN = 4096
-DEF HEADROOM_MAX = 16 << 10
-DEF PREFETCH_AHEAD = 2048      # bytes ahead of the record being decoded
-DEF WRITE_AHEAD = 512          # bytes ahead of each output stream's end
+
+cdef enum:
+    MAX_BYTES = 2147483647
+    MAX_PAIRS = 8200            # a kept pair needs >= 4 bytes of the <= 32767-byte properties
+    PROPS_SCRATCH = 3 * 32768   # sanitized properties: an invalid byte becomes 3 bytes
+    TOPIC_SCRATCH = 3 * 256
+    HOST_TEXT = 64              # '[' + 39 + ']:' + 11 fits
+    BORN_SLOTS = 64             # host caches (powers of two)
+    STORE_SLOTS = 8
+    ARENA_ALIGN = 64
+    SLACK = 32                  # spare bytes after each buffer for _put's block copies
+    ARENA_MMAP_MIN = 64 << 10   # smaller buffers come from malloc and are not cached
+    ARENA_GRAIN = 64 << 10      # mappings are multiples of this
+    ARENA_HUGE = 4 << 20        # mappings this large are multiples of 2 MiB, on huge pages
+    HUGE_GRAIN = 2 << 20
+    ARENA_SLOTS = 256
+    HEADROOM_MIN = 4096
+    HEADROOM_MAX = 16 << 10
+    PREFETCH_AHEAD = 2048      # bytes ahead of the record being decoded
+    WRITE_AHEAD = 512          # bytes ahead of each output stream's end
 
 # ---- schema ----------------------------------------------------------------------------------
 
@@ -520,144 +528,6 @@ cdef struct Props:
     int32_t npairs
     int32_t tags                # index in pairs, or -1
     int32_t keys                # index in pairs, or -1
-
-
-cdef extern from *:
-    """
-    #include <stdint.h>
-    #include <string.h>
-    /* 8 bytes as a little-endian word, so the lowest set flag is the first byte in memory. */
-    static inline uint64_t rs_load_le64(const char *p) {
-        uint64_t w; memcpy(&w, p, 8);
-    #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-        w = __builtin_bswap64(w);
-    #endif
-        return w;
-    }
-    /* High bit set in every byte that is < 0x03 (the \x01/\x02 separators, NUL) or >= 0x80
-       (non-ASCII). Bytes above a flagged one may be flagged falsely; the lowest is exact. */
-    static inline uint64_t rs_special(uint64_t w) {
-        return ((w - 0x0303030303030303ULL) & ~w & 0x8080808080808080ULL)
-               | (w & 0x8080808080808080ULL);
-    }
-    static inline int rs_first_byte(uint64_t m) { return __builtin_ctzll(m) >> 3; }
-    /* The first ' ' in [s, e), or e; reads 8 bytes at a time while below readable_end. */
-    static inline const char *rs_find_space(const char *s, const char *e,
-                                            const char *readable_end) {
-        while (s < e) {
-            if (s + 8 <= readable_end) {
-                uint64_t w = rs_load_le64(s) ^ 0x2020202020202020ULL;
-                uint64_t m = (w - 0x0101010101010101ULL) & ~w & 0x8080808080808080ULL;
-                if (m) {
-                    s += rs_first_byte(m);
-                    return s < e ? s : e;
-                }
-                s += 8;
-            } else {
-                if (*s == ' ') return s;
-                s++;
-            }
-        }
-        return e;
-    }
-    /* Bit k of *seps: byte k of the 64 at p is \x01 or \x02; of *high: it is >= 0x80. */
-    #if defined(__SSE2__)
-    #include <emmintrin.h>
-    static inline void rs_scan64(const char *p, uint64_t *seps, uint64_t *high) {
-        const __m128i one = _mm_set1_epi8(1), two = _mm_set1_epi8(2);
-        uint64_t a = 0, h = 0;
-        int k;
-        for (k = 0; k < 4; k++) {
-            __m128i x = _mm_loadu_si128((const __m128i *)(p + 16 * k));
-            __m128i e = _mm_or_si128(_mm_cmpeq_epi8(x, one), _mm_cmpeq_epi8(x, two));
-            a |= (uint64_t)(uint32_t)_mm_movemask_epi8(e) << (16 * k);
-            h |= (uint64_t)(uint32_t)_mm_movemask_epi8(x) << (16 * k);
-        }
-        *seps = a;
-        *high = h;
-    }
-    #else
-    static inline void rs_scan64(const char *p, uint64_t *seps, uint64_t *high) {
-        uint64_t a = 0, h = 0;
-        int k;
-        for (k = 0; k < 64; k++) {
-            unsigned char b = (unsigned char)p[k];
-            a |= (uint64_t)(b == 1 || b == 2) << k;
-            h |= (uint64_t)(b >= 0x80) << k;
-        }
-        *seps = a;
-        *high = h;
-    }
-    #endif
-    static inline int rs_ctz64(uint64_t m) { return __builtin_ctzll(m); }
-    /* 1 when the n <= 16 bytes at p are ASCII, judged from two 8-byte loads (p + 16 must
-       not pass readable_end); 0: not known (longer, near the end, or non-ASCII). */
-    static inline int rs_ascii16(const char *p, int32_t n, const char *readable_end) {
-        uint64_t a, b;
-        if (n > 16 || p + 16 > readable_end)
-            return 0;
-        memcpy(&a, p, 8);
-        memcpy(&b, p + 8, 8);
-    #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-        a = __builtin_bswap64(a);
-        b = __builtin_bswap64(b);
-    #endif
-        if (n < 8) {
-            a &= (((uint64_t)1) << (8 * n)) - 1;
-            b = 0;
-        } else if (n < 16) {
-            b &= n == 8 ? 0 : (((uint64_t)1) << (8 * (n - 8))) - 1;
-        }
-        return ((a | b) & 0x8080808080808080ULL) == 0;
-    }
-    /* 8 bytes as they are in memory (as _host keys them) */
-    static inline uint64_t rs_load_raw64(const char *p) { uint64_t w; memcpy(&w, p, 8); return w; }
-    /* The 16 upper-case hex digits of v, most significant first. */
-    static inline void rs_hex16(char *out, uint64_t v) {
-    #if defined(__SSE2__) && defined(__x86_64__)
-        __m128i x = _mm_cvtsi64_si128((long long)__builtin_bswap64(v));
-        __m128i mask = _mm_set1_epi8(0x0F);
-        __m128i n = _mm_unpacklo_epi8(_mm_and_si128(_mm_srli_epi16(x, 4), mask),
-                                      _mm_and_si128(x, mask));
-        __m128i letters = _mm_and_si128(_mm_cmpgt_epi8(n, _mm_set1_epi8(9)),
-                                        _mm_set1_epi8('A' - '0' - 10));
-        _mm_storeu_si128((__m128i *)out,
-                         _mm_add_epi8(_mm_add_epi8(n, _mm_set1_epi8('0')), letters));
-    #else
-        int i;
-        for (i = 0; i < 16; i++) {
-            unsigned d = (unsigned)(v >> (60 - 4 * i)) & 15;
-            out[i] = (char)(d < 10 ? '0' + d : 'A' + d - 10);
-        }
-    #endif
-    }
-    /* n bytes from src to dst as 32-byte blocks: up to 31 bytes past n are read and written
-       (the caller guarantees both are there). */
-    static inline void rs_copy32s(char *dst, const char *src, int64_t n) {
-        int64_t k;
-        for (k = 0; k < n; k += 32)
-            memcpy(dst + k, src + k, 32);
-    }
-    /* prefetch a cache line for writing */
-    static inline void rs_prefetch_w(const char *p) { __builtin_prefetch(p, 1); }
-    /* the cache lines [p, p + 256): a prefetch never faults */
-    static inline void rs_prefetch256(const char *p) {
-        __builtin_prefetch(p); __builtin_prefetch(p + 64);
-        __builtin_prefetch(p + 128); __builtin_prefetch(p + 192);
-    }
-    """
-    uint64_t rs_load_le64(const char* p) noexcept nogil
-    uint64_t rs_special(uint64_t w) noexcept nogil
-    int rs_first_byte(uint64_t m) noexcept nogil
-    const char* rs_find_space(const char* s, const char* e, const char* readable_end) noexcept nogil
-    void rs_prefetch256(const char* p) noexcept nogil
-    void rs_prefetch_w(const char* p) noexcept nogil
-    void rs_scan64(const char* p, uint64_t* seps, uint64_t* high) noexcept nogil
-    int rs_ctz64(uint64_t m) noexcept nogil
-    uint64_t rs_load_raw64(const char* p) noexcept nogil
-    bint rs_ascii16(const char* p, int32_t n, const char* readable_end) noexcept nogil
-    void rs_hex16(char* out, uint64_t v) noexcept nogil
-    void rs_copy32s(char* dst, const char* src, int64_t n) noexcept nogil
 
 
 cdef inline void _add_pair(const char* text, int32_t start, int32_t sep, int32_t end,

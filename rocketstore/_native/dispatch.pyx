@@ -20,6 +20,7 @@ from cpython.ref cimport Py_DECREF, Py_INCREF, PyObject
 from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
 from libc.stdlib cimport calloc, free, malloc
 from libc.string cimport memcmp, memcpy
+from posix.time cimport nanosleep, time_t, timespec
 
 from rocketstore._native.codec cimport (
     REC_BLANK,
@@ -42,30 +43,13 @@ from rocketstore._native.index_file cimport (
     IndexFile,
     _key_hashes,
 )
-from rocketstore._native.mapped_file cimport (
-    MappedFile,
-    StopFlag,
-    rs_acquire_fence,
-    rs_load_i64,
-    rs_load_int,
-)
-
-cdef extern from *:
-    """
-    static inline void rs_prefetch(const char *p) { __builtin_prefetch(p, 0); }
-    """
-    void rs_prefetch(const char* p) noexcept nogil
+from rocketstore._native.includes.atomic cimport rs_acquire_fence, rs_load_i64, rs_load_int
+from rocketstore._native.includes.prefetch cimport rs_prefetch
+from rocketstore._native.mapped_file cimport MappedFile, StopFlag
 
 cdef enum:
     PREFETCH_KEYS = 8       # slots prefetched per record (the rest load as they come)
 
-
-cdef extern from "<time.h>" nogil:
-    ctypedef long time_t
-    cdef struct timespec:
-        time_t tv_sec
-        long tv_nsec
-    int nanosleep(const timespec* req, timespec* rem)
 
 # why a pass stopped
 CAUGHT_UP = 0       # nothing more readable in the file now
@@ -170,7 +154,7 @@ cdef class Dispatcher:
     @property
     def offset(self):
         """CommitLog offset of the next record to dispatch."""
-        cdef int64_t r = rs_load_i64(<long long*>&self.requested)
+        cdef int64_t r = rs_load_i64(&self.requested)
         if r >= 0:
             return r
         if self.file is None:
@@ -194,7 +178,7 @@ cdef class Dispatcher:
 
     def take_request(self):
         """Apply a requested position (the pass thread, before a pass); True if there was one."""
-        cdef int64_t r = rs_load_i64(<long long*>&self.requested)
+        cdef int64_t r = rs_load_i64(&self.requested)
         if r < 0:
             return False
         self.set_offset(r)
@@ -401,9 +385,9 @@ cdef class Dispatcher:
         cdef bint index_keys
         cdef Py_ssize_t blanks = 0
         self.pass_start = self.pos
-        if rs_load_i64(<long long*>&self.requested) >= 0 or self.base == NULL:
+        if rs_load_i64(&self.requested) >= 0 or self.base == NULL:
             return S_NO_FILE
-        limit = rs_load_i64(<long long*>self.limit_ptr)
+        limit = rs_load_i64(self.limit_ptr)
         rs_acquire_fence()      # the record bytes were published before the position
         if limit > self.file_size:
             limit = self.file_size

@@ -33,23 +33,6 @@ cdef class MappedFile:
     cdef int _populate(self, int64_t first, int64_t end) noexcept nogil
 
 
-# Atomics for fields a native loop reads or writes without the GIL while another thread
-# uses them (relaxed, except the release store that publishes bytes written before it).
-cdef extern from *:
-    """
-    static inline long long rs_load_i64(const long long *p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
-    static inline int rs_load_int(const int *p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
-    static inline void rs_store_int(int *p, int v) { __atomic_store_n(p, v, __ATOMIC_RELAXED); }
-    static inline void rs_store_release_i64(long long *p, long long v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
-    static inline void rs_acquire_fence(void) { __atomic_thread_fence(__ATOMIC_ACQUIRE); }
-    """
-    long long rs_load_i64(const long long* p) noexcept nogil
-    int rs_load_int(const int* p) noexcept nogil
-    void rs_store_int(int* p, int v) noexcept nogil
-    void rs_store_release_i64(long long* p, long long v) noexcept nogil
-    void rs_acquire_fence() noexcept nogil
-
-
 cdef class StopFlag:
     """A flag a native loop running without the GIL polls (prefault_follow, dispatch)."""
     cdef int flag
