@@ -6,8 +6,12 @@
 #include <stdint.h>
 
 static inline int64_t rs_load_i64(const int64_t *p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
-static inline int64_t rs_load_acquire_i64(const int64_t *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
-static inline void rs_store_release_i64(int64_t *p, int64_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
+static inline int64_t rs_load_acquire_i64(const int64_t *p) {
+    return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+}
+static inline void rs_store_release_i64(int64_t *p, int64_t v) {
+    __atomic_store_n(p, v, __ATOMIC_RELEASE);
+}
 static inline int rs_load_int(const int *p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
 static inline int rs_load_acquire_int(const int *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
 static inline void rs_store_int(int *p, int v) { __atomic_store_n(p, v, __ATOMIC_RELAXED); }

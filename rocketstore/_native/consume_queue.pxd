@@ -1,7 +1,7 @@
 # ConsumeQueue unit placement: shared with the dispatch pass (dispatch.pyx).
 from libc.stdint cimport int32_t, int64_t, uint32_t
 
-from rocketstore._native.codec cimport rs_put_u32, rs_put_u64
+from rocketstore._native.includes.byteorder cimport rs_put_u32, rs_put_u64
 from rocketstore._native.includes.atomic cimport rs_store_release_i64
 from rocketstore._native.mapped_file cimport MappedFile
 

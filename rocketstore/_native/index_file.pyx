@@ -29,28 +29,19 @@ from libc.stdlib cimport free, malloc
 from libc.string cimport memchr, memset
 from posix.mman cimport MS_SYNC, msync
 
-from rocketstore._native.codec cimport hash_utf8 as _hash_utf8
-from rocketstore._native.codec cimport (
-    KeyProps,
-    PyEval_RestoreThread,
-    PyEval_SaveThread,
-    PyThreadState,
-    REC_OK,
-    SYSFLAG_ROLLBACK,
-    SYSFLAG_TRANSACTION_MASK,
-    RecordInfo,
-    check_record,
-    find_key_props,
-    hash_text,
-    java_hash_str,
-    rs_crc32_init,
-    rs_get_i32,
-    rs_get_i64,
-    rs_put_u32,
-    rs_put_u64,
-)
+from rocketstore._native.hashes cimport hash_text, java_hash_str
+from rocketstore._native.hashes cimport hash_utf8 as _hash_utf8
 from rocketstore._native.includes.atomic cimport rs_acquire_fence, rs_release_fence
+from rocketstore._native.includes.byteorder cimport rs_get_i32, rs_get_i64, rs_put_u32, rs_put_u64
+from rocketstore._native.includes.crc32 cimport rs_crc32_init
+from rocketstore._native.includes.python cimport (
+    PyEval_RestoreThread, PyEval_SaveThread, PyThreadState,
+)
 from rocketstore._native.mapped_file cimport MappedFile
+from rocketstore._native.properties cimport KeyProps, find_key_props
+from rocketstore._native.record cimport (
+    REC_OK, SYSFLAG_ROLLBACK, SYSFLAG_TRANSACTION_MASK, RecordInfo, check_record,
+)
 
 rs_crc32_init()     # this module's copy of the CRC tables (check_record is inlined here)
 

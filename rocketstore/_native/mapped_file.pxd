@@ -1,5 +1,5 @@
-# One memory-mapped segment file (RocketMQ's MappedFile). Shared with the codec and indexes,
-# which write straight into `wbase` and read from `base`.
+# One memory-mapped segment file (RocketMQ's MappedFile). Shared with the record writer, decoders
+# and indexes, which write straight into `wbase` and read from `base`.
 from libc.stdint cimport int64_t
 
 

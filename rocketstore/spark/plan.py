@@ -36,7 +36,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from rocketstore._native import codec
+from rocketstore._native import record
 from rocketstore._native.columnar import BatchTooLargeError
 from rocketstore.spark.location import StoreLocation, StoreSnapshot
 from rocketstore.spark.options import (
@@ -152,8 +152,8 @@ def offset_at_time(store: MessageStore, timestamp: int) -> int:
     firsts: list[int] = []
     kept = []
     for mf in files:
-        found = codec.scan_region(mf, 0, mf.read_position, check_crc=False,
-                                  base_offset=mf.file_from_offset, max_records=1)
+        found = record.scan_region(mf, 0, mf.read_position, check_crc=False,
+                                   base_offset=mf.file_from_offset, max_records=1)
         if len(found):
             firsts.append(int(found.store_timestamps[0]))
             kept.append(mf)
@@ -163,8 +163,8 @@ def offset_at_time(store: MessageStore, timestamp: int) -> int:
     if k == 0:
         return max(lo, kept[0].file_from_offset)
     mf = kept[k - 1]
-    found = codec.scan_region(mf, 0, mf.read_position, check_crc=False,
-                              base_offset=mf.file_from_offset)
+    found = record.scan_region(mf, 0, mf.read_position, check_crc=False,
+                               base_offset=mf.file_from_offset)
     later = np.flatnonzero(np.asarray(found.store_timestamps) >= timestamp)
     if len(later):
         return min(hi, max(lo, mf.file_from_offset + int(found.offsets[later[0]])))
