@@ -5,8 +5,8 @@ import enum
 
 from rocketstore._native.hosts import format_host, make_msg_id, parse_host, parse_msg_id
 from rocketstore._native.message import Message, new_uniq_key, validate_topic
-from rocketstore._native.put_results import PutMessageResult, PutMessagesResult, PutMessageStatus
 from rocketstore._native.record import CorruptRecordError, MessageExt
+from rocketstore._native.record_writer import PutMessageResult, PutMessagesResult, PutMessageStatus
 
 __all__ = [
     "BLANK_MAGIC_CODE", "CorruptRecordError", "GetMessageStatus", "Message", "MessageExt",

@@ -5,8 +5,7 @@ from typing import final
 
 from rocketstore._native.mapped_file import MappedFile
 from rocketstore._native.message import Message
-from rocketstore._native.put_results import PutMessageResult
-from rocketstore._native.record_writer import RecordWriter
+from rocketstore._native.record_writer import PutMessageResult, RecordWriter
 
 @final
 class PutLock:

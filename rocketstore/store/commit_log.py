@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from rocketstore._native import (
     dispatch,
     put_path,
-    put_results,
     record,
     record_writer,
     topic_queue_table,
@@ -166,23 +165,23 @@ class CommitLog:
     def _append_rolling(self, msg: Message, queue_id: int) -> PutMessageResult:
         """Slow path of put_message, under the put lock: roll to a new file and retry."""
         if self.closed:
-            return put_results.put_result(PutMessageStatus.SERVICE_NOT_AVAILABLE)
+            return record_writer.put_result(PutMessageStatus.SERVICE_NOT_AVAILABLE)
         mf = self._file_for_append()
         if mf is None:
-            return put_results.put_result(PutMessageStatus.CREATE_MAPPED_FILE_FAILED)
+            return record_writer.put_result(PutMessageStatus.CREATE_MAPPED_FILE_FAILED)
         result = self.writer.append(mf, msg, queue_id)
         if result is None:
             mf = self._file_for_append()
             if mf is None:
-                return put_results.put_result(PutMessageStatus.CREATE_MAPPED_FILE_FAILED)
+                return record_writer.put_result(PutMessageStatus.CREATE_MAPPED_FILE_FAILED)
             result = self.writer.append(mf, msg, queue_id)
-        return put_results.put_result(PutMessageStatus.UNKNOWN_ERROR) if result is None else result
+        return record_writer.put_result(PutMessageStatus.UNKNOWN_ERROR) if result is None else result
 
     def _sync_flush_after_put(self, result: PutMessageResult, msg: Message) -> PutMessageResult:
         if result.status_code == PutMessageStatus.PUT_OK and msg.properties.get(
                 "WAIT") != "false":
             if not self._wait_flushed(result.commitlog_offset + result.wrote_bytes):
-                return put_results.with_status(result, PutMessageStatus.FLUSH_DISK_TIMEOUT)
+                return record_writer.with_status(result, PutMessageStatus.FLUSH_DISK_TIMEOUT)
         else:
             self.flush_service.wakeup()
         return result
@@ -194,7 +193,7 @@ class CommitLog:
     def put_messages(self, msgs: list[Message], queue_ids: int | list[int]) -> PutMessagesResult:
         with self.put_lock:
             if self.closed:
-                return put_results.rejected_batch(len(msgs), PutMessageStatus.SERVICE_NOT_AVAILABLE)
+                return record_writer.rejected_batch(len(msgs), PutMessageStatus.SERVICE_NOT_AVAILABLE)
             result = self.writer.prepare_batch(msgs, queue_ids)
             if result.status_code != PutMessageStatus.PUT_OK or not msgs:
                 return result
@@ -202,13 +201,13 @@ class CommitLog:
             while mf is not None and not self.writer.write_batch(mf, result):
                 mf = self._file_for_append()
             if mf is None:    # what was stored stays; the result says where it stopped
-                result = put_results.fail_batch(result, PutMessageStatus.CREATE_MAPPED_FILE_FAILED)
+                result = record_writer.fail_batch(result, PutMessageStatus.CREATE_MAPPED_FILE_FAILED)
         if result.stored:
             end = int(result.commitlog_offsets[result.stored - 1] +
                       result.sizes[result.stored - 1])
             if self.sync_flush:
                 if not self._wait_flushed(end) and result.status_code == PutMessageStatus.PUT_OK:
-                    result = put_results.fail_batch(result, PutMessageStatus.FLUSH_DISK_TIMEOUT)
+                    result = record_writer.fail_batch(result, PutMessageStatus.FLUSH_DISK_TIMEOUT)
             elif self._wake_on_put:
                 self._wake_flusher()
         return result

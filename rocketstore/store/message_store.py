@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from rocketstore._native import hosts, put_results, record
+from rocketstore._native import hosts, record, record_writer
 from rocketstore.config import StoreConfig
 from rocketstore.message import (
     GetMessageStatus,
@@ -268,7 +268,7 @@ class MessageStore:
         While a writable store runs, this name is bound straight to the CommitLog's put path
         (one Python frame less per put); it refuses puts once the store is shut down."""
         if not self._writable:
-            return put_results.put_result(PutMessageStatus.SERVICE_NOT_AVAILABLE)
+            return record_writer.put_result(PutMessageStatus.SERVICE_NOT_AVAILABLE)
         return self.commit_log.put_message(message, queue_id)
 
     def put_messages(self, messages: list[Message], queue_ids: int | list[int] = 0
@@ -277,7 +277,7 @@ class MessageStore:
         if not isinstance(messages, list):
             messages = list(messages)
         if not self._writable:
-            return put_results.rejected_batch(len(messages), PutMessageStatus.SERVICE_NOT_AVAILABLE)
+            return record_writer.rejected_batch(len(messages), PutMessageStatus.SERVICE_NOT_AVAILABLE)
         return self.commit_log.put_messages(messages, queue_ids)
 
     # ---- reads -----------------------------------------------------------------------------
