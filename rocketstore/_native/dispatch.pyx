@@ -20,7 +20,7 @@ cimport cython
 from cpython.ref cimport Py_DECREF, Py_INCREF, PyObject
 from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
 from libc.stdlib cimport calloc, free, malloc
-from libc.string cimport memcmp, memcpy
+from libc.string cimport memcmp, memcpy, memset
 from posix.time cimport nanosleep, time_t, timespec
 
 from rocketstore._native.consume_queue cimport NEXT_FILE, Target, _place_unit, _target_of
@@ -41,7 +41,7 @@ from rocketstore._native.mapped_file cimport MappedFile, StopFlag
 from rocketstore._native.properties cimport KeyProps, find_key_props, tags_code_in, tags_code_of
 from rocketstore._native.record cimport (
     MIN_RECORD_SIZE, REC_BLANK, REC_CORRUPT, REC_END, REC_OK, SYSFLAG_PREPARED,
-    SYSFLAG_ROLLBACK, SYSFLAG_TRANSACTION_MASK, RecordInfo, check_record, check_record_into,
+    SYSFLAG_ROLLBACK, SYSFLAG_TRANSACTION_MASK, RecordInfo, check_record_into,
     status_text,
 )
 
@@ -599,12 +599,13 @@ def dispatch_region(MappedFile mf not None, int64_t start, int64_t end=-1, *,
         v_tags = tags; v_ts = stamps; v_flag = flags; v_tid = tids
         p = mf.base
         pos = start
+        memset(&info, 0, sizeof(RecordInfo))
         info.status = REC_OK
         _save = PyEval_SaveThread() if end - start >= RELEASE_GIL_BYTES else NULL
         try:
             while pos < end and n < cap:
-                info = check_record(p + pos, end - pos, check_crc, mf.file_from_offset + pos)
-                if info.status != REC_OK:
+                if check_record_into(p + pos, end - pos, check_crc, mf.file_from_offset + pos,
+                                     &info) != REC_OK:
                     break
                 rec = p + pos
                 t = -1

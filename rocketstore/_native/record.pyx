@@ -4,6 +4,7 @@ zero-copy views) and scans that walk a region record by record. The record's lay
 validation every decoder inlines are in record.pxd."""
 cimport cython
 from libc.stdint cimport int32_t, int64_t
+from libc.string cimport memset
 
 from rocketstore._native.hosts cimport HOST_TEXT, format_host_into, msg_id_text
 from rocketstore._native.includes.byteorder cimport rs_get_i32, rs_get_i64
@@ -302,12 +303,14 @@ cdef void _scan(const char* p, int64_t start, int64_t end, bint check_crc, int64
     cdef int64_t pos = start
     cdef Py_ssize_t count = 0
     cdef RecordInfo info
+    memset(&info, 0, sizeof(RecordInfo))
     info.status = REC_OK
     with nogil:
         while pos < end and count < cap:
-            info = check_record(p + pos, end - pos, check_crc,
-                                base_offset + pos if base_offset >= 0 else -1)
-            if info.status != REC_OK:
+            # into one RecordInfo: no zeroing and no copy per record
+            if check_record_into(p + pos, end - pos, check_crc,
+                                 base_offset + pos if base_offset >= 0 else -1,
+                                 &info) != REC_OK:
                 break
             offsets[count] = pos
             sizes[count] = info.size
