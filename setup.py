@@ -1,31 +1,55 @@
-"""Build the Cython extensions (rocketstore/_native/*.pyx) with the C helpers in src/."""
+"""Build the Cython extensions (rocketstore/_native/*.pyx) and the C helpers in src/.
+
+The helpers (src/*.c) are compiled once into a static library that every extension links;
+src/*.h are header-only helpers declared for Cython in rocketstore/_native/includes/*.pxd.
+"""
 import glob
 import os
 
 import numpy
 from Cython.Build import cythonize
 from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
 
+DEBUG = bool(os.environ.get("ROCKETSTORE_DEBUG_BUILD"))
 C_HELPERS = sorted(glob.glob("src/*.c"))
+C_DEPENDS = sorted(glob.glob("src/*.h")) + C_HELPERS
 COMPILE_ARGS = ["-O3", "-fno-strict-aliasing", "-Wno-unused-function", "-Wno-unreachable-code"]
-if os.environ.get("ROCKETSTORE_DEBUG_BUILD"):
+if DEBUG:
     COMPILE_ARGS = ["-O0", "-g", "-fsanitize=address,undefined"]
+HELPERS_LIB = ("rocketstore_helpers", {
+    "sources": C_HELPERS,
+    "include_dirs": ["src"],
+    "cflags": COMPILE_ARGS,
+})
+
+
+class BuildExtWithHelpers(build_ext):
+    """build_ext that builds the helpers' library first (plain `build` does that already;
+    `build_ext --inplace` alone would not)."""
+
+    def run(self):
+        self.run_command("build_clib")
+        super().run()
 
 
 def native(name: str) -> Extension:
     return Extension(
         f"rocketstore._native.{name}",
-        [f"rocketstore/_native/{name}.pyx", *C_HELPERS],
+        [f"rocketstore/_native/{name}.pyx"],
         include_dirs=["src", numpy.get_include()],
+        depends=C_DEPENDS,
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
         extra_compile_args=COMPILE_ARGS,
-        extra_link_args=COMPILE_ARGS if os.environ.get("ROCKETSTORE_DEBUG_BUILD") else [],
+        extra_link_args=COMPILE_ARGS if DEBUG else [],
     )
 
 
 MODULES = [os.path.splitext(os.path.basename(p))[0] for p in sorted(glob.glob("rocketstore/_native/*.pyx"))]
 
 setup(
+    libraries=[HELPERS_LIB],
+    cmdclass={"build_ext": BuildExtWithHelpers},
     ext_modules=cythonize(
         [native(m) for m in MODULES],
         compiler_directives={"language_level": "3", "embedsignature": True},

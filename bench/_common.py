@@ -363,9 +363,9 @@ def machine_info(bench_dir: str | None = None, extra: dict[str, Any] | None = No
         pass
     try:
         import rocketstore
-        from rocketstore._native import codec
+        from rocketstore._native import hashes
         info["rocketstore"] = rocketstore.__version__
-        info["crc32_impl"] = codec.CRC32_IMPL
+        info["crc32_impl"] = hashes.CRC32_IMPL
     except ImportError:
         pass
     if bench_dir:

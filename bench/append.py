@@ -24,7 +24,7 @@ Rows, per body size:
                                 properties bytes, zlib.crc32 of the body) into a fallocate'd mmap;
                                 its output is checked byte for byte against the store's
   scan                          MessageStore.scan over the store (a MessageExt per record, body
-                                touched), then the native walk alone (codec.scan_region, with and
+                                touched), then the native walk alone (record.scan_region, with and
                                 without CRC); reference: raw sequential read of the same bytes
                                 from an already faulted-in mmap (1 MiB copies), as the store's
                                 mapping is after recovery
@@ -56,7 +56,7 @@ import numpy as np
 C.ensure_importable()
 
 from rocketstore import Message, MessageStore, StoreConfig  # noqa: E402
-from rocketstore._native import codec  # noqa: E402
+from rocketstore._native import record, record_writer  # noqa: E402
 from rocketstore._native.mapped_file import MappedFile  # noqa: E402
 
 TOPIC = "bench"
@@ -416,8 +416,8 @@ def run_scan_region(args, w: Workload, store_dir: str, check_crc: bool) -> float
         with C.Timer(gc_off=args.gc_off, prefault=args.prefault_bytes) as t:
             count = 0
             for mf in files:
-                found = codec.scan_region(mf, 0, mf.read_position, check_crc=check_crc,
-                                          base_offset=mf.file_from_offset)
+                found = record.scan_region(mf, 0, mf.read_position, check_crc=check_crc,
+                                           base_offset=mf.file_from_offset)
                 count += len(found)
     finally:
         s.close()
@@ -491,7 +491,7 @@ def breakdown(td: C.TempDirs, args, w: Workload, msgs: list[Message], record_byt
         def once(_i: int) -> float:
             d = td.new("append")
             mf = MappedFile(os.path.join(d, "00000000000000000000"), size)
-            writer = codec.RecordWriter(size, cfg.max_message_size, cfg.store_host)
+            writer = record_writer.RecordWriter(size, cfg.max_message_size, cfg.store_host)
             append = writer.append
             if not keep_uniq:
                 strip_uniq_keys(msgs)
@@ -520,7 +520,7 @@ def breakdown(td: C.TempDirs, args, w: Workload, msgs: list[Message], record_byt
             zeros = bytes(C.MiB)
             for off in range(0, min(size, record_bytes + C.MiB), C.MiB):
                 mf.write_at(off, zeros[:min(C.MiB, size - off)])
-        writer = codec.RecordWriter(size, cfg.max_message_size, cfg.store_host)
+        writer = record_writer.RecordWriter(size, cfg.max_message_size, cfg.store_host)
         b = args.batch
         batches = [(msgs[i:i + b], qids[i:i + b]) for i in range(0, n, b)]
         strip_uniq_keys(msgs)

@@ -3,19 +3,10 @@ from __future__ import annotations
 
 import enum
 
-from rocketstore._native.codec import (
-    CorruptRecordError,
-    Message,
-    MessageExt,
-    PutMessageResult,
-    PutMessagesResult,
-    format_host,
-    make_msg_id,
-    new_uniq_key,
-    parse_host,
-    parse_msg_id,
-    validate_topic,
-)
+from rocketstore._native.hosts import format_host, make_msg_id, parse_host, parse_msg_id
+from rocketstore._native.message import Message, new_uniq_key, validate_topic
+from rocketstore._native.record import CorruptRecordError, MessageExt
+from rocketstore._native.record_writer import PutMessageResult, PutMessagesResult, PutMessageStatus
 
 __all__ = [
     "BLANK_MAGIC_CODE", "CorruptRecordError", "GetMessageStatus", "Message", "MessageExt",
@@ -26,21 +17,6 @@ __all__ = [
 
 MESSAGE_MAGIC_CODE = 0xDAA320A7
 BLANK_MAGIC_CODE = 0xCBD43194
-
-
-class PutMessageStatus(enum.IntEnum):
-    """RocketMQ's PutMessageStatus, in its order (the native code returns these ordinals)."""
-
-    PUT_OK = 0
-    FLUSH_DISK_TIMEOUT = 1
-    FLUSH_SLAVE_TIMEOUT = 2
-    SLAVE_NOT_AVAILABLE = 3
-    SERVICE_NOT_AVAILABLE = 4
-    CREATE_MAPPED_FILE_FAILED = 5
-    MESSAGE_ILLEGAL = 6
-    PROPERTIES_SIZE_EXCEEDED = 7
-    OS_PAGE_CACHE_BUSY = 8
-    UNKNOWN_ERROR = 9
 
 
 class GetMessageStatus(enum.IntEnum):

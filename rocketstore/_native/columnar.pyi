@@ -6,11 +6,11 @@ from typing import Final, Literal, TypeAlias
 
 import numpy.typing as npt
 import pyarrow as pa
-from typing_extensions import Buffer
+from typing_extensions import Buffer, disjoint_base
 
 from rocketstore._native.mapped_file import MappedFile
 
-_Source: TypeAlias = MappedFile | Buffer
+_DecodeSource: TypeAlias = MappedFile | Buffer
 _StopStatus: TypeAlias = Literal["end", "blank", "corrupt", "limit"]
 
 MAX_BATCH_BYTES: Final[int]
@@ -37,6 +37,7 @@ class BatchTooLargeError(ValueError):
 
     def __init__(self, message: str, fits: int) -> None: ...
 
+@disjoint_base
 class RegionResult(tuple[pa.RecordBatch, int, _StopStatus]):
     """(batch, next_position, stop_status); unpacks as a 3-tuple."""
 
@@ -58,7 +59,7 @@ class RegionResult(tuple[pa.RecordBatch, int, _StopStatus]):
     def stop_status(self) -> _StopStatus: ...
 
 def decode_region(
-    source: _Source,
+    source: _DecodeSource,
     start: int,
     end: int = -1,
     *,
@@ -80,7 +81,7 @@ def decode_region(
     values into source (the batch keeps source alive; a MappedFile stays held)."""
 
 def decode_positions(
-    source: _Source,
+    source: _DecodeSource,
     positions: npt.ArrayLike,
     *,
     base_offset: int | None,
@@ -98,17 +99,3 @@ def empty_batch(
     include_body: bool = True, *, spark: bool = False, body_view: bool = False
 ) -> pa.RecordBatch:
     """A batch with no rows and the decoded batches' schema."""
-
-def format_host(raw: Buffer, port: int) -> str:
-    """The host text the columns hold: 'a.b.c.d:port' or '[rfc5952]:port'."""
-
-def sanitize_utf8(data: Buffer) -> bytes:
-    """data with each maximal invalid UTF-8 subpart replaced by U+FFFD, as the columns hold
-    it (== data.decode('utf-8', 'replace').encode())."""
-
-def set_buffer_cache(max_bytes: int) -> int:
-    """Bytes of freed batch memory kept for reuse (default 512 MiB, 0 disables); returns the
-    previous limit."""
-
-def buffer_cache_info() -> tuple[int, int]:
-    """(buffers, bytes) of freed batch memory currently kept for reuse."""

@@ -1,8 +1,9 @@
 # ConsumeQueue unit placement: shared with the dispatch pass (dispatch.pyx).
 from libc.stdint cimport int32_t, int64_t, uint32_t
 
-from rocketstore._native.codec cimport rs_put_u32, rs_put_u64
-from rocketstore._native.mapped_file cimport MappedFile, rs_store_release_i64
+from rocketstore._native.includes.byteorder cimport rs_put_u32, rs_put_u64
+from rocketstore._native.includes.atomic cimport rs_store_release_i64
+from rocketstore._native.mapped_file cimport MappedFile
 
 cdef enum:
     UNIT = 20
@@ -53,7 +54,7 @@ cdef inline int _place_unit(Target* t, int64_t phy, int32_t size, int64_t tags,
     _put_unit(t.base + expect, phy, size, tags)
     # readers on other threads see the unit once they see the position (the dispatch pass
     # runs without the GIL, whose hand-over was the barrier before)
-    rs_store_release_i64(<long long*>t.wrote, expect + UNIT)
+    rs_store_release_i64(t.wrote, expect + UNIT)
     t.max_phy = phy + size
     return PLACED
 

@@ -5,12 +5,8 @@ from libc.stdlib cimport free, malloc
 
 import numpy as np
 
-from rocketstore._native.codec cimport (
-    PyEval_RestoreThread,
-    PyEval_SaveThread,
-    PyThreadState,
-    rs_put_u32,
-    rs_put_u64,
+from rocketstore._native.includes.python cimport (
+    PyEval_RestoreThread, PyEval_SaveThread, PyThreadState,
 )
 from rocketstore._native.mapped_file cimport MappedFile
 

@@ -1,4 +1,9 @@
 from collections.abc import Callable
+from typing import Literal, TypeAlias, final
+
+import numpy as np
+import numpy.typing as npt
+from typing_extensions import disjoint_base
 
 from rocketstore._native.index_file import IndexFile
 from rocketstore._native.mapped_file import MappedFile, StopFlag
@@ -11,6 +16,9 @@ NEED_INDEX: int
 CORRUPT: int
 STOP_NAMES: tuple[str, ...]
 
+_StopStatus: TypeAlias = Literal["end", "blank", "corrupt", "limit"]
+
+@disjoint_base
 class Dispatcher:
     """The ReputMessageService's dispatch state and its native, GIL-free passes: each
     record's ConsumeQueue unit and IndexFile keys. A pass stops where Python is needed
@@ -58,3 +66,54 @@ class Dispatcher:
         max_records: int = ..., call_after_pass: bool | None = None
     ) -> int: ...
     call_after_pass: int
+
+@final
+class DispatchBatch:
+    """Records decoded for dispatch, as columns (positions relative to mapped_file);
+    topics[topic_ids[i]] is record i's topic."""
+
+    @property
+    def mapped_file(self) -> MappedFile: ...
+    @property
+    def positions(self) -> npt.NDArray[np.int64]: ...
+    @property
+    def phy_offsets(self) -> npt.NDArray[np.int64]: ...
+    @property
+    def sizes(self) -> npt.NDArray[np.int32]: ...
+    @property
+    def queue_ids(self) -> npt.NDArray[np.int32]: ...
+    @property
+    def queue_offsets(self) -> npt.NDArray[np.int64]: ...
+    @property
+    def tags_codes(self) -> npt.NDArray[np.int64]: ...
+    @property
+    def store_timestamps(self) -> npt.NDArray[np.int64]: ...
+    @property
+    def sys_flags(self) -> npt.NDArray[np.int32]: ...
+    @property
+    def topic_ids(self) -> npt.NDArray[np.int32]: ...
+    @property
+    def topics(self) -> list[str]: ...
+    @property
+    def stop_status(self) -> _StopStatus: ...
+    @property
+    def stop_position(self) -> int: ...
+    @property
+    def reason(self) -> str | None: ...
+    @property
+    def next_offset(self) -> int:
+        """CommitLog offset where the next dispatch round starts."""
+
+    def __len__(self) -> int: ...
+
+def dispatch_region(
+    mf: MappedFile,
+    start: int,
+    end: int = -1,
+    *,
+    max_records: int = 4096,
+    check_crc: bool = False,
+    tags_codes: bool = True,
+) -> DispatchBatch:
+    """Decode the records of mf from start (up to end / the readable limit) for dispatch;
+    tags_codes=False leaves the tags codes 0 (the properties are not read)."""

@@ -16,24 +16,13 @@ arrival listeners, so producers never hand it over per round.
 
 One thread runs passes at a time (the service's round lock); producers append concurrently
 and publish each record's bytes before the file's write position."""
+cimport cython
 from cpython.ref cimport Py_DECREF, Py_INCREF, PyObject
 from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
 from libc.stdlib cimport calloc, free, malloc
-from libc.string cimport memcmp, memcpy
+from libc.string cimport memcmp, memcpy, memset
+from posix.time cimport nanosleep, time_t, timespec
 
-from rocketstore._native.codec cimport (
-    REC_BLANK,
-    REC_CORRUPT,
-    REC_END,
-    SYSFLAG_PREPARED,
-    SYSFLAG_ROLLBACK,
-    SYSFLAG_TRANSACTION_MASK,
-    KeyProps,
-    RecordInfo,
-    check_record_into,
-    find_key_props,
-    tags_code_in,
-)
 from rocketstore._native.consume_queue cimport NEXT_FILE, Target, _place_unit, _target_of
 from rocketstore._native.index_file cimport (
     HEADER_SIZE,
@@ -42,30 +31,29 @@ from rocketstore._native.index_file cimport (
     IndexFile,
     _key_hashes,
 )
-from rocketstore._native.mapped_file cimport (
-    MappedFile,
-    StopFlag,
-    rs_acquire_fence,
-    rs_load_i64,
-    rs_load_int,
+from rocketstore._native.includes.atomic cimport rs_acquire_fence, rs_load_i64, rs_load_int
+from rocketstore._native.includes.crc32 cimport rs_crc32_init
+from rocketstore._native.includes.python cimport (
+    PyEval_RestoreThread, PyEval_SaveThread, PyThreadState, PyUnicode_DecodeUTF8,
+)
+from rocketstore._native.includes.prefetch cimport rs_prefetch
+from rocketstore._native.mapped_file cimport MappedFile, StopFlag
+from rocketstore._native.properties cimport KeyProps, find_key_props, tags_code_in, tags_code_of
+from rocketstore._native.record cimport (
+    MIN_RECORD_SIZE, REC_BLANK, REC_CORRUPT, REC_END, REC_OK, SYSFLAG_PREPARED,
+    SYSFLAG_ROLLBACK, SYSFLAG_TRANSACTION_MASK, RecordInfo, check_record_into,
+    status_text,
 )
 
-cdef extern from *:
-    """
-    static inline void rs_prefetch(const char *p) { __builtin_prefetch(p, 0); }
-    """
-    void rs_prefetch(const char* p) noexcept nogil
+import numpy as np
+
+from rocketstore._native.record import STATUS_NAMES as _STATUS_NAMES
+
+rs_crc32_init()     # this module's copy of the CRC tables (check_record is inlined here)
 
 cdef enum:
     PREFETCH_KEYS = 8       # slots prefetched per record (the rest load as they come)
 
-
-cdef extern from "<time.h>" nogil:
-    ctypedef long time_t
-    cdef struct timespec:
-        time_t tv_sec
-        long tv_nsec
-    int nanosleep(const timespec* req, timespec* rem)
 
 # why a pass stopped
 CAUGHT_UP = 0       # nothing more readable in the file now
@@ -173,7 +161,7 @@ cdef class Dispatcher:
     @property
     def offset(self):
         """CommitLog offset of the next record to dispatch."""
-        cdef int64_t r = rs_load_i64(<long long*>&self.requested)
+        cdef int64_t r = rs_load_i64(&self.requested)
         if r >= 0:
             return r
         if self.file is None:
@@ -197,7 +185,7 @@ cdef class Dispatcher:
 
     def take_request(self):
         """Apply a requested position (the pass thread, before a pass); True if there was one."""
-        cdef int64_t r = rs_load_i64(<long long*>&self.requested)
+        cdef int64_t r = rs_load_i64(&self.requested)
         if r < 0:
             return False
         self.set_offset(r)
@@ -404,9 +392,9 @@ cdef class Dispatcher:
         cdef bint index_keys
         cdef Py_ssize_t blanks = 0
         self.pass_start = self.pos
-        if rs_load_i64(<long long*>&self.requested) >= 0 or self.base == NULL:
+        if rs_load_i64(&self.requested) >= 0 or self.base == NULL:
             return S_NO_FILE
-        limit = rs_load_i64(<long long*>self.limit_ptr)
+        limit = rs_load_i64(self.limit_ptr)
         rs_acquire_fence()      # the record bytes were published before the position
         if limit > self.file_size:
             limit = self.file_size
@@ -530,3 +518,163 @@ cdef class Dispatcher:
                 with nogil:
                     nanosleep(&pause, NULL)
         return self.last_stop
+
+
+# ---- batches for Python dispatchers (ReputMessageService) --------------------------------
+
+@cython.final
+cdef class DispatchBatch:
+    """Records decoded for dispatch, as columns: what the ConsumeQueue, IndexFile and arrival
+    listeners need, without a Python object per record. Positions are relative to
+    mapped_file; topics[topic_ids[i]] is record i's topic."""
+    cdef readonly MappedFile mapped_file
+    cdef readonly object positions
+    cdef readonly object phy_offsets
+    cdef readonly object sizes
+    cdef readonly object queue_ids
+    cdef readonly object queue_offsets
+    cdef readonly object tags_codes
+    cdef readonly object store_timestamps
+    cdef readonly object sys_flags
+    cdef readonly object topic_ids
+    cdef readonly list topics
+    cdef readonly str stop_status      # 'end', 'blank', 'corrupt' or 'limit'
+    cdef readonly int64_t stop_position
+    cdef readonly object reason
+
+    def __len__(self):
+        return len(self.positions)
+
+    @property
+    def next_offset(self):
+        """CommitLog offset where the next dispatch round starts."""
+        if self.stop_status == "blank":
+            return self.mapped_file.file_from_offset + self.mapped_file.file_size
+        return self.mapped_file.file_from_offset + self.stop_position
+
+    def __repr__(self):
+        return (f"DispatchBatch({len(self.positions)} records, topics={self.topics}, "
+                f"stop={self.stop_status} at {self.stop_position})")
+
+
+cdef enum:
+    MAX_BATCH_TOPICS = 256     # distinct topics per dispatch batch (a batch stops early)
+    # Decode at least this much without the GIL, else keep it. Every GIL-held microsecond of
+    # the dispatch thread is one the producers wait (2 cores, one GIL), so only tiny regions
+    # keep it.
+    RELEASE_GIL_BYTES = 16384
+
+
+def dispatch_region(MappedFile mf not None, int64_t start, int64_t end=-1, *,
+                    Py_ssize_t max_records=4096, bint check_crc=False, bint tags_codes=True):
+    """Decode the records of mf from start (up to end / the readable limit) for dispatch.
+    The walk runs without the GIL, so dispatch runs beside producers. tags_codes=False
+    leaves the tags codes 0 (a walk that does not use them skips the properties)."""
+    cdef int64_t limit, pos
+    cdef Py_ssize_t cap, n = 0, t, k, ntopics = 0
+    cdef RecordInfo info
+    cdef const char* p
+    cdef const char* rec
+    cdef const char* topic_ptr[MAX_BATCH_TOPICS]
+    cdef int32_t topic_len[MAX_BATCH_TOPICS]
+    cdef Py_ssize_t last_t = -1
+    cdef bint topics_full = False
+    cdef PyThreadState* _save = NULL
+    cdef DispatchBatch b = DispatchBatch.__new__(DispatchBatch)
+    cdef int64_t[::1] v_pos, v_phy, v_qoff, v_tags, v_ts
+    cdef int32_t[::1] v_size, v_qid, v_flag, v_tid
+    if not mf.hold():
+        raise ValueError(f"mapped file {mf.file_name} is being destroyed")
+    try:
+        limit = mf.read_limit()
+        if end < 0 or end > limit:
+            end = limit
+        if start < 0 or start > end:
+            raise ValueError(f"start {start} outside [0, {end}] of {mf.file_name}")
+        cap = max(0, min(max_records, (end - start) // MIN_RECORD_SIZE + 1))
+        positions = np.empty(cap, np.int64)
+        phys = np.empty(cap, np.int64)
+        sizes = np.empty(cap, np.int32)
+        qids = np.empty(cap, np.int32)
+        qoffs = np.empty(cap, np.int64)
+        tags = np.empty(cap, np.int64)
+        stamps = np.empty(cap, np.int64)
+        flags = np.empty(cap, np.int32)
+        tids = np.empty(cap, np.int32)
+        v_pos = positions; v_phy = phys; v_size = sizes; v_qid = qids; v_qoff = qoffs
+        v_tags = tags; v_ts = stamps; v_flag = flags; v_tid = tids
+        p = mf.base
+        pos = start
+        memset(&info, 0, sizeof(RecordInfo))
+        info.status = REC_OK
+        _save = PyEval_SaveThread() if end - start >= RELEASE_GIL_BYTES else NULL
+        try:
+            while pos < end and n < cap:
+                if check_record_into(p + pos, end - pos, check_crc, mf.file_from_offset + pos,
+                                     &info) != REC_OK:
+                    break
+                rec = p + pos
+                t = -1
+                if last_t >= 0 and topic_len[last_t] == info.topic_len and \
+                        memcmp_(topic_ptr[last_t], rec + info.topic_offset, info.topic_len):
+                    t = last_t
+                else:
+                    for k in range(ntopics):
+                        if topic_len[k] == info.topic_len and \
+                                memcmp_(topic_ptr[k], rec + info.topic_offset, info.topic_len):
+                            t = k
+                            break
+                    if t < 0:
+                        if ntopics == MAX_BATCH_TOPICS:
+                            topics_full = True      # the next round goes on from here
+                            break
+                        topic_ptr[ntopics] = rec + info.topic_offset
+                        topic_len[ntopics] = info.topic_len
+                        t = ntopics
+                        ntopics += 1
+                    last_t = t
+                v_pos[n] = pos
+                v_phy[n] = info.phy_offset
+                v_size[n] = info.size
+                v_qid[n] = info.queue_id
+                v_qoff[n] = info.queue_offset
+                v_tags[n] = tags_code_of(rec + info.props_offset, info.props_len) \
+                    if tags_codes else 0
+                v_ts[n] = info.store_ts
+                v_flag[n] = info.sys_flag
+                v_tid[n] = <int32_t>t
+                n += 1
+                pos += info.size
+        finally:
+            if _save != NULL:
+                PyEval_RestoreThread(_save)
+        b.topics = [PyUnicode_DecodeUTF8(topic_ptr[k], topic_len[k], "replace")
+                    for k in range(ntopics)]
+        b.mapped_file = mf
+        b.positions = positions[:n]
+        b.phy_offsets = phys[:n]
+        b.sizes = sizes[:n]
+        b.queue_ids = qids[:n]
+        b.queue_offsets = qoffs[:n]
+        b.tags_codes = tags[:n]
+        b.store_timestamps = stamps[:n]
+        b.sys_flags = flags[:n]
+        b.topic_ids = tids[:n]
+        b.stop_position = pos
+        if info.status == REC_OK or topics_full:
+            b.stop_status = "limit" if pos < end else "end"
+        else:
+            b.stop_status = _STATUS_NAMES[info.status]
+            if info.status == REC_CORRUPT:
+                b.reason = status_text(info)
+        return b
+    finally:
+        mf.release()
+
+
+cdef inline bint memcmp_(const char* a, const char* b, int32_t n) noexcept nogil:
+    cdef int32_t i
+    for i in range(n):
+        if a[i] != b[i]:
+            return False
+    return True

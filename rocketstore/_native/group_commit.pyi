@@ -1,6 +1,8 @@
 """Type stub of rocketstore/_native/group_commit.pyx: the SYNC_FLUSH producer / flush-thread
 hand-off, waiting and flushing with the GIL released."""
 
+from typing_extensions import Self, disjoint_base
+
 from rocketstore._native.mapped_file import MappedFile
 
 RUN_FULL: int
@@ -14,12 +16,13 @@ RUN_INTERRUPTED: int
 RUN_UNAVAILABLE: int
 """run(): the file cannot be flushed natively (closed, read-only, transient pool buffer)."""
 
+@disjoint_base
 class GroupCommit:
     """Durable-offset board of SYNC_FLUSH: producers wait on it, the flush thread publishes."""
 
     max_linger_s: float
 
-    def __init__(self, flushed_where: int = 0, max_linger_s: float = 0.002) -> None: ...
+    def __new__(cls, flushed_where: int = 0, max_linger_s: float = 0.002) -> Self: ...
     @property
     def flushed_where(self) -> int:
         """Durable up to this CommitLog offset."""

@@ -13,6 +13,10 @@ from libc.stdint cimport int64_t
 from posix.mman cimport MS_SYNC, msync
 from posix.time cimport clock_gettime, timespec, CLOCK_MONOTONIC
 
+from rocketstore._native.includes.atomic cimport (
+    rs_load_acquire_i64, rs_load_acquire_int, rs_store_release_i64,
+)
+from rocketstore._native.includes.futex cimport rs_futex_bump_and_wake, rs_futex_wait
 from rocketstore._native.mapped_file cimport MappedFile
 
 
@@ -38,45 +42,8 @@ cdef extern from "<pthread.h>" nogil:
     int pthread_cond_broadcast(pthread_cond_t*)
 
 
-cdef extern from *:
-    """
-    /* the producer publishes wrote_pos / store_ts while holding the GIL; the flush thread
-       reads them without it */
-    static inline int64_t rs_gc_load(const int64_t *p) {
-        return __atomic_load_n(p, __ATOMIC_ACQUIRE);
-    }
-    static inline void rs_gc_store(int64_t *p, int64_t v) {
-        __atomic_store_n(p, v, __ATOMIC_RELEASE);
-    }
-    """
-    int64_t rs_gc_load(const int64_t *p) noexcept nogil
-    void rs_gc_store(int64_t *p, int64_t v) noexcept nogil
-
-
-cdef extern from *:
-    """
-    #include <limits.h>
-    #include <linux/futex.h>
-    #include <sys/syscall.h>
-    #include <unistd.h>
-    /* producers sleep on a generation word, without a mutex to take again on wake-up */
-    static inline void rs_gc_futex_wait(int *addr, int seen, const struct timespec *rel) {
-        syscall(SYS_futex, addr, FUTEX_WAIT_PRIVATE, seen, rel, NULL, 0);
-    }
-    static inline void rs_gc_bump_and_wake(int *addr) {
-        __atomic_add_fetch(addr, 1, __ATOMIC_ACQ_REL);
-        syscall(SYS_futex, addr, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
-    }
-    static inline int rs_gc_load32(const int *p) {
-        return __atomic_load_n(p, __ATOMIC_ACQUIRE);
-    }
-    """
-    void rs_gc_futex_wait(int* addr, int seen, const timespec* rel) noexcept nogil
-    void rs_gc_bump_and_wake(int* addr) noexcept nogil
-    int rs_gc_load32(const int* p) noexcept nogil
-
-
-DEF PAGE = 4096
+cdef enum:
+    PAGE = 4096
 
 # run() results
 cdef enum:
@@ -93,9 +60,10 @@ RUN_INTERRUPTED = C_RUN_INTERRUPTED
 RUN_UNAVAILABLE = C_RUN_UNAVAILABLE
 
 # flusher states (what a producer's request has to signal)
-DEF FLUSHER_BUSY = 0
-DEF FLUSHER_IDLE = 1        # waiting for any request
-DEF FLUSHER_LINGER = 2      # waiting until `linger_target` producers wait
+cdef enum:
+    FLUSHER_BUSY = 0
+    FLUSHER_IDLE = 1        # waiting for any request
+    FLUSHER_LINGER = 2      # waiting until `linger_target` producers wait
 
 
 cdef inline double _now() noexcept nogil:
@@ -159,12 +127,12 @@ cdef class GroupCommit:
     @property
     def flushed_where(self):
         """Durable up to this CommitLog offset (what waiting producers compare against)."""
-        return rs_gc_load(&self.flushed_where)
+        return rs_load_acquire_i64(&self.flushed_where)
 
     @property
     def flushes(self):
         """Flushes that made data durable so far (native rounds and publish(msyncs=...))."""
-        return rs_gc_load(&self.flush_count)
+        return rs_load_acquire_i64(&self.flush_count)
 
     @property
     def msync_seconds(self):
@@ -179,7 +147,7 @@ cdef class GroupCommit:
     @property
     def store_timestamp(self):
         """Store timestamp of the newest record a native round made durable (0: none yet)."""
-        return rs_gc_load(&self.newest_ts)
+        return rs_load_acquire_i64(&self.newest_ts)
 
     @property
     def closed(self):
@@ -211,12 +179,12 @@ cdef class GroupCommit:
         cdef int* word
         cdef int seen
         while True:
-            if rs_gc_load(&self.flushed_where) >= offset:
+            if rs_load_acquire_i64(&self.flushed_where) >= offset:
                 return True
             pthread_mutex_lock(&self.mu)
             if self.flushed_where >= offset or self.closed:
                 pthread_mutex_unlock(&self.mu)
-                return rs_gc_load(&self.flushed_where) >= offset
+                return rs_load_acquire_i64(&self.flushed_where) >= offset
             if offset > self.requested:
                 self.requested = offset
             self.pending += 1
@@ -226,15 +194,15 @@ cdef class GroupCommit:
                 self.flusher_state = FLUSHER_BUSY
                 pthread_cond_signal(&self.work_cv)
             word = &self.done_seq[(self.started + 1) & 1]   # the next flush to start
-            seen = rs_gc_load32(word)
+            seen = rs_load_acquire_int(word)
             pthread_mutex_unlock(&self.mu)
-            while rs_gc_load32(word) == seen:
+            while rs_load_acquire_int(word) == seen:
                 left = until - _now()
                 if left <= 0:
-                    return rs_gc_load(&self.flushed_where) >= offset
+                    return rs_load_acquire_i64(&self.flushed_where) >= offset
                 rel.tv_sec = <long>left
                 rel.tv_nsec = <long>((left - rel.tv_sec) * 1e9)
-                rs_gc_futex_wait(word, seen, &rel)
+                rs_futex_wait(word, seen, &rel)
             # that flush is over: done, or (a roll to the next file) ask the next one
 
     # ---- the flush thread ------------------------------------------------------------------
@@ -244,10 +212,10 @@ cdef class GroupCommit:
             pthread_mutex_lock(&self.mu)
             self.flush_count += msyncs
             if flushed_where > self.flushed_where:
-                rs_gc_store(&self.flushed_where, flushed_where)
+                rs_store_release_i64(&self.flushed_where, flushed_where)
             pthread_mutex_unlock(&self.mu)
-            rs_gc_bump_and_wake(&self.done_seq[0])
-            rs_gc_bump_and_wake(&self.done_seq[1])
+            rs_futex_bump_and_wake(&self.done_seq[0])
+            rs_futex_bump_and_wake(&self.done_seq[1])
 
     def wait_requests(self, double timeout_s):
         """Wait (GIL released) until a producer waits for an offset not durable yet, kick()
@@ -337,8 +305,8 @@ cdef class GroupCommit:
                     gen = self.started
                     pthread_mutex_unlock(&self.mu)
                     # the store timestamp first: the flush covers at least that record
-                    ts = rs_gc_load(&mf.store_ts)
-                    target = rs_gc_load(&mf.wrote_pos)
+                    ts = rs_load_acquire_i64(&mf.store_ts)
+                    target = rs_load_acquire_i64(&mf.wrote_pos)
                     if target > size:
                         target = size
                     t0 = _now()
@@ -357,9 +325,9 @@ cdef class GroupCommit:
                     if base_offset + target > self.flushed_where:
                         self.flush_count += 1
                         if ts > 0:
-                            rs_gc_store(&self.newest_ts, ts)
-                        rs_gc_store(&self.flushed_where, base_offset + target)
-                    rs_gc_bump_and_wake(&self.done_seq[gen & 1])   # under mu: no lost wake-up
+                            rs_store_release_i64(&self.newest_ts, ts)
+                        rs_store_release_i64(&self.flushed_where, base_offset + target)
+                    rs_futex_bump_and_wake(&self.done_seq[gen & 1])   # under mu: no lost wake-up
                     if target >= size:
                         result = C_RUN_FULL
                 pthread_mutex_unlock(&self.mu)
@@ -394,5 +362,5 @@ cdef class GroupCommit:
             self.closed = True
             pthread_cond_signal(&self.work_cv)
             pthread_mutex_unlock(&self.mu)
-            rs_gc_bump_and_wake(&self.done_seq[0])
-            rs_gc_bump_and_wake(&self.done_seq[1])
+            rs_futex_bump_and_wake(&self.done_seq[0])
+            rs_futex_bump_and_wake(&self.done_seq[1])

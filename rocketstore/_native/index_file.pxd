@@ -1,8 +1,9 @@
 # IndexFile: shared declarations (the dispatch pass in dispatch.pyx puts keys natively).
 from libc.stdint cimport int32_t, int64_t
 
-from rocketstore._native.codec cimport KeyProps, RecordInfo
 from rocketstore._native.mapped_file cimport MappedFile
+from rocketstore._native.properties cimport KeyProps
+from rocketstore._native.record cimport RecordInfo
 
 cdef enum:
     MAX_KEYS = 16400        # keys per record: 32,767 bytes of properties hold fewer

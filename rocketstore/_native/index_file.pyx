@@ -29,39 +29,23 @@ from libc.stdlib cimport free, malloc
 from libc.string cimport memchr, memset
 from posix.mman cimport MS_SYNC, msync
 
-from rocketstore._native.codec cimport hash_utf8 as _hash_utf8
-from rocketstore._native.codec cimport (
-    KeyProps,
-    PyEval_RestoreThread,
-    PyEval_SaveThread,
-    PyThreadState,
-    REC_OK,
-    SYSFLAG_ROLLBACK,
-    SYSFLAG_TRANSACTION_MASK,
-    RecordInfo,
-    check_record,
-    find_key_props,
-    hash_text,
-    java_hash_str,
-    rs_crc32_init,
-    rs_get_i32,
-    rs_get_i64,
-    rs_put_u32,
-    rs_put_u64,
+from rocketstore._native.hashes cimport hash_text, java_hash_str
+from rocketstore._native.hashes cimport hash_utf8 as _hash_utf8
+from rocketstore._native.includes.atomic cimport rs_acquire_fence, rs_release_fence
+from rocketstore._native.includes.byteorder cimport rs_get_i32, rs_get_i64, rs_put_u32, rs_put_u64
+from rocketstore._native.includes.crc32 cimport rs_crc32_init
+from rocketstore._native.includes.python cimport (
+    PyEval_RestoreThread, PyEval_SaveThread, PyThreadState,
 )
 from rocketstore._native.mapped_file cimport MappedFile
+from rocketstore._native.properties cimport KeyProps, find_key_props
+from rocketstore._native.record cimport (
+    REC_OK, SYSFLAG_ROLLBACK, SYSFLAG_TRANSACTION_MASK, RecordInfo, check_record,
+)
 
 rs_crc32_init()     # this module's copy of the CRC tables (check_record is inlined here)
 
 import numpy as np
-
-cdef extern from *:
-    """
-    static inline void rs_index_release_fence(void) { __atomic_thread_fence(__ATOMIC_RELEASE); }
-    static inline void rs_index_acquire_fence(void) { __atomic_thread_fence(__ATOMIC_ACQUIRE); }
-    """
-    void rs_index_release_fence() noexcept nogil
-    void rs_index_acquire_fence() noexcept nogil
 
 cdef enum:
     ITEM_SIZE = 20
@@ -361,9 +345,9 @@ cdef class IndexFile:
         rs_put_u64(item + 4, <uint64_t>phy)
         rs_put_u32(item + 12, <uint32_t>diff)
         rs_put_u32(item + 16, <uint32_t>slot_value)
-        rs_index_release_fence()
+        rs_release_fence()
         rs_put_u32(slot_p, <uint32_t>count)
-        rs_index_release_fence()
+        rs_release_fence()
         if count <= 1:
             self._begin_phy = phy
             self._begin_ts = ts
@@ -414,7 +398,7 @@ cdef class IndexFile:
         if start < 0:
             cur = rs_get_i32(base + HEADER_SIZE
                              + <int64_t>(key_hash % self.hash_slot_num) * SLOT_SIZE)
-            rs_index_acquire_fence()
+            rs_acquire_fence()
         else:
             cur = start
         if cur <= 0 or cur > count:
@@ -554,7 +538,7 @@ cdef class IndexFile:
                 # publish the smaller count first: readers then ignore the item
                 self._index_count = n
                 rs_put_u32(base + H_INDEX_COUNT, <uint32_t>n)
-                rs_index_release_fence()
+                rs_release_fence()
                 if h >= 0:
                     slot_p = base + HEADER_SIZE + <int64_t>(h % self.hash_slot_num) * SLOT_SIZE
                     if rs_get_i32(slot_p) == n:

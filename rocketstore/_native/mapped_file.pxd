@@ -1,5 +1,5 @@
-# One memory-mapped segment file (RocketMQ's MappedFile). Shared with the codec and indexes,
-# which write straight into `wbase` and read from `base`.
+# One memory-mapped segment file (RocketMQ's MappedFile). Shared with the record writer, decoders
+# and indexes, which write straight into `wbase` and read from `base`.
 from libc.stdint cimport int64_t
 
 
@@ -31,23 +31,6 @@ cdef class MappedFile:
     cdef int _check_open(self) except -1
     cdef int _check_writable(self) except -1
     cdef int _populate(self, int64_t first, int64_t end) noexcept nogil
-
-
-# Atomics for fields a native loop reads or writes without the GIL while another thread
-# uses them (relaxed, except the release store that publishes bytes written before it).
-cdef extern from *:
-    """
-    static inline long long rs_load_i64(const long long *p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
-    static inline int rs_load_int(const int *p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
-    static inline void rs_store_int(int *p, int v) { __atomic_store_n(p, v, __ATOMIC_RELAXED); }
-    static inline void rs_store_release_i64(long long *p, long long v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
-    static inline void rs_acquire_fence(void) { __atomic_thread_fence(__ATOMIC_ACQUIRE); }
-    """
-    long long rs_load_i64(const long long* p) noexcept nogil
-    int rs_load_int(const int* p) noexcept nogil
-    void rs_store_int(int* p, int v) noexcept nogil
-    void rs_store_release_i64(long long* p, long long v) noexcept nogil
-    void rs_acquire_fence() noexcept nogil
 
 
 cdef class StopFlag:

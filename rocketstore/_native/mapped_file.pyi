@@ -2,11 +2,12 @@
 
 import os
 
-from typing_extensions import Buffer
+from typing_extensions import Buffer, disjoint_base
 
 failure_counts: dict[str, int]
 """Soft failures of the OS hints so far: keys 'madvise', 'mlock', 'munlock'."""
 
+@disjoint_base
 class StopFlag:
     """A flag polled by native loops that run without the GIL."""
 
@@ -14,6 +15,7 @@ class StopFlag:
     def clear(self) -> None: ...
     def is_set(self) -> bool: ...
 
+@disjoint_base
 class MappedFile:
     """One fixed-size file mapped into memory (RocketMQ's MappedFile), with hold/release
     counting so it is never unmapped under a live view."""

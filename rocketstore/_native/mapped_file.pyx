@@ -14,28 +14,19 @@ from cpython.buffer cimport PyBUF_WRITABLE, PyObject_GetBuffer, PyBuffer_Release
 from libc.stdint cimport int64_t
 from libc.errno cimport errno
 from libc.string cimport memcpy, memset
-from posix.time cimport timespec
 from posix.mman cimport (
     MADV_WILLNEED, MAP_ANONYMOUS, MAP_FAILED, MAP_FIXED, MAP_PRIVATE, MAP_SHARED, MS_SYNC,
     PROT_READ, PROT_WRITE, madvise, mlock, mmap, msync, munlock, munmap,
 )
+from posix.time cimport nanosleep, timespec
 
-DEF OS_PAGE_SIZE = 4096
-DEF MADV_POPULATE_WRITE = 23    # Linux 5.14+; older kernels answer EINVAL
+from rocketstore._native.includes.atomic cimport (
+    rs_load_i64, rs_load_int, rs_store_int, rs_touch_for_write,
+)
 
-cdef extern from *:
-    """
-    /* Fault a page in for writing without changing it: an atomic add of zero is a write the
-     * CPU orders with a concurrent writer's stores to the same word, so it can never undo
-     * them (a plain store of the old value could). */
-    static inline void rs_touch_for_write(char *p) {
-        __atomic_fetch_add((int *)p, 0, __ATOMIC_RELAXED);
-    }
-    """
-    void rs_touch_for_write(char* p) noexcept nogil
-
-cdef extern from "<time.h>" nogil:
-    int nanosleep(const timespec* req, timespec* rem)
+cdef enum:
+    OS_PAGE_SIZE = 4096
+    MADV_POPULATE_WRITE = 23    # Linux 5.14+; older kernels answer EINVAL
 
 
 cdef class StopFlag:
@@ -522,7 +513,7 @@ cdef class MappedFile:
         try:
             with nogil:
                 while rs_load_int(&stop.flag) == 0 and self.available:
-                    wrote = rs_load_i64(<long long*>&self.wrote_pos)
+                    wrote = rs_load_i64(&self.wrote_pos)
                     if wrote >= self.file_size:
                         break
                     target = min(wrote + ahead, self.file_size)

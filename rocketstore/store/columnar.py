@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 import pyarrow as pa
 
-from rocketstore._native import codec
+from rocketstore._native import record
 from rocketstore._native.columnar import (
     MAX_BATCH_BYTES,
     SCHEMA,
@@ -111,7 +111,7 @@ def _file_at(files: list[MappedFile], offset: int) -> MappedFile | None:
 
 def _align_sorted(files: list[MappedFile], offsets: list[int], lo: int, hi: int) -> list[int]:
     """align_to_record for ascending offsets, each segment scanned at most once."""
-    scans: dict[int, codec.ScanResult] = {}
+    scans: dict[int, record.ScanResult] = {}
     out = []
     for offset in offsets:
         off = min(max(offset, lo), hi)
@@ -126,15 +126,15 @@ def _align_sorted(files: list[MappedFile], offsets: list[int], lo: int, hi: int)
             continue
         found = scans.get(base)
         if found is None:
-            found = scans[base] = codec.scan_region(mf, 0, mf.read_position, check_crc=False,
-                                                    base_offset=base)
+            found = scans[base] = record.scan_region(mf, 0, mf.read_position, check_crc=False,
+                                                     base_offset=base)
         k = int(np.searchsorted(found.offsets, rel, side="left"))
         if k < len(found.offsets):
             res = base + int(found.offsets[k])
         elif found.stop_status == "corrupt":
             if rel > found.stop_position:
-                raise codec.CorruptRecordError(found.reason or "corrupt record",
-                                               base + found.stop_position)
+                raise record.CorruptRecordError(found.reason or "corrupt record",
+                                                base + found.stop_position)
             res = base + found.stop_position
         elif found.stop_status == "blank" or mf is not files[-1]:
             res = base + mf.file_size   # nothing more starts in this segment: the next one
@@ -239,7 +239,7 @@ def _read_serial(files: list[MappedFile], pos: int, end: int, include_body: bool
         if batch.num_rows:
             yield batch
         if status == "corrupt":
-            raise codec.CorruptRecordError(res.reason or "corrupt record", base + next_rel)
+            raise record.CorruptRecordError(res.reason or "corrupt record", base + next_rel)
         if status == "blank" or (status == "end" and next_rel < chunk_end):
             if mf is files[-1]:
                 return                        # the end of the data

@@ -10,7 +10,13 @@ import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from rocketstore._native import codec
+from rocketstore._native import (
+    dispatch,
+    put_path,
+    record,
+    record_writer,
+    topic_queue_table,
+)
 from rocketstore._native.mapped_file import MappedFile
 from rocketstore.config import StoreConfig
 from rocketstore.message import (
@@ -57,11 +63,11 @@ class CommitLog:
             else config.store_path_commit_log,
             config.mapped_file_size_commit_log, read_only=read_only, preallocate=True,
             allocate=allocate)
-        self.writer = codec.RecordWriter(config.mapped_file_size_commit_log,
-                                         config.max_message_size, config.store_host)
+        self.writer = record_writer.RecordWriter(config.mapped_file_size_commit_log,
+                                                 config.max_message_size, config.store_host)
         # put_message's fast path runs natively (lock, append to the cached last file,
         # result); _append_rolling is its slow path, put_path.after its post-lock hook
-        self.put_path = codec.PutPath(self.writer, self._append_rolling)
+        self.put_path = put_path.PutPath(self.writer, self._append_rolling)
         self.put_lock = self.put_path.lock
         self.put_message = self.put_path
         self.closed = False     # set under put_lock at shutdown: later puts are refused
@@ -97,7 +103,7 @@ class CommitLog:
             self.prefault_service.start()
 
     @property
-    def queue_table(self) -> codec.TopicQueueTable:
+    def queue_table(self) -> topic_queue_table.TopicQueueTable:
         return self.writer.queue_table
 
     def load(self) -> None:
@@ -106,7 +112,7 @@ class CommitLog:
     # ---- recovery --------------------------------------------------------------------------
     def scan_files(self, first_index: int, *, check_crc: bool,
                    progress: Callable[[int, int], None] | None = None,
-                   on_batch: Callable[[codec.DispatchBatch], None] | None = None) -> LogScan:
+                   on_batch: Callable[[dispatch.DispatchBatch], None] | None = None) -> LogScan:
         """Walk records from files[first_index] on; stop at the end of data, or at the first
         corrupt record. progress(done, total) is called per file with byte counts; on_batch
         sees the valid records decoded for dispatch (topic, queue, queue offset...; no tags
@@ -122,8 +128,8 @@ class CommitLog:
             result.files_scanned += 1
             pos = 0
             while True:
-                batch = codec.dispatch_region(mf, pos, mf.file_size, max_records=8192,
-                                              check_crc=check_crc, tags_codes=False)
+                batch = dispatch.dispatch_region(mf, pos, mf.file_size, max_records=8192,
+                                                 check_crc=check_crc, tags_codes=False)
                 result.records += len(batch)
                 if on_batch is not None and len(batch):
                     on_batch(batch)
@@ -161,23 +167,23 @@ class CommitLog:
     def _append_rolling(self, msg: Message, queue_id: int) -> PutMessageResult:
         """Slow path of put_message, under the put lock: roll to a new file and retry."""
         if self.closed:
-            return codec.put_result(PutMessageStatus.SERVICE_NOT_AVAILABLE)
+            return record_writer.put_result(PutMessageStatus.SERVICE_NOT_AVAILABLE)
         mf = self._file_for_append()
         if mf is None:
-            return codec.put_result(PutMessageStatus.CREATE_MAPPED_FILE_FAILED)
+            return record_writer.put_result(PutMessageStatus.CREATE_MAPPED_FILE_FAILED)
         result = self.writer.append(mf, msg, queue_id)
         if result is None:
             mf = self._file_for_append()
             if mf is None:
-                return codec.put_result(PutMessageStatus.CREATE_MAPPED_FILE_FAILED)
+                return record_writer.put_result(PutMessageStatus.CREATE_MAPPED_FILE_FAILED)
             result = self.writer.append(mf, msg, queue_id)
-        return codec.put_result(PutMessageStatus.UNKNOWN_ERROR) if result is None else result
+        return record_writer.put_result(PutMessageStatus.UNKNOWN_ERROR) if result is None else result
 
     def _sync_flush_after_put(self, result: PutMessageResult, msg: Message) -> PutMessageResult:
         if result.status_code == PutMessageStatus.PUT_OK and msg.properties.get(
                 "WAIT") != "false":
             if not self._wait_flushed(result.commitlog_offset + result.wrote_bytes):
-                return codec.with_status(result, PutMessageStatus.FLUSH_DISK_TIMEOUT)
+                return record_writer.with_status(result, PutMessageStatus.FLUSH_DISK_TIMEOUT)
         else:
             self.flush_service.wakeup()
         return result
@@ -189,7 +195,7 @@ class CommitLog:
     def put_messages(self, msgs: list[Message], queue_ids: int | list[int]) -> PutMessagesResult:
         with self.put_lock:
             if self.closed:
-                return codec.rejected_batch(len(msgs), PutMessageStatus.SERVICE_NOT_AVAILABLE)
+                return record_writer.rejected_batch(len(msgs), PutMessageStatus.SERVICE_NOT_AVAILABLE)
             result = self.writer.prepare_batch(msgs, queue_ids)
             if result.status_code != PutMessageStatus.PUT_OK or not msgs:
                 return result
@@ -197,13 +203,13 @@ class CommitLog:
             while mf is not None and not self.writer.write_batch(mf, result):
                 mf = self._file_for_append()
             if mf is None:    # what was stored stays; the result says where it stopped
-                result = codec.fail_batch(result, PutMessageStatus.CREATE_MAPPED_FILE_FAILED)
+                result = record_writer.fail_batch(result, PutMessageStatus.CREATE_MAPPED_FILE_FAILED)
         if result.stored:
             end = int(result.commitlog_offsets[result.stored - 1] +
                       result.sizes[result.stored - 1])
             if self.sync_flush:
                 if not self._wait_flushed(end) and result.status_code == PutMessageStatus.PUT_OK:
-                    result = codec.fail_batch(result, PutMessageStatus.FLUSH_DISK_TIMEOUT)
+                    result = record_writer.fail_batch(result, PutMessageStatus.FLUSH_DISK_TIMEOUT)
             elif self._wake_on_put:
                 self._wake_flusher()
         return result
@@ -252,7 +258,7 @@ class CommitLog:
         pos = offset - mf.file_from_offset
         if pos >= mf.read_position or (size is not None and pos + size > mf.read_position):
             return None
-        msg = codec.decode_at(mf, pos)
+        msg = record.decode_at(mf, pos)
         return None if size is not None and msg.store_size != size else msg
 
     def scan(self, from_offset: int = 0, *, check_crc: bool = False) -> Iterator[MessageExt]:
@@ -263,13 +269,13 @@ class CommitLog:
             if mf is None:
                 return
             pos = offset - mf.file_from_offset
-            found = codec.scan_region(mf, pos, check_crc=check_crc,
-                                      base_offset=mf.file_from_offset)
+            found = record.scan_region(mf, pos, check_crc=check_crc,
+                                       base_offset=mf.file_from_offset)
             for rel in found.offsets.tolist():
-                yield codec.decode_at(mf, rel)
+                yield record.decode_at(mf, rel)
             if found.stop_status == "corrupt":
-                raise codec.CorruptRecordError(found.reason or "corrupt record",
-                                               mf.file_from_offset + found.stop_position)
+                raise record.CorruptRecordError(found.reason or "corrupt record",
+                                                mf.file_from_offset + found.stop_position)
             if found.stop_status != "blank":
                 return
             offset = mf.file_from_offset + mf.file_size

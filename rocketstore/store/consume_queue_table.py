@@ -8,8 +8,9 @@ import threading
 
 import numpy as np
 
-from rocketstore._native.codec import MAX_QUEUE_ID, DispatchBatch
 from rocketstore._native.consume_queue import group_records, write_grouped_units
+from rocketstore._native.dispatch import DispatchBatch
+from rocketstore._native.topic_queue_table import MAX_QUEUE_ID
 from rocketstore.store.consume_queue import ConsumeQueue
 from rocketstore.store.layout import CONSUME_QUEUE_DIR
 

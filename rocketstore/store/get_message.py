@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from rocketstore._native import codec
+from rocketstore._native import record
 from rocketstore.config import StoreConfig
 from rocketstore.message import GetMessageStatus, MessageExt
 from rocketstore.store.commit_log import CommitLog
@@ -161,7 +161,7 @@ def _message_at(commit_log: CommitLog, phy: int, size: int) -> MessageExt | None
     """The record a unit points at, if it is still there and is that record."""
     try:
         return commit_log.look_message_by_offset(phy, size)
-    except (codec.CorruptRecordError, ValueError):
+    except (record.CorruptRecordError, ValueError):
         return None
 
 

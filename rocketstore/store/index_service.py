@@ -55,7 +55,7 @@ _LONG_MAX = 2**63 - 1
 
 
 class IndexBatch(Protocol):
-    """What dispatch needs of a batch (rocketstore._native.codec.DispatchBatch has it)."""
+    """What dispatch needs of a batch (rocketstore._native.dispatch.DispatchBatch has it)."""
 
     @property
     def mapped_file(self) -> MappedFile: ...

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from rocketstore._native import codec
+from rocketstore._native import hosts, record, record_writer
 from rocketstore.config import StoreConfig
 from rocketstore.message import (
     GetMessageStatus,
@@ -281,7 +281,7 @@ class MessageStore(ColumnarReads):
         While a writable store runs, this name is bound straight to the CommitLog's put path
         (one Python frame less per put); it refuses puts once the store is shut down."""
         if not self._writable:
-            return codec.put_result(PutMessageStatus.SERVICE_NOT_AVAILABLE)
+            return record_writer.put_result(PutMessageStatus.SERVICE_NOT_AVAILABLE)
         return self.commit_log.put_message(message, queue_id)
 
     def put_messages(self, messages: list[Message], queue_ids: int | list[int] = 0
@@ -290,7 +290,7 @@ class MessageStore(ColumnarReads):
         if not isinstance(messages, list):
             messages = list(messages)
         if not self._writable:
-            return codec.rejected_batch(len(messages), PutMessageStatus.SERVICE_NOT_AVAILABLE)
+            return record_writer.rejected_batch(len(messages), PutMessageStatus.SERVICE_NOT_AVAILABLE)
         return self.commit_log.put_messages(messages, queue_ids)
 
     # ---- reads -----------------------------------------------------------------------------
@@ -394,7 +394,7 @@ class MessageStore(ColumnarReads):
         def verify(phy: int) -> bool:
             try:
                 msg = self.commit_log.look_message_by_offset(phy)
-            except (codec.CorruptRecordError, ValueError):
+            except (record.CorruptRecordError, ValueError):
                 return False
             if msg is None or msg.topic != topic or not begin <= msg.store_timestamp <= end:
                 return False
@@ -410,12 +410,12 @@ class MessageStore(ColumnarReads):
 
     def view_message(self, msg_id: str) -> MessageExt | None:
         """The message of an offsetMsgId (store host + CommitLog offset)."""
-        _host, offset = codec.parse_msg_id(msg_id)
+        _host, offset = hosts.parse_msg_id(msg_id)
         if offset < self.commit_log.min_offset() or offset >= self.commit_log.max_offset():
             return None
         try:
             return self.commit_log.look_message_by_offset(offset)
-        except codec.CorruptRecordError:
+        except record.CorruptRecordError:
             return None
 
     def record_start_problem(self, offset: int) -> str | None:
@@ -428,8 +428,8 @@ class MessageStore(ColumnarReads):
         if data is None:
             return None
         try:
-            status, _size, reason = codec.record_status(data, 0, check_crc=False,
-                                                        expected_phy=offset)
+            status, _size, reason = record.record_status(data, 0, check_crc=False,
+                                                         expected_phy=offset)
         finally:
             data.release()
         if status in ("ok", "blank"):

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from rocketstore._native import codec
+from rocketstore._native import record
 from rocketstore.config import StoreConfig
 from rocketstore.message import queue_key
 from rocketstore.store import columnar
@@ -94,7 +94,7 @@ class ColumnarReads:
         for mf in list(log.queue.files):
             if not (mf.file_from_offset < hi and mf.file_from_offset + mf.file_size > lo):
                 continue
-            found = codec.scan_region(mf, 0, mf.read_position, check_crc=False,
+            found = record.scan_region(mf, 0, mf.read_position, check_crc=False,
                                       base_offset=mf.file_from_offset, max_records=1)
             if len(found):
                 firsts.append(int(found.store_timestamps[0]))
@@ -105,7 +105,7 @@ class ColumnarReads:
         if k == 0:
             return max(lo, kept[0].file_from_offset)
         mf = kept[k - 1]
-        found = codec.scan_region(mf, 0, mf.read_position, check_crc=False,
+        found = record.scan_region(mf, 0, mf.read_position, check_crc=False,
                                   base_offset=mf.file_from_offset)
         later = np.flatnonzero(np.asarray(found.store_timestamps) >= timestamp)
         if len(later):

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from rocketstore._native import codec
+from rocketstore._native import dispatch, record
 from rocketstore.config import StoreConfig
 from rocketstore.store.checkpoint import StoreCheckpoint
 from rocketstore.store.commit_log import CommitLog
@@ -57,8 +57,8 @@ def first_file_to_replay(commit_log: CommitLog, min_timestamp: int) -> int:
     files = commit_log.queue.files
     for index in range(len(files) - 1, -1, -1):
         mf = files[index]
-        found = codec.scan_region(mf, 0, mf.file_size, check_crc=False, max_records=1,
-                                  base_offset=mf.file_from_offset)
+        found = record.scan_region(mf, 0, mf.file_size, check_crc=False, max_records=1,
+                                   base_offset=mf.file_from_offset)
         if len(found) and 0 < int(found.store_timestamps[0]) <= min_timestamp:
             return index
     return 0
@@ -90,7 +90,7 @@ class QueuesBehindLog:
         self.queues = queues
         self.start: int | None = None
 
-    def __call__(self, batch: codec.DispatchBatch) -> None:
+    def __call__(self, batch: dispatch.DispatchBatch) -> None:
         tran = batch.sys_flags & 0xC
         counted = (tran == 0) | (tran == 0x8)       # the records that get units
         for topic_id, topic in enumerate(batch.topics):

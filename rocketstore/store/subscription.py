@@ -4,7 +4,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from rocketstore._native.codec import java_hash
+from rocketstore._native.hashes import java_hash
 
 
 @dataclass(frozen=True)

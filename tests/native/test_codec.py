@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rocketstore import CorruptRecordError, Message, MessageStore, PutMessageStatus, StoreConfig
-from rocketstore._native import codec
+from rocketstore._native import hashes, hosts, record
 
 SETTINGS = settings(
     deadline=None,
@@ -40,9 +40,9 @@ def test_crc32_every_length_and_alignment() -> None:
         for align in range(8):
             chunk = memoryview(data)[align : align + length]
             expected = zlib.crc32(chunk)
-            assert codec.crc32(chunk) == expected, (length, align)
+            assert hashes.crc32(chunk) == expected, (length, align)
     for length in (0, 1, 7, 100, 2048):
-        assert codec.body_crc(data[:length]) == zlib.crc32(data[:length]) & 0x7FFFFFFF
+        assert hashes.body_crc(data[:length]) == zlib.crc32(data[:length]) & 0x7FFFFFFF
 
 
 def test_crc32_large_buffers_unaligned_and_chained() -> None:
@@ -50,26 +50,26 @@ def test_crc32_large_buffers_unaligned_and_chained() -> None:
     big = rng.randbytes(5 * 1024 * 1024 + 13)
     for start, length in ((0, len(big)), (3, 3 * 1024 * 1024 + 5), (1, 65536), (5, 65535)):
         view = memoryview(big)[start : start + length]
-        assert codec.crc32(view) == zlib.crc32(view), (start, length)
+        assert hashes.crc32(view) == zlib.crc32(view), (start, length)
     # continuing from a previous value, like zlib.crc32(data, value)
     head, tail = big[: 1 << 20], big[1 << 20 :]
-    assert codec.crc32(tail, codec.crc32(head)) == zlib.crc32(big)
-    assert codec.crc32(b"", 12345) == 12345
-    assert codec.crc32(bytearray(b"abc")) == zlib.crc32(b"abc")
-    assert codec.CRC32_IMPL  # names the implementation in use
+    assert hashes.crc32(tail, hashes.crc32(head)) == zlib.crc32(big)
+    assert hashes.crc32(b"", 12345) == 12345
+    assert hashes.crc32(bytearray(b"abc")) == zlib.crc32(b"abc")
+    assert hashes.CRC32_IMPL  # names the implementation in use
 
 
 def test_crc32_rejects_bad_buffers_cleanly() -> None:
     with pytest.raises((BufferError, ValueError)):
-        codec.crc32(memoryview(b"abcdef")[::2])
+        hashes.crc32(memoryview(b"abcdef")[::2])
     with pytest.raises(TypeError):
-        codec.crc32("text")
+        hashes.crc32("text")
 
 
 @SETTINGS
 @given(st.binary(max_size=4096), st.integers(0, 2**32 - 1))
 def test_crc32_hypothesis(data: bytes, start: int) -> None:
-    assert codec.crc32(data, start) == zlib.crc32(data, start)
+    assert hashes.crc32(data, start) == zlib.crc32(data, start)
 
 
 # ---------------------------------------------------------------------------- Java hash
@@ -79,7 +79,7 @@ def test_crc32_hypothesis(data: bytes, start: int) -> None:
 @given(st.text(alphabet=st.characters(), max_size=200))
 def test_java_hash_matches_reference(text: str) -> None:
     # st.characters() includes astral characters and lone surrogates (UTF-16 code units)
-    assert codec.java_hash(text) == refcodec.java_hash(text)
+    assert hashes.java_hash(text) == refcodec.java_hash(text)
 
 
 @pytest.mark.parametrize(
@@ -87,14 +87,14 @@ def test_java_hash_matches_reference(text: str) -> None:
     [("", 0), ("a", 97), ("Aa", 2112), ("BB", 2112), ("📦", 1772617), ("订单", 1129459)],
 )
 def test_java_hash_known_values(text: str, expected: int) -> None:
-    assert codec.java_hash(text) == expected == refcodec.java_hash(text)
+    assert hashes.java_hash(text) == expected == refcodec.java_hash(text)
 
 
 def test_java_hash_wraps_int32() -> None:
     text = "polygenelubricants"  # Java hashCode is Integer.MIN_VALUE
-    assert codec.java_hash(text) == -(2**31) == refcodec.java_hash(text)
+    assert hashes.java_hash(text) == -(2**31) == refcodec.java_hash(text)
     with pytest.raises(TypeError):
-        codec.java_hash(None)  # type: ignore[arg-type]
+        hashes.java_hash(None)  # type: ignore[arg-type]
 
 
 # ---------------------------------------------------------------------------- hosts and ids
@@ -112,15 +112,15 @@ def host_text(addr: ipaddress.IPv4Address | ipaddress.IPv6Address, port: int) ->
 @given(st.one_of(IPV4, IPV6), PORTS, st.integers(0, 2**63 - 1))
 def test_hosts_and_msg_ids(addr: Any, port: int, offset: int) -> None:
     text = host_text(addr, port)
-    raw, p = codec.parse_host(text)
+    raw, p = hosts.parse_host(text)
     assert raw == addr.packed and p == port
-    assert codec.format_host(raw, port) == refcodec.format_host(raw, port)
-    assert codec.parse_host(codec.format_host(raw, port)) == (raw, port)
-    mid = codec.make_msg_id(text, offset)
+    assert hosts.format_host(raw, port) == refcodec.format_host(raw, port)
+    assert hosts.parse_host(hosts.format_host(raw, port)) == (raw, port)
+    mid = hosts.make_msg_id(text, offset)
     assert mid == refcodec.msg_id(raw, port, offset)
     assert len(mid) == (32 if addr.version == 4 else 56)
-    host_back, off_back = codec.parse_msg_id(mid)
-    assert codec.parse_host(host_back) == (raw, port) and off_back == offset
+    host_back, off_back = hosts.parse_msg_id(mid)
+    assert hosts.parse_host(host_back) == (raw, port) and off_back == offset
 
 
 @pytest.mark.parametrize(
@@ -128,13 +128,13 @@ def test_hosts_and_msg_ids(addr: Any, port: int, offset: int) -> None:
 )
 def test_parse_host_rejects_with_value_error(bad: str) -> None:
     with pytest.raises(ValueError):
-        codec.parse_host(bad)
+        hosts.parse_host(bad)
 
 
 @pytest.mark.parametrize("bad", ["", "XYZ", "00" * 15, "G" * 32])
 def test_parse_msg_id_rejects(bad: str) -> None:
     with pytest.raises(ValueError):
-        codec.parse_msg_id(bad)
+        hosts.parse_msg_id(bad)
 
 
 # ---------------------------------------------------------------------------- round trips
@@ -178,9 +178,9 @@ class RoundTrip:
         store_host = expect["store_host"]
         born_host = expect["born_host"]
         sys_flag = msg.sys_flag
-        if len(codec.parse_host(born_host)[0]) == 16:
+        if len(hosts.parse_host(born_host)[0]) == 16:
             sys_flag |= 0x10
-        if len(codec.parse_host(store_host)[0]) == 16:
+        if len(hosts.parse_host(store_host)[0]) == 16:
             sys_flag |= 0x20
         assert ext.topic == msg.topic
         assert bytes(ext.body) == msg.body
@@ -197,15 +197,15 @@ class RoundTrip:
         assert ext.store_timestamp == r.store_timestamp
         assert ext.reconsume_times == msg.reconsume_times
         assert ext.prepared_transaction_offset == msg.prepared_transaction_offset
-        assert codec.parse_host(ext.born_host) == codec.parse_host(born_host)
-        assert codec.parse_host(ext.store_host) == codec.parse_host(store_host)
+        assert hosts.parse_host(ext.born_host) == hosts.parse_host(born_host)
+        assert hosts.parse_host(ext.store_host) == hosts.parse_host(store_host)
         assert ext.properties == expected_props
         assert ext.tags == msg.tags
         assert ext.keys == msg.keys
         assert ext.uniq_key == msg.uniq_key
         tags = expected_props.get("TAGS")
-        assert ext.tags_code == (codec.java_hash(tags) if tags else 0)
-        assert ext.msg_id == r.msg_id == codec.make_msg_id(store_host, r.commitlog_offset)
+        assert ext.tags_code == (hashes.java_hash(tags) if tags else 0)
+        assert ext.msg_id == r.msg_id == hosts.make_msg_id(store_host, r.commitlog_offset)
         size = ext.store_size
         assert size == (
             91
@@ -245,9 +245,9 @@ class RoundTrip:
         )
         assert again == raw
         # the buffer decoder sees the same record
-        d2 = codec.decode_message(raw, check_crc=True)
+        d2 = record.decode_message(raw, check_crc=True)
         assert native_dict(d2) == native_dict(ext)
-        assert codec.record_status(raw, 0, check_crc=True, expected_phy=r.commitlog_offset) == (
+        assert record.record_status(raw, 0, check_crc=True, expected_phy=r.commitlog_offset) == (
             "ok",
             size,
             None,
@@ -401,18 +401,18 @@ def test_decoder_accepts_trailing_separator_and_drops_empty_values() -> None:
     raw = refcodec.encode_record(
         **_blank_record(properties="A\x011\x02B\x01\x02\x01x\x02TAGS\x01t\x02")
     )
-    m = codec.decode_message(raw, check_crc=True)
+    m = record.decode_message(raw, check_crc=True)
     assert m.properties == {"A": "1", "TAGS": "t"} == refcodec.decode_record(raw).properties
-    assert m.tags_code == codec.java_hash("t")
+    assert m.tags_code == hashes.java_hash("t")
 
 
 def test_duplicate_tags_property_tags_code_uses_the_parsed_value() -> None:
     # RocketMQ's string2messageProperties keeps the LAST pair of a name; so must tags_code
     raw = refcodec.encode_record(**_blank_record(properties="TAGS\x01a\x02TAGS\x01b"))
-    m = codec.decode_message(raw)
+    m = record.decode_message(raw)
     ref = refcodec.decode_record(raw)
     assert m.tags == ref.tags == "b"
-    assert m.tags_code == ref.tagsCode == codec.java_hash("b")
+    assert m.tags_code == ref.tagsCode == hashes.java_hash("b")
 
 
 def test_topic_length_over_127_is_corrupt() -> None:
@@ -423,36 +423,36 @@ def test_topic_length_over_127_is_corrupt() -> None:
     struct.pack_into(">i", raw, 0, len(raw))
     with pytest.raises(refcodec.RefDecodeError):
         refcodec.decode_record(bytes(raw))
-    assert codec.record_status(bytes(raw), 0, check_crc=True)[0] == "corrupt"
+    assert record.record_status(bytes(raw), 0, check_crc=True)[0] == "corrupt"
 
 
 def test_decode_message_errors() -> None:
     raw = refcodec.encode_record(**_blank_record())
     with pytest.raises(CorruptRecordError):
-        codec.decode_message(b"")
+        record.decode_message(b"")
     with pytest.raises(CorruptRecordError):
-        codec.decode_message(raw[:-1])
+        record.decode_message(raw[:-1])
     with pytest.raises(ValueError):
-        codec.decode_message(raw, len(raw) + 1)
+        record.decode_message(raw, len(raw) + 1)
     with pytest.raises(ValueError):
-        codec.decode_message(raw, -1)
+        record.decode_message(raw, -1)
     blank = struct.pack(">iI", 100, refcodec.BLANK_MAGIC) + bytes(92)
     with pytest.raises(CorruptRecordError, match="END_FILE"):
-        codec.decode_message(blank)
-    assert codec.record_status(blank) == ("blank", 100, "an END_FILE blank, not a message")
-    assert codec.record_status(bytes(100))[0] == "end"
-    assert codec.record_status(raw, len(raw)) == ("end", 0, None)
+        record.decode_message(blank)
+    assert record.record_status(blank) == ("blank", 100, "an END_FILE blank, not a message")
+    assert record.record_status(bytes(100))[0] == "end"
+    assert record.record_status(raw, len(raw)) == ("end", 0, None)
     flipped = bytearray(raw)
     body_at = 84 + 4
     flipped[body_at] ^= 0x01
-    assert codec.record_status(bytes(flipped), check_crc=False)[0] == "ok"
-    status, _, reason = codec.record_status(bytes(flipped), check_crc=True)
+    assert record.record_status(bytes(flipped), check_crc=False)[0] == "ok"
+    status, _, reason = record.record_status(bytes(flipped), check_crc=True)
     assert status == "corrupt" and "CRC" in reason
     with pytest.raises(CorruptRecordError):
-        codec.decode_message(bytes(flipped), check_crc=True)
+        record.decode_message(bytes(flipped), check_crc=True)
     # the record's PHYSICALOFFSET must match where it is found when asked
-    assert codec.record_status(raw, expected_phy=0)[0] == "ok"
-    assert codec.record_status(raw, expected_phy=1000)[0] == "corrupt"
+    assert record.record_status(raw, expected_phy=0)[0] == "ok"
+    assert record.record_status(raw, expected_phy=1000)[0] == "corrupt"
 
 
 # ---------------------------------------------------------------------------- RocketMQ fixture
@@ -470,7 +470,7 @@ def test_native_decode_of_rocketmq_fixture(
     for line in fixture_messages:
         base = line["commitLogOffset"] - line["commitLogOffset"] % seg_size
         data = segments[base]
-        m = codec.decode_message(data, line["commitLogOffset"] - base, check_crc=True)
+        m = record.decode_message(data, line["commitLogOffset"] - base, check_crc=True)
         got = m.to_dict()
         expected = _fixture_expected(line)
         assert got == expected, f"seq {line['seq']}"
@@ -492,7 +492,7 @@ def test_scan_region_of_rocketmq_fixture(
     for i, path in enumerate(paths):
         base = int(path.name)
         data = path.read_bytes()
-        res = codec.scan_region(data, 0, check_crc=True, base_offset=base)
+        res = record.scan_region(data, 0, check_crc=True, base_offset=base)
         assert [base + o for o in res.offsets.tolist()] == by_base[base]
         assert res.stop_status == ("blank" if i < 9 else "end"), (path.name, res)
         if res.stop_status == "blank":

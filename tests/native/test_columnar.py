@@ -22,7 +22,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rocketstore import CorruptRecordError, Message, MessageStore, StoreConfig
-from rocketstore._native import codec, columnar
+from rocketstore._native import columnar, columnar_buffers, hosts, properties
+from rocketstore._native.record import MessageExt, decode_message
 from rocketstore.store import columnar as store_columnar
 
 SETTINGS = settings(
@@ -49,7 +50,7 @@ def host_text(text: str) -> str:
     return f"[{addr.compressed}]:{port}"
 
 
-def expected_row(ext: codec.MessageExt) -> dict[str, Any]:
+def expected_row(ext: MessageExt) -> dict[str, Any]:
     """A row as the columns should hold it, from the object decoder."""
     d = ext.to_dict(body_b64=False)
     return {
@@ -628,7 +629,7 @@ def check_against_object_decoder(data: bytes, batch: pa.RecordBatch, base: int |
                                  ) -> None:
     for row in rows(batch):
         pos = row["commitlog_offset"] - (base or 0)
-        assert row == expected_row(codec.decode_message(data, pos))
+        assert row == expected_row(decode_message(data, pos))
 
 
 PROPERTY_CASES = [
@@ -700,7 +701,7 @@ def test_invalid_utf8_is_replaced(props: bytes, topic: bytes) -> None:
 @SETTINGS
 @given(st.binary(max_size=64))
 def test_sanitize_utf8_matches_python(data: bytes) -> None:
-    assert columnar.sanitize_utf8(data) == data.decode("utf-8", "replace").encode()
+    assert properties.sanitize_utf8(data) == data.decode("utf-8", "replace").encode()
 
 
 def test_sanitize_utf8_edge_cases() -> None:
@@ -708,13 +709,13 @@ def test_sanitize_utf8_edge_cases() -> None:
              b"\xc0\xaf", b"\xe2\x82", b"\xe2\x82A", b"\xf0\x9f\x98", b"\x80\x80", b"\xff",
              b"a\xf5b", "€😀é".encode(), b"\xef\xbf\xbd"]
     for data in cases:
-        assert columnar.sanitize_utf8(data) == data.decode("utf-8", "replace").encode(), data
+        assert properties.sanitize_utf8(data) == data.decode("utf-8", "replace").encode(), data
 
 
 @SETTINGS
 @given(st.one_of(st.ip_addresses(v=4), st.ip_addresses(v=6)), st.integers(-(2**31), 2**31 - 1))
 def test_format_host(addr: Any, port: int) -> None:
-    assert columnar.format_host(addr.packed, port) == host_text(_host(addr, port))
+    assert hosts.format_host(addr.packed, port) == host_text(_host(addr, port))
 
 
 def test_hosts_and_base_offset_none() -> None:
@@ -837,11 +838,11 @@ def test_batches_own_their_memory(multi_store: MessageStore) -> None:
             columnar.decode_region(mf, 0, base_offset=mf.file_from_offset)
     assert rows(first) == keep
     assert body_only.to_pylist() == body_values
-    old = columnar.set_buffer_cache(0)
+    old = columnar_buffers.set_buffer_cache(0)
     try:
-        assert columnar.buffer_cache_info() == (0, 0)
+        assert columnar_buffers.buffer_cache_info() == (0, 0)
     finally:
-        columnar.set_buffer_cache(old)
+        columnar_buffers.set_buffer_cache(old)
 
 
 def test_large_batches_recycle_memory() -> None:
@@ -852,13 +853,13 @@ def test_large_batches_recycle_memory() -> None:
         recs.append(rec)
         off += len(rec)
     data = b"".join(recs)
-    columnar.set_buffer_cache(columnar.set_buffer_cache(0))     # empty the cache
+    columnar_buffers.set_buffer_cache(columnar_buffers.set_buffer_cache(0))     # empty the cache
     first = decode_all(data).batch
     del first
-    arenas, cached = columnar.buffer_cache_info()
+    arenas, cached = columnar_buffers.buffer_cache_info()
     assert arenas >= 1 and cached >= 1 << 20
     again = decode_all(data).batch
-    assert columnar.buffer_cache_info()[0] < arenas     # taken from the cache
+    assert columnar_buffers.buffer_cache_info()[0] < arenas     # taken from the cache
     assert again.num_rows == 1200
     again.validate(full=True)
 

@@ -1,7 +1,7 @@
 """Fuzzing: thousands of random corruptions (truncation, zeroed ranges, bit flips, int32
 overwrites of header fields) of CommitLog segments.
 
-(a) On raw bytes, codec.scan_region / record_status / decode_message never crash and only call
+(a) On raw bytes, record.scan_region / record_status / decode_message never crash and only call
     "ok" what the independent reference decoder (refcodec) accepts too.
 (b) MessageStore.open on a corrupted copy of a store either succeeds, and then everything it
     scans is a valid record with its CRC and the store works on, or raises a clear Python
@@ -27,7 +27,7 @@ from helpers import assert_no_signal, native_dict, open_store, ref_dict, run_pyt
 from rocketmq_fixture import FIXTURE_DIR
 
 from rocketstore import CorruptRecordError, Message
-from rocketstore._native import codec
+from rocketstore._native import record
 
 BYTES_CASES = 6000  # split over the seeds below
 BYTES_SEEDS = (101, 202, 303)
@@ -249,7 +249,7 @@ def check_ok_record(
     assert verdict.storeSize == size, f"{where}: size {size} != ref {verdict.storeSize}"
     if expected_phy is not None:
         assert verdict.commitLogOffset == expected_phy, f"{where}: phy at {pos}"
-    m = codec.decode_message(buf, pos, check_crc=check_crc)
+    m = record.decode_message(buf, pos, check_crc=check_crc)
     if verdict.topic != "SCHEDULE_TOPIC_XXXX":
         assert native_dict(m) == ref_dict(verdict), f"{where}: fields differ at {pos}"
 
@@ -263,7 +263,7 @@ def check_bytes(
 ) -> dict[str, int]:
     stats = {"ok": 0, "checked": 0}
     n = len(buf)
-    res = codec.scan_region(buf, 0, check_crc=True, base_offset=base)
+    res = record.scan_region(buf, 0, check_crc=True, base_offset=base)
     assert res.stop_status in ("end", "blank", "corrupt"), where
     assert 0 <= res.stop_position <= n, where
     expect_pos = 0
@@ -290,7 +290,7 @@ def check_bytes(
     # without CRC or position checks, from a random start, bounded by a random end
     start = rng.randrange(n + 1)
     end = rng.randrange(start, n + 1)
-    res2 = codec.scan_region(buf, start, end, check_crc=False)
+    res2 = record.scan_region(buf, start, end, check_crc=False)
     assert start <= res2.stop_position <= end, where
     for off, size in zip(res2.offsets.tolist(), res2.sizes.tolist(), strict=True):
         assert start <= off and off + size <= end, where
@@ -302,18 +302,18 @@ def check_bytes(
         if pos > n:
             continue
         crc = rng.random() < 0.7
-        status, size, reason = codec.record_status(buf, pos, check_crc=crc)
+        status, size, reason = record.record_status(buf, pos, check_crc=crc)
         assert status in ("ok", "blank", "end", "corrupt"), where
         if status == "ok":
             assert reason is None and pos + size <= n, where
             if not _unchanged(buf, orig, pos, size, valid):
                 check_ok_record(buf, pos, size, None, check_crc=crc, where=where)
-            m = codec.decode_message(buf, pos, check_crc=crc)
+            m = record.decode_message(buf, pos, check_crc=crc)
             assert m.store_size == size and len(m.record) == size, where
         else:
             assert status == "end" or reason, where
             try:
-                codec.decode_message(buf, pos, check_crc=crc)
+                record.decode_message(buf, pos, check_crc=crc)
             except CorruptRecordError:
                 pass
             else:
@@ -376,22 +376,22 @@ def test_scan_region_argument_bounds() -> None:
         storeHost="1.2.3.4:5",
     )
     buf = rec * 3
-    assert len(codec.scan_region(buf, 0, check_crc=True, base_offset=0)) == 1  # all say phy 0
-    assert len(codec.scan_region(buf, 0, check_crc=True)) == 3  # position not checked
-    res = codec.scan_region(buf, 0, check_crc=False)
+    assert len(record.scan_region(buf, 0, check_crc=True, base_offset=0)) == 1  # all say phy 0
+    assert len(record.scan_region(buf, 0, check_crc=True)) == 3  # position not checked
+    res = record.scan_region(buf, 0, check_crc=False)
     assert len(res) == 3 and res.stop_status == "end"
-    assert codec.scan_region(buf, 0, len(rec) + 50, check_crc=False).stop_status == "corrupt"
-    assert codec.scan_region(buf, 0, len(rec) + 5, check_crc=False).stop_status == "end"
-    assert codec.scan_region(buf, 0, check_crc=False, max_records=2).stop_status == "limit"
-    assert len(codec.scan_region(b"", 0)) == 0
-    assert codec.scan_region(buf, len(buf)).stop_status == "end"
+    assert record.scan_region(buf, 0, len(rec) + 50, check_crc=False).stop_status == "corrupt"
+    assert record.scan_region(buf, 0, len(rec) + 5, check_crc=False).stop_status == "end"
+    assert record.scan_region(buf, 0, check_crc=False, max_records=2).stop_status == "limit"
+    assert len(record.scan_region(b"", 0)) == 0
+    assert record.scan_region(buf, len(buf)).stop_status == "end"
     for bad in (-1, len(buf) + 1):
         with pytest.raises(ValueError):
-            codec.scan_region(buf, bad)
+            record.scan_region(buf, bad)
     with pytest.raises(ValueError):
-        codec.record_status(buf, len(buf) + 1)
+        record.record_status(buf, len(buf) + 1)
     for n in range(len(rec)):
-        assert codec.record_status(rec[:n], 0)[0] in ("end", "corrupt")
+        assert record.record_status(rec[:n], 0)[0] in ("end", "corrupt")
 
 
 # ---------------------------------------------------------------------------- (b) whole stores

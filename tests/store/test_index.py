@@ -26,7 +26,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rocketmq_fixture import require_fixture
 
-from rocketstore._native import codec
+from rocketstore._native import record
 from rocketstore._native.index_file import (
     IndexFile,
     IndexFileCorruptError,
@@ -64,7 +64,7 @@ def _commitlog_batches(store: Path) -> list[SimpleNamespace]:
     for seg in sorted((store / "commitlog").iterdir()):
         mf = MappedFile(seg, SEG, create=False, read_only=True)
         mf.wrote_position = SEG
-        r = codec.scan_region(mf, 0, SEG)
+        r = record.scan_region(mf, 0, SEG)
         pos = np.asarray(r.offsets, dtype=np.int64)
         batches.append(SimpleNamespace(mapped_file=mf, positions=pos,
                                        phy_offsets=pos + mf.file_from_offset))
@@ -446,7 +446,7 @@ def test_verified_query_equals_brute_force(recs, slots, items, chunk, queries):
         root = Path(d)
         (root / "commitlog").mkdir()
         mf = _write_commitlog(root / "commitlog" / "00000000000000000000", recs)
-        pos = np.asarray(codec.scan_region(mf, 0, mf.wrote_position).offsets, dtype=np.int64)
+        pos = np.asarray(record.scan_region(mf, 0, mf.wrote_position).offsets, dtype=np.int64)
         assert len(pos) == len(recs)
         svc = IndexService(StoreConfig(max_hash_slot_num=slots, max_index_num=items,
                                        max_msgs_num_batch=10), root)
@@ -482,7 +482,7 @@ def test_full_file_rolls_and_lookups_span_files(tmp_path, monkeypatch):
              "ts": BASE_TS + 700 * i} for i in range(30)]
     (tmp_path / "commitlog").mkdir()
     mf = _write_commitlog(tmp_path / "commitlog" / "00000000000000000000", recs)
-    pos = np.asarray(codec.scan_region(mf, 0, mf.wrote_position).offsets, dtype=np.int64)
+    pos = np.asarray(record.scan_region(mf, 0, mf.wrote_position).offsets, dtype=np.int64)
     svc = IndexService(StoreConfig(max_hash_slot_num=3, max_index_num=8), tmp_path)
     full: list[int] = []
     svc.on_file_full = full.append
@@ -765,7 +765,7 @@ def test_queries_while_dispatching_see_only_written_items(tmp_path):
              "ts": BASE_TS + 10 * i} for i in range(1500)]
     (tmp_path / "commitlog").mkdir()
     mf = _write_commitlog(tmp_path / "commitlog" / "00000000000000000000", recs)
-    pos = np.asarray(codec.scan_region(mf, 0, mf.wrote_position).offsets, dtype=np.int64)
+    pos = np.asarray(record.scan_region(mf, 0, mf.wrote_position).offsets, dtype=np.int64)
     svc = IndexService(StoreConfig(max_hash_slot_num=7, max_index_num=300), tmp_path)
     svc.load(True)
     offsets = {r["offset"] for r in recs}

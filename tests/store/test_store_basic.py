@@ -19,7 +19,7 @@ from rocketstore import (
     PutMessageStatus,
     StoreLockedError,
 )
-from rocketstore._native import codec
+from rocketstore._native import hosts
 
 MAX_BODY = 1024
 
@@ -438,7 +438,7 @@ def test_concurrent_writers(tmp_path: Path) -> None:
                 topic,
                 qid,
             )
-            assert m.msg_id == codec.make_msg_id(STORE_HOST, off)
+            assert m.msg_id == hosts.make_msg_id(STORE_HOST, off)
             per_queue[(topic, qid)].append(m.queue_offset)
             tid, seq = map(int, body.split(b":")[:2])
             per_thread[tid].append((seq, m.commitlog_offset))
@@ -517,18 +517,18 @@ def test_shutdown_while_writers_run(tmp_path: Path) -> None:
 def test_msg_id_is_store_host_and_offset(tmp_path: Path) -> None:
     with open_store(tmp_path) as s:
         r = s.put_message(Message("t", b"x"))
-        assert r.msg_id == codec.make_msg_id(STORE_HOST, r.commitlog_offset)
+        assert r.msg_id == hosts.make_msg_id(STORE_HOST, r.commitlog_offset)
         assert len(r.msg_id) == 32 and r.msg_id == r.msg_id.upper()
-        assert codec.parse_msg_id(r.msg_id) == (STORE_HOST, r.commitlog_offset)
+        assert hosts.parse_msg_id(r.msg_id) == (STORE_HOST, r.commitlog_offset)
         # a message carrying its own store host gets an id built from it
         r6 = s.put_message(Message("t", b"y", store_host="[2001:db8::100]:10911"))
-        assert r6.msg_id == codec.make_msg_id("[2001:db8::100]:10911", r6.commitlog_offset)
+        assert r6.msg_id == hosts.make_msg_id("[2001:db8::100]:10911", r6.commitlog_offset)
         assert len(r6.msg_id) == 56
         m = s.look_message_by_offset(r6.commitlog_offset)
         assert m.msg_id == r6.msg_id and m.sys_flag & 0x20
         res = s.put_messages([Message("t", b"a"), Message("t", b"b")])
         assert res.msg_ids == [
-            codec.make_msg_id(STORE_HOST, o) for o in res.commitlog_offsets.tolist()
+            hosts.make_msg_id(STORE_HOST, o) for o in res.commitlog_offsets.tolist()
         ]
 
 
@@ -539,7 +539,7 @@ def test_ipv6_store_host_config(tmp_path: Path) -> None:
         m = s.look_message_by_offset(r.commitlog_offset)
         assert m.store_host == host and m.born_host == "10.0.0.1:1234"
         assert m.sys_flag == 0x20
-        assert r.msg_id == m.msg_id == codec.make_msg_id(host, r.commitlog_offset)
+        assert r.msg_id == m.msg_id == hosts.make_msg_id(host, r.commitlog_offset)
         rec = refcodec.decode_record(bytes(m.record))
         assert rec.msgId == r.msg_id and rec.storeHost == host
 

@@ -29,7 +29,7 @@ import pytest
 import refcodec
 
 from rocketstore import GetMessageStatus, Message, MessageStore, StoreConfig
-from rocketstore._native import codec
+from rocketstore._native.hosts import make_msg_id
 
 S = GetMessageStatus
 CL_SIZE = 64 * 1024
@@ -550,10 +550,10 @@ def test_view_message_ipv4_and_ipv6_store_hosts(tmp_path: Path) -> None:
             assert store.look_message_by_offset(r.commitlog_offset).msg_id == r.msg_id
         last = puts[-1][0]
         end = last.commitlog_offset + last.wrote_bytes
-        assert store.view_message(codec.make_msg_id(STORE_HOST, end)) is None
-        assert store.view_message(codec.make_msg_id(STORE_HOST, 10**12)) is None
+        assert store.view_message(make_msg_id(STORE_HOST, end)) is None
+        assert store.view_message(make_msg_id(STORE_HOST, 10**12)) is None
         # an offset inside a record is not a message
-        assert store.view_message(codec.make_msg_id(STORE_HOST, last.commitlog_offset + 1)) \
+        assert store.view_message(make_msg_id(STORE_HOST, last.commitlog_offset + 1)) \
             is None
         with pytest.raises(ValueError):
             store.view_message("XYZ")

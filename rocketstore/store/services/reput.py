@@ -6,7 +6,7 @@ the service thread loops over them in native code and takes the GIL only when a 
 Python (a queue seen for the first time or whose file is full, a full index file, the next
 CommitLog file, a corrupt record) or when listeners or extra dispatchers are registered. So on a
 busy store producers almost never hand the GIL to it. Extra dispatchers get each dispatched
-range as a DispatchBatch (codec.dispatch_region)."""
+range as a DispatchBatch (dispatch.dispatch_region)."""
 from __future__ import annotations
 
 import logging
@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from rocketstore._native import dispatch as native
-from rocketstore._native.codec import MAX_QUEUE_ID, DispatchBatch, dispatch_region
+from rocketstore._native.dispatch import DispatchBatch, dispatch_region
 from rocketstore._native.mapped_file import StopFlag
+from rocketstore._native.topic_queue_table import MAX_QUEUE_ID
 from rocketstore.store.commit_log import CommitLog
 from rocketstore.store.services.service_thread import ServiceThread
 

@@ -1,35 +1,10 @@
-# The CommitLog record codec (FORMAT.md "CommitLog record (v1)"): shared declarations.
-from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
-from libc.string cimport memcmp, memcpy, memset
+# The CommitLog record (FORMAT.md "CommitLog record (v1)"): its constants and the validation
+# every decoder inlines into its loop.
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t
+from libc.string cimport memset
 
-
-cdef extern from *:
-    int __builtin_ctzll(unsigned long long x) nogil
-
-
-cdef extern from "rs_bytes.h" nogil:
-    void rs_put_u16(char* p, unsigned short v)
-    void rs_put_u32(char* p, uint32_t v)
-    void rs_put_u64(char* p, unsigned long long v)
-    int16_t rs_get_i16(const char* p)
-    int32_t rs_get_i32(const char* p)
-    int64_t rs_get_i64(const char* p)
-    unsigned short rs_get_u16(const char* p)
-    uint32_t rs_get_u32(const char* p)
-    void rs_release_fence()
-    bint rs_has_byte_below3(const char* p, size_t n)
-
-
-cdef extern from "Python.h":
-    # released by hand where a loop is worth it (dispatch_region, write_units, build_index)
-    ctypedef struct PyThreadState
-    PyThreadState* PyEval_SaveThread()
-    void PyEval_RestoreThread(PyThreadState* state)
-
-cdef extern from "rs_crc32.h" nogil:
-    void rs_crc32_init()
-    uint32_t rs_crc32(uint32_t crc, const void* buf, size_t length)
-    const char* rs_crc32_impl()
+from rocketstore._native.includes.byteorder cimport rs_get_i32, rs_get_i64, rs_get_u16, rs_get_u32
+from rocketstore._native.includes.crc32 cimport rs_crc32
 
 # Record layout constants (offsets for IPv4 hosts).
 cdef enum:
@@ -70,8 +45,6 @@ cdef struct RecordInfo:
     int64_t phy_offset
     int64_t store_ts
     const char* reason       # for REC_CORRUPT
-
-# The record validation, inline so that every decoder compiles it into its loop.
 
 cdef inline const char* record_layout(const char* p, int64_t avail, RecordInfo* r) noexcept nogil:
     """Size and field offsets of the v1 record at p (magic, offset and CRC not checked), every
@@ -170,89 +143,5 @@ cdef inline RecordInfo check_record(const char* p, int64_t avail, bint check_crc
     return r
 
 
-cdef int32_t java_hash_str(str s)
-# Java String.hashCode continued over the UTF-16 units Java's UTF-8 decoder makes of s[0:n]
-cdef uint32_t hash_utf8(uint32_t h, const unsigned char* s, Py_ssize_t n) noexcept nogil
-cdef int64_t tags_code_of(const char* props, int32_t props_len) noexcept nogil
-
-
-# ---- the properties dispatch reads: TAGS (tags code), KEYS and UNIQ_KEY (index keys) ----------
-
-cdef struct KeyProps:
-    const char* tags        # each value, NULL when absent
-    const char* keys
-    const char* uniq
-    int32_t tags_len
-    int32_t keys_len
-    int32_t uniq_len
-
-
-cdef inline const char* find_pair_end(const char* p, const char* end) noexcept nogil:
-    """The first \x02 (the property pair separator) in [p, end), or end; eight bytes a step."""
-    cdef uint64_t w, m
-    while end - p >= 8:
-        memcpy(&w, p, 8)
-        w ^= 0x0202020202020202ULL
-        m = (w - 0x0101010101010101ULL) & ~w & 0x8080808080808080ULL
-        if m:                       # exact for the lowest byte that matched
-            return p + (__builtin_ctzll(m) >> 3)
-        p += 8
-    while p < end and p[0] != 2:
-        p += 1
-    return p
-
-
-cdef inline void find_key_props(const char* props, int32_t props_len, KeyProps* out) noexcept nogil:
-    """TAGS, KEYS and UNIQ_KEY in one walk of a record's properties, as RocketMQ's
-    string2messageProperties reads them: pairs split on \x02, name and value on the first
-    \x01, both non-empty; a later pair with the same name wins (HashMap.put). Only the pair
-    ends are searched for: a pair is one of the three when it starts with the name and a
-    \x01 (a name holds no \x01, so that is its first). Reads only [props, props_len)."""
-    cdef const char* p = props
-    cdef const char* end = props + props_len
-    cdef const char* q
-    cdef Py_ssize_t n
-    out.tags = out.keys = out.uniq = NULL
-    out.tags_len = out.keys_len = out.uniq_len = 0
-    while p < end:
-        q = find_pair_end(p, end)
-        n = q - p
-        if n > 5 and p[4] == 1:
-            if memcmp(p, b"TAGS", 4) == 0:
-                out.tags = p + 5
-                out.tags_len = <int32_t>(n - 5)
-            elif memcmp(p, b"KEYS", 4) == 0:
-                out.keys = p + 5
-                out.keys_len = <int32_t>(n - 5)
-        elif n > 9 and p[8] == 1 and memcmp(p, b"UNIQ_KEY", 8) == 0:
-            out.uniq = p + 9
-            out.uniq_len = <int32_t>(n - 9)
-        p = q + 1
-
-
-cdef inline uint32_t hash_text(uint32_t h, const unsigned char* s, Py_ssize_t n) noexcept nogil:
-    """hash_utf8, with ASCII text hashed here, eight bytes a step (Java's h*31 + c, unrolled:
-    the eight bytes' terms do not wait on h); from the first non-ASCII byte on, hash_utf8."""
-    cdef uint64_t w
-    cdef Py_ssize_t i = 0
-    while i + 8 <= n:
-        memcpy(&w, s + i, 8)
-        if w & 0x8080808080808080ULL:
-            return hash_utf8(h, s + i, n - i)
-        h = (h * 2487512833u                                    # 31^8 mod 2^32
-             + <uint32_t>s[i] * 1742810335u + <uint32_t>s[i + 1] * 887503681u
-             + <uint32_t>s[i + 2] * 28629151u + <uint32_t>s[i + 3] * 923521u
-             + <uint32_t>s[i + 4] * 29791u + <uint32_t>s[i + 5] * 961u
-             + <uint32_t>s[i + 6] * 31u + <uint32_t>s[i + 7])
-        i += 8
-    while i < n and s[i] < 0x80:
-        h = h * 31 + s[i]
-        i += 1
-    return hash_utf8(h, s + i, n - i) if i < n else h
-
-
-cdef inline int64_t tags_code_in(const KeyProps* kp) noexcept nogil:
-    """tagsCode from the properties find_key_props read: hashCode of TAGS, 0 when absent."""
-    if kp.tags == NULL:
-        return 0
-    return <int32_t>hash_text(0, <const unsigned char*>kp.tags, kp.tags_len)
+# Why a record is not REC_OK, as text
+cdef str status_text(RecordInfo info)

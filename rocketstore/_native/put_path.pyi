@@ -1,0 +1,35 @@
+"""Type stub of rocketstore/_native/put_path.pyx: the put lock and the put path."""
+
+from collections.abc import Callable
+from typing import final
+
+from rocketstore._native.mapped_file import MappedFile
+from rocketstore._native.message import Message
+from rocketstore._native.record_writer import PutMessageResult, RecordWriter
+
+@final
+class PutLock:
+    """The CommitLog's put lock; blocking waits release the GIL. A context manager."""
+
+    def acquire(self) -> bool: ...
+    def release(self) -> None: ...
+    def __enter__(self) -> PutLock: ...
+    def __exit__(self, *exc: object) -> bool: ...
+
+@final
+class PutPath:
+    """CommitLog.put_message's fast path: lock, append to `file`, result, in one native call.
+    `slow(message, queue_id)` runs under the lock when `file` is None or full; `after(result,
+    message)`, when set, runs after the lock (SYNC_FLUSH's wait)."""
+
+    file: MappedFile | None
+    slow: Callable[[Message, int], PutMessageResult]
+    after: Callable[[PutMessageResult, Message], PutMessageResult] | None
+    @property
+    def lock(self) -> PutLock: ...
+    @property
+    def writer(self) -> RecordWriter: ...
+    def __init__(
+        self, writer: RecordWriter, slow: Callable[[Message, int], PutMessageResult]
+    ) -> None: ...
+    def __call__(self, message: Message, queue_id: int = 0) -> PutMessageResult: ...

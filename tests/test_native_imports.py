@@ -1,0 +1,25 @@
+"""The native layer imports nothing above it: rocketstore/_native/*.pyx, .pxd and .pyi import
+(and cimport) only rocketstore._native modules of the project (docs/design.md, "The house")."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+NATIVE_SOURCES = Path(__file__).resolve().parent.parent / "rocketstore" / "_native"
+IMPORT = re.compile(r"^\s*(?:from\s+(rocketstore[\w.]*)\s+c?import|c?import\s+(rocketstore[\w.]*))",
+                    re.M)
+
+
+def test_native_modules_import_only_native_modules() -> None:
+    sources = sorted(p for ext in ("*.pyx", "*.pxd", "*.pyi") for p in NATIVE_SOURCES.rglob(ext))
+    if not sources:
+        pytest.skip("the native sources are not beside the tests")
+    upward = []
+    for path in sources:
+        for m in IMPORT.finditer(path.read_text()):
+            module = m.group(1) or m.group(2)
+            if module != "rocketstore._native" and not module.startswith("rocketstore._native."):
+                upward.append(f"{path.relative_to(NATIVE_SOURCES)}: {module}")
+    assert upward == []
