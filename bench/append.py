@@ -156,7 +156,7 @@ def run_put_single(td: C.TempDirs, args, w: Workload, msgs: list[Message],
     qids = w.qids
 
     def loop(s: MessageStore) -> None:
-        put = s.put_message if layer == "store" else s.commit_log.put_message
+        put = s.put_message if layer == "store" else s.commit_log.put_path
         for m, q in zip(msgs, qids, strict=True):
             put(m, q)
     return timed_store_run(td, args, w, "single", loop, gc_off=gc_off, **overrides)

@@ -28,3 +28,4 @@ cdef class PutPath:
     cdef public MappedFile file     # where appends go; None: take the slow path
     cdef public object slow
     cdef public object after
+    cdef public bint accepting      # False: every put is SERVICE_NOT_AVAILABLE

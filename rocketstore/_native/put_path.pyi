@@ -25,6 +25,7 @@ class PutPath:
     file: MappedFile | None
     slow: Callable[[Message, int], PutMessageResult]
     after: Callable[[PutMessageResult, Message], PutMessageResult] | None
+    accepting: bool
     @property
     def lock(self) -> PutLock: ...
     @property

@@ -4,7 +4,11 @@ call with no Python frame."""
 from cpython.pythread cimport PyThread_allocate_lock, PyThread_free_lock
 
 from rocketstore._native.message cimport Message
-from rocketstore._native.record_writer cimport RecordWriter
+from rocketstore._native.record_writer cimport (
+    S_SERVICE_NOT_AVAILABLE,
+    RecordWriter,
+    status_result,
+)
 
 
 cdef class PutLock:
@@ -41,7 +45,8 @@ cdef class PutPath:
     """CommitLog.put_message's fast path: one call takes the put lock, appends to the cached
     last file and builds the result, with no Python frame. The CommitLog supplies the slow
     path (roll to a new file, closed log), called under the lock as slow(message, queue_id),
-    and an optional after(result, message) hook run after the lock (SYNC_FLUSH waits there)."""
+    and an optional after(result, message) hook run after the lock (SYNC_FLUSH waits there).
+    It refuses every put (SERVICE_NOT_AVAILABLE) until its owner sets accepting."""
     def __init__(self, RecordWriter writer not None, slow):
         self.lock = PutLock()
         self.writer = writer
@@ -51,6 +56,8 @@ cdef class PutPath:
 
     def __call__(self, Message message not None, int queue_id=0):
         cdef object result = None
+        if not self.accepting:
+            return status_result(S_SERVICE_NOT_AVAILABLE)
         self.lock.take()
         try:
             if self.file is not None:

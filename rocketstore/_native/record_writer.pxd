@@ -12,6 +12,7 @@ from rocketstore._native.topic_queue_table cimport QueueCounters, TopicQueueTabl
 # PutMessageStatus ordinals (RocketMQ's enum order), for C
 cdef enum:
     S_PUT_OK = 0
+    S_SERVICE_NOT_AVAILABLE = 4
     S_MESSAGE_ILLEGAL = 6
     S_PROPERTIES_SIZE_EXCEEDED = 7
     S_UNKNOWN_ERROR = 9
@@ -29,6 +30,7 @@ cdef class PutMessageResult:
     cdef char _uniq_hex[UNIQ_HEX_MAX]
     cdef bytes store_host_raw
     cdef int32_t store_port
+    cdef readonly object reason         # why MESSAGE_ILLEGAL / PROPERTIES_SIZE_EXCEEDED
 
 
 @cython.final
@@ -43,6 +45,7 @@ cdef class PutMessagesResult:
     cdef list messages      # the batch: UNIQ_KEYs are read from it on demand
     cdef bytes store_host_raw
     cdef int32_t store_port
+    cdef readonly object reason         # why the batch was refused, when _prepare says
 
 
 # A result carrying only a status (a put that stored nothing)
@@ -99,6 +102,7 @@ cdef class RecordWriter:
     cdef str last_topic                     # _counters' one-entry cache
     cdef QueueCounters last_counters
     cdef int64_t last_version
+    cdef object rejection                   # why _prepare last refused a message
 
     cdef int _grow_slices(self, Py_ssize_t need) except -1
     cdef int _grow_specs(self, Py_ssize_t need) except -1

@@ -31,6 +31,10 @@ class PutMessageResult:
     """Outcome of one put."""
 
     @property
+    def reason(self) -> str | None:
+        """Why a put was refused as MESSAGE_ILLEGAL or PROPERTIES_SIZE_EXCEEDED (else None)."""
+
+    @property
     def status_code(self) -> int: ...
     @property
     def commitlog_offset(self) -> int: ...
@@ -54,6 +58,10 @@ class PutMessageResult:
 class PutMessagesResult:
     """Outcome of a batch put; a sequence of PutMessageResult built on demand. The arrays
     are None when the batch was rejected before anything was written."""
+
+    @property
+    def reason(self) -> str | None:
+        """Why the batch was refused as MESSAGE_ILLEGAL or PROPERTIES_SIZE_EXCEEDED."""
 
     @property
     def status_code(self) -> int: ...

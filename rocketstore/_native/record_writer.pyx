@@ -8,6 +8,7 @@ the record out at its final place in the mapped region, CRC included. A batch pr
 message first, so a bad one rejects the whole batch before a byte is written.
 """
 import enum
+import logging
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.dict cimport PyDict_Next
@@ -40,6 +41,8 @@ import numpy as np
 
 from rocketstore._native.hosts import parse_host
 from rocketstore._native.message import PROPERTY_UNIQ_KEY as _PROPERTY_UNIQ_KEY
+
+_log = logging.getLogger("rocketstore.store")
 from rocketstore._native.topic_queue_table import TopicQueueTable
 
 rs_crc32_init()
@@ -350,6 +353,8 @@ cdef class RecordWriter:
         s.body = PyBytes_AS_STRING(msg.body)
         s.body_len = <int32_t>PyBytes_GET_SIZE(msg.body)
         if PyBytes_GET_SIZE(msg.body) > self.max_message_size:
+            self.rejection = (f"{_where(index)}body of {PyBytes_GET_SIZE(msg.body):,} bytes is "
+                              f"over max_message_size ({self.max_message_size:,} bytes)")
             return S_MESSAGE_ILLEGAL
         s.topic = _text(msg.topic, &n)
         s.topic_len = <int32_t>n
@@ -393,6 +398,8 @@ cdef class RecordWriter:
         if nprops > 0:
             props_len -= 1      # no trailing \x02, as RocketMQ 4.9.8 writes
         if props_len > MAX_PROPERTIES_LENGTH:
+            self.rejection = (f"{_where(index)}properties of {props_len:,} bytes are over "
+                              f"{MAX_PROPERTIES_LENGTH:,} bytes")
             return S_PROPERTIES_SIZE_EXCEEDED
         s.props_len = <int32_t>props_len
         s.queue_id = queue_id
@@ -415,7 +422,9 @@ cdef class RecordWriter:
         s.total = (MIN_RECORD_SIZE + s.body_len + s.topic_len + s.props_len
                    + (s.born_host_len - 4) + (s.store_host_len - 4))
         if s.total + END_FILE_MIN_BLANK_LENGTH > self.file_size:
-            return S_MESSAGE_ILLEGAL    # larger than a whole CommitLog file
+            self.rejection = (f"{_where(index)}record of {s.total:,} bytes does not fit a "
+                              f"CommitLog segment of {self.file_size:,} bytes")
+            return S_MESSAGE_ILLEGAL
         return S_PUT_OK
 
     cdef inline void _write_blank(self, MappedFile mf) noexcept:
@@ -446,7 +455,10 @@ cdef class RecordWriter:
             raise ValueError(f"mapped file {mf.file_name} is not writable")
         code = self._prepare(message, queue_id, s, &slice_pos, now_ms, -1)
         if code != S_PUT_OK:
-            return status_result(code)
+            r = status_result(code)
+            r.reason = self.rejection
+            _log.warning("put refused (%s): %s", _PUT_STATUS[code].name, r.reason)
+            return r
         if mf.wrote_pos + s.total + END_FILE_MIN_BLANK_LENGTH > mf.file_size:
             self._write_blank(mf)
             return None
@@ -518,6 +530,8 @@ cdef class RecordWriter:
             code = self._prepare(<Message>msg, qid, &self.specs[i], &slice_pos, now_ms, i)
             if code != S_PUT_OK:
                 res.status_code = code
+                res.reason = self.rejection
+                _log.warning("batch put refused (%s): %s", _PUT_STATUS[code].name, res.reason)
                 return res
         res.commitlog_offsets = np.empty(count, dtype=np.int64)
         res.queue_offsets = np.empty(count, dtype=np.int64)

@@ -69,7 +69,6 @@ class CommitLog:
         # result); _append_rolling is its slow path, put_path.after its post-lock hook
         self.put_path = put_path.PutPath(self.writer, self._append_rolling)
         self.put_lock = self.put_path.lock
-        self.put_message = self.put_path
         self.closed = False     # set under put_lock at shutdown: later puts are refused
         self.sync_flush = config.flush_disk_type == "SYNC_FLUSH"
         self.sync_flush_timeout_s = config.sync_flush_timeout / 1000.0

@@ -14,12 +14,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from rocketstore._native import hosts, record, record_writer
+from rocketstore._native.put_path import PutPath
 from rocketstore.config import StoreConfig
 from rocketstore.message import (
     GetMessageStatus,
     Message,
     MessageExt,
-    PutMessageResult,
     PutMessagesResult,
     PutMessageStatus,
 )
@@ -105,6 +105,7 @@ class MessageStore(ColumnarReads):
             config, self.root, self.checkpoint, read_only=ro, pool=self.pool,
             allocate=None if self.allocate_service is None else self.allocate_service.allocate,
             flush=commit_log_flush)
+        self.put_message = self.commit_log.put_path
         self.consume_queues = ConsumeQueueTable(self.root, config.mapped_file_size_consume_queue,
                                                 read_only=ro)
         self.index_service = IndexService(config, self.root, read_only=ro)
@@ -226,7 +227,7 @@ class MessageStore(ColumnarReads):
         self._running = True
         self._writable = not self.read_only
         if self._writable:
-            self.put_message = self.commit_log.put_message  # type: ignore[method-assign]
+            self.commit_log.put_path.accepting = True
         _open_stores.add(self)
 
     def shutdown(self) -> None:
@@ -237,7 +238,7 @@ class MessageStore(ColumnarReads):
                 return
             self._running = False
             self._writable = False
-            self.__dict__.pop("put_message", None)      # back to the refusing method
+            self.commit_log.put_path.accepting = False
             self.reput.shutdown()
             self.flush_consume_queue.shutdown()
             self.commit_log.shutdown()
@@ -275,14 +276,11 @@ class MessageStore(ColumnarReads):
         return self.paths.abort
 
     # ---- writes ----------------------------------------------------------------------------
-    def put_message(self, message: Message, queue_id: int = 0) -> PutMessageResult:
-        """Append one message to queue_id of its topic.
-
-        While a writable store runs, this name is bound straight to the CommitLog's put path
-        (one Python frame less per put); it refuses puts once the store is shut down."""
-        if not self._writable:
-            return record_writer.put_result(PutMessageStatus.SERVICE_NOT_AVAILABLE)
-        return self.commit_log.put_message(message, queue_id)
+    #: put_message(message, queue_id=0) -> PutMessageResult: append one message to queue_id of
+    #: its topic. It is the CommitLog's native put path (no Python frame per put), which
+    #: refuses every put with SERVICE_NOT_AVAILABLE until start() and after shutdown(), and
+    #: always on a read-only store.
+    put_message: PutPath
 
     def put_messages(self, messages: list[Message], queue_ids: int | list[int] = 0
                      ) -> PutMessagesResult:

@@ -3,12 +3,14 @@ read-only opens, concurrent writers, message ids, UNIQ_KEY and transaction queue
 
 from __future__ import annotations
 
+import logging
 import random
 import threading
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+import helpers
 import pytest
 import refcodec
 from helpers import STORE_HOST, assert_no_signal, open_store, run_python
@@ -692,3 +694,38 @@ def test_largest_queue_id_does_not_crash(tmp_path: Path) -> None:
     proc = run_python(HUGE_QUEUE_ID, args=[str(tmp_path)], timeout=120)
     assert_no_signal(proc, "queue id 2**31-1")
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_refused_puts_say_why(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """MESSAGE_ILLEGAL and PROPERTIES_SIZE_EXCEEDED carry a reason (on the result and in a
+    WARNING log line) naming the limit that was crossed; nothing is stored."""
+    with open_store(tmp_path, max_message_size=1024) as store, \
+            caplog.at_level(logging.WARNING, logger="rocketstore.store"):
+        r = store.put_message(Message("t", b"x" * 2000), 0)
+        assert r.status == PutMessageStatus.MESSAGE_ILLEGAL
+        assert "body of 2,000 bytes" in r.reason and "max_message_size (1,024 bytes)" in r.reason
+        r = store.put_message(Message("t", b"x", properties={"p": "v" * 40_000}), 0)
+        assert r.status == PutMessageStatus.PROPERTIES_SIZE_EXCEEDED
+        assert "32,767" in r.reason
+        b = store.put_messages([Message("t", b"ok"), Message("t", b"y" * 5000)], 0)
+        assert b.status == PutMessageStatus.MESSAGE_ILLEGAL and b.stored == 0
+        assert b.reason.startswith("messages[1].body of 5,000 bytes")
+        assert store.put_message(Message("t", b"ok"), 0).reason is None
+        assert store.get_max_phy_offset() > 0
+        assert sum("put refused" in rec.getMessage() for rec in caplog.records) == 3
+
+
+def test_put_path_refuses_until_started_and_after_shutdown(tmp_path: Path) -> None:
+    """put_message is the native put path itself, with an explicit refusing state."""
+    store = MessageStore(tmp_path, helpers.make_config(tmp_path))
+    assert store.put_message(Message("t", b"x"), 0).status == \
+        PutMessageStatus.SERVICE_NOT_AVAILABLE
+    store.load()
+    store.start()
+    assert store.put_message(Message("t", b"x"), 0).status == PutMessageStatus.PUT_OK
+    store.shutdown()
+    assert store.put_message(Message("t", b"x"), 0).status == \
+        PutMessageStatus.SERVICE_NOT_AVAILABLE
+    with MessageStore.open(tmp_path, read_only=True) as reader:
+        assert reader.put_message(Message("t", b"x"), 0).status == \
+            PutMessageStatus.SERVICE_NOT_AVAILABLE
