@@ -351,7 +351,7 @@ class StoreConfig:
             data = source.read()
             text = data.decode("latin-1") if isinstance(data, (bytes, bytearray)) else data
         values: dict[str, Any] = {}
-        for key, raw in _parse_properties(text).items():
+        for key, raw in parse_properties(text).items():
             name = _KEY_TO_FIELD.get(key)
             if name is None:
                 _log.debug("ignoring property %r: not a store setting", key)
@@ -500,7 +500,7 @@ _HEX4_RE = re.compile(r"[0-9a-fA-F]{4}")
 _UNESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
 
 
-def _parse_properties(text: str) -> dict[str, str]:
+def parse_properties(text: str) -> dict[str, str]:
     """Parse ``.properties`` text like ``java.util.Properties.load``; later keys win."""
     result: dict[str, str] = {}
     natural = _NEWLINE_RE.split(text)

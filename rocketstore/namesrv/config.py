@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import IO, Any
 
+from rocketstore.config import parse_properties
 from rocketstore.remoting.config import RemotingServerConfig
 from rocketstore.remoting.headers import camel_case
 
@@ -101,49 +102,3 @@ def _convert(kind: Any, text: str) -> Any:
             raise ValueError(f"must be a number, got {text!r}") from None
     return text
 
-
-# ---- Java .properties (the subset RocketMQ's files use, with its escapes) ----------------------
-
-_UNESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
-
-
-def parse_properties(text: str) -> dict[str, str]:
-    """``java.util.Properties.load``: ``#``/``!`` comments, ``key=value``, ``key: value`` and
-    ``key value``, backslash continuations and escapes (``\\uXXXX`` included)."""
-    result: dict[str, str] = {}
-    lines = re.split(r"\r\n|\r|\n", text)
-    i = 0
-    while i < len(lines):
-        line = lines[i].lstrip(" \t\f")
-        i += 1
-        if not line or line[0] in "#!":
-            continue
-        while (len(line) - len(line.rstrip("\\"))) % 2 == 1 and i <= len(lines):
-            line = line[:-1] + (lines[i].lstrip(" \t\f") if i < len(lines) else "")
-            i += 1
-        match = re.match(r"((?:\\.|[^=:\s\\])*)\s*[=:]?\s*(.*)", line, re.DOTALL)
-        assert match is not None  # the pattern matches any string
-        result[_unescape(match.group(1))] = _unescape(match.group(2))
-    return result
-
-
-def _unescape(text: str) -> str:
-    if "\\" not in text:
-        return text
-    out: list[str] = []
-    i = 0
-    while i < len(text):
-        c = text[i]
-        i += 1
-        if c != "\\" or i >= len(text):
-            if c != "\\":
-                out.append(c)
-            continue
-        c = text[i]
-        i += 1
-        if c == "u" and re.fullmatch(r"[0-9a-fA-F]{4}", text[i : i + 4]):
-            out.append(chr(int(text[i : i + 4], 16)))
-            i += 4
-        else:
-            out.append(_UNESCAPES.get(c, c))
-    return "".join(out)
