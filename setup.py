@@ -19,6 +19,7 @@ if DEBUG:
     COMPILE_ARGS = ["-O0", "-g", "-fsanitize=address,undefined"]
 HELPERS_LIB = ("rocketstore_helpers", {
     "sources": C_HELPERS,
+    "obj_deps": {"": sorted(glob.glob("src/*.h"))},
     "include_dirs": ["src"],
     "cflags": COMPILE_ARGS,
 })
@@ -29,6 +30,12 @@ class BuildExtWithHelpers(build_ext):
     `build_ext --inplace` alone would not)."""
 
     def run(self):
+        if self.force:      # build_clib goes by timestamps only: --force rebuilds it too
+            build_temp = self.get_finalized_command("build_clib").build_temp
+            for source in C_HELPERS:
+                obj = os.path.join(build_temp, os.path.splitext(source)[0] + ".o")
+                if os.path.exists(obj):
+                    os.remove(obj)
         self.run_command("build_clib")
         super().run()
 
