@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-NATIVE_SOURCES = Path(__file__).resolve().parent.parent / "rocketstore" / "_native"
+NATIVE_SOURCES = Path(__file__).resolve().parents[2] / "rocketstore" / "_native"
 IMPORT = re.compile(r"^\s*(?:from\s+(rocketstore[\w.]*)\s+c?import|c?import\s+(rocketstore[\w.]*))",
                     re.M)
 
