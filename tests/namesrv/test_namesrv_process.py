@@ -43,6 +43,10 @@ BOOT_LINE = re.compile(r"listening on (\S+):(\d+)")
 arun = namesrv_helpers.arun
 
 
+# not the checkout: with -m, Python would import its unbuilt rocketstore/ source tree first
+CHILD_CWD = str(Path(__file__).resolve().parent)
+
+
 def child_env(**extra: str) -> dict[str, str]:
     """The environment of a child Python that imports the same rocketstore as this test."""
     env = dict(os.environ)
@@ -60,6 +64,7 @@ def start_namesrv(*args: str, command: tuple[str, ...] = ("-m", "rocketstore.nam
         stderr=subprocess.PIPE,
         text=True,
         env=child_env(),
+        cwd=CHILD_CWD,
     )
     assert proc.stdout is not None
     deadline = time.monotonic() + 30
@@ -135,6 +140,7 @@ def test_namesrv_process_refuses_a_bad_config(tmp_path: Path) -> None:
         capture_output=True,
         text=True,
         env=child_env(),
+        cwd=CHILD_CWD,
         timeout=30,
     )
     assert result.returncode == 2 and "listenPort" in result.stderr
@@ -175,6 +181,7 @@ def _rocketmq_usable() -> str | None:
             text=True,
             timeout=60,
             env=child_env(HOME=os.environ.get("TMPDIR", "/tmp")),
+            cwd=CHILD_CWD,
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"importing rocketmq.client failed: {exc}"
@@ -257,6 +264,7 @@ def test_namesrv_process_reports_a_taken_port() -> None:
             capture_output=True,
             text=True,
             env=child_env(),
+            cwd=CHILD_CWD,
             timeout=30,
         )
     assert result.returncode == 1 and f"127.0.0.1:{port}" in result.stderr

@@ -4,6 +4,7 @@ this file names only what Cython adds to every module."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -37,7 +38,11 @@ def test_stubs_match_the_compiled_modules(tmp_path: Path) -> None:
     # only the stubs are checked: what they import (the Python package, pyarrow) is followed
     # silently
     config.write_text("[mypy]\nignore_missing_imports = True\nfollow_imports = silent\n")
-    package_root = NATIVE_DIR.parent.parent
+    # mypy takes its working directory for user code: run it beside a copy of the package
+    # (where it is installed, site-packages' other modules would shadow the library's own)
+    package_root = tmp_path / "package"
+    shutil.copytree(NATIVE_DIR.parent, package_root / "rocketstore",
+                    ignore=shutil.ignore_patterns("__pycache__"))
     env = dict(os.environ, MYPY_CACHE_DIR=str(tmp_path / "cache"))
     proc = subprocess.run(
         [sys.executable, "-m", "mypy.stubtest", "--mypy-config-file", str(config),

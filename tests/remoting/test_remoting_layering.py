@@ -12,8 +12,10 @@ import rocketstore.remoting
 FORBIDDEN = {
     "remoting": ("rocketstore.store", "rocketstore.broker", "rocketstore._native", "rocketstore.namesrv",
                  "rocketstore.client", "rocketstore.message", "rocketstore.config"),
+    # rocketstore.config (StoreConfig's module) imports nothing native: its .properties parser
+    # serves namesrv.properties too
     "namesrv": ("rocketstore.store", "rocketstore.broker", "rocketstore._native", "rocketstore.client",
-                "rocketstore.message", "rocketstore.config"),
+                "rocketstore.message"),
 }
 
 
