@@ -118,7 +118,6 @@ class MessageStore(ColumnarReads):
         self.recovery: RecoveryReport | None = None
         self._lock = StoreLock(self.paths.lock)
         self._running = False
-        self._writable = False      # running and not read-only: checked once per put
         self._state_lock = threading.Lock()
 
     # ---- lifecycle -------------------------------------------------------------------------
@@ -225,9 +224,8 @@ class MessageStore(ColumnarReads):
             self.reput.start()
             self.flush_consume_queue.start()
         self._running = True
-        self._writable = not self.read_only
-        if self._writable:
-            self.commit_log.put_path.accepting = True
+        # running and not read-only: the one flag both put paths check
+        self.commit_log.put_path.accepting = not self.read_only
         _open_stores.add(self)
 
     def shutdown(self) -> None:
@@ -237,7 +235,6 @@ class MessageStore(ColumnarReads):
             if not self._running and not self._lock.held:
                 return
             self._running = False
-            self._writable = False
             self.commit_log.put_path.accepting = False
             self.reput.shutdown()
             self.flush_consume_queue.shutdown()
@@ -287,7 +284,7 @@ class MessageStore(ColumnarReads):
         """Append a batch under one lock: all validated first, then written in order."""
         if not isinstance(messages, list):
             messages = list(messages)
-        if not self._writable:
+        if not self.commit_log.put_path.accepting:
             return record_writer.rejected_batch(len(messages), PutMessageStatus.SERVICE_NOT_AVAILABLE)
         return self.commit_log.put_messages(messages, queue_ids)
 

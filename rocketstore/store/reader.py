@@ -209,13 +209,13 @@ class StoreReader(ColumnarReads):
 
     def __init__(self, root: str | os.PathLike[str], config: StoreConfig | None = None,
                  end_offset: int | None = None) -> None:
+        """config: the store's file sizes (as StoreLocation.config() gives them); without one
+        they are read from the files."""
         self.paths = StorePaths.of(root, None if config is None else config.store_path_commit_log)
-        if config is None:
-            config = StoreConfig(store_path_root_dir=self.paths.root)
-        found = detect_geometry(self.paths.root, config.store_path_commit_log,
-                                hash_slots=config.max_hash_slot_num,
-                                index_num=config.max_index_num)
-        self.config = config.replace(read_only=True, **found)
+        if config is None:      # a given config already fits the files (StoreLocation's does)
+            config = StoreConfig(store_path_root_dir=self.paths.root,
+                                 **detect_geometry(self.paths.root))
+        self.config = config.replace(read_only=True)
         checkpoint = StoreCheckpoint(self.paths.checkpoint, read_only=True)
         self.commit_log = CommitLog(self.config, self.paths.root, checkpoint, read_only=True)
         self.commit_log.load()

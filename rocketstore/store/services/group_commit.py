@@ -28,7 +28,8 @@ class GroupCommitService(ServiceThread):
                  flush: FlushFunction | None = None) -> None:
         super().__init__("GroupCommitService")
         self.queue = queue
-        self._flush = flush
+        self._native_rounds = flush is None
+        self._flush: FlushFunction = flush or MappedFileQueue.flush
         self.checkpoint = checkpoint
         self.group = GroupCommit(queue.flushed_where, MAX_LINGER_S)
         self._errors_seen = 0
@@ -61,7 +62,7 @@ class GroupCommitService(ServiceThread):
 
     def run_once(self) -> None:
         queue = self.queue
-        if self._flush is None:             # native rounds
+        if self._native_rounds:
             where = queue.flushed_where
             mf = queue.find_by_offset(where, where == 0)
             if mf is not None:
@@ -81,10 +82,7 @@ class GroupCommitService(ServiceThread):
         msyncs = 0
         for _ in range(2):
             before = queue.flushed_where
-            if self._flush is None:
-                queue.flush(0)
-            else:
-                self._flush(queue, 0)
+            self._flush(queue, 0)
             if queue.flushed_where == before:
                 break
             msyncs += 1
