@@ -2,8 +2,9 @@
 
 :class:`StoreConfig` has one field for every field of Apache RocketMQ 4.9.x's
 ``org.apache.rocketmq.store.config.MessageStoreConfig``, named in snake_case and with the same
-default value, plus three rocketstore-only fields (``store_host``, ``read_only`` and
-``commit_log_prefault_ahead``).
+default value, plus rocketstore-only fields (``store_host``, ``read_only``,
+``commit_log_prefault_ahead`` and the disk watermarks ``disk_space_clean_forcibly_ratio`` and
+``disk_space_warning_level_ratio``, system properties in RocketMQ 4.9).
 
 Broker ``.properties`` files are read with :meth:`StoreConfig.from_properties` and written with
 :meth:`StoreConfig.to_properties`. Keys are the ones RocketMQ's broker reads (``MixAll.
@@ -184,7 +185,10 @@ class StoreConfig:
       ``disk_max_used_space_ratio`` keeps the configured value; RocketMQ's getter clamps it to
       10..95 when used, and ``transient_store_pool_enable`` only takes effect with
       ``ASYNC_FLUSH`` on a non-``SLAVE`` broker (as RocketMQ's getter says).
-    - ``store_host``, ``read_only`` and ``commit_log_prefault_ahead`` are rocketstore's own.
+    - ``store_host``, ``read_only`` and ``commit_log_prefault_ahead`` are rocketstore's own;
+      ``disk_space_clean_forcibly_ratio`` (85) and ``disk_space_warning_level_ratio`` (90)
+      are RocketMQ 4.9's system properties ``rocketmq.broker.diskSpace*Ratio`` (0.85, 0.90)
+      as percent fields, which is what RocketMQ 5 made of them.
     """
 
     # The root directory in which the log data is kept.
@@ -305,6 +309,13 @@ class StoreConfig:
     # background thread (CommitLogPrefaultService), so puts do not pay first-touch page
     # faults; 0 turns it off. Not used with the transient store pool (writes go to buffers).
     commit_log_prefault_ahead: int = _int(32 * 1024 * 1024, high=JAVA_LONG_MAX)
+    # Disk usage (percent) over which expired or not, CommitLog files are deleted oldest first
+    # (when clean_file_forcibly_enable), and over which puts are refused until usage is back
+    # under it. RocketMQ 4.9 reads them from the system properties
+    # rocketmq.broker.diskSpaceCleanForciblyRatio (0.85) and ...WarningLevelRatio (0.90);
+    # RocketMQ 5 made them these MessageStoreConfig fields.
+    disk_space_clean_forcibly_ratio: int = _int(85, high=100)
+    disk_space_warning_level_ratio: int = _int(90, high=100)
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):

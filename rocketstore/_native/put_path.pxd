@@ -29,3 +29,4 @@ cdef class PutPath:
     cdef public object slow
     cdef public object after
     cdef public bint accepting      # False: every put is SERVICE_NOT_AVAILABLE
+    cdef public object refusal      # the reason refused puts carry (None: none given)

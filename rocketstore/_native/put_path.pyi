@@ -20,12 +20,14 @@ class PutLock:
 class PutPath:
     """CommitLog.put_message's fast path: lock, append to `file`, result, in one native call.
     `slow(message, queue_id)` runs under the lock when `file` is None or full; `after(result,
-    message)`, when set, runs after the lock (SYNC_FLUSH's wait)."""
+    message)`, when set, runs after the lock (SYNC_FLUSH's wait). While `accepting` is False
+    every put is SERVICE_NOT_AVAILABLE with `refusal` as its reason."""
 
     file: MappedFile | None
     slow: Callable[[Message, int], PutMessageResult]
     after: Callable[[PutMessageResult, Message], PutMessageResult] | None
     accepting: bool
+    refusal: str | None
     @property
     def lock(self) -> PutLock: ...
     @property

@@ -6,6 +6,7 @@ from cpython.pythread cimport PyThread_allocate_lock, PyThread_free_lock
 from rocketstore._native.message cimport Message
 from rocketstore._native.record_writer cimport (
     S_SERVICE_NOT_AVAILABLE,
+    PutMessageResult,
     RecordWriter,
     status_result,
 )
@@ -46,18 +47,23 @@ cdef class PutPath:
     last file and builds the result, with no Python frame. The CommitLog supplies the slow
     path (roll to a new file, closed log), called under the lock as slow(message, queue_id),
     and an optional after(result, message) hook run after the lock (SYNC_FLUSH waits there).
-    It refuses every put (SERVICE_NOT_AVAILABLE) until its owner sets accepting."""
+    It refuses every put (SERVICE_NOT_AVAILABLE, with refusal as the result's reason) until
+    its owner sets accepting."""
     def __init__(self, RecordWriter writer not None, slow):
         self.lock = PutLock()
         self.writer = writer
         self.file = None
         self.slow = slow
         self.after = None
+        self.refusal = None
 
     def __call__(self, Message message not None, int queue_id=0):
         cdef object result = None
+        cdef PutMessageResult refused
         if not self.accepting:
-            return status_result(S_SERVICE_NOT_AVAILABLE)
+            refused = status_result(S_SERVICE_NOT_AVAILABLE)
+            refused.reason = self.refusal
+            return refused
         self.lock.take()
         try:
             if self.file is not None:

@@ -18,6 +18,7 @@ from typing import Any
 import click
 
 from rocketstore import CorruptRecordError, StoreLockedError, __version__
+from rocketstore.cli.clean import clean
 from rocketstore.cli.common import describe_error, fail
 from rocketstore.cli.demo import demo
 from rocketstore.cli.export import export_command, spark_ingest_command
@@ -110,6 +111,6 @@ def main(ctx: click.Context, verbose: bool) -> None:
     _setup_logging(ctx, verbose)
 
 
-for _command in (demo, dump, stat, query, get_command, view, recover, offsets, export_command,
-                 spark_ingest_command, namesrv):
+for _command in (demo, dump, stat, query, get_command, view, recover, offsets, clean,
+                 export_command, spark_ingest_command, namesrv):
     main.add_command(_command)
