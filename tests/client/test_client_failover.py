@@ -9,7 +9,15 @@ from pathlib import Path
 import pytest
 from cluster import cluster, wait_for
 
-from rocketstore.client import AdminClient, ConsumeStatus, Message, MessageExt, Producer, PushConsumer, SendStatus
+from rocketstore.client import (
+    AdminClient,
+    ConsumeStatus,
+    Message,
+    MessageExt,
+    Producer,
+    PushConsumer,
+    SendStatus,
+)
 
 pytestmark = pytest.mark.slow
 
