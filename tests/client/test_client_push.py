@@ -205,7 +205,7 @@ def test_flow_control_stops_pulling_a_full_queue(tmp_path: Path, limits, body_si
             gate.wait(60)
             consumed.extend(m.body for m in messages)
 
-        pc = PushConsumer("FlowCG", namesrv_addr=c.namesrv_addr, pull_batch_size=10, consume_thread_max=2,
+        pc = PushConsumer("FlowCG", namesrv_addr=c.namesrv_addr, pull_batch_size=10, consume_thread_min=2, consume_thread_max=2,
                           **FAST, **limits)
         pc.subscribe(topic)
         pc.register_message_listener(listener)
