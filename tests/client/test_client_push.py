@@ -70,8 +70,10 @@ def test_clustering_group_of_two_gets_every_message_once(tmp_path: Path) -> None
             everything = sent | {b"warm-up"}
             assert wait_for(lambda: set(a.bodies()) | set(b.bodies()) >= everything, 30)
             time.sleep(1.0)
-            counts = Counter(a.bodies() + b.bodies())
-            assert set(counts) == everything and max(counts.values()) == 1
+            # what was sent once the group had settled comes exactly once (the warm-up may come
+            # twice: RocketMQ's consumers are at-least-once while queues move between members)
+            counts = Counter(body for body in a.bodies() + b.bodies() if body != b"warm-up")
+            assert set(counts) == sent and max(counts.values()) == 1
             assert a.bodies() and b.bodies()                # the group shared the work
             assert not set(first.core.process_queues) & set(second.core.process_queues)
         finally:
