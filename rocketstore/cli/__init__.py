@@ -21,7 +21,7 @@ from rocketstore import CorruptRecordError, StoreLockedError, __version__
 from rocketstore.cli.common import describe_error, fail
 from rocketstore.cli.demo import demo
 from rocketstore.cli.export import export_command, spark_ingest_command
-from rocketstore.cli.servers import namesrv
+from rocketstore.cli.servers import broker, namesrv
 from rocketstore.cli.store import dump, get_command, offsets, query, recover, stat, view
 from rocketstore.store.layout import StoreFormatError
 
@@ -111,5 +111,5 @@ def main(ctx: click.Context, verbose: bool) -> None:
 
 
 for _command in (demo, dump, stat, query, get_command, view, recover, offsets, export_command,
-                 spark_ingest_command, namesrv):
+                 spark_ingest_command, namesrv, broker):
     main.add_command(_command)
