@@ -14,11 +14,11 @@ import pytest
 from rocketstore.broker.config import PERM_INHERIT, PERM_READ, PERM_WRITE, BrokerConfig
 from rocketstore.broker.config_file import JsonConfigFile, write_atomically
 from rocketstore.broker.consumer_offset_manager import ConsumerOffsetManager
-from rocketstore.broker.fastjson import dumps as fastjson_dumps
-from rocketstore.broker.fastjson import message_queue_key
+from rocketstore.broker.processors.admin import message_queue_key
 from rocketstore.broker.rebalance_lock import RebalanceLockManager
 from rocketstore.broker.subscription_group import SubscriptionGroupConfig, SubscriptionGroupManager
 from rocketstore.broker.topic_config import TopicConfigManager
+from rocketstore.remoting.fastjson import dumps_object_keys as fastjson_dumps
 
 
 def test_broker_properties_carry_broker_and_store_keys(caplog) -> None:

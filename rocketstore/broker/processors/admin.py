@@ -11,7 +11,7 @@ INVOKE_BROKER_TO_RESET_OFFSET 222 (reset a group's offsets by time), QUERY_TOPIC
 client and passed back).
 
 Bodies are RocketMQ's JSON; those keyed by MessageQueue (202, 208, 222) use fastjson's
-object keys (:mod:`rocketstore.broker.fastjson`).
+object keys (:mod:`rocketstore.remoting.fastjson`).
 """
 
 from __future__ import annotations
@@ -24,8 +24,6 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from rocketstore.broker.config import BROKER_PROPERTY_KEYS, PERM_READ, PERM_WRITE
-from rocketstore.broker.fastjson import dumps as fastjson_dumps
-from rocketstore.broker.fastjson import message_queue_key
 from rocketstore.broker.subscription_group import SubscriptionGroupConfig
 from rocketstore.broker.topic_config import (
     NOT_ALLOWED_SEND_TOPICS,
@@ -45,6 +43,7 @@ from rocketstore.remoting import (
     create_request,
     create_response,
 )
+from rocketstore.remoting.fastjson import dumps_object_keys as fastjson_dumps
 from rocketstore.remoting.headers import get_bool, get_int, get_str, require_int, require_str
 
 if TYPE_CHECKING:
@@ -55,6 +54,11 @@ log = logging.getLogger("rocketstore.broker")
 #: What GET_BROKER_RUNTIME_INFO says this broker is (MQVersion V4_9_8).
 BROKER_VERSION = 409
 BROKER_VERSION_DESC = "V4_9_8"
+
+
+def message_queue_key(topic: str, broker_name: str, queue_id: int) -> tuple[tuple[str, object], ...]:
+    """A MessageQueue as a map key: fastjson writes it as the object itself."""
+    return (("brokerName", broker_name), ("queueId", queue_id), ("topic", topic))
 
 
 class AdminBrokerProcessor:
