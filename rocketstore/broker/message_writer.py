@@ -29,12 +29,6 @@ _PREPARED, _ROLLBACK = 0x4, 0xC
 T = TypeVar("T")
 
 
-def parse_delay_levels(levels: str) -> list[int]:
-    """``messageDelayLevel`` ("1s 5s 10s 30s 1m ...") as milliseconds, level 1 first."""
-    units = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
-    return [int(level[:-1]) * units[level[-1]] for level in levels.split(" ")]
-
-
 def delay_level_of(properties: dict[str, str]) -> int:
     """The DELAY property as an int (0 when absent or not a number)."""
     text = properties.get(MessageProperty.DELAY)
@@ -50,7 +44,7 @@ class MessageWriter:
     def __init__(self, store: MessageStore, loop: asyncio.AbstractEventLoop) -> None:
         self.store = store
         self.loop = loop
-        self.delay_levels_ms = parse_delay_levels(store.config.message_delay_level)
+        self.delay_levels_ms = store.config.delay_levels_ms
         self.max_delay_level = len(self.delay_levels_ms)
         self.sync_flush = store.config.flush_disk_type == "SYNC_FLUSH"
 
