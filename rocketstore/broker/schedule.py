@@ -206,7 +206,7 @@ class ScheduleMessageService:
             return Message(topic, bytes(stored.body), properties=properties, flag=stored.flag,
                            born_timestamp=stored.born_timestamp, born_host=stored.born_host,
                            sys_flag=stored.sys_flag & 0xF, reconsume_times=stored.reconsume_times)
-        except (ValueError, TypeError) as exc:
+        except (ValueError, TypeError, OverflowError) as exc:
             log.warning("delayed message at CommitLog offset %d cannot be delivered: %s",
                         stored.commitlog_offset, exc)
             return None

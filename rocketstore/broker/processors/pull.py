@@ -43,6 +43,8 @@ FLAG_COMMIT_OFFSET = 0x1
 FLAG_SUSPEND = 0x2
 FLAG_SUBSCRIPTION = 0x4
 FLAG_CLASS_FILTER = 0x8
+#: The longest a pull is held (clients ask 15-20 s; a connection idle for 120 s is closed).
+MAX_SUSPEND_MS = 120_000
 
 
 @dataclass
@@ -181,7 +183,7 @@ class PullMessageProcessor:
             timeout_ms = (header.suspend_timeout_millis if self.config.long_polling_enable
                           else self.config.short_polling_time_mills)
             self.hold_service.hold(ctx, request, header.topic, header.queue_id,
-                                   header.queue_offset, max(0, timeout_ms) / 1000)
+                                   header.queue_offset, min(max(0, timeout_ms), MAX_SUSPEND_MS) / 1000)
             response = None
         else:
             if code == ResponseCode.PULL_OFFSET_MOVED:

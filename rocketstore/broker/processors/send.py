@@ -229,7 +229,7 @@ class SendMessageProcessor:
         topic = header.topic
         try:
             validate_topic(topic)
-        except (ValueError, TypeError) as exc:
+        except (ValueError, TypeError, OverflowError) as exc:
             return create_response(request, ResponseCode.SYSTEM_ERROR, f"the specified topic is illegal: {exc}")
         if topic in NOT_ALLOWED_SEND_TOPICS:
             return create_response(request, ResponseCode.NO_PERMISSION,
@@ -274,7 +274,7 @@ class SendMessageProcessor:
                               flag=header.flag, born_timestamp=max(0, header.born_timestamp),
                               born_host=ctx.remote_address, sys_flag=sys_flag,
                               reconsume_times=max(0, reconsume_times))
-        except (ValueError, TypeError) as exc:
+        except (ValueError, TypeError, OverflowError) as exc:
             return create_response(request, ResponseCode.MESSAGE_ILLEGAL, str(exc))
         result = self.writer.put(message, queue_id)
         status = result.status_code
@@ -355,7 +355,7 @@ class SendMessageProcessor:
                 messages.append(Message(topic, body, properties=properties, flag=flag,
                                         born_timestamp=born_timestamp, born_host=born_host,
                                         sys_flag=sys_flag, reconsume_times=reconsume_times))
-        except (ValueError, TypeError) as exc:
+        except (ValueError, TypeError, OverflowError) as exc:
             return create_response(request, ResponseCode.MESSAGE_ILLEGAL, str(exc))
         result = self.writer.put_batch(messages, queue_id)
         if result.status_code != PutMessageStatus.PUT_OK:

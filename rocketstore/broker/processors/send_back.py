@@ -107,7 +107,7 @@ class SendBackProcessor:
             message = Message(topic, bytes(stored.body), properties=properties, flag=stored.flag,
                               born_timestamp=stored.born_timestamp, born_host=stored.born_host,
                               sys_flag=stored.sys_flag & 0xF, reconsume_times=reconsume_times + 1)
-        except (ValueError, TypeError) as exc:
+        except (ValueError, TypeError, OverflowError) as exc:
             return create_response(request, ResponseCode.SYSTEM_ERROR, f"cannot send the message back: {exc}")
         result = self.writer.put(message, queue_id)
         if result.status_code != PutMessageStatus.PUT_OK:
