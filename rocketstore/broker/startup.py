@@ -13,7 +13,9 @@ from collections.abc import Sequence
 
 from rocketstore.broker.config import BrokerConfig
 from rocketstore.broker.controller import BrokerController
+from rocketstore.message import CorruptRecordError
 from rocketstore.remoting.eventloop import run
+from rocketstore.store.store_lock import StoreLockedError
 
 
 def build_config(args: argparse.Namespace) -> BrokerConfig:
@@ -78,11 +80,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:
         print(f"broker: {exc}", file=sys.stderr)
         return 1
-    except Exception as exc:  # noqa: BLE001 - a store that cannot open: one line, exit 1
-        from rocketstore.message import CorruptRecordError
-
-        if isinstance(exc, (CorruptRecordError, ValueError)):
-            print(f"broker: {exc}", file=sys.stderr)
-            return 1
-        raise
+    except (CorruptRecordError, StoreLockedError, ValueError) as exc:
+        # a store that cannot be opened (another process holds it, corrupt files, bad tables)
+        print(f"broker: {exc}", file=sys.stderr)
+        return 1
     return 0

@@ -61,6 +61,11 @@ def test_broker_process_serves_and_stops_cleanly_on_sigterm(arun, tmp_path: Path
                 assert data["brokerDatas"][0]["brokerAddrs"]["0"] == addr
 
         arun(main())
+        # a second broker on the same store is refused with one line
+        other = write_properties(tmp_path / "other.properties", listenPort=0, storePathRootDir=store)
+        result = subprocess.run([sys.executable, "-m", "rocketstore.broker", "-c", str(other)],
+                                capture_output=True, text=True, env=child_env(), cwd=CHILD_CWD, timeout=60)
+        assert result.returncode == 1 and "broker:" in result.stderr and "Traceback" not in result.stderr
         code, out = stop_process(broker, signal.SIGTERM)
         assert code == 0, (tmp_path / "broker.log").read_text()[-3000:]
         assert "The broker[broker-t] shut down." in out
