@@ -12,7 +12,7 @@ import broker_helpers
 import orjson
 from broker_helpers import cluster, props, send_fields
 
-from rocketstore.remoting import RequestCode, ResponseCode
+from rocketstore.remoting import RequestCode, ResponseCode, create_response
 from rocketstore.remoting.fastjson import loads_object_keys
 
 arun = broker_helpers.arun
@@ -109,6 +109,13 @@ def test_stats_connections_offsets_and_reset(arun, tmp_path: Path) -> None:
             conns = orjson.loads(r.body_bytes())
             assert conns["connectionSet"][0]["clientId"] == "cid-1" and conns["messageModel"] == "CLUSTERING"
             assert conns["subscriptionTable"]["st"]["subString"] == "a"
+            # GET_CONSUMER_RUNNING_INFO is asked of the consumer and its answer passed back
+            cl.client.register_processor(RequestCode.GET_CONSUMER_RUNNING_INFO, lambda ctx, req: create_response(
+                req, body=b'{"properties":{},"mqTable":{{"queueId":0}:{}}}'))
+            r = await cl.call(RequestCode.GET_CONSUMER_RUNNING_INFO, {"consumerGroup": "CG", "clientId": "cid-1"})
+            assert r.code == 0 and r.body_bytes().startswith(b'{"properties"')
+            r = await cl.call(RequestCode.GET_CONSUMER_RUNNING_INFO, {"consumerGroup": "CG", "clientId": "other"})
+            assert r.code == ResponseCode.SYSTEM_ERROR and "not online" in r.remark
             r = await cl.call(RequestCode.GET_CONSUMER_CONNECTION_LIST, {"consumerGroup": "nobody"})
             assert r.code == ResponseCode.CONSUMER_NOT_ONLINE
             r = await cl.call(RequestCode.GET_PRODUCER_CONNECTION_LIST, {"producerGroup": "PG1"})
