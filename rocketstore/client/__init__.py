@@ -21,6 +21,7 @@ Settings are RocketMQ's, in snake_case (:mod:`rocketstore.client.config`). This 
 network peer: it never imports the store, the broker or native code.
 """
 
+from rocketstore.client.admin import AdminClient, AsyncAdmin
 from rocketstore.client.allocate import (
     AllocateMessageQueueAveragely,
     AllocateMessageQueueAveragelyByCircle,
@@ -58,7 +59,7 @@ from rocketstore.client.selector import (
 )
 
 __all__ = [
-    "AllocateMessageQueueAveragely", "AllocateMessageQueueAveragelyByCircle",
+    "AdminClient", "AsyncAdmin", "AllocateMessageQueueAveragely", "AllocateMessageQueueAveragelyByCircle",
     "AllocateMessageQueueByConfig", "AllocateMessageQueueStrategy", "AsyncProducer",
     "AsyncPullConsumer", "AsyncPushConsumer", "ClientConfig", "ConsumeContext", "ConsumeFromWhere",
     "ConsumeStatus", "CorruptMessageError", "MQBrokerError", "MQClientError", "Message",

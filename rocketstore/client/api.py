@@ -98,6 +98,11 @@ class ClientAPI:
     def namesrv_addresses(self) -> list[str]:
         return list(self._namesrv)
 
+    @property
+    def namesrv_in_use(self) -> str | None:
+        """The name server requests go to first (the next one is tried when it fails)."""
+        return self._namesrv[self._namesrv_index % len(self._namesrv)] if self._namesrv else None
+
     def update_namesrv_addresses(self, addresses: Iterable[str]) -> None:
         self._namesrv = list(addresses)
         self._namesrv_index %= max(1, len(self._namesrv))

@@ -165,7 +165,12 @@ class ClientInstance:
 
     def _apply_route(self, topic: str, route: TopicRouteData) -> None:
         self.topic_routes[topic] = route
-        self.broker_addrs.update(broker_addresses(route))
+        addresses = broker_addresses(route)
+        known = {address for addrs in self.broker_addrs.values() for address in addrs.values()}
+        self.broker_addrs.update(addresses)
+        if any(address not in known for addrs in addresses.values() for address in addrs.values()):
+            # a broker we have not told about our groups yet: tell it now, not in 30 s
+            self.spawn(self.send_heartbeat_to_all_brokers(), "heartbeat to a new broker")
         publish = publish_info_from_route(topic, route)
         for producer in self.producers.values():
             if topic in producer.topics_in_use():

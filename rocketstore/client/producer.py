@@ -104,6 +104,11 @@ class AsyncProducer:
     def client_id(self) -> str | None:
         return self._instance.client_id if self._instance else None
 
+    @property
+    def instance(self) -> ClientInstance | None:
+        """The connections, routes and heartbeats behind the producer (None until started)."""
+        return self._instance
+
     async def start(self) -> None:
         if self._running:
             return
@@ -381,6 +386,10 @@ class Producer:
     @property
     def client_id(self) -> str | None:
         return self._core.client_id
+
+    @property
+    def core(self) -> AsyncProducer:
+        return self._core
 
     def start(self) -> None:
         if self._loop is not None:

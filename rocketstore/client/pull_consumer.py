@@ -82,8 +82,15 @@ class AsyncPullConsumer(BaseConsumer):
     def unsubscribe(self, topic: str) -> None:
         self._unsubscribe(topic)
 
-    def assign(self, queues: Iterable[MessageQueue]) -> None:
-        """Read exactly these queues (no rebalancing); replaces an earlier assignment."""
+    async def assign(self, queues: Iterable[MessageQueue]) -> None:
+        """Read exactly these queues (no rebalancing); replaces an earlier assignment. Before
+        start() it only records them."""
+        self.set_assignment(queues)
+        if self._running:
+            await self._apply_assignment()
+
+    def set_assignment(self, queues: Iterable[MessageQueue]) -> None:
+        """The assignment recorded, to be applied at start() (or by assign())."""
         if self.subscriptions:
             raise MQClientError("the consumer subscribed to topics: subscribe() and assign() do not mix")
         wanted = set(queues)
@@ -91,9 +98,6 @@ class AsyncPullConsumer(BaseConsumer):
             if not isinstance(mq, MessageQueue):
                 raise TypeError(f"assign() takes MessageQueues, got {type(mq).__name__}")
         self._assigned = wanted
-        if self._running:
-            assert self.instance is not None
-            self.instance.spawn(self._apply_assignment(), "applying the assignment")
 
     def assignment(self) -> set[MessageQueue]:
         return set(self.process_queues)
@@ -388,7 +392,10 @@ class PullConsumer:
         self._on_loop(self._core.unsubscribe, topic)
 
     def assign(self, queues: Iterable[MessageQueue]) -> None:
-        self._on_loop(self._core.assign, list(queues))
+        if self._loop is None:
+            self._core.set_assignment(queues)
+        else:
+            self._run(self._core.assign(list(queues)))
 
     def assignment(self) -> set[MessageQueue]:
         return set(self._on_loop(self._core.assignment))

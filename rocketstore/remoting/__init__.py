@@ -26,6 +26,14 @@ Typed header fields: `headers.require_int(cmd.ext_fields, "queueId")`, or a data
 `HeaderFieldError` naming the field; a processor that lets one escape is answered SYSTEM_ERROR
 with that message.
 
+## Codec
+
+`encode(cmd)`, `encode_frame(cmd)` (buffers to write: a large body's own buffers uncopied),
+`decode(frame)`, `FrameDecoder(max_frame_bytes).feed(data)` (commands, with a `HeaderError` in
+place of a frame whose header is bad; `FrameError` when the stream is corrupt) and
+`FrameWriter` (frames queued for one write) are native (`_frames`); `pycodec` has the same
+functions in plain Python, the reference they are tested against.
+
 ## Servers
 
 ```python
@@ -74,6 +82,7 @@ from rocketstore.remoting.client import InvokeCallback, RemotingClient
 from rocketstore.remoting.codec import (
     MAX_FRAME_BYTES,
     FrameDecoder,
+    FrameWriter,
     decode,
     decode_frame,
     encode,
@@ -102,7 +111,7 @@ from rocketstore.remoting.headers import HeaderFieldError, decode_header, encode
 from rocketstore.remoting.server import RemotingServer
 
 __all__ = [
-    "FLAG_ONEWAY", "FLAG_RESPONSE", "MAX_FRAME_BYTES", "FrameDecoder", "FrameError", "HeaderError",
+    "FLAG_ONEWAY", "FLAG_RESPONSE", "MAX_FRAME_BYTES", "FrameDecoder", "FrameError", "FrameWriter", "HeaderError",
     "HeaderFieldError", "InvokeCallback", "LanguageCode", "RemotingClient", "RemotingClientConfig",
     "RemotingCommand", "RemotingConnectError", "RemotingConnection", "RemotingError",
     "RemotingSendRequestError", "RemotingServer", "RemotingServerConfig", "RemotingTimeoutError",

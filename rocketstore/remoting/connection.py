@@ -17,7 +17,6 @@ peer that never reads makes no progress, so the same sweep drops it.
 from __future__ import annotations
 
 import asyncio
-import collections
 import itertools
 import logging
 import sys
@@ -25,7 +24,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
-from rocketstore.remoting.codec import JOIN_BODY_BELOW, MAX_FRAME_BYTES, FrameDecoder, encode_frame
+from rocketstore.remoting._pump import RequestPump
+from rocketstore.remoting.codec import MAX_FRAME_BYTES, FrameDecoder, FrameWriter
 from rocketstore.remoting.codes import (
     FLAG_ONEWAY,
     FLAG_RESPONSE,
@@ -33,7 +33,7 @@ from rocketstore.remoting.codes import (
     SerializeType,
     describe_request,
 )
-from rocketstore.remoting.command import Buffer, RemotingCommand, create_response
+from rocketstore.remoting.command import RemotingCommand, create_response
 from rocketstore.remoting.errors import (
     FrameError,
     HeaderError,
@@ -71,19 +71,20 @@ class ConnectionLimits:
 class ProcessorTable:
     """Request code -> processor, with a default for codes nobody registered."""
 
-    __slots__ = ("_handlers", "default")
+    __slots__ = ("handlers", "default")
 
     def __init__(self) -> None:
-        self._handlers: dict[int, RequestHandler] = {}
+        #: Read by every connection on every request (the dict itself, not a copy).
+        self.handlers: dict[int, RequestHandler] = {}
         self.default: RequestHandler | None = None
 
     def register(self, code: int, handler: RequestHandler) -> None:
         if not callable(handler):
             raise TypeError(f"processor for {describe_request(code)} is not callable: {handler!r}")
-        self._handlers[int(code)] = handler
+        self.handlers[int(code)] = handler
 
     def get(self, code: int) -> RequestHandler | None:
-        return self._handlers.get(code, self.default)
+        return self.handlers.get(code, self.default)
 
 
 def _writelines_is_zero_copy(transport: asyncio.BaseTransport) -> bool:
@@ -125,10 +126,11 @@ class RemotingConnection(asyncio.Protocol):
         self._inflight = 0
         self._paused_reading = 0
         self._closed = False
-        self._outgoing: list[Buffer] = []
-        self._outgoing_bytes = 0
-        self._outgoing_has_large = False
-        self._backlog: collections.deque[RemotingCommand | HeaderError] = collections.deque()
+        self._writer = FrameWriter()
+        self._high_water_mark = limits.write_buffer_high_water_mark
+        self._handlers = processors.handlers
+        self._pump = RequestPump(self, processors, self._writer, self._high_water_mark)
+        self._backlog: list[RemotingCommand | HeaderError] = []
         self._receiving = False
         self._flush_scheduled = False
         #: Clear while the peer is not reading what we write: new requests wait for it.
@@ -202,29 +204,30 @@ class RemotingConnection(asyncio.Protocol):
             log.warning("closing %s: %s", self.remote_address, exc)
             self._close_after_error()
             return
-        self._backlog.extend(items)
-        self._process_backlog()
+        if self._backlog:  # earlier commands wait for a pause to end: these go after them
+            self._backlog.extend(items)
+            self._process_backlog()
+        elif items:
+            self._dispatch(items)
 
-    def _process_backlog(self) -> None:
+    def _dispatch(self, items: list[RemotingCommand | HeaderError]) -> None:
         """Dispatch decoded commands until done or paused: a pause stops even inside one read,
         so a burst of requests with large replies cannot queue more than about one high-water
-        mark of replies. What is left waits here (one read's worth at most, as reading stops)."""
-        backlog = self._backlog
+        mark of replies. What is left waits in the backlog (one read's worth at most, as
+        reading stops). Replies made meanwhile go out in one write at the end."""
         self._receiving = True
         try:
-            while backlog and not self._paused_reading and not self._closed:
-                item = backlog.popleft()
-                if type(item) is RemotingCommand:
-                    if item.flag & FLAG_RESPONSE:
-                        self._handle_response(item)
-                    else:
-                        self._handle_request(item)
-                else:
-                    self._handle_malformed(item)  # type: ignore[arg-type]
+            taken = self._pump.dispatch(items)
+            if taken < len(items) and not self._closed:
+                self._backlog.extend(items[taken:])
         finally:
             self._receiving = False
-            if self._outgoing:
+            if self._writer.nbytes:
                 self._flush()
+
+    def _process_backlog(self) -> None:
+        items, self._backlog = self._backlog, []
+        self._dispatch(items)
 
     def eof_received(self) -> bool:
         return False  # close our side too
@@ -241,7 +244,7 @@ class RemotingConnection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         if self._closed and self._transport is None:
             return
-        self._closed = True
+        self._closed = self._pump.closed = True
         self._transport = None
         self._writable.set()  # waiters wake up to find the connection closed
         pending, self._pending = self._pending, {}
@@ -267,11 +270,13 @@ class RemotingConnection(asyncio.Protocol):
             except RuntimeError:  # closing
                 pass
         self._paused_reading |= reason
+        self._pump.paused = True
 
     def _resume_reading(self, reason: int) -> None:
         if not self._paused_reading & reason:
             return
         self._paused_reading &= ~reason
+        self._pump.paused = self._paused_reading != 0
         if self._paused_reading or self._closed:
             return
         if self._backlog:
@@ -291,17 +296,9 @@ class RemotingConnection(asyncio.Protocol):
         write when it ends, others at the next loop iteration. One syscall then carries many
         small replies, while large bodies still go to the socket without being copied.
         """
-        parts = encode_frame(cmd)
         if self._transport is None or self._closed:
             raise RemotingSendRequestError(f"connection to {self.remote_address} is closed")
-        self._outgoing += parts
-        if len(parts) == 1:  # a small frame, joined by encode_frame
-            self._outgoing_bytes += len(parts[0])
-        else:
-            self._outgoing_has_large = True
-            for part in parts:
-                self._outgoing_bytes += part.nbytes if isinstance(part, memoryview) else len(part)
-        if self._outgoing_bytes >= self._limits.write_buffer_high_water_mark:
+        if self._writer.add(cmd) >= self._high_water_mark:
             self._flush()  # now: the transport then tells whether to pause
         elif not self._receiving and not self._flush_scheduled:
             self._flush_scheduled = True
@@ -309,33 +306,11 @@ class RemotingConnection(asyncio.Protocol):
 
     def _flush(self) -> None:
         self._flush_scheduled = False
-        outgoing = self._outgoing
         transport = self._transport
-        if not outgoing or transport is None:
+        if transport is None or not self._writer.nbytes:
             return
-        self._outgoing = []
-        self._outgoing_bytes = 0
+        buffers = self._writer.take()
         self.last_activity = self._loop.time()
-        if len(outgoing) == 1:
-            transport.write(outgoing[0])
-            return
-        if not self._outgoing_has_large:
-            transport.write(b"".join(outgoing))
-            return
-        self._outgoing_has_large = False
-        # Join runs of small buffers; pass large ones through as they are.
-        buffers: list[Buffer] = []
-        small: list[Buffer] = []
-        for part in outgoing:
-            if (part.nbytes if isinstance(part, memoryview) else len(part)) < JOIN_BODY_BELOW:
-                small.append(part)
-            else:
-                if small:
-                    buffers.append(small[0] if len(small) == 1 else b"".join(small))
-                    small = []
-                buffers.append(part)
-        if small:
-            buffers.append(small[0] if len(small) == 1 else b"".join(small))
         if len(buffers) == 1:
             transport.write(buffers[0])
         elif self._zero_copy_writelines:
@@ -435,7 +410,7 @@ class RemotingConnection(asyncio.Protocol):
     # ---- the peer's requests ----
 
     def _handle_request(self, request: RemotingCommand) -> None:
-        handler = self._processors.get(request.code)
+        handler = self._handlers.get(request.code, self._processors.default)
         if handler is None:
             self._send_error(
                 request,
@@ -448,8 +423,11 @@ class RemotingConnection(asyncio.Protocol):
         except Exception as exc:
             self._handler_failed(request, exc)
             return
-        if result is None:
-            return
+        if result is not None:
+            self._handle_result(request, result)
+
+    def _handle_result(self, request: RemotingCommand, result: HandlerResult) -> None:
+        """A processor's result other than None: a reply, or an awaitable of one."""
         if isinstance(result, RemotingCommand):
             self.send_response(request, result)
             return
@@ -532,17 +510,15 @@ class RemotingConnection(asyncio.Protocol):
 
     def close(self) -> None:
         """Close after writing what is queued and buffered."""
-        self._closed = True
+        self._closed = self._pump.closed = True
         if self._transport is not None:
             self._flush()
             self._transport.close()
 
     def abort(self) -> None:
         """Close now, dropping what is queued and buffered (a peer that does not read)."""
-        self._closed = True
-        self._outgoing = []
-        self._outgoing_bytes = 0
-        self._outgoing_has_large = False
+        self._closed = self._pump.closed = True
+        self._writer.clear()
         self._backlog.clear()
         if self._transport is not None:
             self._transport.abort()

@@ -132,7 +132,7 @@ def test_binary_header_layout() -> None:
 
 
 def _fields(cmd: RemotingCommand) -> dict[str, object]:
-    return {name: getattr(cmd, name) for name in RemotingCommand.__dataclass_fields__}
+    return {name: getattr(cmd, name) for name in ("code", "language", "version", "opaque", "flag", "remark", "ext_fields", "body", "serialize_type")}
 
 
 def test_response_takes_the_request_serialize_type() -> None:
