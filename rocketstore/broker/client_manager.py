@@ -6,6 +6,10 @@ HEART_BEAT and emptied by UNREGISTER_CLIENT, closed connections and silence
 When the client ids of a consumer group change, ``on_group_changed(group, connections)`` is
 called so the broker can send NOTIFY_CONSUMER_IDS_CHANGED to the group's members (they
 rebalance at once instead of at their next 20 s round).
+
+A member is a (connection, client id) pair: RocketMQ's own clients use one connection per
+client instance, but a client may carry several instances over one connection, and each must
+count as a member of its group.
 """
 
 from __future__ import annotations
@@ -96,18 +100,25 @@ class ClientChannelInfo:
                 "language": self.language, "version": self.version}
 
 
+#: (connection, client id): one member of a group.
+MemberKey = tuple[RemotingConnection, str]
+
+
 @dataclass
 class ConsumerGroupInfo:
     group_name: str
     consume_type: str
     message_model: str
     consume_from_where: str
-    channels: dict[RemotingConnection, ClientChannelInfo] = field(default_factory=dict)
+    channels: dict[MemberKey, ClientChannelInfo] = field(default_factory=dict)
     subscriptions: dict[str, SubscriptionData] = field(default_factory=dict)
     last_update_ms: float = 0.0
 
     def client_ids(self) -> list[str]:
-        return [info.client_id for info in self.channels.values()]
+        return sorted({info.client_id for info in self.channels.values()})
+
+    def connections(self) -> list[RemotingConnection]:
+        return list(dict.fromkeys(info.connection for info in self.channels.values()))
 
     def find_subscription(self, topic: str) -> SubscriptionData | None:
         return self.subscriptions.get(topic)
@@ -144,14 +155,13 @@ class ConsumerManager:
         info.consume_type, info.message_model = consume_type, message_model
         info.consume_from_where = consume_from_where
         info.last_update_ms = now
-        changed = False
-        old = info.channels.get(channel.connection)
-        if old is None or old.client_id != channel.client_id:
-            changed = True
+        key = (channel.connection, channel.client_id)
+        changed = key not in info.channels
+        if changed:
             log.info("consumer %s of group %s registered from %s", channel.client_id, group,
                      channel.connection.remote_address)
         channel.last_update_ms = now
-        info.channels[channel.connection] = channel
+        info.channels[key] = channel
         subs = {sub.topic: sub for sub in subscriptions}
         for topic, sub in subs.items():
             old_sub = info.subscriptions.get(topic)
@@ -164,9 +174,10 @@ class ConsumerManager:
             self._notify(info)
         return changed
 
-    def unregister(self, group: str, connection: RemotingConnection, notify: bool) -> bool:
+    def unregister(self, group: str, connection: RemotingConnection, client_id: str,
+                   notify: bool) -> bool:
         info = self.groups.get(group)
-        if info is None or info.channels.pop(connection, None) is None:
+        if info is None or info.channels.pop((connection, client_id), None) is None:
             return False
         log.info("consumer of group %s at %s unregistered", group, connection.remote_address)
         if not info.channels:
@@ -177,7 +188,10 @@ class ConsumerManager:
 
     def connection_closed(self, connection: RemotingConnection, notify_group: Callable[[str], bool]) -> None:
         for group, info in list(self.groups.items()):
-            if info.channels.pop(connection, None) is not None:
+            gone = [key for key in info.channels if key[0] is connection]
+            for key in gone:
+                del info.channels[key]
+            if gone:
                 if not info.channels:
                     del self.groups[group]
                 elif notify_group(group):
@@ -188,14 +202,13 @@ class ConsumerManager:
         now = self._clock_ms()
         dropped = []
         for group, info in list(self.groups.items()):
-            expired = [c for c, ch in info.channels.items()
+            expired = [key for key, ch in info.channels.items()
                        if now - ch.last_update_ms > self.channel_expired_timeout_ms]
-            for connection in expired:
-                log.warning("consumer %s of group %s silent for %.0f s: dropped",
-                            info.channels[connection].client_id, group,
-                            (now - info.channels[connection].last_update_ms) / 1000)
-                del info.channels[connection]
-                dropped.append(connection)
+            for key in expired:
+                log.warning("consumer %s of group %s silent for %.0f s: dropped", key[1], group,
+                            (now - info.channels[key].last_update_ms) / 1000)
+                del info.channels[key]
+                dropped.append(key[0])
             if not info.channels:
                 del self.groups[group]
             elif expired and notify_group(group):
@@ -205,10 +218,13 @@ class ConsumerManager:
     def groups_of_topic(self, topic: str) -> list[str]:
         return [g for g, info in self.groups.items() if topic in info.subscriptions]
 
+    def connection_in_use(self, connection: RemotingConnection) -> bool:
+        return any(key[0] is connection for info in self.groups.values() for key in info.channels)
+
     def _notify(self, info: ConsumerGroupInfo) -> None:
         if self.on_group_changed is not None:
             try:
-                self.on_group_changed(info.group_name, list(info.channels))
+                self.on_group_changed(info.group_name, info.connections())
             except Exception:
                 log.exception("notifying group %s failed", info.group_name)
 
@@ -216,35 +232,41 @@ class ConsumerManager:
 class ProducerManager:
     def __init__(self, channel_expired_timeout_ms: int = 120_000,
                  clock_ms: Callable[[], float] = _now_ms) -> None:
-        self.groups: dict[str, dict[RemotingConnection, ClientChannelInfo]] = {}
+        self.groups: dict[str, dict[MemberKey, ClientChannelInfo]] = {}
         self.channel_expired_timeout_ms = channel_expired_timeout_ms
         self._clock_ms = clock_ms
 
     def register(self, group: str, channel: ClientChannelInfo) -> None:
         channels = self.groups.setdefault(group, {})
         channel.last_update_ms = self._clock_ms()
-        channels[channel.connection] = channel
+        channels[(channel.connection, channel.client_id)] = channel
 
-    def unregister(self, group: str, connection: RemotingConnection) -> None:
+    def unregister(self, group: str, connection: RemotingConnection, client_id: str) -> None:
         channels = self.groups.get(group)
         if channels is not None:
-            channels.pop(connection, None)
+            channels.pop((connection, client_id), None)
             if not channels:
                 del self.groups[group]
 
     def connection_closed(self, connection: RemotingConnection) -> None:
-        for group in list(self.groups):
-            self.unregister(group, connection)
+        for group, channels in list(self.groups.items()):
+            for key in [k for k in channels if k[0] is connection]:
+                del channels[key]
+            if not channels:
+                del self.groups[group]
+
+    def connection_in_use(self, connection: RemotingConnection) -> bool:
+        return any(key[0] is connection for channels in self.groups.values() for key in channels)
 
     def scan_not_active(self) -> list[RemotingConnection]:
         now = self._clock_ms()
         dropped = []
         for group, channels in list(self.groups.items()):
-            for connection, ch in list(channels.items()):
+            for key, ch in list(channels.items()):
                 if now - ch.last_update_ms > self.channel_expired_timeout_ms:
                     log.warning("producer %s of group %s silent: dropped", ch.client_id, group)
-                    del channels[connection]
-                    dropped.append(connection)
+                    del channels[key]
+                    dropped.append(key[0])
             if not channels:
                 del self.groups[group]
         return dropped

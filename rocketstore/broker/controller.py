@@ -318,8 +318,11 @@ class BrokerController:
     def _scan_not_active_channels(self) -> None:
         dropped = self.consumers.scan_not_active(self.client_processor.group_notifies)
         dropped += self.producers.scan_not_active()
-        for connection in dropped:
-            connection.close()
+        for connection in set(dropped):
+            # silent clients: their connection goes too, unless another client on it is alive
+            if not self.consumers.connection_in_use(connection) and \
+                    not self.producers.connection_in_use(connection):
+                connection.close()
 
     # ---- connections ----
 

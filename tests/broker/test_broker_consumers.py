@@ -92,8 +92,13 @@ def test_members_notify_and_locks(arun, tmp_path: Path) -> None:
             assert await wait_until(lambda: notices == ["G", "G", "J", "G"], 5), notices
             r = await cl.call(RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": "G"})
             assert orjson.loads(r.body_bytes())["consumerIdList"] == ["c1"]
-            r = await cl.call(RequestCode.UNREGISTER_CLIENT, {"clientID": "c1", "consumerGroup": "G"})
-            assert r.code == 0
+            # two client instances over one connection are two members
+            await cl.call(RequestCode.HEART_BEAT, body=heartbeat("c3", "G", "T"))
+            r = await cl.call(RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": "G"})
+            assert orjson.loads(r.body_bytes())["consumerIdList"] == ["c1", "c3"]
+            for client_id in ("c1", "c3"):
+                r = await cl.call(RequestCode.UNREGISTER_CLIENT, {"clientID": client_id, "consumerGroup": "G"})
+                assert r.code == 0
             r = await cl.call(RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": "G"})
             assert r.code == ResponseCode.SYSTEM_ERROR
 

@@ -288,7 +288,7 @@ class AdminBrokerProcessor:
         if info is not None:
             notice = create_request(RequestCode.RESET_CONSUMER_CLIENT_OFFSET,
                                     {"topic": topic, "group": group, "timestamp": str(timestamp)}, body)
-            for connection in list(info.channels):
+            for connection in info.connections():
                 try:
                     connection.invoke_oneway(create_request(notice.code, dict(notice.ext_fields), body))
                 except Exception as exc:  # noqa: BLE001 - a closing connection

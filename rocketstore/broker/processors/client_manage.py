@@ -146,13 +146,13 @@ class ClientManageProcessor:
 
     def unregister_client(self, ctx: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         ext = request.ext_fields
-        require_str(ext, "clientID")
+        client_id = require_str(ext, "clientID")
         producer_group = get_str(ext, "producerGroup")
         consumer_group = get_str(ext, "consumerGroup")
         if producer_group:
-            self.producers.unregister(producer_group, ctx)
+            self.producers.unregister(producer_group, ctx, client_id)
         if consumer_group:
-            self.consumers.unregister(consumer_group, ctx, self.group_notifies(consumer_group))
+            self.consumers.unregister(consumer_group, ctx, client_id, self.group_notifies(consumer_group))
         return create_response(request)
 
     def get_consumer_list_by_group(self, ctx: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
