@@ -9,7 +9,6 @@ batch body (docs/remoting.md, 8.1) as RocketMQ's ``MessageDecoder.encodeMessages
 
 from __future__ import annotations
 
-import socket
 import struct
 import zlib
 from collections.abc import Sequence
@@ -41,25 +40,18 @@ class CorruptMessageError(ValueError):
     """A record that cannot be decoded: the message names the field and its position."""
 
 
-def _host(data: memoryview, pos: int, v6: bool) -> tuple[str, int]:
-    if v6:
-        ip = socket.inet_ntop(socket.AF_INET6, bytes(data[pos:pos + 16]))
-        port = _I32.unpack_from(data, pos + 16)[0]
-        return f"[{ip}]:{port}", pos + 20
-    a, b, c, d = data[pos:pos + 4]
-    port = _I32.unpack_from(data, pos + 4)[0]
-    return f"{a}.{b}.{c}.{d}:{port}", pos + 8
-
-
-def _offset_msg_id(data: memoryview, host_pos: int, v6: bool, commit_log_offset: int) -> str:
-    size = 20 if v6 else 8
-    return (bytes(data[host_pos:host_pos + size]) + _I64.pack(commit_log_offset)).hex().upper()
+#: The fixed part of the common record (IPv4 hosts), up to BODYLENGTH, in one unpack.
+_FIXED_V4 = struct.Struct(">iIiiiqqiq8sq8siqi")
+# plain ints: an IntFlag's & costs more than the rest of a record's header
+_COMPRESSED = int(SysFlag.COMPRESSED)
+_BORN_V6 = int(SysFlag.BORNHOST_V6)
+_STORE_V6 = int(SysFlag.STOREHOST_V6)
+_V6_BITS = _BORN_V6 | _STORE_V6
 
 
 def decode_message(data: memoryview, pos: int = 0, *, decompress: bool = True) -> tuple[MessageExt, int]:
     """The record at ``pos`` of ``data`` and the position after it."""
-    end_of_data = len(data)
-    left = end_of_data - pos
+    left = len(data) - pos
     if left < 8:
         raise CorruptMessageError(f"record at {pos}: {left} bytes left, a record needs at least 8")
     total, magic = struct.unpack_from(">iI", data, pos)
@@ -68,23 +60,30 @@ def decode_message(data: memoryview, pos: int = 0, *, decompress: bool = True) -
     if total < MIN_RECORD_SIZE or total > left:
         raise CorruptMessageError(f"record at {pos}: TOTALSIZE {total} is outside [{MIN_RECORD_SIZE}, {left}]")
     end = pos + total
-    (_, _, body_crc, queue_id, flag, queue_offset, physical_offset, sys_flag,
-     born_timestamp) = _HEAD.unpack_from(data, pos)
-    born_v6 = bool(sys_flag & SysFlag.BORNHOST_V6)
-    store_v6 = bool(sys_flag & SysFlag.STOREHOST_V6)
-    fixed = MIN_RECORD_SIZE + (12 if born_v6 else 0) + (12 if store_v6 else 0)
-    if total < fixed:
-        raise CorruptMessageError(f"record at {pos}: TOTALSIZE {total} is below {fixed} for its hosts")
-    p = pos + _HEAD.size
-    born_host, p = _host(data, p, born_v6)
-    store_timestamp = _I64.unpack_from(data, p)[0]
-    p += 8
-    store_host_pos = p
-    store_host, p = _host(data, p, store_v6)
-    reconsume_times, prepared_offset = struct.unpack_from(">iq", data, p)
-    p += 12
-    body_length = _I32.unpack_from(data, p)[0]
-    p += 4
+    sys_flag = _I32.unpack_from(data, pos + 36)[0]
+    if not sys_flag & _V6_BITS:
+        (_, _, body_crc, queue_id, flag, queue_offset, physical_offset, sys_flag, born_timestamp, born_host,
+         store_timestamp, store_host, reconsume_times, prepared_offset, body_length) = _FIXED_V4.unpack_from(data, pos)
+        p = pos + _FIXED_V4.size
+    else:
+        born_v6 = bool(sys_flag & _BORN_V6)
+        store_v6 = bool(sys_flag & _STORE_V6)
+        fixed = MIN_RECORD_SIZE + (12 if born_v6 else 0) + (12 if store_v6 else 0)
+        if total < fixed:
+            raise CorruptMessageError(f"record at {pos}: TOTALSIZE {total} is below {fixed} for its hosts")
+        (_, _, body_crc, queue_id, flag, queue_offset, physical_offset, sys_flag,
+         born_timestamp) = _HEAD.unpack_from(data, pos)
+        p = pos + _HEAD.size
+        size = 20 if born_v6 else 8
+        born_host = bytes(data[p:p + size])
+        p += size
+        store_timestamp = _I64.unpack_from(data, p)[0]
+        p += 8
+        size = 20 if store_v6 else 8
+        store_host = bytes(data[p:p + size])
+        p += size
+        reconsume_times, prepared_offset, body_length = struct.unpack_from(">iqi", data, p)
+        p += 16
     if body_length < 0 or p + body_length > end - 3:
         raise CorruptMessageError(f"record at {pos}: BODYLENGTH {body_length} runs past the record")
     body = bytes(data[p:p + body_length])
@@ -98,7 +97,7 @@ def decode_message(data: memoryview, pos: int = 0, *, decompress: bool = True) -
     if topic_length <= 0 or p + topic_length > end - 2:
         raise CorruptMessageError(f"record at {pos}: TOPICLENGTH {topic_length} runs past the record")
     try:
-        topic = bytes(data[p:p + topic_length]).decode("utf-8")
+        topic = str(data[p:p + topic_length], "utf-8")
     except UnicodeDecodeError:
         raise CorruptMessageError(f"record at {pos}: TOPIC is not UTF-8") from None
     p += topic_length
@@ -108,10 +107,10 @@ def decode_message(data: memoryview, pos: int = 0, *, decompress: bool = True) -
         raise CorruptMessageError(
             f"record at {pos}: PROPERTIESLENGTH {properties_length} does not end the record")
     try:
-        properties = decode_properties(bytes(data[p:end]).decode("utf-8")) if properties_length else {}
+        properties = decode_properties(str(data[p:end], "utf-8")) if properties_length else {}
     except UnicodeDecodeError:
         raise CorruptMessageError(f"record at {pos}: PROPERTIES are not UTF-8") from None
-    if decompress and sys_flag & SysFlag.COMPRESSED and body:
+    if decompress and sys_flag & _COMPRESSED and body:
         try:
             body = zlib.decompress(body)
         except zlib.error as exc:
@@ -122,14 +121,13 @@ def decode_message(data: memoryview, pos: int = 0, *, decompress: bool = True) -
     msg.queue_offset = queue_offset
     msg.sys_flag = sys_flag
     msg.born_timestamp = born_timestamp
-    msg.born_host = born_host
+    msg._born_host = born_host
     msg.store_timestamp = store_timestamp
-    msg.store_host = store_host
+    msg._store_host = store_host
     msg.commit_log_offset = physical_offset
     msg.body_crc = body_crc
     msg.reconsume_times = reconsume_times
     msg.prepared_transaction_offset = prepared_offset
-    msg.offset_msg_id = _offset_msg_id(data, store_host_pos, store_v6, physical_offset)
     return msg, end
 
 

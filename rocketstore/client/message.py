@@ -265,11 +265,15 @@ class Message:
 
 
 class MessageExt(Message):
-    """A stored message, as a consumer or a query gets it: the record's fields besides."""
+    """A stored message, as a consumer or a query gets it: the record's fields besides.
+
+    The hosts and the broker's message id are kept as the record's bytes and formatted when
+    read (most consumers never look at them)."""
 
     __slots__ = ("queue_id", "store_size", "queue_offset", "sys_flag", "born_timestamp",
-                 "born_host", "store_timestamp", "store_host", "commit_log_offset", "body_crc",
-                 "reconsume_times", "prepared_transaction_offset", "broker_name", "offset_msg_id")
+                 "store_timestamp", "commit_log_offset", "body_crc", "reconsume_times",
+                 "prepared_transaction_offset", "broker_name", "_born_host", "_store_host",
+                 "_offset_msg_id")
 
     def __init__(self, topic: str, body: bytes = b"", *, flag: int = 0,
                  properties: dict[str, str] | None = None) -> None:
@@ -283,15 +287,51 @@ class MessageExt(Message):
         self.queue_offset = 0
         self.sys_flag = 0
         self.born_timestamp = 0
-        self.born_host = ""
         self.store_timestamp = 0
-        self.store_host = ""
         self.commit_log_offset = 0
         self.body_crc = 0
         self.reconsume_times = 0
         self.prepared_transaction_offset = 0
         self.broker_name: str | None = None
-        self.offset_msg_id = ""
+        self._born_host: bytes | str = ""
+        self._store_host: bytes | str = ""
+        self._offset_msg_id: str | None = None
+
+    @property
+    def born_host(self) -> str:
+        """``"ip:port"`` of the producer (``"[ip6]:port"`` for IPv6)."""
+        host = self._born_host
+        return format_host(host) if isinstance(host, bytes) else host
+
+    @born_host.setter
+    def born_host(self, value: str) -> None:
+        self._born_host = value
+
+    @property
+    def store_host(self) -> str:
+        """``"ip:port"`` of the broker that stored the message."""
+        host = self._store_host
+        return format_host(host) if isinstance(host, bytes) else host
+
+    @store_host.setter
+    def store_host(self, value: str) -> None:
+        self._store_host = value
+        self._offset_msg_id = None
+
+    @property
+    def offset_msg_id(self) -> str:
+        """The broker's message id: store host and CommitLog offset, in hex."""
+        if self._offset_msg_id is None:
+            host = self._store_host
+            if isinstance(host, bytes):
+                self._offset_msg_id = (host + self.commit_log_offset.to_bytes(8, "big", signed=True)).hex().upper()
+            else:
+                self._offset_msg_id = create_offset_msg_id(host, self.commit_log_offset) if host else ""
+        return self._offset_msg_id
+
+    @offset_msg_id.setter
+    def offset_msg_id(self, value: str) -> None:
+        self._offset_msg_id = value
 
     @property
     def msg_id(self) -> str:
@@ -307,6 +347,14 @@ class MessageExt(Message):
                 f"queue_offset={self.queue_offset}, msg_id={self.msg_id!r}, tags={self.tags!r}, "
                 f"keys={self.keys!r}, reconsume_times={self.reconsume_times}, "
                 f"body={len(self.body)} bytes)")
+
+
+def format_host(raw: bytes) -> str:
+    """A record's host field (IPv4 4 bytes + port int32, or IPv6 16 + 4) as text."""
+    port = int.from_bytes(raw[-4:], "big", signed=True)
+    if len(raw) == 8:
+        return f"{raw[0]}.{raw[1]}.{raw[2]}.{raw[3]}:{port}"
+    return f"[{socket.inet_ntop(socket.AF_INET6, raw[:16])}]:{port}"
 
 
 @dataclass(frozen=True, order=True, slots=True)

@@ -208,7 +208,14 @@ def test_encoding_is_the_reference_byte_for_byte(cmd: RemotingCommand) -> None:
     else:
         assert native == reference
         assert codec.encode(cmd) == native
-        assert codec.encode_json_header(cmd) == pycodec.encode_json_header(cmd)
+    try:
+        json_header: bytes | str = pycodec.encode_json_header(cmd)
+    except TypeError as exc:  # orjson: an int over 64 bits
+        json_header = type(exc).__name__
+        with pytest.raises(TypeError):
+            codec.encode_json_header(cmd)
+    else:
+        assert codec.encode_json_header(cmd) == json_header
 
 
 @given(st.lists(commands, min_size=1, max_size=8))
