@@ -41,6 +41,7 @@ from rocketstore.remoting.errors import (
     RemotingTimeoutError,
 )
 from rocketstore.remoting.headers import HeaderFieldError
+from rocketstore.remoting.response_table import ResponseTable
 
 log = logging.getLogger("rocketstore.remoting")
 
@@ -121,7 +122,7 @@ class RemotingConnection(asyncio.Protocol):
         self._transport: asyncio.Transport | None = None
         self._zero_copy_writelines = False
         self._opaques = itertools.count(1)
-        self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
+        self._pending = ResponseTable(self._loop, lambda: self.remote_address)
         self._tasks: set[asyncio.Future[Any]] = set()
         self._inflight = 0
         self._paused_reading = 0
@@ -136,10 +137,15 @@ class RemotingConnection(asyncio.Protocol):
         #: Clear while the peer is not reading what we write: new requests wait for it.
         self._writable = asyncio.Event()
         self._writable.set()
+        self._write_paused = False
         self.remote_address = ""
         self.local_address = ""
         #: When something was last read or written (loop time): the idle sweep's clock.
         self.last_activity = self._loop.time()
+        #: When the bytes of the requests being dispatched were read (loop time). Requests
+        #: held back by a pause are dispatched later, so a processor can tell how long one
+        #: waited (a broker answers a send that waited too long SYSTEM_BUSY).
+        self.received_at = self.last_activity
         #: Free for the owner's use: a broker keeps a client's id, a name server its broker.
         self.attributes: dict[str, Any] = {}
 
@@ -193,11 +199,15 @@ class RemotingConnection(asyncio.Protocol):
                 log.exception("connection-open listener failed for %s", self.remote_address)
 
     def data_received(self, data: bytes) -> None:
-        self.last_activity = self._loop.time()
+        self.last_activity = self.received_at = self._loop.time()
         try:
             items = self._decoder.feed(data)
         except FrameError as exc:
             log.warning("closing %s: %s", self.remote_address, exc)
+            self._close_after_error()
+            return
+        except Exception:  # a decoder bug: this connection's stream cannot be trusted
+            log.exception("closing %s: its bytes could not be decoded", self.remote_address)
             self._close_after_error()
             return
         if self._backlog:  # earlier commands wait for a pause to end: these go after them
@@ -229,11 +239,13 @@ class RemotingConnection(asyncio.Protocol):
         return False  # close our side too
 
     def pause_writing(self) -> None:
+        self._write_paused = True
         self._writable.clear()
         self._pause_reading(_PAUSED_BY_WRITES)
 
     def resume_writing(self) -> None:
         self.last_activity = self._loop.time()
+        self._write_paused = False
         self._writable.set()
         self._resume_reading(_PAUSED_BY_WRITES)
 
@@ -242,13 +254,9 @@ class RemotingConnection(asyncio.Protocol):
             return
         self._closed = self._pump.closed = True
         self._transport = None
+        self._write_paused = False
         self._writable.set()  # waiters wake up to find the connection closed
-        pending, self._pending = self._pending, {}
-        for future in pending.values():
-            if not future.done():
-                future.set_exception(
-                    RemotingSendRequestError(f"connection to {self.remote_address} closed")
-                )
+        self._pending.fail_all(lambda: RemotingSendRequestError(f"connection to {self.remote_address} closed"))
         for task in list(self._tasks):
             task.cancel()
         if self._on_close is not None:
@@ -356,7 +364,7 @@ class RemotingConnection(asyncio.Protocol):
         peer does not read what we already wrote, the request waits (within its timeout)
         instead of growing the write buffer.
         """
-        if not self._writable.is_set():
+        if self._write_paused:
             started = self._loop.time()
             try:
                 await asyncio.wait_for(self._writable.wait(), timeout)
@@ -371,24 +379,13 @@ class RemotingConnection(asyncio.Protocol):
         request.opaque = opaque
         request.flag &= ~(FLAG_RESPONSE | FLAG_ONEWAY)
         future: asyncio.Future[RemotingCommand] = self._loop.create_future()
-        self._pending[opaque] = future
-        timer = self._loop.call_later(timeout, self._expire, opaque, timeout)
+        self._pending.add(opaque, future, timeout)
         try:
             self._write(request)
             return await future
-        finally:
-            timer.cancel()
-            if self._pending.get(opaque) is future:
-                del self._pending[opaque]
-
-    def _expire(self, opaque: int, timeout: float) -> None:
-        future = self._pending.pop(opaque, None)
-        if future is not None and not future.done():
-            future.set_exception(
-                RemotingTimeoutError(
-                    f"no response from {self.remote_address} to opaque {opaque} in {timeout:g} s"
-                )
-            )
+        except BaseException:  # not written, cancelled, timed out: forget it
+            self._pending.pop(opaque)
+            raise
 
     def invoke_oneway(self, request: RemotingCommand) -> None:
         """Send ``request`` with the oneway flag; nothing comes back."""
@@ -397,7 +394,7 @@ class RemotingConnection(asyncio.Protocol):
         self._write(request)
 
     def _handle_response(self, response: RemotingCommand) -> None:
-        future = self._pending.pop(response.opaque, None)
+        future = self._pending.pop(response.opaque)
         if future is None:
             log.debug("response from %s to unknown opaque %d (timed out?)", self.remote_address, response.opaque)
         elif not future.done():
@@ -481,7 +478,7 @@ class RemotingConnection(asyncio.Protocol):
             self._close_after_error()
             return
         if flag & FLAG_RESPONSE:
-            future = self._pending.pop(error.opaque, None)
+            future = self._pending.pop(error.opaque)
             if future is not None and not future.done():
                 future.set_exception(error)
             return

@@ -150,7 +150,8 @@ def _int32_field(header: dict[str, Any], name: str, default: int, opaque: int | 
         return default
     if type(value) is not int:
         # fastjson reads a numeric string into an int field; so do we, and nothing else.
-        if isinstance(value, str) and value.lstrip("-").isdigit() and len(value) < 12:
+        digits = value[1:] if isinstance(value, str) and value[:1] == "-" else value
+        if isinstance(digits, str) and digits.isascii() and digits.isdigit() and len(value) < 12:
             value = int(value)
         else:
             raise HeaderError(f"header field {name!r} must be an integer, got {value!r:.60}", opaque=opaque)
