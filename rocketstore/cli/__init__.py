@@ -23,7 +23,7 @@ from rocketstore.cli.admin import admin_group
 from rocketstore.cli.common import describe_error, fail
 from rocketstore.cli.demo import demo
 from rocketstore.cli.export import export_command, spark_ingest_command
-from rocketstore.cli.servers import namesrv
+from rocketstore.cli.servers import broker, namesrv
 from rocketstore.cli.store import dump, get_command, offsets, query, recover, stat, view
 from rocketstore.store.layout import StoreFormatError
 
@@ -113,5 +113,5 @@ def main(ctx: click.Context, verbose: bool) -> None:
 
 
 for _command in (demo, dump, stat, query, get_command, view, recover, offsets, export_command,
-                 spark_ingest_command, namesrv, admin_group):
+                 spark_ingest_command, namesrv, broker, admin_group):
     main.add_command(_command)

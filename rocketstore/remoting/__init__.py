@@ -51,7 +51,8 @@ a future that the store's threads resolve (`loop.call_soon_threadsafe(fut.set_re
 that future is never cancelled by the transport, so it can be shared by many requests.
 
 `ctx` is the `RemotingConnection`: `remote_address` ("ip:port"), `attributes` (a dict for the
-owner), `await ctx.invoke(request, timeout)` to ask the client something
+owner), `received_at` (loop time the request's bytes were read: a request held back by a
+pause is dispatched later, and a broker refuses a send that waited too long), `await ctx.invoke(request, timeout)` to ask the client something
 (CHECK_TRANSACTION_STATE, GET_CONSUMER_RUNNING_INFO), `ctx.invoke_oneway(request)`
 (NOTIFY_CONSUMER_IDS_CHANGED), `ctx.close()`.
 

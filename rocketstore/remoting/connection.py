@@ -142,6 +142,10 @@ class RemotingConnection(asyncio.Protocol):
         self.local_address = ""
         #: When something was last read or written (loop time): the idle sweep's clock.
         self.last_activity = self._loop.time()
+        #: When the bytes of the requests being dispatched were read (loop time). Requests
+        #: held back by a pause are dispatched later, so a processor can tell how long one
+        #: waited (a broker answers a send that waited too long SYSTEM_BUSY).
+        self.received_at = self.last_activity
         #: Free for the owner's use: a broker keeps a client's id, a name server its broker.
         self.attributes: dict[str, Any] = {}
 
@@ -195,7 +199,7 @@ class RemotingConnection(asyncio.Protocol):
                 log.exception("connection-open listener failed for %s", self.remote_address)
 
     def data_received(self, data: bytes) -> None:
-        self.last_activity = self._loop.time()
+        self.last_activity = self.received_at = self._loop.time()
         try:
             items = self._decoder.feed(data)
         except FrameError as exc:
