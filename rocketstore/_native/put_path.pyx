@@ -2,6 +2,9 @@
 """The CommitLog's put lock, and its put path: the lock, the append and the result in one
 call with no Python frame."""
 from cpython.pythread cimport PyThread_allocate_lock, PyThread_free_lock
+from libc.stdint cimport int64_t
+
+from rocketstore._native.includes.atomic cimport rs_load_acquire_i64
 
 from rocketstore._native.message cimport Message
 from rocketstore._native.record_writer cimport (
@@ -33,6 +36,15 @@ cdef class PutLock:
     def release(self):
         self.give()
 
+    @property
+    def held_ns(self):
+        """Nanoseconds the current holder has held the lock (0 while it is free)."""
+        cdef int64_t since = rs_load_acquire_i64(&self.held_since_ns)
+        if since == 0:
+            return 0
+        cdef int64_t held = monotonic_ns() - since
+        return held if held > 0 else 0
+
     def __enter__(self):
         self.take()
         return self
@@ -58,6 +70,17 @@ cdef class PutPath:
         self.refusal = None
 
     def __call__(self, Message message not None, int queue_id=0):
+        cdef object result = self._put(message, queue_id)
+        if self.after is None:
+            return result
+        return self.after(result, message)
+
+    def append(self, Message message not None, int queue_id=0):
+        """The put without the after hook: appended, not waited for (a broker waits for a
+        SYNC_FLUSH put's durability off its event loop; see MessageStore.on_durable)."""
+        return self._put(message, queue_id)
+
+    cdef object _put(self, Message message, int queue_id):
         cdef object result = None
         cdef PutMessageResult refused
         if not self.accepting:
@@ -72,6 +95,4 @@ cdef class PutPath:
                 result = self.slow(message, queue_id)
         finally:
             self.lock.give()
-        if self.after is None:
-            return result
-        return self.after(result, message)
+        return result
