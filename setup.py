@@ -63,7 +63,7 @@ def remoting(name: str) -> Extension:
     )
 
 
-REMOTING_MODULES = ["_command", "_frames", "_pump"]
+REMOTING_MODULES = ["_command", "_frames", "_headers", "_pump"]
 MODULES = [os.path.splitext(os.path.basename(p))[0] for p in sorted(glob.glob("rocketstore/_native/*.pyx"))]
 
 setup(
