@@ -177,6 +177,7 @@ class BrokerController:
         self.schedule.start()
         self._schedule_every(self.config.flush_consumer_offset_interval / 1000, self._persist_offsets)
         self._schedule_every(SCAN_NOT_ACTIVE_CHANNEL_S, self._scan_not_active_channels)
+        self._schedule_every(1.0, self.stats.sample)
         self._started = True
         namesrv = self.config.namesrv_addrs
         if namesrv:
