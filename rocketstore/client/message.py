@@ -12,6 +12,7 @@ from __future__ import annotations
 import enum
 import os
 import random
+import re
 import socket
 import threading
 import time
@@ -20,6 +21,7 @@ from dataclasses import dataclass, field
 
 #: RocketMQ's Validators: topic names.
 MAX_TOPIC_LENGTH = 127
+_TOPIC_RE = re.compile(r"[%|a-zA-Z0-9_-]{1,127}")
 _TOPIC_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789%|_-")
 NAME_VALUE_SEPARATOR = "\x01"
 PROPERTY_SEPARATOR = "\x02"
@@ -80,6 +82,8 @@ def validate_topic(topic: object) -> str:
     """RocketMQ's rule: 1..127 characters of ``[%|a-zA-Z0-9_-]``. Raises naming ``topic``."""
     if not isinstance(topic, str):
         raise TypeError(f"topic must be str, got {type(topic).__name__}")
+    if _TOPIC_RE.fullmatch(topic):
+        return topic
     if not topic:
         raise ValueError("topic must not be empty")
     if len(topic) > MAX_TOPIC_LENGTH:
