@@ -12,8 +12,7 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -44,6 +43,10 @@ FLAG_SUSPEND = 0x2
 FLAG_SUBSCRIPTION = 0x4
 FLAG_CLASS_FILTER = 0x8
 
+#: Send answers that mean "stored" (plain ints: an IntEnum member hashes slowly).
+_SEND_STORED_CODES = frozenset(int(code) for code in (
+    ResponseCode.SUCCESS, ResponseCode.FLUSH_DISK_TIMEOUT, ResponseCode.FLUSH_SLAVE_TIMEOUT,
+    ResponseCode.SLAVE_NOT_AVAILABLE))
 _PULL_STATUS = {
     ResponseCode.SUCCESS: PullStatus.FOUND,
     ResponseCode.PULL_NOT_FOUND: PullStatus.NO_NEW_MSG,
@@ -74,8 +77,7 @@ def _json_body(response: RemotingCommand, what: str) -> Any:
         raise MQClientError(f"{what} reply body is not JSON: {exc}") from None
 
 
-@dataclass(frozen=True)
-class SendReply:
+class SendReply(NamedTuple):
     code: int
     msg_id: str
     queue_id: int
@@ -159,8 +161,7 @@ class ClientAPI:
             await self.remoting.invoke_oneway(address, request, timeout)
             return None
         response = await self.remoting.invoke(address, request, timeout)
-        if response.code not in (ResponseCode.SUCCESS, ResponseCode.FLUSH_DISK_TIMEOUT,
-                                 ResponseCode.FLUSH_SLAVE_TIMEOUT, ResponseCode.SLAVE_NOT_AVAILABLE):
+        if response.code not in _SEND_STORED_CODES:
             raise MQBrokerError(response.code, response.remark, address)
         ext = response.ext_fields
         return SendReply(

@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 #: RocketMQ's Validators: topic names.
 MAX_TOPIC_LENGTH = 127
@@ -361,8 +362,7 @@ def format_host(raw: bytes) -> str:
     return f"[{socket.inet_ntop(socket.AF_INET6, raw[:16])}]:{port}"
 
 
-@dataclass(frozen=True, order=True, slots=True)
-class MessageQueue:
+class MessageQueue(NamedTuple):
     """One queue of a topic on one broker; sorted as RocketMQ sorts them (topic, broker, id)."""
 
     topic: str
@@ -390,7 +390,7 @@ class SendStatus(enum.Enum):
     SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class SendResult:
     """What a send got: ``msg_id`` is the client's id (UNIQ_KEY; comma-joined for a batch),
     ``offset_msg_id`` the broker's (store host + CommitLog offset), ``queue_offset`` the

@@ -47,16 +47,16 @@ from rocketstore.remoting.errors import RemotingConnectError, RemotingError
 log = logging.getLogger("rocketstore.client")
 
 #: Broker answers after which a synchronous send tries another broker (DefaultMQProducer).
-RETRY_RESPONSE_CODES = frozenset({
+RETRY_RESPONSE_CODES = frozenset(int(code) for code in {
     ResponseCode.TOPIC_NOT_EXIST, ResponseCode.SERVICE_NOT_AVAILABLE, ResponseCode.SYSTEM_ERROR,
     ResponseCode.SYSTEM_BUSY, ResponseCode.NO_PERMISSION, ResponseCode.NO_BUYER_ID,
     ResponseCode.NOT_IN_CURRENT_UNIT,
 })
 _SEND_STATUS = {
-    ResponseCode.SUCCESS: SendStatus.SEND_OK,
-    ResponseCode.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT,
-    ResponseCode.FLUSH_SLAVE_TIMEOUT: SendStatus.FLUSH_SLAVE_TIMEOUT,
-    ResponseCode.SLAVE_NOT_AVAILABLE: SendStatus.SLAVE_NOT_AVAILABLE,
+    int(ResponseCode.SUCCESS): SendStatus.SEND_OK,
+    int(ResponseCode.FLUSH_DISK_TIMEOUT): SendStatus.FLUSH_DISK_TIMEOUT,
+    int(ResponseCode.FLUSH_SLAVE_TIMEOUT): SendStatus.FLUSH_SLAVE_TIMEOUT,
+    int(ResponseCode.SLAVE_NOT_AVAILABLE): SendStatus.SLAVE_NOT_AVAILABLE,
 }
 #: How long a broker that refused a connection is avoided (with send_latency_fault_enable).
 _NOT_AVAILABLE_SECONDS = 30.0
@@ -324,7 +324,7 @@ class AsyncProducer:
                   if isinstance(msg, _BatchMessage) else msg.properties[MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX])
         queue_id = reply.queue_id if reply.queue_id >= 0 else mq.queue_id
         return SendResult(
-            send_status=_SEND_STATUS[reply.code],  # type: ignore[index]
+            send_status=_SEND_STATUS[reply.code],
             msg_id=msg_id,
             offset_msg_id=reply.msg_id,
             message_queue=MessageQueue(mq.topic, mq.broker_name, queue_id),
