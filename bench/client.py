@@ -11,7 +11,7 @@ One name server and one broker (subprocesses, loopback, ASYNC_FLUSH), then:
     a listener that does nothing, against bare PULL_MESSAGE requests decoded with the client's
     record decoder, at the same batch size.
 
-    python bench/client.py [--count 20000] [--concurrency 64] [--json out.json]
+    python bench/client.py [--count 20000] [--concurrency 64] [--repeat 3] [--json out.json]
 """
 from __future__ import annotations
 
@@ -136,13 +136,10 @@ def push_consumer_rate(namesrv: str, total: int) -> float:
     done = threading.Event()
     count = 0
     lock = threading.Lock()
-    first: list[float] = []
 
     def listener(messages: list[Any]) -> None:
         nonlocal count
         with lock:
-            if not first:
-                first.append(time.perf_counter())
             count += len(messages)
             if count >= total:
                 done.set()
@@ -187,6 +184,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--count", type=int, default=20_000, help="messages per send measurement")
     parser.add_argument("--sync-count", type=int, default=3_000, help="messages per blocking-send measurement")
     parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument("--repeat", type=int, default=3, help="interleaved runs of (a); the median is shown")
     parser.add_argument("--json", help="write the figures here too")
     args = parser.parse_args(argv)
     if not broker_available():
@@ -202,8 +200,12 @@ def main(argv: list[str] | None = None) -> None:
         run(create_topic(broker.address, TOPIC, QUEUES))
         time.sleep(1.0)
         rows: list[list[Any]] = []
-        ours = run(producer_rate(namesrv.address, args.count, args.concurrency))
-        bare = run(bare_send_rate(broker.address, args.count, args.concurrency))
+        ours_runs: list[float] = []
+        bare_runs: list[float] = []
+        for _ in range(args.repeat):               # interleaved: the machine's load hits both alike
+            ours_runs.append(run(producer_rate(namesrv.address, args.count, args.concurrency)))
+            bare_runs.append(run(bare_send_rate(broker.address, args.count, args.concurrency)))
+        ours, bare = C.median(ours_runs), C.median(bare_runs)
         rows.append([f"(a) async sends, {args.concurrency} in flight", "AsyncProducer.send",
                      C.fmt_rate(ours), "bare RemotingClient SEND_MESSAGE_V2", C.fmt_rate(bare), C.fmt_ratio(ours / bare)])
         sync = blocking_rate(namesrv.address, args.sync_count)
@@ -211,7 +213,7 @@ def main(argv: list[str] | None = None) -> None:
         rows.append(["(b) blocking sends, 1 thread", "Producer.send", C.fmt_rate(sync),
                      "C++ client send_sync", C.fmt_rate(cpp) if cpp else "n/a",
                      C.fmt_ratio(sync / cpp) if cpp else "n/a"])
-        total = 2 * args.count + args.sync_count * (2 if cpp else 1) + 3
+        total = 2 * args.count * args.repeat + args.sync_count * (2 if cpp else 1) + 1 + args.repeat
         time.sleep(1.0)
         bare_pull = run(bare_pull_rate(broker.address, total, "bench-broker"))
         poll = pull_consumer_rate(namesrv.address, total)
