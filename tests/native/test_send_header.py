@@ -8,7 +8,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rocketstore._native.send_header import SendHeaderError, decode_send_header, parse_properties_text
+from rocketstore._native.send_header import (
+    SendHeaderError,
+    decode_send_header,
+    parse_properties_text,
+)
 
 LONG = {"producerGroup": "PG", "topic": "T", "defaultTopic": "TBW102", "defaultTopicQueueNums": "4",
         "queueId": "3", "sysFlag": "1", "bornTimestamp": "1700000000000", "flag": "0",
