@@ -4,6 +4,7 @@ from cpython.pythread cimport (
     NOWAIT_LOCK, WAIT_LOCK, PyThread_acquire_lock, PyThread_release_lock, PyThread_type_lock,
 )
 
+from rocketstore._native.group_commit cimport GroupCommit
 from rocketstore._native.mapped_file cimport MappedFile
 from rocketstore._native.record_writer cimport RecordWriter
 
@@ -29,3 +30,7 @@ cdef class PutPath:
     cdef public object slow
     cdef public object after
     cdef public bint accepting      # False: every put is SERVICE_NOT_AVAILABLE
+    cdef readonly GroupCommit sync_group    # SYNC_FLUSH: puts wait here for their flush
+    cdef double sync_timeout_s
+
+    cdef object _await_flush(self, object result, object message)
