@@ -326,6 +326,12 @@ class StoreConfig:
             return self.store_path_commit_log
         return os.path.join(self.store_path_root_dir, "commitlog")
 
+    @property
+    def delay_levels_ms(self) -> list[int]:
+        """``message_delay_level`` in milliseconds, level 1 first."""
+        units = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+        return [int(level[:-1]) * units[level[-1]] for level in self.message_delay_level.split(" ")]
+
     # ---- copies ----
 
     def replace(self, **changes: Any) -> StoreConfig:

@@ -2,10 +2,10 @@
 """The CommitLog's put lock, and its put path: the lock, the append and the result in one
 call with no Python frame."""
 from cpython.pythread cimport PyThread_allocate_lock, PyThread_free_lock
-
 from libc.stdint cimport int64_t
 
 from rocketstore._native.group_commit cimport GroupCommit
+from rocketstore._native.includes.atomic cimport rs_load_acquire_i64
 from rocketstore._native.message cimport Message
 from rocketstore._native.record_writer cimport (
     S_PUT_OK,
@@ -40,6 +40,15 @@ cdef class PutLock:
     def release(self):
         self.give()
 
+    @property
+    def held_ns(self):
+        """Nanoseconds the current holder has held the lock (0 while it is free)."""
+        cdef int64_t since = rs_load_acquire_i64(&self.held_since_ns)
+        if since == 0:
+            return 0
+        cdef int64_t held = monotonic_ns() - since
+        return held if held > 0 else 0
+
     def __enter__(self):
         self.take()
         return self
@@ -73,6 +82,20 @@ cdef class PutPath:
         self.sync_timeout_s = timeout_s
 
     def __call__(self, Message message not None, int queue_id=0):
+        cdef object result = self._put(message, queue_id)
+        if self.sync_group is not None:
+            return self._await_flush(result, message)
+        if self.after is None:
+            return result
+        return self.after(result, message)
+
+    def append(self, Message message not None, int queue_id=0):
+        """The put without the after hook or SYNC_FLUSH's wait: appended, not waited for (a
+        broker waits for a SYNC_FLUSH put's durability off its event loop; see
+        MessageStore.on_durable)."""
+        return self._put(message, queue_id)
+
+    cdef object _put(self, Message message, int queue_id):
         cdef object result = None
         if not self.accepting:
             return status_result(S_SERVICE_NOT_AVAILABLE)
@@ -84,15 +107,11 @@ cdef class PutPath:
                 result = self.slow(message, queue_id)
         finally:
             self.lock.give()
-        if self.sync_group is not None:
-            return self._await_flush(result, message)
-        if self.after is None:
-            return result
-        return self.after(result, message)
+        return result
 
-    cdef object _await_flush(self, object result, object message):
+    cdef object _await_flush(self, object result, Message message):
         cdef PutMessageResult r = <PutMessageResult?>result
-        cdef dict props = (<Message>message)._props
+        cdef dict props = message._props
         cdef int64_t end
         cdef bint ok
         if r.status_code == S_PUT_OK and (props is None or props.get("WAIT") != "false"):

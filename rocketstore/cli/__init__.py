@@ -4,6 +4,7 @@
   ``offsets`` (a store on disk, opened read-only unless the command must write).
 - :mod:`rocketstore.cli.export`: ``export`` (Parquet) and ``spark-ingest``.
 - :mod:`rocketstore.cli.demo`: ``demo``, a realistic workload written and verified.
+- :mod:`rocketstore.cli.admin`: ``admin``, mqadmin's most used commands over the wire.
 
 Only public APIs of the store are used. Every expected failure (missing path, locked store,
 bad segment files, corrupt records) ends as a one-line error on stderr and exit code 1, never
@@ -18,10 +19,11 @@ from typing import Any
 import click
 
 from rocketstore import CorruptRecordError, StoreLockedError, __version__
+from rocketstore.cli.admin import admin_group
 from rocketstore.cli.common import describe_error, fail
 from rocketstore.cli.demo import demo
 from rocketstore.cli.export import export_command, spark_ingest_command
-from rocketstore.cli.servers import namesrv
+from rocketstore.cli.servers import broker, namesrv
 from rocketstore.cli.store import dump, get_command, offsets, query, recover, stat, view
 from rocketstore.store.layout import StoreFormatError
 
@@ -111,5 +113,5 @@ def main(ctx: click.Context, verbose: bool) -> None:
 
 
 for _command in (demo, dump, stat, query, get_command, view, recover, offsets, export_command,
-                 spark_ingest_command, namesrv):
+                 spark_ingest_command, namesrv, broker, admin_group):
     main.add_command(_command)

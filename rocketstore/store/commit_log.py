@@ -30,6 +30,7 @@ from rocketstore.store.checkpoint import StoreCheckpoint
 from rocketstore.store.layout import COMMITLOG_DIR
 from rocketstore.store.mapped_file_queue import FlushFunction, MappedFileQueue
 from rocketstore.store.services.commit import CommitRealTimeService
+from rocketstore.store.services.durability import DurabilityNotifier, DurableCallback
 from rocketstore.store.services.flush import FlushRealTimeService
 from rocketstore.store.services.group_commit import GroupCommitService
 from rocketstore.store.services.prefault import CommitLogPrefaultService
@@ -81,6 +82,14 @@ class CommitLog:
             self.flush_service = GroupCommitService(self.queue, checkpoint, sync)
         else:
             self.flush_service = FlushRealTimeService(config, self.queue, checkpoint, sync)
+        # SYNC_FLUSH puts that do not wait on their thread are answered from here
+        self.durability: DurabilityNotifier | None = None
+        if self.sync_flush:
+            group = self.flush_service.group   # type: ignore[attr-defined]
+            self.durability = DurabilityNotifier(
+                self._wait_flushed_for,
+                lambda: max(self.queue.flushed_where, group.flushed_where),
+                self.sync_flush_timeout_s)
         self.commit_service: CommitRealTimeService | None = None
         if pool is not None:
             self.commit_service = CommitRealTimeService(config, self.queue, pool,
@@ -103,6 +112,8 @@ class CommitLog:
         if self.read_only:
             return
         self.flush_service.start()
+        if self.durability is not None:
+            self.durability.start()
         if self.commit_service is not None:
             self.commit_service.start()
         if self.prefault_service is not None:
@@ -197,7 +208,24 @@ class CommitLog:
         self._wake_flusher()
         return result
 
-    def put_messages(self, msgs: list[Message], queue_ids: int | list[int]) -> PutMessagesResult:
+    def append_message(self, msg: Message, queue_id: int) -> PutMessageResult:
+        """put_message without waiting for SYNC_FLUSH's flush (see on_durable)."""
+        result = self.put_path.append(msg, queue_id)
+        if self._wake_on_put:
+            self._wake_flusher()
+        return result
+
+    def on_durable(self, next_offset: int, callback: DurableCallback) -> None:
+        """callback(True) from a store thread once everything below next_offset is durable,
+        callback(False) when SYNC_FLUSH's flush did not come within sync_flush_timeout or the
+        log shut down first. Without SYNC_FLUSH there is nothing to wait for: True at once."""
+        if self.durability is None:
+            callback(True)
+        else:
+            self.durability.notify_when_durable(next_offset, callback)
+
+    def put_messages(self, msgs: list[Message], queue_ids: int | list[int], *,
+                     wait_flush: bool = True) -> PutMessagesResult:
         with self.put_lock:
             if self.closed:
                 return record_writer.rejected_batch(len(msgs), PutMessageStatus.SERVICE_NOT_AVAILABLE)
@@ -213,7 +241,9 @@ class CommitLog:
             end = int(result.commitlog_offsets[result.stored - 1] +
                       result.sizes[result.stored - 1])
             if self.sync_flush:
-                if not self._wait_flushed(end) and result.status_code == PutMessageStatus.PUT_OK:
+                if not wait_flush:
+                    pass    # the caller asks on_durable
+                elif not self._wait_flushed(end) and result.status_code == PutMessageStatus.PUT_OK:
                     result = record_writer.fail_batch(result, PutMessageStatus.FLUSH_DISK_TIMEOUT)
             elif self._wake_on_put:
                 self._wake_flusher()
@@ -223,6 +253,10 @@ class CommitLog:
         """SYNC_FLUSH: wait until the group commit made next_offset durable (or time out)."""
         return self.flush_service.wait_flushed(  # type: ignore[attr-defined]
             next_offset, self.sync_flush_timeout_s)
+
+    def _wait_flushed_for(self, next_offset: int, timeout_s: float) -> bool:
+        return self.flush_service.wait_flushed(  # type: ignore[attr-defined]
+            next_offset, timeout_s)
 
     def _wake_flusher(self) -> None:
         (self.commit_service or self.flush_service).wakeup()
@@ -300,6 +334,9 @@ class CommitLog:
         self.flush_service.shutdown()
         if not self.read_only:
             self.queue.flush_all()
+        if self.durability is not None:
+            self.durability.shutdown()      # after the last flush: answers by what is durable
+        if not self.read_only:
             if self.queue.store_timestamp > 0:
                 self.checkpoint.physic_msg_timestamp = self.queue.store_timestamp
         self.queue.close()

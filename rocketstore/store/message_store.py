@@ -9,7 +9,7 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +20,7 @@ from rocketstore.message import (
     GetMessageStatus,
     Message,
     MessageExt,
+    PutMessageResult,
     PutMessagesResult,
     PutMessageStatus,
 )
@@ -281,14 +282,42 @@ class MessageStore(ColumnarReads):
     #: always on a read-only store.
     put_message: PutPath
 
-    def put_messages(self, messages: list[Message], queue_ids: int | list[int] = 0
-                     ) -> PutMessagesResult:
-        """Append a batch under one lock: all validated first, then written in order."""
+    def put_messages(self, messages: list[Message], queue_ids: int | list[int] = 0, *,
+                     wait_flush: bool = True) -> PutMessagesResult:
+        """Append a batch under one lock: all validated first, then written in order.
+        wait_flush=False: as append_message, SYNC_FLUSH's flush is not waited for."""
         if not isinstance(messages, list):
             messages = list(messages)
         if not self.commit_log.put_path.accepting:
             return record_writer.rejected_batch(len(messages), PutMessageStatus.SERVICE_NOT_AVAILABLE)
-        return self.commit_log.put_messages(messages, queue_ids)
+        return self.commit_log.put_messages(messages, queue_ids, wait_flush=wait_flush)
+
+    def append_message(self, message: Message, queue_id: int = 0) -> PutMessageResult:
+        """put_message without waiting for SYNC_FLUSH's flush: the record is written (and
+        visible to readers once dispatched) but maybe not durable yet. A server whose event
+        loop must not block answers the producer from on_durable's callback instead::
+
+            result = store.append_message(msg, queue_id)
+            if result.ok:
+                store.on_durable(result.commitlog_offset + result.wrote_bytes, callback)
+        """
+        return self.commit_log.append_message(message, queue_id)
+
+    def on_durable(self, next_offset: int, callback: Callable[[bool], None]) -> None:
+        """SYNC_FLUSH: callback(True), from a store thread, once the CommitLog is durable
+        below next_offset; callback(False) when that flush did not come within
+        sync_flush_timeout (the put's FLUSH_DISK_TIMEOUT) or the store shut down first.
+        ASYNC_FLUSH: callback(True) at once. The callback must be quick and not raise."""
+        self.commit_log.on_durable(next_offset, callback)
+
+    def put_lock_held_ms(self) -> float:
+        """How long the current put has held the CommitLog's put lock (0 while it is free):
+        over os_page_cache_busy_timeout_mills RocketMQ calls the OS page cache busy, and a
+        broker answers sends SYSTEM_BUSY instead of queueing behind it."""
+        return self.commit_log.put_lock.held_ns / 1e6
+
+    def is_os_page_cache_busy(self) -> bool:
+        return self.put_lock_held_ms() > self.config.os_page_cache_busy_timeout_mills
 
     # ---- reads -----------------------------------------------------------------------------
     def look_message_by_offset(self, commitlog_offset: int) -> MessageExt | None:

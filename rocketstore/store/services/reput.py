@@ -53,6 +53,7 @@ class ReputMessageService(ServiceThread):
         self.dispatchers: list[Dispatcher] = []
         self.arrival_listeners: list[ArrivalListener] = []
         self._native = native.Dispatcher(index_service is not None)
+        self._native.set_delay_levels(commit_log.config.delay_levels_ms)
         self._stop = StopFlag()
         self._round_lock = threading.Lock()     # one thread runs passes at a time
         self._follower: threading.Thread | None = None
