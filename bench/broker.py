@@ -529,7 +529,7 @@ class PullConsumerLoad(asyncio.Protocol):
     def pull(self, queue_id: int) -> None:
         request = create_request(RequestCode.PULL_MESSAGE, {
             "consumerGroup": self.group, "topic": TOPIC, "queueId": str(queue_id),
-            "queueOffset": str(self.offsets[queue_id]), "maxMsgNums": str(self.batch), "sysFlag": "0",
+            "queueOffset": str(self.offsets[queue_id]), "maxMsgNums": str(self.batch), "sysFlag": "4",
             "commitOffset": "0", "suspendTimeoutMillis": "0", "subscription": "*", "subVersion": "0"})
         request.opaque = queue_id
         self.transport.write(encode(request))  # type: ignore[attr-defined]

@@ -3,7 +3,9 @@
 A PULL, QUERY_MESSAGE or VIEW_MESSAGE_BY_ID reply carries CommitLog records back to back, as
 stored (FORMAT.md "CommitLog record (v1)"); :func:`decode_messages` turns them into
 :class:`MessageExt` and checks every length against what is left, so a broken body raises
-:class:`CorruptMessageError` instead of yielding bogus messages. :func:`encode_batch` writes a
+:class:`CorruptMessageError` instead of yielding bogus messages. The per-message work is
+native (``_records.pyx``); :func:`decode_messages_py` is the plain-Python reference the tests
+hold it to. :func:`encode_batch` writes a
 batch body (docs/remoting.md, 8.1) as RocketMQ's ``MessageDecoder.encodeMessages`` does.
 """
 
@@ -13,6 +15,7 @@ import struct
 import zlib
 from collections.abc import Sequence
 
+from rocketstore.client._records import decode_messages as _native_decode
 from rocketstore.client.message import (
     Message,
     MessageExt,
@@ -131,10 +134,11 @@ def decode_message(data: memoryview, pos: int = 0, *, decompress: bool = True) -
     return msg, end
 
 
-def decode_messages(body: bytes | bytearray | memoryview, *, decompress: bool = True,
-                    broker_name: str | None = None) -> list[MessageExt]:
-    """Every record of a pull, query or view reply body, in order."""
-    data = memoryview(body).cast("B") if not isinstance(body, memoryview) else body.cast("B")
+def decode_messages_py(body: bytes | bytearray | memoryview, *, decompress: bool = True,
+                       broker_name: str | None = None) -> list[MessageExt]:
+    """Every record of a pull, query or view reply body, in order: the plain-Python reference
+    of the native :func:`decode_messages`."""
+    data = memoryview(body).cast("B")
     messages: list[MessageExt] = []
     pos = 0
     end = len(data)
@@ -143,6 +147,13 @@ def decode_messages(body: bytes | bytearray | memoryview, *, decompress: bool = 
         msg.broker_name = broker_name
         messages.append(msg)
     return messages
+
+
+def decode_messages(body: bytes | bytearray | memoryview | None, *, decompress: bool = True,
+                    broker_name: str | None = None) -> list[MessageExt]:
+    """Every record of a pull, query or view reply body, in order (native; the same checks
+    and results as :func:`decode_messages_py`)."""
+    return _native_decode(body, decompress, broker_name)
 
 
 def encode_batch(messages: Sequence[Message]) -> bytes:

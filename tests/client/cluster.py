@@ -22,10 +22,12 @@ import pytest
 
 import rocketstore
 
-try:
-    import rocketstore.broker.startup  # noqa: F401
-except ImportError:
-    pytest.skip("the broker (rocketstore.broker.startup) is not in this checkout", allow_module_level=True)
+
+def require_broker() -> None:
+    try:
+        import rocketstore.broker.startup  # noqa: F401
+    except ImportError:
+        pytest.skip("the broker (rocketstore.broker.startup) is not in this checkout")
 
 NAMESRV_BOOT = re.compile(r"listening on (\S+):(\d+)")
 BROKER_BOOT = re.compile(r"The broker\[([^,\]]+), (\S+?)\] boot success")
@@ -117,6 +119,7 @@ class Cluster:
         return ";".join(s.address for s in self.namesrvs)
 
     def start_broker(self, name: str = "broker-a", *, namesrv_addr: str | None = None, **properties: object) -> Server:
+        require_broker()
         store = self.root / name
         props = {
             "brokerClusterName": "TestCluster",

@@ -39,6 +39,8 @@ def test_admin_commands(tmp_path: Path) -> None:
 
         sent = admin_json(ns, "sendMessage", "-t", "AdminT", "-p", "hello", "-k", "key1 key2", "-c", "TagA")
         assert sent["sendStatus"] == "SEND_OK"
+        # the broker's ConsumeQueue and index follow its CommitLog a few ms behind
+        assert wait_for(lambda: sum(r["maxOffset"] for r in admin_json(ns, "topicStatus", "-t", "AdminT")) == 1, 10)
         status = admin_json(ns, "topicStatus", "-t", "AdminT")
         assert len(status) == 4 and sum(r["maxOffset"] for r in status) == 1
         assert "#Max Offset" in admin(ns, "topicStatus", "-t", "AdminT")[1]

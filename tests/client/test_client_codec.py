@@ -16,7 +16,7 @@ from rocketmq_fixture import fixture_file
 from rocketstore import Message as StoreMessage
 from rocketstore import MessageStore, StoreConfig
 from rocketstore.client import CorruptMessageError, Message, decode_messages, encode_batch
-from rocketstore.client.codec import decode_batch
+from rocketstore.client.codec import decode_batch, decode_messages_py
 from rocketstore.client.message import (
     create_offset_msg_id,
     decode_offset_msg_id,
@@ -34,9 +34,11 @@ def test_decodes_every_record_rocketmq_wrote() -> None:
     by_offset = {e["commitLogOffset"]: e for e in expected}
     decoded = 0
     for offset, want in sorted(by_offset.items()):
-        msgs = decode_messages(memoryview(data)[offset:offset + want["storeSize"]], decompress=False)
+        record = memoryview(data)[offset:offset + want["storeSize"]]
+        msgs = decode_messages(record, decompress=False)
         assert len(msgs) == 1
         got = msgs[0]
+        assert fields(got) == fields(decode_messages_py(record, decompress=False)[0])
         assert got.topic == want["topic"]
         assert got.queue_id == want["queueId"]
         assert got.queue_offset == want["queueOffset"]
@@ -99,13 +101,44 @@ def test_truncated_and_corrupt_records_raise(tmp_path: Path) -> None:
         decode_messages(bytes(bad_body))
 
 
+def fields(msg) -> dict:
+    names = ("topic", "body", "flag", "properties", "queue_id", "store_size", "queue_offset", "sys_flag",
+             "born_timestamp", "born_host", "store_timestamp", "store_host", "commit_log_offset", "body_crc",
+             "reconsume_times", "prepared_transaction_offset", "broker_name", "offset_msg_id", "msg_id")
+    return {name: getattr(msg, name) for name in names}
+
+
+def outcome(decode, data: bytes) -> object:
+    try:
+        return [fields(m) for m in decode(data, broker_name="b")]
+    except CorruptMessageError as exc:
+        return ("corrupt", str(exc))
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.binary(max_size=400))
 def test_garbage_never_raises_anything_else(data: bytes) -> None:
-    try:
-        decode_messages(data)
-    except CorruptMessageError:
-        pass
+    assert outcome(decode_messages, data) == outcome(decode_messages_py, data)
+
+
+@pytest.fixture(scope="module")
+def sample_records(tmp_path_factory: pytest.TempPathFactory) -> bytes:
+    with MessageStore.open(tmp_path_factory.mktemp("s") / "store", StoreConfig(mapped_file_size_commit_log=1 << 20)) as store:
+        for i in range(3):
+            store.put_message(StoreMessage("topic", b"b" * (i * 7), tags="t", keys=[f"k{i}"],
+                                           properties={"p": "\u00e9" * (i + 1)}), queue_id=i)
+        return b"".join(bytes(m.record) for m in store.scan())
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.data())
+def test_native_and_reference_decoders_agree_on_damaged_records(sample_records: bytes, data: st.DataObject) -> None:
+    damaged = bytearray(sample_records)
+    for _ in range(data.draw(st.integers(0, 4))):
+        index = data.draw(st.integers(0, len(damaged) - 1))
+        damaged[index] = data.draw(st.integers(0, 255))
+    cut = data.draw(st.integers(0, len(damaged)))
+    assert outcome(decode_messages, bytes(damaged[:cut])) == outcome(decode_messages_py, bytes(damaged[:cut]))
 
 
 def test_batch_round_trip() -> None:

@@ -70,8 +70,10 @@ def test_clustering_group_of_two_gets_every_message_once(tmp_path: Path) -> None
             everything = sent | {b"warm-up"}
             assert wait_for(lambda: set(a.bodies()) | set(b.bodies()) >= everything, 30)
             time.sleep(1.0)
-            counts = Counter(a.bodies() + b.bodies())
-            assert set(counts) == everything and max(counts.values()) == 1
+            # what was sent once the group had settled comes exactly once (the warm-up may come
+            # twice: RocketMQ's consumers are at-least-once while queues move between members)
+            counts = Counter(body for body in a.bodies() + b.bodies() if body != b"warm-up")
+            assert set(counts) == sent and max(counts.values()) == 1
             assert a.bodies() and b.bodies()                # the group shared the work
             assert not set(first.core.process_queues) & set(second.core.process_queues)
         finally:
@@ -183,4 +185,39 @@ def test_a_failing_listener_gets_retries_then_the_dlq(tmp_path: Path) -> None:
                 (dead,) = admin.query_msg_by_key("%DLQ%DG", "poison-key")
                 assert dead.body == b"poison" and dead.msg_id == poison.uniq_key
         finally:
+            pc.shutdown()
+
+
+@pytest.mark.parametrize("limits,body_size,most_cached", [
+    ({"pull_threshold_for_queue": 40}, 100, lambda pq: pq.msg_count <= 40 + 10),
+    ({"pull_threshold_size_for_queue": 1}, 100_000, lambda pq: pq.msg_size <= (1 << 20) + 10 * 100_000),
+])
+def test_flow_control_stops_pulling_a_full_queue(tmp_path: Path, limits, body_size: int, most_cached) -> None:
+    with cluster(tmp_path) as c, Producer("PG", namesrv_addr=c.namesrv_addr,
+                                          compress_msg_body_over_howmuch=1 << 30) as producer:
+        topic = "Flow"
+        with AdminClient(namesrv_addr=c.namesrv_addr) as admin:
+            admin.update_topic(topic, cluster="TestCluster", read_queue_nums=1, write_queue_nums=1)
+        for i in range(200):
+            producer.send(Message(topic, str(i).encode().ljust(body_size, b".")))
+        gate = threading.Event()
+        consumed: list[bytes] = []
+
+        def listener(messages: list[MessageExt]) -> None:
+            gate.wait(60)
+            consumed.extend(m.body for m in messages)
+
+        pc = PushConsumer("FlowCG", namesrv_addr=c.namesrv_addr, pull_batch_size=10, consume_thread_min=2, consume_thread_max=2,
+                          **FAST, **limits)
+        pc.subscribe(topic)
+        pc.register_message_listener(listener)
+        pc.start()
+        try:
+            assert wait_for(lambda: pc.core.flow_control_times > 20, 30)
+            (pq,) = pc.core.process_queues.values()
+            assert most_cached(pq) and pq.msg_count < 200
+            gate.set()
+            assert wait_for(lambda: len(consumed) == 200, 60)
+        finally:
+            gate.set()
             pc.shutdown()

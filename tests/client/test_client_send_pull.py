@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-from cluster import cluster
+from cluster import cluster, wait_for
 
 from rocketstore.client import (
     Message,
@@ -135,6 +135,8 @@ def test_pull_consumer_assign_seek_commit(tmp_path: Path) -> None:
         with PullConsumer("Seeker", namesrv_addr=c.namesrv_addr, auto_commit=False) as consumer:
             consumer.assign([mq])
             assert consumer.assignment() == {mq}
+            # the broker's ConsumeQueue follows its CommitLog a few ms behind
+            assert wait_for(lambda: consumer.max_offset(mq) == 30, 10)
             consumer.seek(mq, 10)
             got = read_all(consumer, 20)
             assert [m.body for m in got] == [f"m{i}".encode() for i in range(10, 30)]

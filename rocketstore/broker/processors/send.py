@@ -182,6 +182,8 @@ class SendMessageProcessor:
         self.loop = writer.loop
         self._cluster = config.broker_cluster_name
         self._send_queue_wait_s = config.wait_time_mills_in_send_queue / 1000
+        self._put_lock = self.store.commit_log.put_lock
+        self._page_cache_busy_ns = self.store.config.os_page_cache_busy_timeout_mills * 1_000_000
         self._reply_extra = {"MSG_REGION": config.region_id, "TRACE_ON": "true" if config.trace_on else "false"}
 
     def register_with(self, server: RemotingServer) -> None:
@@ -213,7 +215,7 @@ class SendMessageProcessor:
             self.stats.busy_rejections += 1
             return ("[TIMEOUT_CLEAN_QUEUE]broker busy, start flow control for a while, period in "
                     f"queue: {waited * 1000:.0f}ms")
-        if self.store.is_os_page_cache_busy():
+        if self._put_lock.held_ns > self._page_cache_busy_ns:
             self.stats.busy_rejections += 1
             return "[PC_SYNCHRONIZED]broker busy, start flow control for a while"
         return None
