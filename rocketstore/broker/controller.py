@@ -147,6 +147,7 @@ class BrokerController:
             self.config.notify_consumer_ids_changed_enable)
         self.schedule = ScheduleMessageService(store, writer, os.path.join(self.root, CONFIG_DIR, "delayOffset.json"))
         self.schedule.load()
+        store.reput.add_arrival_listener(self.schedule.arrival)
         self.send_processor = SendMessageProcessor(self.config, writer, self.topics, self.groups,
                                                    self.stats)
         self.pull_processor = pull
