@@ -103,6 +103,7 @@ ROCKETMQ_DEFAULTS: dict[str, Any] = {
     # RocketMQ 4.9's system properties rocketmq.broker.diskSpace*Ratio, as percent
     "disk_space_clean_forcibly_ratio": 85,
     "disk_space_warning_level_ratio": 90,
+    "commit_log_write_through": True,
 }
 
 # Every property key RocketMQ 4.9's broker reads into MessageStoreConfig (its setters), plus ours.
@@ -133,7 +134,7 @@ ROCKETMQ_KEYS = {
     "enableScheduleAsyncDeliver", "scheduleAsyncDeliverMaxPendingLimit",
     "scheduleAsyncDeliverMaxResendNum2Blocked",
 }  # fmt: skip
-ROCKETSTORE_KEYS = {"storeHost", "readOnly", "commitLogPrefaultAhead",
+ROCKETSTORE_KEYS = {"storeHost", "readOnly", "commitLogPrefaultAhead", "commitLogWriteThrough",
                     "diskSpaceCleanForciblyRatio", "diskSpaceWarningLevelRatio"}
 
 
@@ -178,6 +179,7 @@ def test_keys_are_exactly_rocketmq_49_plus_ours() -> None:
         ("store_path_root_dir", "storePathRootDir"),
         ("store_host", "storeHost"),
         ("commit_log_prefault_ahead", "commitLogPrefaultAhead"),
+        ("commit_log_write_through", "commitLogWriteThrough"),
     ],
 )
 def test_property_key_names(name: str, key: str) -> None:

@@ -97,6 +97,7 @@ class BrokerController:
         self._pending_persist: dict[int, Any] = {}
         self._started = False
         self._register_pending = False
+        self._register_again = False
 
     def _server_config(self, port: int) -> RemotingServerConfig:
         return RemotingServerConfig(
@@ -146,6 +147,7 @@ class BrokerController:
             self.config.notify_consumer_ids_changed_enable)
         self.schedule = ScheduleMessageService(store, writer, os.path.join(self.root, CONFIG_DIR, "delayOffset.json"))
         self.schedule.load()
+        store.reput.add_arrival_listener(self.schedule.arrival)
         self.send_processor = SendMessageProcessor(self.config, writer, self.topics, self.groups,
                                                    self.stats)
         self.pull_processor = pull
@@ -176,6 +178,7 @@ class BrokerController:
         self.schedule.start()
         self._schedule_every(self.config.flush_consumer_offset_interval / 1000, self._persist_offsets)
         self._schedule_every(SCAN_NOT_ACTIVE_CHANNEL_S, self._scan_not_active_channels)
+        self._schedule_every(1.0, self.stats.sample)
         self._started = True
         namesrv = self.config.namesrv_addrs
         if namesrv:
@@ -298,16 +301,24 @@ class BrokerController:
             self.register_soon()
 
     def register_soon(self) -> None:
-        """Register with every name server now (once: requests made meanwhile share it)."""
-        if self.registrar is None or self._register_pending:
+        """Register with every name server now; a change made while a registration is in
+        flight is registered right after it (one registration at a time)."""
+        if self.registrar is None:
+            return
+        if self._register_pending:
+            self._register_again = True
             return
         self._register_pending = True
 
         async def register() -> None:
             try:
-                assert self.registrar is not None
-                await self.registrar.register_broker_all(self.topics.registration_table(),
-                                                         self.topics.data_version)
+                while True:
+                    self._register_again = False
+                    assert self.registrar is not None
+                    await self.registrar.register_broker_all(self.topics.registration_table(),
+                                                             self.topics.data_version)
+                    if not self._register_again:
+                        break
             finally:
                 self._register_pending = False
 

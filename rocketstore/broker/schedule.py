@@ -39,9 +39,12 @@ from rocketstore.store.message_store import MessageStore
 
 log = logging.getLogger("rocketstore.broker")
 
-#: RocketMQ's DELAY_FOR_A_WHILE (idle re-check) and DELAY_FOR_A_PERIOD (after a failed put).
+#: RocketMQ's DELAY_FOR_A_WHILE (re-check) and DELAY_FOR_A_PERIOD (after a failed put).
 DELAY_FOR_A_WHILE_S = 0.1
 DELAY_FOR_A_PERIOD_S = 10.0
+#: A level with nothing waiting is looked at again this late, or when a message arrives in
+#: its queue (the store's arrival listener), whichever is first.
+IDLE_RECHECK_S = 1.0
 _SCAN_BATCH = 32
 
 
@@ -55,6 +58,8 @@ class ScheduleMessageService:
         self._clock_ms = clock_ms
         self.offsets: dict[int, int] = {level: 0 for level in range(1, len(self.delays_ms) + 1)}
         self._next_check: dict[int, float] = dict.fromkeys(self.offsets, 0.0)
+        #: levels a message reached since the thread last looked (set by the dispatch thread)
+        self._arrived: set[int] = set()
         self._lock = threading.Lock()
         self._wakeup = threading.Event()
         self._stopped = threading.Event()
@@ -110,6 +115,13 @@ class ScheduleMessageService:
     def wakeup(self) -> None:
         self._wakeup.set()
 
+    def arrival(self, topic: str, queue_id: int, next_offset: int) -> None:
+        """The store's arrival listener (its dispatch thread): a message reached a level."""
+        if topic == SCHEDULE_TOPIC and 0 <= queue_id < len(self.delays_ms):
+            with self._lock:
+                self._arrived.add(queue_id + 1)
+            self._wakeup.set()
+
     def shutdown(self, timeout_s: float = 10.0) -> None:
         self._stopped.set()
         self._wakeup.set()
@@ -125,6 +137,10 @@ class ScheduleMessageService:
         last_persist = time.monotonic()
         while not self._stopped.is_set():
             now = time.monotonic()
+            with self._lock:
+                arrived, self._arrived = self._arrived, set()
+            for level in arrived:
+                self._next_check[level] = min(self._next_check[level], now)
             for level in self.offsets:
                 if self._next_check[level] <= now and not self._stopped.is_set():
                     try:
@@ -149,6 +165,8 @@ class ScheduleMessageService:
         delay_ms = self.delays_ms[queue_id]
         while not self._stopped.is_set():
             offset = self.offsets[level]
+            if self.store.get_max_offset_in_queue(SCHEDULE_TOPIC, queue_id) <= offset:
+                return IDLE_RECHECK_S     # nothing waits: an arrival wakes it sooner
             result = self.store.get_message("SCHEDULE_SERVICE", SCHEDULE_TOPIC, queue_id, offset,
                                             _SCAN_BATCH, "*")
             if result.status in (GetMessageStatus.OFFSET_TOO_SMALL, GetMessageStatus.OFFSET_OVERFLOW_BADLY):

@@ -10,27 +10,40 @@ from collections.abc import Callable
 
 
 class _Rate:
-    """Events per second over a sliding window of one-second buckets."""
+    """Events per second over a sliding window: the running total is sampled once a second
+    at most (on the first event or query of that second), not bucketed per event."""
 
     def __init__(self, window_s: int = 60, clock: Callable[[], float] = time.monotonic) -> None:
         self.window_s = window_s
         self._clock = clock
-        self._buckets: collections.deque[list[float]] = collections.deque()
+        self.total = 0
+        self._samples: collections.deque[tuple[int, int]] = collections.deque()
+        self._sampled_second = -1
 
     def add(self, count: int) -> None:
+        self.total += count
+
+    def _sample(self) -> None:
         second = int(self._clock())
-        if self._buckets and self._buckets[-1][0] == second:
-            self._buckets[-1][1] += count
-        else:
-            self._buckets.append([second, count])
-            while self._buckets and self._buckets[0][0] <= second - self.window_s:
-                self._buckets.popleft()
+        if second != self._sampled_second:
+            self._sampled_second = second
+            self._samples.append((second, self.total))
+            while self._samples and self._samples[0][0] < second - self.window_s:
+                self._samples.popleft()
 
     def per_second(self, over_s: int | None = None) -> float:
-        over_s = over_s or self.window_s
-        now = int(self._clock())
-        total = sum(count for second, count in self._buckets if second > now - over_s)
-        return total / over_s
+        """The rate over the last over_s seconds (the window at most)."""
+        over_s = min(over_s or self.window_s, self.window_s)
+        self._sample()
+        now = self._sampled_second
+        base = None
+        for second, total in self._samples:
+            if second >= now - over_s:
+                base = (second, total)
+                break
+        if base is None or base[0] >= now:
+            return 0.0
+        return (self.total - base[1]) / (now - base[0])
 
 
 class BrokerStats:
@@ -52,7 +65,14 @@ class BrokerStats:
         self.put_messages += messages
         self.put_bytes += size
         self.put_by_topic[topic] += messages
-        self._put_rate.add(messages)
+        self._put_rate.total += messages
+
+    def sample(self) -> None:
+        """Once a second (the controller's timer): the rates' reference points."""
+        self._put_rate._sample()
+        self._got_rate._sample()
+        for rate in self._got_rate_by_group_topic.values():
+            rate._sample()
 
     def record_get(self, group: str, topic: str, messages: int, size: int) -> None:
         self.got_messages += messages

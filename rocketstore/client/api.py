@@ -12,8 +12,7 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -44,6 +43,10 @@ FLAG_SUSPEND = 0x2
 FLAG_SUBSCRIPTION = 0x4
 FLAG_CLASS_FILTER = 0x8
 
+#: Send answers that mean "stored" (plain ints: an IntEnum member hashes slowly).
+_SEND_STORED_CODES = frozenset(int(code) for code in (
+    ResponseCode.SUCCESS, ResponseCode.FLUSH_DISK_TIMEOUT, ResponseCode.FLUSH_SLAVE_TIMEOUT,
+    ResponseCode.SLAVE_NOT_AVAILABLE))
 _PULL_STATUS = {
     ResponseCode.SUCCESS: PullStatus.FOUND,
     ResponseCode.PULL_NOT_FOUND: PullStatus.NO_NEW_MSG,
@@ -74,8 +77,7 @@ def _json_body(response: RemotingCommand, what: str) -> Any:
         raise MQClientError(f"{what} reply body is not JSON: {exc}") from None
 
 
-@dataclass(frozen=True)
-class SendReply:
+class SendReply(NamedTuple):
     code: int
     msg_id: str
     queue_id: int
@@ -149,17 +151,17 @@ class ClientAPI:
 
     # ---- sending ----
 
-    async def send_message(self, address: str, header: dict[str, str], body: bytes, *,
+    async def send_message(self, address: str, header_v2: dict[str, str], body: bytes, *,
                            batch: bool, timeout: float, oneway: bool = False) -> SendReply | None:
-        """SEND_MESSAGE_V2 (SEND_BATCH_MESSAGE for a batch) with one-letter header names."""
+        """SEND_MESSAGE_V2 (SEND_BATCH_MESSAGE for a batch); ``header_v2`` has the one-letter
+        names (``a`` producerGroup ... ``m`` batch: :data:`SEND_HEADER_V2_NAMES`)."""
         code = RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE_V2
-        request = create_request(code, _send_header_v2(header), body, oneway=oneway)
+        request = create_request(code, header_v2, body, oneway=oneway)
         if oneway:
             await self.remoting.invoke_oneway(address, request, timeout)
             return None
         response = await self.remoting.invoke(address, request, timeout)
-        if response.code not in (ResponseCode.SUCCESS, ResponseCode.FLUSH_DISK_TIMEOUT,
-                                 ResponseCode.FLUSH_SLAVE_TIMEOUT, ResponseCode.SLAVE_NOT_AVAILABLE):
+        if response.code not in _SEND_STORED_CODES:
             raise MQBrokerError(response.code, response.remark, address)
         ext = response.ext_fields
         return SendReply(
@@ -203,7 +205,7 @@ class ClientAPI:
             suggest_which_broker_id=_int_field(response, "suggestWhichBrokerId", 0),
         )
         if status is PullStatus.FOUND:
-            result.messages = decode_messages(response.body or b"", broker_name=broker_name or mq.broker_name)
+            result.messages = decode_messages(_body(response), broker_name=broker_name or mq.broker_name)
         return result
 
     # ---- offsets ----
@@ -318,14 +320,14 @@ class ClientAPI:
         if response.code == ResponseCode.QUERY_NOT_FOUND:
             return []
         _check(response, address)
-        return decode_messages(response.body or b"", broker_name=broker_name)
+        return decode_messages(_body(response), broker_name=broker_name)
 
     async def view_message(self, address: str, commit_log_offset: int, timeout: float,
                            broker_name: str | None = None) -> Any:
         request = create_request(RequestCode.VIEW_MESSAGE_BY_ID, {"offset": str(commit_log_offset)})
         response = await self.remoting.invoke(address, request, timeout)
         _check(response, address)
-        messages = decode_messages(response.body or b"", broker_name=broker_name)
+        messages = decode_messages(_body(response), broker_name=broker_name)
         if not messages:
             raise MQClientError(f"{address} returned no message at CommitLog offset {commit_log_offset}")
         return messages[0]
@@ -336,6 +338,16 @@ class ClientAPI:
         response = await self.remoting.invoke(address, create_request(code, ext or {}, body), timeout)
         _check(response, address)
         return response
+
+
+def _body(response: RemotingCommand) -> bytes | bytearray | memoryview:
+    """A received body, as one buffer (received frames carry one; joined otherwise)."""
+    body = response.body
+    if body is None:
+        return b""
+    if isinstance(body, (bytes, bytearray, memoryview)):
+        return body
+    return response.body_bytes()
 
 
 def _check(response: RemotingCommand, address: str) -> None:
@@ -350,12 +362,9 @@ def _copy(request: RemotingCommand) -> RemotingCommand:
                           oneway=request.is_oneway)
 
 
-_V2_NAMES = {
+#: SendMessageRequestHeader's names and SEND_MESSAGE_V2's one-letter ones.
+SEND_HEADER_V2_NAMES = {
     "producerGroup": "a", "topic": "b", "defaultTopic": "c", "defaultTopicQueueNums": "d",
     "queueId": "e", "sysFlag": "f", "bornTimestamp": "g", "flag": "h", "properties": "i",
     "reconsumeTimes": "j", "unitMode": "k", "maxReconsumeTimes": "l", "batch": "m",
 }
-
-
-def _send_header_v2(header: dict[str, str]) -> dict[str, str]:
-    return {_V2_NAMES[name]: value for name, value in header.items()}

@@ -12,14 +12,17 @@ from __future__ import annotations
 import enum
 import os
 import random
+import re
 import socket
 import threading
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 #: RocketMQ's Validators: topic names.
 MAX_TOPIC_LENGTH = 127
+_TOPIC_RE = re.compile(r"[%|a-zA-Z0-9_-]{1,127}")
 _TOPIC_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789%|_-")
 NAME_VALUE_SEPARATOR = "\x01"
 PROPERTY_SEPARATOR = "\x02"
@@ -80,6 +83,8 @@ def validate_topic(topic: object) -> str:
     """RocketMQ's rule: 1..127 characters of ``[%|a-zA-Z0-9_-]``. Raises naming ``topic``."""
     if not isinstance(topic, str):
         raise TypeError(f"topic must be str, got {type(topic).__name__}")
+    if _TOPIC_RE.fullmatch(topic):
+        return topic
     if not topic:
         raise ValueError("topic must not be empty")
     if len(topic) > MAX_TOPIC_LENGTH:
@@ -357,8 +362,7 @@ def format_host(raw: bytes) -> str:
     return f"[{socket.inet_ntop(socket.AF_INET6, raw[:16])}]:{port}"
 
 
-@dataclass(frozen=True, order=True, slots=True)
-class MessageQueue:
+class MessageQueue(NamedTuple):
     """One queue of a topic on one broker; sorted as RocketMQ sorts them (topic, broker, id)."""
 
     topic: str
@@ -386,7 +390,7 @@ class SendStatus(enum.Enum):
     SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class SendResult:
     """What a send got: ``msg_id`` is the client's id (UNIQ_KEY; comma-joined for a batch),
     ``offset_msg_id`` the broker's (store host + CommitLog offset), ``queue_offset`` the

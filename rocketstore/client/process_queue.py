@@ -104,7 +104,7 @@ class ProcessQueue:
 
     def take_messages(self, batch_size: int) -> list[MessageExt]:
         """The next ``batch_size`` messages in offset order, moved to the consuming set."""
-        taken = []
+        taken: list[MessageExt] = []
         while self._offsets and len(taken) < batch_size:
             offset = self._offsets.pop(0)
             msg = self._messages.pop(offset)

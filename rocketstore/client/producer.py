@@ -47,19 +47,21 @@ from rocketstore.remoting.errors import RemotingConnectError, RemotingError
 log = logging.getLogger("rocketstore.client")
 
 #: Broker answers after which a synchronous send tries another broker (DefaultMQProducer).
-RETRY_RESPONSE_CODES = frozenset({
+RETRY_RESPONSE_CODES = frozenset(int(code) for code in {
     ResponseCode.TOPIC_NOT_EXIST, ResponseCode.SERVICE_NOT_AVAILABLE, ResponseCode.SYSTEM_ERROR,
     ResponseCode.SYSTEM_BUSY, ResponseCode.NO_PERMISSION, ResponseCode.NO_BUYER_ID,
     ResponseCode.NOT_IN_CURRENT_UNIT,
 })
 _SEND_STATUS = {
-    ResponseCode.SUCCESS: SendStatus.SEND_OK,
-    ResponseCode.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT,
-    ResponseCode.FLUSH_SLAVE_TIMEOUT: SendStatus.FLUSH_SLAVE_TIMEOUT,
-    ResponseCode.SLAVE_NOT_AVAILABLE: SendStatus.SLAVE_NOT_AVAILABLE,
+    int(ResponseCode.SUCCESS): SendStatus.SEND_OK,
+    int(ResponseCode.FLUSH_DISK_TIMEOUT): SendStatus.FLUSH_DISK_TIMEOUT,
+    int(ResponseCode.FLUSH_SLAVE_TIMEOUT): SendStatus.FLUSH_SLAVE_TIMEOUT,
+    int(ResponseCode.SLAVE_NOT_AVAILABLE): SendStatus.SLAVE_NOT_AVAILABLE,
 }
 #: How long a broker that refused a connection is avoided (with send_latency_fault_enable).
 _NOT_AVAILABLE_SECONDS = 30.0
+_COMPRESSED = int(SysFlag.COMPRESSED)
+_TRANSACTION_PREPARED = int(SysFlag.TRANSACTION_PREPARED)
 
 
 class CommunicationMode(enum.Enum):
@@ -93,6 +95,7 @@ class AsyncProducer:
                  **options: Any) -> None:
         self.config = _make_config(config, producer_group, options)
         self.group = self.config.producer_group
+        self._default_queue_nums = str(self.config.default_topic_queue_nums)
         self._instance: ClientInstance | None = None
         self._publish: dict[str, TopicPublishInfo] = {}
         self._unavailable_until: dict[str, float] = {}
@@ -286,31 +289,33 @@ class AsyncProducer:
         body = msg.body
         if not batch and len(body) > self.config.compress_msg_body_over_howmuch:
             body = zlib.compress(body, self.config.compress_level)
-            sys_flag |= SysFlag.COMPRESSED
-        if msg.properties.get(MessageConst.TRANSACTION_PREPARED) == "true":
-            sys_flag |= SysFlag.TRANSACTION_PREPARED
-        properties = dict(msg.properties)
-        header = {
-            "producerGroup": self.group,
-            "topic": msg.topic,
-            "defaultTopic": self.config.create_topic_key,
-            "defaultTopicQueueNums": str(self.config.default_topic_queue_nums),
-            "queueId": str(mq.queue_id),
-            "sysFlag": str(int(sys_flag)),
-            "bornTimestamp": str(int(time.time() * 1000)),
-            "flag": str(msg.flag),
-            "reconsumeTimes": "0",
-            "unitMode": "false",
-            "batch": "true" if batch else "false",
-        }
+            sys_flag |= _COMPRESSED
+        properties = msg.properties
+        if properties.get(MessageConst.TRANSACTION_PREPARED) == "true":
+            sys_flag |= _TRANSACTION_PREPARED
+        reconsume_times = "0"
+        max_reconsume_times = None
         if msg.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
-            reconsume = properties.pop(MessageConst.RECONSUME_TIME, None)
-            if reconsume is not None:
-                header["reconsumeTimes"] = reconsume
-            max_times = properties.pop(MessageConst.MAX_RECONSUME_TIMES, None)
-            if max_times is not None:
-                header["maxReconsumeTimes"] = max_times
-        header["properties"] = encode_properties(properties)
+            properties = dict(properties)
+            reconsume_times = properties.pop(MessageConst.RECONSUME_TIME, "0")
+            max_reconsume_times = properties.pop(MessageConst.MAX_RECONSUME_TIMES, None)
+        # SEND_MESSAGE_V2's one-letter names (SendMessageRequestHeaderV2)
+        header = {
+            "a": self.group,
+            "b": msg.topic,
+            "c": self.config.create_topic_key,
+            "d": self._default_queue_nums,
+            "e": str(mq.queue_id),
+            "f": str(sys_flag),
+            "g": str(int(time.time() * 1000)),
+            "h": str(msg.flag),
+            "i": encode_properties(properties),
+            "j": reconsume_times,
+            "k": "false",
+            "m": "true" if batch else "false",
+        }
+        if max_reconsume_times is not None:
+            header["l"] = max_reconsume_times
         reply = await instance.api.send_message(address, header, body, batch=batch, timeout=timeout,
                                                 oneway=mode is CommunicationMode.ONEWAY)
         if reply is None:
@@ -319,7 +324,7 @@ class AsyncProducer:
                   if isinstance(msg, _BatchMessage) else msg.properties[MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX])
         queue_id = reply.queue_id if reply.queue_id >= 0 else mq.queue_id
         return SendResult(
-            send_status=_SEND_STATUS[reply.code],  # type: ignore[index]
+            send_status=_SEND_STATUS[reply.code],
             msg_id=msg_id,
             offset_msg_id=reply.msg_id,
             message_queue=MessageQueue(mq.topic, mq.broker_name, queue_id),
@@ -333,6 +338,7 @@ class _BatchMessage(Message):
     """Messages of one topic encoded as one batch body (RocketMQ's MessageBatch)."""
 
     __slots__ = ("messages",)
+    messages: list[Message]
 
     @classmethod
     def of(cls, messages: Sequence[Message]) -> _BatchMessage:

@@ -19,9 +19,14 @@ from __future__ import annotations
 import logging
 import random
 import struct
-from dataclasses import dataclass, field
 from typing import Any
 
+from rocketstore._native.send_header import (
+    SendHeaderError,
+    SendRequestHeader,
+    decode_send_header,
+    parse_properties_text,
+)
 from rocketstore.broker.config import PERM_READ, PERM_WRITE, BrokerConfig
 from rocketstore.broker.message_writer import MessageWriter
 from rocketstore.broker.stats import BrokerStats
@@ -42,13 +47,13 @@ from rocketstore.message import (
     validate_topic,
 )
 from rocketstore.remoting import (
+    HeaderFieldError,
     RemotingCommand,
     RemotingConnection,
     RemotingServer,
     RequestCode,
     ResponseCode,
     create_response,
-    decode_header,
 )
 
 log = logging.getLogger("rocketstore.broker")
@@ -78,53 +83,11 @@ _CLIENT_SYS_FLAGS = 0xF
 _TRANSACTION_MASK = 0xC
 
 
-@dataclass
-class SendMessageRequestHeader:
-    producer_group: str
-    topic: str
-    default_topic: str
-    default_topic_queue_nums: int
-    queue_id: int
-    sys_flag: int
-    born_timestamp: int
-    flag: int
-    properties: str | None = None
-    reconsume_times: int | None = None
-    unit_mode: bool | None = None
-    batch: bool | None = None
-    max_reconsume_times: int | None = None
-
-
-@dataclass
-class SendMessageRequestHeaderV2:
-    """SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE: the same fields under one-letter keys."""
-
-    producer_group: str = field(metadata={"key": "a"})
-    topic: str = field(metadata={"key": "b"})
-    default_topic: str = field(metadata={"key": "c"})
-    default_topic_queue_nums: int = field(metadata={"key": "d"})
-    queue_id: int = field(metadata={"key": "e"})
-    sys_flag: int = field(metadata={"key": "f"})
-    born_timestamp: int = field(metadata={"key": "g"})
-    flag: int = field(metadata={"key": "h"})
-    properties: str | None = field(default=None, metadata={"key": "i"})
-    reconsume_times: int | None = field(default=None, metadata={"key": "j"})
-    unit_mode: bool | None = field(default=None, metadata={"key": "k"})
-    max_reconsume_times: int | None = field(default=None, metadata={"key": "l"})
-    batch: bool | None = field(default=None, metadata={"key": "m"})
-
-
-def parse_properties_text(text: str | None) -> dict[str, str]:
-    """RocketMQ's string2messageProperties: ``name\\x01value`` pairs joined by ``\\x02``;
-    pairs with an empty name or value are dropped."""
-    out: dict[str, str] = {}
-    if not text:
-        return out
-    for pair in text.split("\x02"):
-        name, sep, value = pair.partition("\x01")
-        if sep and name and value:
-            out[name] = value
-    return out
+def _header(ext: dict[str, Any], v2: bool) -> SendRequestHeader:
+    try:
+        return decode_send_header(ext, v2)
+    except SendHeaderError as exc:
+        raise HeaderFieldError(exc.field, str(exc).split(" ", 3)[-1]) from None
 
 
 class BatchBodyError(ValueError):
@@ -182,6 +145,8 @@ class SendMessageProcessor:
         self.loop = writer.loop
         self._cluster = config.broker_cluster_name
         self._send_queue_wait_s = config.wait_time_mills_in_send_queue / 1000
+        self._put_lock = self.store.commit_log.put_lock
+        self._page_cache_busy_ns = self.store.config.os_page_cache_busy_timeout_mills * 1_000_000
         self._reply_extra = {"MSG_REGION": config.region_id, "TRACE_ON": "true" if config.trace_on else "false"}
 
     def register_with(self, server: RemotingServer) -> None:
@@ -192,13 +157,13 @@ class SendMessageProcessor:
     # ---- entry points ----
 
     def send_message(self, ctx: RemotingConnection, request: RemotingCommand) -> Any:
-        return self._send(ctx, request, decode_header(request.ext_fields, SendMessageRequestHeader))
+        return self._send(ctx, request, _header(request.ext_fields, False))
 
     def send_message_v2(self, ctx: RemotingConnection, request: RemotingCommand) -> Any:
-        return self._send(ctx, request, decode_header(request.ext_fields, SendMessageRequestHeaderV2))
+        return self._send(ctx, request, _header(request.ext_fields, True))
 
     def send_batch_message(self, ctx: RemotingConnection, request: RemotingCommand) -> Any:
-        header = decode_header(request.ext_fields, SendMessageRequestHeaderV2)
+        header = _header(request.ext_fields, True)
         header.batch = True
         return self._send(ctx, request, header)
 
@@ -213,13 +178,13 @@ class SendMessageProcessor:
             self.stats.busy_rejections += 1
             return ("[TIMEOUT_CLEAN_QUEUE]broker busy, start flow control for a while, period in "
                     f"queue: {waited * 1000:.0f}ms")
-        if self.store.is_os_page_cache_busy():
+        if self._put_lock.held_ns > self._page_cache_busy_ns:
             self.stats.busy_rejections += 1
             return "[PC_SYNCHRONIZED]broker busy, start flow control for a while"
         return None
 
     def _send(self, ctx: RemotingConnection, request: RemotingCommand,
-              header: SendMessageRequestHeader | SendMessageRequestHeaderV2) -> Any:
+              header: SendRequestHeader) -> Any:
         busy = self._busy(ctx)
         if busy is not None:
             return create_response(request, ResponseCode.SYSTEM_BUSY, busy)
@@ -296,7 +261,7 @@ class SendMessageProcessor:
                                "the message is stored, its flush to disk timed out",
                                ext_fields=ok.ext_fields)
 
-    def _topic_config(self, header: SendMessageRequestHeader | SendMessageRequestHeaderV2
+    def _topic_config(self, header: SendRequestHeader
                       ) -> TopicConfig | None:
         topic = header.topic
         cfg = self.topics.select(topic)
@@ -327,7 +292,7 @@ class SendMessageProcessor:
         return dlq, 0
 
     def _send_batch(self, ctx: RemotingConnection, request: RemotingCommand,
-                    header: SendMessageRequestHeader | SendMessageRequestHeaderV2,
+                    header: SendRequestHeader,
                     topic_config: TopicConfig, queue_id: int, sys_flag: int) -> Any:
         topic = header.topic
         if topic.startswith(RETRY_GROUP_TOPIC_PREFIX) or topic.startswith(DLQ_GROUP_TOPIC_PREFIX):
