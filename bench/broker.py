@@ -823,6 +823,7 @@ def measure_cpp(args: argparse.Namespace, dirs: C.TempDirs, rows: list[Row]) -> 
             run(create_topic(broker.address, TOPIC, args.queues))
             run(wait_for_route(namesrv.address, "TBW102"))  # else the client's first sends fail
             home = tempfile.mkdtemp(prefix="cpp-home-", dir=root)
+            cpu0, wall0 = broker.cpu_seconds(), time.perf_counter()
             proc = subprocess.run([sys.executable, "-c", CPP_WORKER, namesrv.address, TOPIC,
                                    str(args.cpp_threads), str(args.cpp_seconds), "100"],
                                   capture_output=True, text=True, timeout=args.cpp_seconds + 120,
@@ -832,13 +833,17 @@ def measure_cpp(args: argparse.Namespace, dirs: C.TempDirs, rows: list[Row]) -> 
                 row.note = f"the C++ client run failed: {(proc.stdout + proc.stderr)[-500:]}"
                 print(f"  {row.note}")
                 return
+            busy = (broker.cpu_seconds() - cpu0) / (time.perf_counter() - wall0)
             _, rate, errors = line.split()
             first = next((ln for ln in proc.stdout.splitlines() if ln.startswith("FIRST_ERROR ")), None)
             if first:
                 print(f"    {first}")
             row.rates.append(float(rate))
             row.failures += int(errors)
-            print(f"  C++ client run {repeat + 1}: {float(rate):,.0f} msgs/s ({errors} errors)", flush=True)
+            row.note = (f"broker busy {busy:.0%} of a core meanwhile; errors are the client's own "
+                        "(its log: 'GetTransport ... get timed_mutex timeout')")
+            print(f"  C++ client run {repeat + 1}: {float(rate):,.0f} msgs/s ({errors} errors), "
+                  f"broker CPU {busy:.0%} of a core", flush=True)
         finally:
             if broker is not None:
                 broker.stop()
