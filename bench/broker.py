@@ -840,8 +840,7 @@ def measure_cpp(args: argparse.Namespace, dirs: C.TempDirs, rows: list[Row]) -> 
                 print(f"    {first}")
             row.rates.append(float(rate))
             row.failures += int(errors)
-            row.note = (f"broker busy {busy:.0%} of a core meanwhile; errors are the client's own "
-                        "(its log: 'GetTransport ... get timed_mutex timeout')")
+            row.note = f"broker busy {busy:.0%} of a core meanwhile"
             print(f"  C++ client run {repeat + 1}: {float(rate):,.0f} msgs/s ({errors} errors), "
                   f"broker CPU {busy:.0%} of a core", flush=True)
         finally:
