@@ -2,8 +2,8 @@
 
 :class:`StoreConfig` has one field for every field of Apache RocketMQ 4.9.x's
 ``org.apache.rocketmq.store.config.MessageStoreConfig``, named in snake_case and with the same
-default value, plus three rocketstore-only fields (``store_host``, ``read_only`` and
-``commit_log_prefault_ahead``).
+default value, plus four rocketstore-only fields (``store_host``, ``read_only``,
+``commit_log_prefault_ahead`` and ``commit_log_write_through``).
 
 Broker ``.properties`` files are read with :meth:`StoreConfig.from_properties` and written with
 :meth:`StoreConfig.to_properties`. Keys are the ones RocketMQ's broker reads (``MixAll.
@@ -184,7 +184,8 @@ class StoreConfig:
       ``disk_max_used_space_ratio`` keeps the configured value; RocketMQ's getter clamps it to
       10..95 when used, and ``transient_store_pool_enable`` only takes effect with
       ``ASYNC_FLUSH`` on a non-``SLAVE`` broker (as RocketMQ's getter says).
-    - ``store_host``, ``read_only`` and ``commit_log_prefault_ahead`` are rocketstore's own.
+    - ``store_host``, ``read_only``, ``commit_log_prefault_ahead`` and
+      ``commit_log_write_through`` are rocketstore's own.
     """
 
     # The root directory in which the log data is kept.
@@ -305,6 +306,12 @@ class StoreConfig:
     # background thread (CommitLogPrefaultService), so puts do not pay first-touch page
     # faults; 0 turns it off. Not used with the transient store pool (writes go to buffers).
     commit_log_prefault_ahead: int = _int(32 * 1024 * 1024, high=JAVA_LONG_MAX)
+    # SYNC_FLUSH only: producers append CommitLog records into a buffer, and each group
+    # commit hands them to the file with one pwrite and makes them durable with one
+    # fdatasync (only the blocks written are dirty). False: records go through the mapping
+    # and each group commit msyncs the range (the kernel writes back whole page-cache
+    # folios, and write-protects pages the producers are still filling).
+    commit_log_write_through: bool = _bool(True)
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):

@@ -100,6 +100,7 @@ ROCKETMQ_DEFAULTS: dict[str, Any] = {
     "store_host": "127.0.0.1:10911",
     "read_only": False,
     "commit_log_prefault_ahead": 32 * 1024 * 1024,
+    "commit_log_write_through": True,
 }
 
 # Every property key RocketMQ 4.9's broker reads into MessageStoreConfig (its setters), plus ours.
@@ -130,7 +131,7 @@ ROCKETMQ_KEYS = {
     "enableScheduleAsyncDeliver", "scheduleAsyncDeliverMaxPendingLimit",
     "scheduleAsyncDeliverMaxResendNum2Blocked",
 }  # fmt: skip
-ROCKETSTORE_KEYS = {"storeHost", "readOnly", "commitLogPrefaultAhead"}
+ROCKETSTORE_KEYS = {"storeHost", "readOnly", "commitLogPrefaultAhead", "commitLogWriteThrough"}
 
 
 @pytest.mark.parametrize("name, expected", sorted(ROCKETMQ_DEFAULTS.items()))
@@ -174,6 +175,7 @@ def test_keys_are_exactly_rocketmq_49_plus_ours() -> None:
         ("store_path_root_dir", "storePathRootDir"),
         ("store_host", "storeHost"),
         ("commit_log_prefault_ahead", "commitLogPrefaultAhead"),
+        ("commit_log_write_through", "commitLogWriteThrough"),
     ],
 )
 def test_property_key_names(name: str, key: str) -> None:

@@ -112,7 +112,9 @@ cdef class Dispatcher:
     # the CommitLog file followed (held) and the position in it
     cdef readonly MappedFile file
     cdef const char* base
-    cdef int64_t* limit_ptr
+    cdef int64_t* wrote_ptr         # the file's wrote and committed positions, and whether
+    cdef int64_t* committed_ptr     # appends go to a buffer (then records are readable
+    cdef bint* buffered_ptr         # once committed to the file); read on every pass
     cdef int64_t file_size
     cdef int64_t from_offset
     cdef int64_t pos
@@ -222,8 +224,9 @@ cdef class Dispatcher:
         self._drop_file()
         self.file = mf
         self.base = mf.base
-        # with a transient pool, records are readable once committed to the file
-        self.limit_ptr = &mf.committed_pos if mf.write_buffer is not None else &mf.wrote_pos
+        self.wrote_ptr = &mf.wrote_pos
+        self.committed_ptr = &mf.committed_pos
+        self.buffered_ptr = &mf.buffered
         self.file_size = mf.file_size
         self.from_offset = mf.file_from_offset
         self.pos = pos
@@ -416,7 +419,7 @@ cdef class Dispatcher:
         self.pass_start = self.pos
         if rs_load_i64(&self.requested) >= 0 or self.base == NULL:
             return S_NO_FILE
-        limit = rs_load_i64(self.limit_ptr)
+        limit = rs_load_i64(self.committed_ptr if self.buffered_ptr[0] else self.wrote_ptr)
         rs_acquire_fence()      # the record bytes were published before the position
         if limit > self.file_size:
             limit = self.file_size

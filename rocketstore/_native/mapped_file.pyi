@@ -44,6 +44,10 @@ class MappedFile:
     def file_size(self) -> int: ...
     @property
     def read_only(self) -> bool: ...
+    @property
+    def write_through(self) -> bool:
+        """Appends go to an own buffer, committed by pwrite and made durable by fdatasync
+        (enable_write_through)."""
 
     # ---- positions ----
     @property
@@ -54,19 +58,19 @@ class MappedFile:
     def wrote_position(self, pos: int) -> None: ...
     @property
     def committed_position(self) -> int:
-        """Bytes in the mapped file (== wrote_position without a write buffer)."""
+        """Bytes in the file (== wrote_position without a write buffer)."""
 
     @committed_position.setter
     def committed_position(self, pos: int) -> None: ...
     @property
     def flushed_position(self) -> int:
-        """Bytes made durable by msync."""
+        """Bytes made durable (msync, or fdatasync of a write-through file)."""
 
     @flushed_position.setter
     def flushed_position(self, pos: int) -> None: ...
     @property
     def read_position(self) -> int:
-        """Bytes a reader may see."""
+        """Bytes a reader may see (committed ones when appends go to a buffer)."""
 
     @property
     def store_timestamp(self) -> int:
@@ -120,15 +124,29 @@ class MappedFile:
         """Flush and let go of the mapping (live views keep it mapped)."""
 
     # ---- flush and commit ----
+    def dirty_range(self, least_pages: int = 0) -> tuple[int, int]:
+        """(start, end) that flush(least_pages) would make durable now; end == start when
+        nothing (or fewer than least_pages pages, the file not full) is dirty."""
+
     def flush(self, least_pages: int = 0) -> int:
-        """msync the dirty pages; returns the flushed position."""
+        """Make [flushed, committed) durable (a write-through file commits first); returns
+        the flushed position."""
+
+    def sync(self, start: int, end: int) -> None:
+        """Make [start, end) durable now (fdatasync of a write-through file, else msync of
+        the range) without moving a position; OSError on failure."""
+
+    def enable_write_through(self) -> None:
+        """Appends go to an own anonymous buffer from now on; commit() writes them to the
+        file with pwrite, flush() then fdatasyncs. Readers see committed bytes only."""
 
     def set_write_buffer(self, buffer: Buffer) -> None:
         """Lend a writable buffer of file_size bytes (TransientStorePool) for appends."""
 
     def commit(self, least_pages: int = 0) -> tuple[int, Buffer | None]:
-        """Copy the write buffer into the file; (committed position, the buffer given back
-        once the file is full, else None)."""
+        """Hand the write buffer's new bytes to the file (pwrite for a write-through file,
+        a copy into the mapping for a pool buffer); (committed position, the pool buffer
+        given back once the file is full, else None)."""
 
     # ---- page cache hints ----
     def prefault(self, start: int, length: int) -> int:

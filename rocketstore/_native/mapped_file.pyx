@@ -12,21 +12,27 @@ import warnings
 
 from cpython.buffer cimport PyBUF_WRITABLE, PyObject_GetBuffer, PyBuffer_Release
 from libc.stdint cimport int64_t
-from libc.errno cimport errno
+from libc.errno cimport EINTR, errno
 from libc.string cimport memcpy, memset
 from posix.mman cimport (
-    MADV_WILLNEED, MAP_ANONYMOUS, MAP_FAILED, MAP_FIXED, MAP_PRIVATE, MAP_SHARED, MS_SYNC,
-    PROT_READ, PROT_WRITE, madvise, mlock, mmap, msync, munlock, munmap,
+    MADV_DONTNEED, MADV_WILLNEED, MAP_ANONYMOUS, MAP_FAILED, MAP_FIXED, MAP_NORESERVE,
+    MAP_PRIVATE, MAP_SHARED, MS_SYNC, PROT_READ, PROT_WRITE, madvise, mlock, mmap, msync,
+    munlock, munmap,
 )
 from posix.time cimport nanosleep, timespec
+from posix.unistd cimport fdatasync, pwrite
 
 from rocketstore._native.includes.atomic cimport (
-    rs_load_i64, rs_load_int, rs_store_int, rs_touch_for_write,
+    rs_load_i64, rs_load_int, rs_store_int, rs_store_release_i64,
+    rs_touch_for_write,
 )
 
 cdef enum:
     OS_PAGE_SIZE = 4096
     MADV_POPULATE_WRITE = 23    # Linux 5.14+; older kernels answer EINVAL
+    # write-through: buffer pages below the committed position go back to the OS this many
+    # bytes at a time (one madvise, one TLB flush per 4 MiB, a few MiB resident at most)
+    RELEASE_CHUNK = 4 << 20
 
 
 cdef class StopFlag:
@@ -188,6 +194,7 @@ cdef class MappedFile:
         self.first_shutdown_ms = 0
 
     def __dealloc__(self):
+        self._drop_through_buffer()
         if self.base != NULL:
             munmap(self.base, <size_t>self.file_size)
             self.base = NULL
@@ -211,7 +218,7 @@ cdef class MappedFile:
 
     @property
     def committed_position(self):
-        return self.committed_pos if self.write_buffer is not None else self.wrote_pos
+        return self.committed_pos if self.buffered else self.wrote_pos
 
     @committed_position.setter
     def committed_position(self, int64_t pos):
@@ -229,7 +236,8 @@ cdef class MappedFile:
 
     @property
     def read_position(self):
-        """Bytes a reader may see: committed ones when a transient pool buffer is in use."""
+        """Bytes a reader may see: committed ones when appends go to a buffer (transient
+        pool or write-through)."""
         return self.read_limit()
 
     @property
@@ -310,7 +318,10 @@ cdef class MappedFile:
             raise ValueError(f"zero of {size} bytes at {pos} outside {self.file_name}")
         with nogil:
             memset(self.base + pos, 0, size)
-            if self.wbase != self.base:
+            # a pool buffer is copied into the file whole; the write-through buffer only
+            # from the committed position on, which a truncation moves here: its bytes are
+            # written again before they are committed
+            if self.wbase != self.base and not self.write_through:
                 memset(self.wbase + pos, 0, size)
 
     # ---- reads -----------------------------------------------------------------------------
@@ -349,11 +360,13 @@ cdef class MappedFile:
             self._cleanup()
 
     cdef void _cleanup(self):
+        self._drop_through_buffer()
         if self.base != NULL:
             munmap(self.base, <size_t>self.file_size)
             self.base = NULL
         self.wbase = NULL
         self.write_buffer = None
+        self.buffered = False
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
@@ -395,36 +408,138 @@ cdef class MappedFile:
             self.release()
 
     # ---- flush and commit ------------------------------------------------------------------
+    def dirty_range(self, int least_pages=0):
+        """(start, end): the bytes flush(least_pages) would make durable now, [flushed,
+        committed); empty (end == start) when there are none or fewer than least_pages
+        pages (unless the file is full), as RocketMQ's isAbleToFlush."""
+        cdef int64_t target = self.committed_position
+        if self.read_only or self.base == NULL or target <= self.flushed_pos:
+            return self.flushed_pos, self.flushed_pos
+        if least_pages > 0 and target < self.file_size and (
+                target // OS_PAGE_SIZE - self.flushed_pos // OS_PAGE_SIZE) < least_pages:
+            return self.flushed_pos, self.flushed_pos
+        return self.flushed_pos, target
+
     def flush(self, int least_pages=0):
-        """msync the dirty pages [flushed, committed); returns the flushed position.
+        """Make the dirty bytes [flushed, committed) durable; returns the flushed position.
+        A write-through file commits what was written first (pwrite), then fdatasyncs; any
+        other file msyncs the range.
 
         With least_pages > 0, only when at least that many pages are dirty (or the file is
         full), as RocketMQ's isAbleToFlush."""
-        cdef int64_t target = self.committed_position
-        cdef int64_t start, length
-        cdef int rc
-        if self.read_only or self.base == NULL or target <= self.flushed_pos:
-            return self.flushed_pos
-        if least_pages > 0 and target < self.file_size and (
-                target // OS_PAGE_SIZE - self.flushed_pos // OS_PAGE_SIZE) < least_pages:
-            return self.flushed_pos
+        if self.write_through and self.buffered:
+            self.commit(0)
+        start, end = self.dirty_range(least_pages)
+        if end > start:
+            self.sync(start, end)
+            self.flushed_pos = end
+        return self.flushed_pos
+
+    def sync(self, int64_t start, int64_t end):
+        """Make [start, end) durable now without moving a position: fdatasync for a
+        write-through file (only its written blocks are dirty), else msync of the pages
+        holding the range. GIL released; OSError on failure."""
+        cdef int err = 0
+        if start < 0 or end < start or end > self.file_size:
+            raise ValueError(f"sync of [{start}, {end}) outside {self.file_name}"
+                             f" ({self.file_size} bytes)")
+        if self.read_only or end == start:
+            return
         if not self.hold():
-            return self.flushed_pos
+            raise ValueError(f"mapped file {self.file_name} is shut down")
         try:
-            start = (self.flushed_pos // OS_PAGE_SIZE) * OS_PAGE_SIZE
-            length = target - start
             with nogil:
-                rc = msync(self.base + start, <size_t>length, MS_SYNC)
-            if rc != 0:
-                raise OSError(f"msync of {self.file_name} failed")
-            self.flushed_pos = target
+                err = self.sync_range(start, end)
         finally:
             self.release()
-        return self.flushed_pos
+        if err != 0:
+            raise OSError(err, f"{'fdatasync' if self.write_through else 'msync'} of "
+                               f"{self.file_name} failed: {os.strerror(err)}")
+
+    cdef int sync_range(self, int64_t start, int64_t end) noexcept nogil:
+        """Caller holds the file. 0, or the errno of the failed fdatasync / msync."""
+        cdef int64_t first
+        if self.write_through:
+            if fdatasync(self.fd) != 0:
+                return errno
+            return 0
+        first = start - start % OS_PAGE_SIZE
+        if msync(self.base + first, <size_t>(end - first), MS_SYNC) != 0:
+            return errno
+        return 0
+
+    def enable_write_through(self):
+        """From now on appends go to an anonymous buffer, and commit() hands them to the
+        file with pwrite (flush() then fdatasyncs). The page cache then holds only bytes
+        written through the file descriptor, dirty block by block: msync of a mapping
+        dirties and writes back whole folios (16-64 KiB on current kernels, for a 1 KiB
+        record), and write-protects pages the writer is still filling. Readers see
+        committed bytes only (read_position). Buffer pages behind the committed position
+        are given back to the OS as it moves, so a few MiB stay resident."""
+        cdef void* addr
+        cdef int err = 0
+        self._check_writable()
+        if self.buffered:
+            raise ValueError(f"{self.file_name} already writes to a buffer")
+        with nogil:
+            addr = mmap(NULL, <size_t>self.file_size, PROT_READ | PROT_WRITE,
+                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0)
+            err = errno
+        if addr == MAP_FAILED:
+            raise OSError(err, f"write buffer of {self.file_size} bytes for {self.file_name}:"
+                               f" {os.strerror(err)}")
+        self.through_buf = <char*>addr
+        self.committed_pos = self.wrote_pos
+        self.released_pos = self.wrote_pos - self.wrote_pos % OS_PAGE_SIZE
+        self.write_through = True
+        self.wbase = self.through_buf
+        self.buffered = True
+
+    cdef int write_through_to(self, int64_t end) noexcept nogil:
+        """pwrite [committed, end) from the write-through buffer into the file, publish the
+        new committed position, give buffer pages behind it back, and drop the buffer once
+        the file is committed to its end. Only one thread commits a file at a time (the
+        flush thread); the writer only writes at and past wrote_pos >= end. 0 or errno."""
+        cdef int64_t pos = self.committed_pos
+        cdef int64_t cut
+        cdef ssize_t n
+        if self.through_buf == NULL:
+            return 0
+        if end > self.file_size:
+            end = self.file_size
+        while pos < end:
+            n = pwrite(self.fd, self.through_buf + pos, <size_t>(end - pos), pos)
+            if n < 0:
+                if errno == EINTR:
+                    continue
+                return errno
+            pos += n
+            rs_store_release_i64(&self.committed_pos, pos)
+        cut = pos - pos % OS_PAGE_SIZE
+        if cut - self.released_pos >= RELEASE_CHUNK:
+            madvise(self.through_buf + self.released_pos, <size_t>(cut - self.released_pos),
+                    MADV_DONTNEED)
+            self.released_pos = cut
+        if pos >= self.file_size:
+            self._drop_through_buffer()
+        return 0
+
+    cdef void _drop_through_buffer(self) noexcept nogil:
+        """The file is committed to its end (or closing): appends are over, give the
+        buffer back. Readers never read it."""
+        cdef char* buf = self.through_buf
+        if buf == NULL:
+            return
+        self.through_buf = NULL
+        self.wbase = self.base
+        self.buffered = False
+        munmap(buf, <size_t>self.file_size)
 
     def set_write_buffer(self, buffer):
         """Lend a writable buffer of file_size bytes (TransientStorePool); appends go there."""
         cdef Py_buffer view
+        if self.buffered:
+            raise ValueError(f"{self.file_name} already writes to a buffer")
         PyObject_GetBuffer(buffer, &view, PyBUF_WRITABLE)
         try:
             if view.len < self.file_size:
@@ -434,18 +549,32 @@ cdef class MappedFile:
             PyBuffer_Release(&view)
         self.write_buffer = buffer
         self.committed_pos = self.wrote_pos
+        self.buffered = True
 
     def commit(self, int least_pages=0):
-        """Copy [committed, wrote) from the write buffer into the file; returns committed.
-
-        The buffer is given back (returned as second item) once the file is full."""
+        """Hand [committed, wrote) from the write buffer to the file; returns (committed,
+        the pool buffer given back once the file is full, else None). A write-through file
+        writes with pwrite and gives nothing back (its buffer is its own); a pool buffer is
+        copied into the mapping."""
         cdef int64_t start, end
-        if self.write_buffer is None:
+        cdef int err = 0
+        if not self.buffered:
             return self.wrote_pos, None
         end = self.wrote_pos
         start = self.committed_pos
         if least_pages > 0 and end < self.file_size and (
                 end // OS_PAGE_SIZE - start // OS_PAGE_SIZE) < least_pages:
+            return self.committed_pos, None
+        if self.write_through:
+            if not self.hold():
+                return self.committed_pos, None
+            try:
+                with nogil:
+                    err = self.write_through_to(end)
+            finally:
+                self.release()
+            if err != 0:
+                raise OSError(err, f"pwrite to {self.file_name} failed: {os.strerror(err)}")
             return self.committed_pos, None
         if end > start:
             with nogil:
@@ -455,6 +584,7 @@ cdef class MappedFile:
             buf = self.write_buffer
             self.write_buffer = None
             self.wbase = self.base
+            self.buffered = False
             return self.committed_pos, buf
         return self.committed_pos, None
 
@@ -470,7 +600,7 @@ cdef class MappedFile:
         if start < 0 or length < 0:
             raise ValueError(f"start ({start}) and length ({length}) must be >= 0")
         end = min(start + length, self.file_size)
-        if end <= start or self.write_buffer is not None or not self.hold():
+        if end <= start or self.buffered or not self.hold():
             return start
         try:
             first = start - start % OS_PAGE_SIZE
@@ -506,7 +636,7 @@ cdef class MappedFile:
         self._check_writable()
         if ahead <= 0 or chunk <= 0 or interval_s <= 0:
             raise ValueError("ahead, chunk and interval_s must be positive")
-        if self.write_buffer is not None or not self.hold():
+        if self.buffered or not self.hold():
             return start
         pause.tv_sec = <long>interval_s
         pause.tv_nsec = <long>((interval_s - pause.tv_sec) * 1e9)

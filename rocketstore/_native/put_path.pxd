@@ -8,6 +8,7 @@ from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
 
 from rocketstore._native.includes.atomic cimport rs_store_release_i64
 
+from rocketstore._native.group_commit cimport GroupCommit
 from rocketstore._native.mapped_file cimport MappedFile
 from rocketstore._native.message cimport Message
 from rocketstore._native.record_writer cimport RecordWriter
@@ -45,5 +46,8 @@ cdef class PutPath:
     cdef public object slow
     cdef public object after
     cdef public bint accepting      # False: every put is SERVICE_NOT_AVAILABLE
+    cdef readonly GroupCommit sync_group    # SYNC_FLUSH: puts wait here for their flush
+    cdef double sync_timeout_s
 
     cdef object _put(self, Message message, int queue_id)
+    cdef object _await_flush(self, object result, Message message)

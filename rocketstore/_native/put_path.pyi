@@ -3,6 +3,7 @@
 from collections.abc import Callable
 from typing import final
 
+from rocketstore._native.group_commit import GroupCommit
 from rocketstore._native.mapped_file import MappedFile
 from rocketstore._native.message import Message
 from rocketstore._native.record_writer import PutMessageResult, RecordWriter
@@ -23,7 +24,8 @@ class PutLock:
 class PutPath:
     """CommitLog.put_message's fast path: lock, append to `file`, result, in one native call.
     `slow(message, queue_id)` runs under the lock when `file` is None or full; `after(result,
-    message)`, when set, runs after the lock (SYNC_FLUSH's wait)."""
+    message)`, when set, runs after the lock; with wait_for_flush (SYNC_FLUSH) a put waits
+    natively, after the lock, until its bytes are durable."""
 
     file: MappedFile | None
     slow: Callable[[Message, int], PutMessageResult]
@@ -33,6 +35,12 @@ class PutPath:
     def lock(self) -> PutLock: ...
     @property
     def writer(self) -> RecordWriter: ...
+    @property
+    def sync_group(self) -> GroupCommit | None:
+        """The group commit puts wait on (SYNC_FLUSH), or None."""
+    def wait_for_flush(self, group: GroupCommit | None, timeout_s: float) -> None:
+        """A stored put (WAIT not "false") returns once group made its bytes durable, or
+        FLUSH_DISK_TIMEOUT after timeout_s; others kick the flusher. None: no waiting."""
     def __init__(
         self, writer: RecordWriter, slow: Callable[[Message, int], PutMessageResult]
     ) -> None: ...

@@ -55,15 +55,20 @@ class CommitLog:
     def __init__(self, config: StoreConfig, root: str, checkpoint: StoreCheckpoint, *,
                  read_only: bool = False, allocate=None,
                  pool: TransientStorePool | None = None,
-                 flush: FlushFunction | None = None) -> None:
+                 sync: FlushFunction | None = None) -> None:
         self.config = config
         self.read_only = read_only
         self.checkpoint = checkpoint
+        self.sync_flush = config.flush_disk_type == "SYNC_FLUSH"
+        # SYNC_FLUSH: appends go to a buffer and each flush pwrites them, then fdatasyncs
+        # (see MappedFile.enable_write_through for why not msync of the mapping)
+        self.write_through = self.sync_flush and config.commit_log_write_through \
+            and not read_only
         self.queue = MappedFileQueue(
             os.path.join(root, COMMITLOG_DIR) if config.store_path_commit_log is None
             else config.store_path_commit_log,
             config.mapped_file_size_commit_log, read_only=read_only, preallocate=True,
-            allocate=allocate)
+            allocate=allocate, prepare=self._prepare_file if self.write_through else None)
         self.writer = record_writer.RecordWriter(config.mapped_file_size_commit_log,
                                                  config.max_message_size, config.store_host)
         # put_message's fast path runs natively (lock, append to the cached last file,
@@ -71,18 +76,19 @@ class CommitLog:
         self.put_path = put_path.PutPath(self.writer, self._append_rolling)
         self.put_lock = self.put_path.lock
         self.closed = False     # set under put_lock at shutdown: later puts are refused
-        self.sync_flush = config.flush_disk_type == "SYNC_FLUSH"
         self.sync_flush_timeout_s = config.sync_flush_timeout / 1000.0
         self.flush_service: ServiceThread
         if self.sync_flush:
-            self.flush_service = GroupCommitService(self.queue, checkpoint, flush)
+            self.flush_service = GroupCommitService(self.queue, checkpoint, sync)
         else:
-            self.flush_service = FlushRealTimeService(config, self.queue, checkpoint, flush)
+            self.flush_service = FlushRealTimeService(config, self.queue, checkpoint, sync)
         # SYNC_FLUSH puts that do not wait on their thread are answered from here
         self.durability: DurabilityNotifier | None = None
         if self.sync_flush:
+            group = self.flush_service.group   # type: ignore[attr-defined]
             self.durability = DurabilityNotifier(
-                self._wait_flushed_for, lambda: self.queue.flushed_where,
+                self._wait_flushed_for,
+                lambda: max(self.queue.flushed_where, group.flushed_where),
                 self.sync_flush_timeout_s)
         self.commit_service: CommitRealTimeService | None = None
         if pool is not None:
@@ -92,12 +98,15 @@ class CommitLog:
         if pool is None and config.commit_log_prefault_ahead > 0:
             self.prefault_service = CommitLogPrefaultService(self.queue,
                                                              config.commit_log_prefault_ahead)
-        # what a put does after its append: wait for the group commit (SYNC_FLUSH), wake the
-        # flusher (when it is not on a fixed timer), or nothing
+        # what a put does after its append: wait for the group commit (SYNC_FLUSH, natively),
+        # wake the flusher (when it is not on a fixed timer), or nothing
         self._wake_on_put = not self.sync_flush and (
             pool is not None or not config.flush_commit_log_timed)
-        self.put_path.after = (self._sync_flush_after_put if self.sync_flush else
-                               self._wake_after_put if self._wake_on_put else None)
+        if self.sync_flush:
+            self.put_path.wait_for_flush(self.flush_service.group,  # type: ignore[attr-defined]
+                                         self.sync_flush_timeout_s)
+        elif self._wake_on_put:
+            self.put_path.after = self._wake_after_put
 
     def start(self) -> None:
         if self.read_only:
@@ -166,8 +175,16 @@ class CommitLog:
         dropped = self.queue.truncate_dirty(end_offset, zero_tail=zero_tail and not self.read_only)
         self.queue.flushed_where = self.queue.committed_where = end_offset
         last = self.queue.last_file()
+        if last is not None and self.write_through and not last.write_through \
+                and not last.is_full:
+            self._prepare_file(last)
         self.put_path.file = last if last is not None and not self.read_only else None
         return dropped
+
+    @staticmethod
+    def _prepare_file(mf: MappedFile) -> None:
+        """A file appends will go to, before anyone else sees it (SYNC_FLUSH)."""
+        mf.enable_write_through()
 
     # ---- writes ----------------------------------------------------------------------------
     # put_message(message, queue_id) -> PutMessageResult is self.put_path (see __init__)
@@ -186,15 +203,6 @@ class CommitLog:
                 return record_writer.put_result(PutMessageStatus.CREATE_MAPPED_FILE_FAILED)
             result = self.writer.append(mf, msg, queue_id)
         return record_writer.put_result(PutMessageStatus.UNKNOWN_ERROR) if result is None else result
-
-    def _sync_flush_after_put(self, result: PutMessageResult, msg: Message) -> PutMessageResult:
-        if result.status_code == PutMessageStatus.PUT_OK and msg.properties.get(
-                "WAIT") != "false":
-            if not self._wait_flushed(result.commitlog_offset + result.wrote_bytes):
-                return record_writer.with_status(result, PutMessageStatus.FLUSH_DISK_TIMEOUT)
-        else:
-            self.flush_service.wakeup()
-        return result
 
     def _wake_after_put(self, result: PutMessageResult, msg: Message) -> PutMessageResult:
         self._wake_flusher()

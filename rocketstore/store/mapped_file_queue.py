@@ -19,9 +19,11 @@ from rocketstore.store.layout import (
 
 log = logging.getLogger("rocketstore.store")
 
-#: How a service flushes a queue: flush(queue, least_pages) -> True when nothing was left.
-#: MappedFileQueue.flush itself unless a test injects another (see MessageStore.open).
-FlushFunction = Callable[["MappedFileQueue", int], bool]
+#: How the flush services make bytes durable: sync(file, start, end) returns once bytes
+#: [start, end) of that file (positions in the file) are durable, and raises when they could
+#: not be made so. MappedFile.sync (fdatasync of a write-through file, else msync of the
+#: range) unless a test injects another (see MessageStore.open).
+FlushFunction = Callable[[MappedFile, int, int], None]
 
 
 def remove_creating_leftovers(directory: str) -> int:
@@ -46,6 +48,7 @@ class MappedFileQueue:
         read_only: bool = False,
         preallocate: bool = False,
         allocate: Callable[[str, str | None, int], MappedFile] | None = None,
+        prepare: Callable[[MappedFile], None] | None = None,
     ) -> None:
         if mapped_file_size <= 0:
             raise ValueError(f"mapped_file_size must be positive, got {mapped_file_size}")
@@ -55,6 +58,8 @@ class MappedFileQueue:
         self.preallocate = preallocate
         # allocate(path, next_path, size): the AllocateMappedFileService hook; None = direct.
         self._allocate = allocate
+        # prepare(file): run on a new file before anyone else sees it (write-through mode)
+        self._prepare = prepare
         self._files: list[MappedFile] = []
         self.flushed_where = 0
         self.committed_where = 0
@@ -181,19 +186,32 @@ class MappedFileQueue:
         else:
             os.makedirs(self.store_path, exist_ok=True)
             mf = MappedFile(path, self.mapped_file_size, preallocate=self.preallocate)
+        if self._prepare is not None:
+            self._prepare(mf)
         if not files:
             self.flushed_where = self.committed_where = create_offset
         self._files = [*files, mf]
         return mf
 
     # ---- flushing --------------------------------------------------------------------------
-    def flush(self, least_pages: int = 0) -> bool:
-        """Flush the file holding flushed_where; True when nothing was left to flush."""
+    def flush(self, least_pages: int = 0, sync: FlushFunction | None = None) -> bool:
+        """Flush the file holding flushed_where (a write-through file commits its new bytes
+        first); True when nothing was left to flush. sync(file, start, end) replaces the
+        file's own fdatasync / msync of the range."""
         mf = self.find_by_offset(self.flushed_where, self.flushed_where == 0)
         if mf is None:
             return True
         newest = mf.store_timestamp     # read first: the flush covers at least this record
-        where = mf.file_from_offset + mf.flush(least_pages)
+        if sync is None:
+            where = mf.file_from_offset + mf.flush(least_pages)
+        else:
+            if mf.write_through:
+                mf.commit(0)
+            start, end = mf.dirty_range(least_pages)
+            if end > start:
+                sync(mf, start, end)
+                mf.flushed_position = end
+            where = mf.file_from_offset + mf.flushed_position
         done = where == self.flushed_where
         self.flushed_where = where
         if least_pages == 0:

@@ -105,7 +105,7 @@ class MessageStore(ColumnarReads):
         self.commit_log = CommitLog(
             config, self.root, self.checkpoint, read_only=ro, pool=self.pool,
             allocate=None if self.allocate_service is None else self.allocate_service.allocate,
-            flush=commit_log_flush)
+            sync=commit_log_flush)
         self.put_message = self.commit_log.put_path
         self.consume_queues = ConsumeQueueTable(self.root, config.mapped_file_size_consume_queue,
                                                 read_only=ro)
@@ -131,9 +131,11 @@ class MessageStore(ColumnarReads):
         read_only takes no lock, starts no service and never modifies a file: it sees the
         valid prefix of what is there (another process may be writing). progress(done,
         total) follows the CommitLog scan of recovery (a progress bar for large stores).
-        commit_log_flush(queue, least_pages) replaces the flush services' msync of the
-        CommitLog (a seam for tests: slow, failing or recording disks); it must make the
-        queue's bytes durable up to its new flushed_where, as MappedFileQueue.flush does."""
+        commit_log_flush(file, start, end) replaces the flush services' fdatasync / msync
+        of the CommitLog (a seam for tests: slow, failing or recording disks): it is asked
+        to make bytes [start, end) of that CommitLog file (a MappedFile; positions in the
+        file) durable, returns when they are and raises when they could not be made so. A
+        SYNC_FLUSH put returns PUT_OK only after the call covering its bytes returned."""
         store = cls(root, config, read_only=read_only, commit_log_flush=commit_log_flush)
         try:
             store.load(progress)

@@ -186,9 +186,9 @@ def test_delayed_messages_are_delivered_when_due_and_progress_survives_a_restart
 def test_sync_flush_sends_are_answered_when_durable_while_other_requests_flow(arun, tmp_path: Path) -> None:
     gate = threading.Event()
 
-    def gated_flush(queue, least_pages: int) -> bool:
+    def gated_flush(mf, start: int, end: int) -> None:
         gate.wait(10)
-        return queue.flush(least_pages)
+        mf.sync(start, end)
 
     def opener(root, config):
         return MessageStore.open(root, config, commit_log_flush=gated_flush)
@@ -217,10 +217,10 @@ def test_sync_flush_sends_are_answered_when_durable_while_other_requests_flow(ar
 def test_sync_flush_timeout_answers_flush_disk_timeout(arun, tmp_path: Path) -> None:
     stuck = threading.Event()
 
-    def slow_flush(queue, least_pages: int) -> bool:
+    def slow_flush(mf, start: int, end: int) -> None:
         if not stuck.is_set():
             time.sleep(0.5)
-        return queue.flush(least_pages)
+        mf.sync(start, end)
 
     def opener(root, config):
         return MessageStore.open(root, config, commit_log_flush=slow_flush)

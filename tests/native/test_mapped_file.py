@@ -435,3 +435,97 @@ def test_existing_file_is_mapped_not_cleared(path: Path) -> None:
     finally:
         f.close()
     assert os.path.getsize(path) == SIZE
+
+
+# ---- write-through (SYNC_FLUSH CommitLog files) -----------------------------------------------
+def _file_bytes(path: Path, pos: int, size: int) -> bytes:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return os.pread(fd, size, pos)
+    finally:
+        os.close(fd)
+
+
+def test_write_through_commits_with_pwrite(mf: MappedFile, path: Path) -> None:
+    assert not mf.write_through
+    mf.enable_write_through()
+    assert mf.write_through
+    assert mf.append(b"a" * 100)
+    # appended to the buffer only: neither readers nor the file see it yet
+    assert mf.wrote_position == 100 and mf.read_position == 0
+    assert mf.read(0, 100) == bytes(100) and _file_bytes(path, 0, 100) == bytes(100)
+    assert mf.commit() == (100, None)
+    assert mf.read_position == 100 and mf.committed_position == 100
+    assert mf.read(0, 100) == b"a" * 100 and _file_bytes(path, 0, 100) == b"a" * 100
+    assert mf.flushed_position == 0 and mf.dirty_range() == (0, 100)
+    assert mf.append(b"b" * 50)
+    assert mf.flush() == 150            # commits, then fdatasyncs
+    assert mf.read_position == 150 and _file_bytes(path, 100, 50) == b"b" * 50
+    with pytest.raises(ValueError, match="already writes to a buffer"):
+        mf.enable_write_through()
+    with pytest.raises(ValueError, match="already writes to a buffer"):
+        mf.set_write_buffer(bytearray(SIZE))
+
+
+def test_write_through_to_the_end_and_after(mf: MappedFile, path: Path) -> None:
+    mf.write_at(0, b"old")              # through the mapping, before write-through
+    mf.append(b"head")
+    mf.enable_write_through()           # committed from here on
+    assert mf.committed_position == 4 and mf.read_position == 4
+    tail = os.urandom(SIZE - 4)
+    assert mf.append(tail)
+    assert not mf.append(b"x")          # full
+    assert mf.commit() == (SIZE, None)
+    assert mf.read(4, SIZE - 4) == tail and _file_bytes(path, 4, SIZE - 4) == tail
+    assert mf.flush() == SIZE and mf.read_position == SIZE
+    # the buffer is given back once the file is committed to its end: still consistent
+    assert mf.committed_position == SIZE and mf.write_through
+    assert mf.commit() == (SIZE, None)
+
+
+def test_write_through_zero_range_and_truncation(mf: MappedFile, path: Path) -> None:
+    mf.enable_write_through()
+    mf.append(b"r" * 300)
+    mf.commit()
+    mf.zero_range(100, SIZE - 100)      # recovery giving up a torn tail
+    mf.wrote_position = mf.committed_position = 100
+    mf.flushed_position = min(mf.flushed_position, 100)
+    mf.append(b"s" * 20)
+    mf.flush()
+    assert _file_bytes(path, 0, 130) == b"r" * 100 + b"s" * 20 + bytes(10)
+
+
+def test_write_through_gives_buffer_pages_back(tmp_path: Path) -> None:
+    """Pages of the anonymous buffer behind the committed position go back to the OS: a
+    process writing 24 MiB through it keeps a few MiB resident, not 24."""
+    size = 32 << 20
+    f = MappedFile(tmp_path / "00000000000000000000", size)
+    try:
+        f.enable_write_through()
+        chunk = os.urandom(1 << 20)
+
+        def anon_kib() -> int:
+            with open("/proc/self/smaps_rollup") as r:
+                for line in r:
+                    if line.startswith("Anonymous:"):
+                        return int(line.split()[1])
+            pytest.skip("no Anonymous line in /proc/self/smaps_rollup")
+
+        before = anon_kib()
+        for _ in range(24):
+            assert f.append(chunk)
+            f.commit()
+        grown_mib = (anon_kib() - before) / 1024
+        assert grown_mib < 12, f"{grown_mib:.1f} MiB of the write buffer still resident"
+        assert _file_bytes(tmp_path / "00000000000000000000", 23 << 20, 1 << 20) == chunk
+    finally:
+        f.close()
+
+
+def test_sync_checks_its_range(mf: MappedFile) -> None:
+    mf.append(b"z" * 10)
+    mf.sync(0, 10)                      # msync of the range (not write-through)
+    assert mf.flushed_position == 0     # sync moves no position
+    for start, end in ((-1, 5), (5, 4), (0, SIZE + 1)):
+        with pytest.raises(ValueError, match="outside"):
+            mf.sync(start, end)

@@ -16,11 +16,10 @@ def test_append_does_not_wait_and_the_callback_comes_after_the_flush(tmp_path):
     gate = threading.Event()
     flushed_to: list[int] = []
 
-    def gated(queue, least_pages: int) -> bool:
+    def gated(mf, start: int, end: int) -> None:
         gate.wait(5)
-        done = queue.flush(least_pages)
-        flushed_to.append(queue.flushed_where)
-        return done
+        mf.sync(start, end)
+        flushed_to.append(mf.file_from_offset + end)
 
     store = open_store(tmp_path / "s", flush_disk_type="SYNC_FLUSH", commit_log_flush=gated)
     try:
@@ -57,10 +56,10 @@ def test_append_does_not_wait_and_the_callback_comes_after_the_flush(tmp_path):
 def test_a_flush_that_does_not_come_in_time_answers_false(tmp_path):
     stuck = threading.Event()
 
-    def slow(queue, least_pages: int) -> bool:
+    def slow(mf, start: int, end: int) -> None:
         if not stuck.is_set():
             time.sleep(0.6)
-        return queue.flush(least_pages)
+        mf.sync(start, end)
 
     store = open_store(tmp_path / "s", flush_disk_type="SYNC_FLUSH", sync_flush_timeout=150,
                        commit_log_flush=slow)
@@ -83,9 +82,9 @@ def test_a_flush_that_does_not_come_in_time_answers_false(tmp_path):
 def test_waiting_callbacks_are_answered_at_shutdown(tmp_path):
     gate = threading.Event()
 
-    def gated(queue, least_pages: int) -> bool:
+    def gated(mf, start: int, end: int) -> None:
         gate.wait(0.3)
-        return queue.flush(least_pages)
+        mf.sync(start, end)
 
     store = open_store(tmp_path / "s", flush_disk_type="SYNC_FLUSH", sync_flush_timeout=5000,
                        commit_log_flush=gated)
