@@ -74,7 +74,7 @@ def client(name: str) -> Extension:
     )
 
 
-REMOTING_MODULES = ["_command", "_frames", "_pump"]
+REMOTING_MODULES = ["_command", "_frames", "_headers", "_pump"]
 CLIENT_MODULES = ["_records"]
 MODULES = [os.path.splitext(os.path.basename(p))[0] for p in sorted(glob.glob("rocketstore/_native/*.pyx"))]
 
