@@ -244,6 +244,8 @@ def test_send_checks(arun, tmp_path: Path) -> None:
             assert r.code == ResponseCode.MESSAGE_ILLEGAL
             r = await cl.call(SEND, send_fields("tx", 0, props(TRAN_MSG="true")), b"x")
             assert r.code == ResponseCode.NO_PERMISSION
+            r = await cl.call(SEND, send_fields("q", 0, props(TAGS="a\x00b")), b"x")
+            assert r.code == ResponseCode.MESSAGE_ILLEGAL and "NUL" in r.remark
             r = await cl.call(SEND, send_fields("q", 0, flag=2**40), b"x")
             assert r.code == ResponseCode.MESSAGE_ILLEGAL
             r = await cl.call(9999, {})

@@ -78,6 +78,8 @@ _PUT_STATUS_RESPONSES: dict[int, tuple[int, str | None]] = {
     PutMessageStatus.UNKNOWN_ERROR: (ResponseCode.SYSTEM_ERROR, "UNKNOWN_ERROR"),
 }
 
+_NUL_IN_PROPERTIES = "the message properties contain NUL (a torn record to recovery)"
+
 #: sysFlag bits a producer may set (compressed, multi tags, transaction type).
 _CLIENT_SYS_FLAGS = 0xF
 _TRANSACTION_MASK = 0xC
@@ -234,13 +236,18 @@ class SendMessageProcessor:
             if redirected is not None:
                 topic, queue_id = redirected
         properties[MessageProperty.CLUSTER] = self._cluster
+        if header.properties and "\x00" in header.properties:
+            return create_response(request, ResponseCode.MESSAGE_ILLEGAL, _NUL_IN_PROPERTIES)
         try:
-            message = Message(topic, request.body_bytes(), properties=properties,
-                              flag=header.flag, born_timestamp=max(0, header.born_timestamp),
+            message = Message(topic, request.body_bytes(), flag=header.flag,
+                              born_timestamp=max(0, header.born_timestamp),
                               born_host=ctx.remote_address, sys_flag=sys_flag,
                               reconsume_times=max(0, reconsume_times))
         except (ValueError, TypeError, OverflowError) as exc:
             return create_response(request, ResponseCode.MESSAGE_ILLEGAL, str(exc))
+        # parsed from the text: no separator in a name, no empty name or value, no NUL (checked
+        # above), so the constructor's per-property checks would find nothing
+        message.properties = properties
         result = self.writer.put(message, queue_id)
         status = result.status_code
         if status != PutMessageStatus.PUT_OK:
@@ -316,10 +323,14 @@ class SendMessageProcessor:
                 if properties.get(MessageProperty.TRAN_MSG) == "true":
                     return create_response(request, ResponseCode.MESSAGE_ILLEGAL,
                                            "a batch may not hold transaction messages")
+                if any("\x00" in k or "\x00" in v for k, v in properties.items()):
+                    return create_response(request, ResponseCode.MESSAGE_ILLEGAL, _NUL_IN_PROPERTIES)
                 properties[MessageProperty.CLUSTER] = self._cluster
-                messages.append(Message(topic, body, properties=properties, flag=flag,
-                                        born_timestamp=born_timestamp, born_host=born_host,
-                                        sys_flag=sys_flag, reconsume_times=reconsume_times))
+                message = Message(topic, body, flag=flag, born_timestamp=born_timestamp,
+                                  born_host=born_host, sys_flag=sys_flag,
+                                  reconsume_times=reconsume_times)
+                message.properties = properties
+                messages.append(message)
         except (ValueError, TypeError, OverflowError) as exc:
             return create_response(request, ResponseCode.MESSAGE_ILLEGAL, str(exc))
         result = self.writer.put_batch(messages, queue_id)
