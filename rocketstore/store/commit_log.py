@@ -302,15 +302,23 @@ class CommitLog:
         return view if view is not None and len(view) == size else None
 
     def look_message_by_offset(self, offset: int, size: int | None = None) -> MessageExt | None:
-        """The message whose record starts at offset (None past the end, or when size is
-        given and the record there is not that long). Raises CorruptRecordError."""
+        """The message whose record starts at offset (None past the end, below the minimum
+        offset (deleted, or in a file being deleted), or when size is given and the record
+        there is not that long). Raises CorruptRecordError."""
+        if offset < self.min_offset():
+            return None
         mf = self.queue.find_by_offset(offset)
         if mf is None:
             return None
         pos = offset - mf.file_from_offset
         if pos >= mf.read_position or (size is not None and pos + size > mf.read_position):
             return None
-        msg = record.decode_at(mf, pos)
+        try:
+            msg = record.decode_at(mf, pos)
+        except ValueError:
+            if mf.is_available:
+                raise
+            return None         # deleted by retention meanwhile
         return None if size is not None and msg.store_size != size else msg
 
     def scan(self, from_offset: int = 0, *, check_crc: bool = False) -> Iterator[MessageExt]:

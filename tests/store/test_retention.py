@@ -310,6 +310,8 @@ def test_a_held_segment_waits_for_its_reader_or_is_forced(env) -> None:
     assert not first.is_available          # no new holders
     assert bytes(view[:64]) == data        # the reader still reads its bytes
     assert store.get_min_phy_offset() == int(names[1])      # readers are sent past it
+    assert store.look_message_by_offset(0) is None
+    assert list(store.scan())[0].commitlog_offset == int(names[1])
     view.release()                          # the reader lets go: the next run deletes
     report = cycle(store)
     assert report.deleted[0].path == first.file_name
