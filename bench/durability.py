@@ -15,9 +15,11 @@ thread that os.pwrite()s the records the store wrote one by one into a posix_fal
 hand-off, no lock, no GIL contention); N = the producer count. Its latency columns are per
 fdatasync round (first pwrite to fdatasync return: what the first record of a batch waits).
 
-Also per thread count "SYNC_FLUSH via mmap+msync": the same puts with
-commit_log_write_through=False (records written through the mapping, each group commit
-msyncs the range: how the store flushed before), to show what the write-through path changed.
+Also per thread count, to show what each part of the SYNC_FLUSH path changed (--no-variants
+skips them): "via mmap+msync", the same puts with commit_log_write_through=False (records
+written through the mapping, each group commit msyncs the range: how the store flushed
+before), and "woken all at once", with GroupCommit.wake_chains = 0 (every producer a flush
+covers is woken at once instead of in a chain).
 
 Targets (medians of --repeat runs, each run's ratio against the reference run beside it):
   SYNC_FLUSH x32 msgs/s >= 0.6 x the loop that fdatasyncs every 32 records;
@@ -40,12 +42,13 @@ every thread count, store then loop), so a slow spell of a shared disk hits both
 ratio. The script never asserts on targets: PASS/MISS. The load average (`uptime`) before
 and after is printed: other processes using the disk inflate both sides and the disk bytes.
 Usage: python bench/durability.py [--quick] [--repeat 3] [--recovery-mib 1024] [--dir DIR]
-                                  [--threads 1,8,32,128] [--no-mmap] [--json out.json] [-q]
+                                  [--threads 1,8,32,128] [--no-variants] [--json out.json] [-q]
 """
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import struct
 import subprocess
 import sys
@@ -99,7 +102,8 @@ def bodies(n: int) -> list[bytes]:
 
 
 def put_run(td: C.TempDirs, disk: DiskCounter, threads: int, n: int, *,
-            write_through: bool = True, keep_records: bool = True) -> dict[str, Any]:
+            write_through: bool = True, wake_chains: int | None = None,
+            keep_records: bool = True) -> dict[str, Any]:
     """One timed run: n SYNC_FLUSH puts from `threads` threads into a fresh store."""
     d = td.new(f"sync-{threads}")
     store = MessageStore.open(d, StoreConfig(store_path_root_dir=d, flush_disk_type="SYNC_FLUSH",
@@ -111,6 +115,8 @@ def put_run(td: C.TempDirs, disk: DiskCounter, threads: int, n: int, *,
         per = n // threads
         msgs = [[Message(TOPIC, b, tags="t") for b in bodies(per)] for _ in range(threads)]
         group = store.commit_log.flush_service.group   # type: ignore[attr-defined]
+        if wake_chains is not None:
+            group.wake_chains = wake_chains
         start = threading.Barrier(threads + 1)
         bad: list[int] = []
         latencies: list[list[float]] = [[] for _ in range(threads)]
@@ -134,10 +140,12 @@ def put_run(td: C.TempDirs, disk: DiskCounter, threads: int, n: int, *,
         time.sleep(0.05)
         flushes0, write0, sync0 = group.flushes, group.write_seconds, group.sync_seconds
         disk0 = disk.read()
+        faults0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
         with C.Timer() as timer:
             start.wait()
             for w in workers:
                 w.join()
+        faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults0
         disk1 = disk.read()
         flushes = group.flushes - flushes0
         write_s = group.write_seconds - write0
@@ -158,7 +166,7 @@ def put_run(td: C.TempDirs, disk: DiskCounter, threads: int, n: int, *,
     lat = sorted(x for t in latencies for x in t)
     total = per * threads
     out.update({"seconds": timer.wall, "n": total, "bytes": end - warm.wrote_bytes,
-                "flushes": flushes, "write_s": write_s, "sync_s": sync_s,
+                "flushes": flushes, "write_s": write_s, "sync_s": sync_s, "faults": faults,
                 "p50_ms": percentile(lat, 0.50) * 1e3, "p99_ms": percentile(lat, 0.99) * 1e3,
                 "disk_bytes": None if disk0 is None or disk1 is None else disk1 - disk0})
     return out
@@ -183,6 +191,7 @@ def loop_run(td: C.TempDirs, disk: DiskCounter, records: bytes, sizes: list[int]
         last = len(sizes) - 1
         time.sleep(0.05)
         disk0 = disk.read()
+        faults0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
         with C.Timer() as timer:
             pos = 0
             began = clock()
@@ -194,13 +203,14 @@ def loop_run(td: C.TempDirs, disk: DiskCounter, records: bytes, sizes: list[int]
                     now = clock()
                     rounds.append(now - began)
                     began = now
+        faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults0
         disk1 = disk.read()
     finally:
         os.close(fd)
         td.remove(d)
     rounds.sort()
     return {"seconds": timer.wall, "n": len(sizes), "bytes": len(records),
-            "flushes": len(rounds),
+            "flushes": len(rounds), "faults": faults,
             "p50_ms": percentile(rounds, 0.50) * 1e3, "p99_ms": percentile(rounds, 0.99) * 1e3,
             "disk_bytes": None if disk0 is None or disk1 is None else disk1 - disk0}
 
@@ -221,6 +231,7 @@ def summarize(case: str, kind: str, threads: int, runs: list[dict[str, Any]]) ->
         "p50_ms": med([r["p50_ms"] for r in runs]), "p99_ms": med([r["p99_ms"] for r in runs]),
         "msgs_per_flush": med([r["n"] / r["flushes"] for r in runs if r["flushes"]] or [0.0]),
         "record_size": med([r["bytes"] / r["n"] for r in runs]),
+        "faults_per_msg": med([r["faults"] / r["n"] for r in runs]),
     }
     disk = [r["disk_bytes"] / r["n"] for r in runs if r["disk_bytes"] is not None]
     out["disk_per_msg"] = med(disk) if disk else None
@@ -250,10 +261,15 @@ def bench_throughput(td: C.TempDirs, disk: DiskCounter, args: argparse.Namespace
             runs.setdefault(("loop", threads), []).append(
                 loop_run(td, disk, records, sizes, threads))
             del records, sizes
-            if args.mmap:
+            if args.variants:
                 args.log(f"run {i + 1}/{args.repeat} x{threads}: SYNC_FLUSH via mmap+msync")
                 runs.setdefault(("mmap", threads), []).append(
                     put_run(td, disk, threads, n, write_through=False, keep_records=False))
+                if threads > 1:
+                    args.log(f"run {i + 1}/{args.repeat} x{threads}: SYNC_FLUSH, woken all "
+                             "at once")
+                    runs.setdefault(("wakeall", threads), []).append(
+                        put_run(td, disk, threads, n, wake_chains=0, keep_records=False))
         loads.append(load_average())
     rows = []
     for threads in args.threads:
@@ -267,14 +283,17 @@ def bench_throughput(td: C.TempDirs, disk: DiskCounter, args: argparse.Namespace
         s_row["p99_vs_loop"] = C.median([s["p99_ms"] / o["p99_ms"]
                                          for s, o in zip(sync, loop, strict=True)])
         rows += [s_row, l_row]
-        if ("mmap", threads) in runs:
-            mm = runs[("mmap", threads)]
-            m_row = summarize(f"SYNC_FLUSH via mmap+msync x{threads}", "mmap", threads, mm)
-            m_row["vs_loop"] = C.median([s["n"] / s["seconds"] / (o["n"] / o["seconds"])
-                                         for s, o in zip(mm, loop, strict=True)])
-            m_row["p99_vs_loop"] = C.median([s["p99_ms"] / o["p99_ms"]
-                                             for s, o in zip(mm, loop, strict=True)])
-            rows.append(m_row)
+        for kind, label in (("mmap", "SYNC_FLUSH via mmap+msync"),
+                            ("wakeall", "SYNC_FLUSH woken all at once")):
+            if (kind, threads) not in runs:
+                continue
+            vr = runs[(kind, threads)]
+            v_row = summarize(f"{label} x{threads}", kind, threads, vr)
+            v_row["vs_loop"] = C.median([s["n"] / s["seconds"] / (o["n"] / o["seconds"])
+                                         for s, o in zip(vr, loop, strict=True)])
+            v_row["p99_vs_loop"] = C.median([s["p99_ms"] / o["p99_ms"]
+                                             for s, o in zip(vr, loop, strict=True)])
+            rows.append(v_row)
     return {"rows": rows, "loads": loads, "runs": {f"{k}-{t}": v for (k, t), v in runs.items()}}
 
 
@@ -414,11 +433,12 @@ def print_report(info: dict[str, Any], args: argparse.Namespace, tp: dict[str, A
                 f"{100 * r['write_share']:.0f}% / {100 * r['sync_share']:.0f}%",
                 f"{r['record_size']:.0f}",
                 "n/a" if disk is None else f"{disk:,.0f} ({disk / r['record_size']:.2f}x)",
+                f"{r['faults_per_msg']:.2f}",
                 C.fmt_ratio(r.get("vs_loop")), C.fmt_ratio(r.get("p99_vs_loop"))])
         print(C.markdown_table(
             ["case", "msgs", "msgs/s", "p50 ms", "p99 ms", "msgs/flush", "ms/flush",
-             "in pwrite / fdatasync", "record B", "disk B/msg", "vs loop", "p99 vs loop"],
-            rows, "lrrrrrrrrrrr"))
+             "in write / sync", "record B", "disk B/msg", "faults/msg", "vs loop",
+             "p99 vs loop"], rows, "lrrrrrrrrrrrr"))
         by = {(r["kind"], r["threads"]): r for r in tp["rows"]}
         print()
         if ("sync", 32) in by:
@@ -466,8 +486,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--threads", default="1,8,32,128",
                    help="producer thread counts, comma-separated (default 1,8,32,128; 0 "
                    "skips the throughput part)")
-    p.add_argument("--no-mmap", dest="mmap", action="store_false",
-                   help="skip the SYNC_FLUSH via mmap+msync rows")
+    p.add_argument("--no-variants", dest="variants", action="store_false",
+                   help="skip the 'via mmap+msync' and 'woken all at once' rows")
     p.add_argument("--json", default=None, metavar="PATH", help="also write results as JSON")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")
     args = p.parse_args(argv)

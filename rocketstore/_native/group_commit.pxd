@@ -30,9 +30,10 @@ cdef extern from "<pthread.h>" nogil:
 cdef class GroupCommit:
     cdef pthread_mutex_t mu
     cdef pthread_cond_t work_cv       # the flush thread waits here
-    cdef int done_seq[2]              # producers wait here: bumped when flush generation
-                                      # g (word g & 1) is over, so a producer waiting for
-                                      # the next flush is not woken by the current one
+    cdef int done_seq[4]              # producers wait here: bumped when flush generation
+                                      # g (word g & 3) is over, so a producer waiting for
+                                      # the next flush is not woken by the current one,
+                                      # nor by a chain wake of an earlier one
     cdef bint ready
     cdef int64_t flushed_where        # durable up to here (only grows, except reset())
     cdef int64_t requested            # the highest offset a producer asked for
@@ -46,6 +47,8 @@ cdef class GroupCommit:
     cdef int64_t newest_ts            # store timestamp covered by the last native flush
     cdef double write_total_s         # time native rounds spent handing bytes to the file
     cdef double sync_total_s          # time native rounds spent making them durable
+    cdef public int wake_chains       # a flush wakes this many waiters, each woken one
+                                      # the next (0: all at once)
 
     cdef bint _wait_flushed(self, int64_t offset, double timeout_s) noexcept nogil
     cdef void _kick(self) noexcept nogil

@@ -22,6 +22,10 @@ RUN_UNAVAILABLE: int
 class GroupCommit:
     """Durable-offset board of SYNC_FLUSH: producers wait on it, the flush thread publishes."""
 
+    wake_chains: int
+    """A finished flush wakes this many of the producers it covers, and each woken one wakes
+    the next (0: all at once). Default 1."""
+
     def __new__(cls, flushed_where: int = 0) -> Self: ...
     @property
     def flushed_where(self) -> int:

@@ -2,7 +2,10 @@
 """GroupCommit: the SYNC_FLUSH hand-off between producers and the flush thread, in C.
 
 Producers wait, with the GIL released, on a futex until the published durable offset reaches
-theirs (or their timeout passes). The flush thread's rounds on one CommitLog file run without
+theirs (or their timeout passes). A finished flush wakes one of the producers it covers and
+each woken producer first wakes the next (wake_chains; 0: all at once): woken all at once,
+they would queue for the GIL, each waking (and sleeping) once more on its way, and wake-ups
+of later ones wait behind the earlier ones' work anyway. The flush thread's rounds on one CommitLog file run without
 the GIL too: wait until a producer waits, take everything written so far (producers that
 arrive while a round runs ride the next one; nobody lingers), write it to the file (pwrite
 from the write-through buffer), make it durable (fdatasync; msync of the range for a file
@@ -20,7 +23,9 @@ from posix.time cimport clock_gettime, timespec, CLOCK_MONOTONIC
 from rocketstore._native.includes.atomic cimport (
     rs_load_acquire_i64, rs_load_acquire_int, rs_store_release_i64,
 )
-from rocketstore._native.includes.futex cimport rs_futex_bump_and_wake, rs_futex_wait
+from rocketstore._native.includes.futex cimport (
+    rs_futex_bump_and_wake, rs_futex_bump_and_wake_n, rs_futex_wait, rs_futex_wake,
+)
 from rocketstore._native.mapped_file cimport MappedFile
 
 
@@ -72,6 +77,7 @@ cdef class GroupCommit:
         self.ready = True
         self.flushed_where = flushed_where
         self.requested = flushed_where
+        self.wake_chains = 1
 
     def __dealloc__(self):
         if self.ready:
@@ -151,7 +157,7 @@ cdef class GroupCommit:
             if self.flusher_state == FLUSHER_IDLE:
                 self.flusher_state = FLUSHER_BUSY
                 pthread_cond_signal(&self.work_cv)
-            word = &self.done_seq[(self.started + 1) & 1]   # the next flush to start
+            word = &self.done_seq[(self.started + 1) & 3]   # the next flush to start
             seen = rs_load_acquire_int(word)
             pthread_mutex_unlock(&self.mu)
             while rs_load_acquire_int(word) == seen:
@@ -162,18 +168,21 @@ cdef class GroupCommit:
                 rel.tv_nsec = <long>((left - rel.tv_sec) * 1e9)
                 rs_futex_wait(word, seen, &rel)
             # that flush is over: done, or (a roll to the next file) ask the next one
+            if self.wake_chains > 0:
+                rs_futex_wake(word, 1)      # the wake-up chain: the next waiter of that flush
 
     # ---- the flush thread ------------------------------------------------------------------
     def publish(self, int64_t flushed_where, int flushes=0):
         """Durable up to flushed_where now (a flush done in Python): wake who it covers."""
+        cdef int i
         with nogil:
             pthread_mutex_lock(&self.mu)
             self.flush_count += flushes
             if flushed_where > self.flushed_where:
                 rs_store_release_i64(&self.flushed_where, flushed_where)
             pthread_mutex_unlock(&self.mu)
-            rs_futex_bump_and_wake(&self.done_seq[0])
-            rs_futex_bump_and_wake(&self.done_seq[1])
+            for i in range(4):
+                rs_futex_bump_and_wake(&self.done_seq[i])
 
     def wait_requests(self, double timeout_s):
         """Wait (GIL released) until a producer waits for an offset not durable yet, kick()
@@ -268,7 +277,10 @@ cdef class GroupCommit:
                         if ts > 0:
                             rs_store_release_i64(&self.newest_ts, ts)
                         rs_store_release_i64(&self.flushed_where, base_offset + target)
-                    rs_futex_bump_and_wake(&self.done_seq[gen & 1])   # under mu: no lost wake-up
+                    # under mu: no lost wake-up
+                    rs_futex_bump_and_wake_n(
+                        &self.done_seq[gen & 3],
+                        self.wake_chains if self.wake_chains > 0 else 0x7fffffff)
                     if target >= size:
                         result = C_RUN_FULL
                 pthread_mutex_unlock(&self.mu)
@@ -302,10 +314,11 @@ cdef class GroupCommit:
     def close(self):
         """Stop waiting: every producer waiting now, or later, gets its answer at once
         (durable or not), and the flush thread returns to Python."""
+        cdef int i
         with nogil:
             pthread_mutex_lock(&self.mu)
             self.closed = True
             pthread_cond_signal(&self.work_cv)
             pthread_mutex_unlock(&self.mu)
-            rs_futex_bump_and_wake(&self.done_seq[0])
-            rs_futex_bump_and_wake(&self.done_seq[1])
+            for i in range(4):
+                rs_futex_bump_and_wake(&self.done_seq[i])

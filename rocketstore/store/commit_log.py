@@ -95,7 +95,8 @@ class CommitLog:
             self.commit_service = CommitRealTimeService(config, self.queue, pool,
                                                         self.flush_service)
         self.prefault_service: CommitLogPrefaultService | None = None
-        if pool is None and config.commit_log_prefault_ahead > 0:
+        # (write-through files take appends into their own buffer: nothing to fault in)
+        if pool is None and not self.write_through and config.commit_log_prefault_ahead > 0:
             self.prefault_service = CommitLogPrefaultService(self.queue,
                                                              config.commit_log_prefault_ahead)
         # what a put does after its append: wait for the group commit (SYNC_FLUSH, natively),

@@ -309,12 +309,18 @@ def test_sync_flush_commit_log_files_write_through(tmp_path):
     assert len(list(refcodec.iter_commitlog(root))) == 202
 
 
-def test_sync_flush_many_producers_across_files(tmp_path):
+@pytest.mark.parametrize("wake_chains", [1, 3, 0])
+def test_sync_flush_many_producers_across_files(tmp_path, wake_chains):
     """32 SYNC_FLUSH producers through the native group commit, rolling over many 64 KiB
-    CommitLog files: every put is PUT_OK, flushes are shared, and everything is on disk."""
+    CommitLog files: every put is PUT_OK (a producer the wake-up chain left asleep would get
+    FLUSH_DISK_TIMEOUT after its 5 s), flushes are shared, and everything is on disk. Woken
+    in one chain (each woken producer wakes the next), three, or all at once."""
     root = tmp_path / "store"
     producers, per_thread = 32, 25
     store = open_store(root, flush_disk_type="SYNC_FLUSH")
+    group = store.commit_log.flush_service.group
+    assert group.wake_chains == 1       # the default
+    group.wake_chains = wake_chains
     statuses: list[int] = []
     sent: list[bytes] = []
     try:
