@@ -1,4 +1,6 @@
-"""Build the Cython extensions (rocketstore/_native/*.pyx) and the C helpers in src/.
+"""Build the Cython extensions (rocketstore/_native/*.pyx, the remoting codec in
+rocketstore/remoting/_*.pyx, the clients' record decoder rocketstore/client/_records.pyx) and
+the C helpers in src/.
 
 The helpers (src/*.c) are compiled once into a static library that every extension links;
 src/*.h are header-only helpers declared for Cython in rocketstore/_native/includes/*.pxd.
@@ -52,13 +54,36 @@ def native(name: str) -> Extension:
     )
 
 
+def remoting(name: str) -> Extension:
+    """The remoting layer's codec: no store helpers, no numpy (remoting imports neither)."""
+    return Extension(
+        f"rocketstore.remoting.{name}",
+        [f"rocketstore/remoting/{name}.pyx"],
+        extra_compile_args=COMPILE_ARGS,
+        extra_link_args=COMPILE_ARGS if DEBUG else [],
+    )
+
+
+def client(name: str) -> Extension:
+    """The clients' record decoder: like the remoting codec, no store helpers, no numpy."""
+    return Extension(
+        f"rocketstore.client.{name}",
+        [f"rocketstore/client/{name}.pyx"],
+        extra_compile_args=COMPILE_ARGS,
+        extra_link_args=COMPILE_ARGS if DEBUG else [],
+    )
+
+
+REMOTING_MODULES = ["_command", "_frames", "_headers", "_pump"]
+CLIENT_MODULES = ["_records"]
 MODULES = [os.path.splitext(os.path.basename(p))[0] for p in sorted(glob.glob("rocketstore/_native/*.pyx"))]
 
 setup(
     libraries=[HELPERS_LIB],
     cmdclass={"build_ext": BuildExtWithHelpers},
     ext_modules=cythonize(
-        [native(m) for m in MODULES],
+        [native(m) for m in MODULES] + [remoting(m) for m in REMOTING_MODULES]
+        + [client(m) for m in CLIENT_MODULES],
         compiler_directives={"language_level": "3", "embedsignature": True},
         include_path=["."],
     ),

@@ -1,22 +1,30 @@
 #!/usr/bin/env python
-"""Durability benchmark: SYNC_FLUSH group commit against ASYNC_FLUSH and a plain write+fsync
-loop, and abnormal-exit recovery of a ~1 GiB CommitLog against a plain sequential read.
+"""Durability benchmark: SYNC_FLUSH puts against the disk's own limit, and abnormal-exit
+recovery of a ~1 GiB CommitLog against a plain sequential read.
 
-Part 1, put throughput (1 KiB bodies, topic "bench", 8 queues, the UNIQ_KEY the store adds):
-  SYNC_FLUSH  N producer threads      put_message from 1, 8 and 32 threads; every put waits for
-                                      the GroupCommitService's msync covering it
-  ASYNC_FLUSH N producer threads      the same puts, flushed in the background
-  write+fsync per batch               plain Python: os.pwrite of the same record bytes into a
-                                      posix_fallocate'd file, os.fsync after every batch, the
-                                      batch being what one group commit covered on average in
-                                      the SYNC_FLUSH run with that many threads (bytes / msyncs)
-  mmap copy+msync per batch           the same batches copied into a shared mmap of such a
-                                      file and msync'ed (the store's write path, bare)
-  write+fsync per message             the same with a batch of one record
-Target: SYNC_FLUSH with 32 producers >= 0.3 x ASYNC_FLUSH with 32 producers.
-Columns ms/msync and "in msync": for SYNC_FLUSH, the time the flush thread spent inside msync
-per flush and its share of the run's wall clock (100% would be disk-bound); for the mmap
-reference, the wall time per batch (copy + msync).
+Part 1, SYNC_FLUSH put throughput (1 KiB bodies, topic "bench", tags "t", 8 queues, the
+UNIQ_KEY the store adds), for 1, 8, 32 and 128 producer threads, each putting its share of
+the messages into a fresh store with put_message (every put waits for the group commit that
+makes it durable). Per run: msgs/s, p50/p99 put latency, messages per flush, disk bytes
+written per message (/proc/diskstats of the device holding --dir, over the timed window),
+and the flush thread's time in pwrite and in fdatasync.
+
+Reference, in the same run on the same bytes: the disk's limit for N-deep group commit, one
+thread that os.pwrite()s the records the store wrote one by one into a posix_fallocate'd file
+(as the store preallocates its segments) and calls os.fdatasync() after every N of them (no
+hand-off, no lock, no GIL contention); N = the producer count. Its latency columns are per
+fdatasync round (first pwrite to fdatasync return: what the first record of a batch waits).
+
+Also per thread count, to show what each part of the SYNC_FLUSH path changed (--no-variants
+skips them): "via mmap+msync", the same puts with commit_log_write_through=False (records
+written through the mapping, each group commit msyncs the range: how the store flushed
+before), and "woken all at once", with GroupCommit.wake_chains = 0 (every producer a flush
+covers is woken at once instead of in a chain).
+
+Targets (medians of --repeat runs, each run's ratio against the reference run beside it):
+  SYNC_FLUSH x32 msgs/s >= 0.6 x the loop that fdatasyncs every 32 records;
+  disk bytes written per message <= 1.5 x the record size (x32);
+  SYNC_FLUSH x1 p99 put latency <= 2 x the p99 of the loop that fdatasyncs every record.
 
 Part 2, recovery: ~1 GiB (--recovery-mib) of 1 KiB-body messages is written into a store with
 256 MiB CommitLog files (put_messages, ASYNC_FLUSH) and shut down. Each timed run then makes
@@ -29,15 +37,18 @@ cache dropped with `sync; echo 3 > /proc/sys/vm/drop_caches` before each run; ne
 warm (files in the page cache). Target: recovery MB/s >= 0.3 x plain read MB/s (cold when
 caches can be dropped, else warm).
 
-Every number is the median of --repeat runs (default 3), each on a fresh store (part 1) or a
-fresh recovery of the same store (part 2). The script never asserts on targets: PASS/MISS.
+Every run of part 1 uses a fresh store; the configurations are interleaved (each repeat runs
+every thread count, store then loop), so a slow spell of a shared disk hits both sides of a
+ratio. The script never asserts on targets: PASS/MISS. The load average (`uptime`) before
+and after is printed: other processes using the disk inflate both sides and the disk bytes.
 Usage: python bench/durability.py [--quick] [--repeat 3] [--recovery-mib 1024] [--dir DIR]
-                                  [--json out.json] [-q]
+                                  [--threads 1,8,32,128] [--no-variants] [--json out.json] [-q]
 """
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import struct
 import subprocess
 import sys
@@ -55,227 +66,235 @@ from rocketstore.message import PutMessageStatus  # noqa: E402
 TOPIC = "bench"
 QUEUES = 8
 BODY = 1024
-THREADS = (1, 8, 32)
+THREADS = (1, 8, 32, 128)
+SEGMENT = 256 << 20
 
 
 # ---- part 1: throughput --------------------------------------------------------------------
+class DiskCounter:
+    """Bytes written to one block device so far, from /proc/diskstats (None: not found)."""
+
+    def __init__(self, source: str) -> None:
+        self.name = os.path.basename(source) if source.startswith("/dev/") else ""
+        if self.name and self.read() is None:
+            self.name = ""
+
+    def read(self) -> int | None:
+        if not self.name:
+            return None
+        with open("/proc/diskstats") as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) > 9 and parts[2] == self.name:
+                    return int(parts[9]) * 512
+        return None
+
+
+def percentile(sorted_values: list[float], q: float) -> float:
+    if not sorted_values:
+        return float("nan")
+    return sorted_values[min(len(sorted_values) - 1, int(len(sorted_values) * q))]
+
+
 def bodies(n: int) -> list[bytes]:
     pool = os.urandom(BODY + 4096)
     return [pool[(i * 7919) % 4096:(i * 7919) % 4096 + BODY] for i in range(n)]
 
 
-def put_run(td: C.TempDirs, flush: str, threads: int, n: int) -> dict[str, Any]:
-    """One timed run: n puts from `threads` threads into a fresh store."""
-    d = td.new(f"{flush.lower()}-{threads}")
-    store = MessageStore.open(d, StoreConfig(store_path_root_dir=d, flush_disk_type=flush,
-                                             mapped_file_size_commit_log=256 << 20))
+def put_run(td: C.TempDirs, disk: DiskCounter, threads: int, n: int, *,
+            write_through: bool = True, wake_chains: int | None = None,
+            keep_records: bool = True) -> dict[str, Any]:
+    """One timed run: n SYNC_FLUSH puts from `threads` threads into a fresh store."""
+    d = td.new(f"sync-{threads}")
+    store = MessageStore.open(d, StoreConfig(store_path_root_dir=d, flush_disk_type="SYNC_FLUSH",
+                                             mapped_file_size_commit_log=SEGMENT,
+                                             commit_log_write_through=write_through))
     try:
         warm = store.put_message(Message(TOPIC, b"x" * BODY), 0)   # file created outside
         assert warm.status == PutMessageStatus.PUT_OK
         per = n // threads
         msgs = [[Message(TOPIC, b, tags="t") for b in bodies(per)] for _ in range(threads)]
-        flushes0 = getattr(store.commit_log.flush_service, "flushes", 0)
-        group = getattr(store.commit_log.flush_service, "group", None)
-        msync0 = group.msync_seconds if group is not None else 0.0
+        group = store.commit_log.flush_service.group   # type: ignore[attr-defined]
+        if wake_chains is not None:
+            group.wake_chains = wake_chains
         start = threading.Barrier(threads + 1)
         bad: list[int] = []
+        latencies: list[list[float]] = [[] for _ in range(threads)]
 
         def produce(t: int) -> None:
             mine = msgs[t]
+            lat = latencies[t]
             put = store.put_message
+            clock = time.perf_counter
             start.wait()
             for i, m in enumerate(mine):
+                t0 = clock()
                 r = put(m, i % QUEUES)
+                lat.append(clock() - t0)
                 if r.status_code != 0:
                     bad.append(r.status_code)
 
         workers = [threading.Thread(target=produce, args=(t,)) for t in range(threads)]
         for w in workers:
             w.start()
+        time.sleep(0.05)
+        flushes0, write0, sync0 = group.flushes, group.write_seconds, group.sync_seconds
+        disk0 = disk.read()
+        faults0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
         with C.Timer() as timer:
             start.wait()
             for w in workers:
                 w.join()
-        flushes = getattr(store.commit_log.flush_service, "flushes", 0) - flushes0
-        msync_s = (group.msync_seconds - msync0) if group is not None else 0.0
-        end = store.get_max_phy_offset()
+        faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults0
+        disk1 = disk.read()
+        flushes = group.flushes - flushes0
+        write_s = group.write_seconds - write0
+        sync_s = group.sync_seconds - sync0
         if bad:
-            raise RuntimeError(f"{flush} x{threads}: {len(bad)} puts failed: {set(bad)}")
-        data = store.get_commitlog_data(warm.wrote_bytes)
-        record_bytes = bytes(data[:end - warm.wrote_bytes]) if data is not None else b""
-        sizes = [m.store_size for m in store.scan(warm.wrote_bytes)]
+            raise RuntimeError(f"SYNC_FLUSH x{threads}: {len(bad)} puts failed: {set(bad)}")
+        end = store.get_max_phy_offset()
+        out: dict[str, Any] = {}
+        if keep_records:
+            data = store.get_commitlog_data(warm.wrote_bytes)
+            out["record_bytes"] = bytes(data[:end - warm.wrote_bytes]) if data is not None \
+                else b""
+            del data
+            out["sizes"] = [m.store_size for m in store.scan(warm.wrote_bytes)]
     finally:
         store.shutdown()
         td.remove(d)
-    return {"seconds": timer.wall, "cpu": timer.cpu, "n": per * threads,
-            "bytes": len(record_bytes), "flushes": flushes, "msync_s": msync_s,
-            "record_bytes": record_bytes,
-            "sizes": sizes}
+    lat = sorted(x for t in latencies for x in t)
+    total = per * threads
+    out.update({"seconds": timer.wall, "n": total, "bytes": end - warm.wrote_bytes,
+                "flushes": flushes, "write_s": write_s, "sync_s": sync_s, "faults": faults,
+                "p50_ms": percentile(lat, 0.50) * 1e3, "p99_ms": percentile(lat, 0.99) * 1e3,
+                "disk_bytes": None if disk0 is None or disk1 is None else disk1 - disk0})
+    return out
 
 
-def batch_bounds(sizes: list[int], batch_msgs: float) -> list[int]:
-    """Byte offsets of batch edges on record boundaries, batch_msgs records apart on average
-    (a fractional batch_msgs alternates batch lengths); the last edge is the end."""
-    bounds = [0]
-    acc = 0.0
-    pos = 0
-    for i, s in enumerate(sizes):
-        pos += s
-        acc += 1
-        if acc >= batch_msgs or i == len(sizes) - 1:
-            bounds.append(pos)
-            acc -= batch_msgs if batch_msgs >= 1 else acc
-    return bounds
-
-
-def fsync_run(td: C.TempDirs, records: bytes, sizes: list[int], batch_msgs: float) -> float:
-    """os.pwrite + os.fsync of the same records, batch_msgs records per fsync; seconds."""
-    d = td.new("fsync")
+def loop_run(td: C.TempDirs, disk: DiskCounter, records: bytes, sizes: list[int],
+             every: int) -> dict[str, Any]:
+    """One thread: os.pwrite each record at its offset into a posix_fallocate'd file, and
+    os.fdatasync after every `every` records (and after the last)."""
+    d = td.new(f"loop-{every}")
     path = os.path.join(d, "plain")
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    rounds: list[float] = []
     try:
-        os.posix_fallocate(fd, 0, max(len(records), 1))
+        os.posix_fallocate(fd, 0, SEGMENT)
         os.fsync(fd)
-        bounds = batch_bounds(sizes, batch_msgs)
+        dfd = os.open(d, os.O_RDONLY)
+        os.fsync(dfd)
+        os.close(dfd)
         view = memoryview(records)
+        pwrite, fdatasync, clock = os.pwrite, os.fdatasync, time.perf_counter
+        last = len(sizes) - 1
+        time.sleep(0.05)
+        disk0 = disk.read()
+        faults0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
         with C.Timer() as timer:
-            for a, b in zip(bounds, bounds[1:], strict=False):
-                os.pwrite(fd, view[a:b], a)
-                os.fsync(fd)
+            pos = 0
+            began = clock()
+            for i, size in enumerate(sizes):
+                pwrite(fd, view[pos:pos + size], pos)
+                pos += size
+                if (i + 1) % every == 0 or i == last:
+                    fdatasync(fd)
+                    now = clock()
+                    rounds.append(now - began)
+                    began = now
+        faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults0
+        disk1 = disk.read()
     finally:
         os.close(fd)
         td.remove(d)
-    return timer.wall
+    rounds.sort()
+    return {"seconds": timer.wall, "n": len(sizes), "bytes": len(records),
+            "flushes": len(rounds), "faults": faults,
+            "p50_ms": percentile(rounds, 0.50) * 1e3, "p99_ms": percentile(rounds, 0.99) * 1e3,
+            "disk_bytes": None if disk0 is None or disk1 is None else disk1 - disk0}
 
 
-def msync_run(td: C.TempDirs, records: bytes, sizes: list[int], batch_msgs: float) -> float:
-    """The same batches copied into a posix_fallocate'd shared mmap and msync'ed (the store's
-    own write path, minus everything else); seconds."""
-    import mmap
-    d = td.new("msync")
-    path = os.path.join(d, "plain")
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    size = max(len(records), 1)
+def load_average() -> str:
     try:
-        os.posix_fallocate(fd, 0, size)
-        os.fsync(fd)
-        mm = mmap.mmap(fd, size)
-        bounds = batch_bounds(sizes, batch_msgs)
-        view = memoryview(records)
-        page = mmap.PAGESIZE
-        with C.Timer() as timer:
-            flushed = 0
-            for a, b in zip(bounds, bounds[1:], strict=False):
-                mm[a:b] = view[a:b]
-                start = flushed - flushed % page
-                mm.flush(start, b - start)
-                flushed = b
-        mm.close()
-    finally:
-        os.close(fd)
-        td.remove(d)
-    return timer.wall
+        return " ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        return "?"
 
 
-def bench_throughput(td: C.TempDirs, args: argparse.Namespace) -> dict[str, Any]:
-    """Per thread count, each repeat runs SYNC, ASYNC and the fsync loops back to back
-    (interleaved, so a slow spell of a shared disk hits all of them alike)."""
-    rows: list[dict[str, Any]] = []
-    per_msg: list[tuple[float, int, int]] = []      # (seconds, msgs, bytes)
-    ratio32 = None
-    for threads in THREADS:
-        n = args.n_sync[threads]
-        sync, asyn, batch_runs, msync_runs, full_runs = [], [], [], [], []
-        for i in range(args.repeat):
-            args.log(f"x{threads} run {i + 1}/{args.repeat}: SYNC_FLUSH ({n:,} puts)")
-            s_run = put_run(td, "SYNC_FLUSH", threads, n)
-            args.log(f"x{threads} run {i + 1}/{args.repeat}: ASYNC_FLUSH")
-            a_run = put_run(td, "ASYNC_FLUSH", threads, n)
-            batch = s_run["n"] / s_run["flushes"] if s_run["flushes"] else 1.0
-            args.log(f"x{threads} run {i + 1}/{args.repeat}: write+fsync per {batch:.1f} msgs")
-            b_secs = fsync_run(td, s_run["record_bytes"], s_run["sizes"], batch)
-            args.log(f"x{threads} run {i + 1}/{args.repeat}: copy+msync per {batch:.1f} msgs")
-            m_secs = msync_run(td, s_run["record_bytes"], s_run["sizes"], batch)
-            if threads == THREADS[-1]:
-                # the most a group commit of `threads` producers can share: every one of them
-                args.log(f"x{threads} run {i + 1}/{args.repeat}: copy+msync per {threads} msgs")
-                f_secs = msync_run(td, s_run["record_bytes"], s_run["sizes"], threads)
-                full_runs.append({"seconds": f_secs, "batch": float(threads), "n": s_run["n"],
-                                  "bytes": s_run["bytes"],
-                                  "ms_per_msync": f_secs * 1e3 / max(1.0, s_run["n"] / threads)})
-            if threads == THREADS[0]:
-                args.log(f"x{threads} run {i + 1}/{args.repeat}: write+fsync per message")
-                per_msg.append((fsync_run(td, s_run["record_bytes"], s_run["sizes"], 1),
-                                len(s_run["sizes"]), len(s_run["record_bytes"])))
-            for run in (s_run, a_run):
-                run.pop("record_bytes")
-                run.pop("sizes")
-            sync.append(s_run)
-            asyn.append(a_run)
-            batch_runs.append({"seconds": b_secs, "batch": batch, "n": s_run["n"],
-                               "bytes": s_run["bytes"]})
-            msync_runs.append({"seconds": m_secs, "batch": batch, "n": s_run["n"],
-                               "bytes": s_run["bytes"],
-                               "ms_per_msync": m_secs * 1e3 / max(1.0, s_run["n"] / batch)})
+def summarize(case: str, kind: str, threads: int, runs: list[dict[str, Any]]) -> dict[str, Any]:
+    med = C.median
+    out: dict[str, Any] = {
+        "case": case, "kind": kind, "threads": threads, "n": runs[0]["n"],
+        "samples": [r["seconds"] for r in runs],
+        "msgs_per_s": med([r["n"] / r["seconds"] for r in runs]),
+        "p50_ms": med([r["p50_ms"] for r in runs]), "p99_ms": med([r["p99_ms"] for r in runs]),
+        "msgs_per_flush": med([r["n"] / r["flushes"] for r in runs if r["flushes"]] or [0.0]),
+        "record_size": med([r["bytes"] / r["n"] for r in runs]),
+        "faults_per_msg": med([r["faults"] / r["n"] for r in runs]),
+    }
+    disk = [r["disk_bytes"] / r["n"] for r in runs if r["disk_bytes"] is not None]
+    out["disk_per_msg"] = med(disk) if disk else None
+    out["disk_per_msg_min"] = min(disk) if disk else None
+    if kind != "loop":
+        out["write_share"] = med([r["write_s"] / r["seconds"] for r in runs])
+        out["sync_share"] = med([r["sync_s"] / r["seconds"] for r in runs])
+        out["ms_per_flush"] = med([(r["write_s"] + r["sync_s"]) * 1e3 / r["flushes"]
+                                   for r in runs if r["flushes"]] or [0.0])
+    return out
 
-        def row(case: str, flush: str, runs: list[dict[str, Any]],
-                threads: int = threads) -> dict[str, Any]:
-            secs = [r["seconds"] for r in runs]
-            med = C.median(secs)
-            msgs = C.median([r["n"] / r["seconds"] for r in runs])
-            out = {"case": case, "flush": flush, "threads": threads, "n": runs[0]["n"],
-                   "samples": secs, "median_s": med, "msgs_per_s": msgs,
-                   "mb_per_s": C.median([r["bytes"] / C.MB / r["seconds"] for r in runs])}
-            if flush == "SYNC_FLUSH":
-                out["msgs_per_flush"] = C.median([r["n"] / r["flushes"] for r in runs
-                                                  if r["flushes"]] or [0.0])
-                # time inside msync per flush, and the share of the wall clock it took
-                out["ms_per_msync"] = C.median([r["msync_s"] * 1e3 / r["flushes"]
-                                                for r in runs if r["flushes"]] or [0.0])
-                out["msync_share"] = C.median([r["msync_s"] / r["seconds"] for r in runs])
-            if "ms_per_msync" in runs[0]:
-                out["ms_per_msync"] = C.median([r["ms_per_msync"] for r in runs])
-            if flush == "reference":
-                out["batch"] = C.median([r["batch"] for r in runs])
-            return out
 
-        s_row = row(f"SYNC_FLUSH put_message x{threads}", "SYNC_FLUSH", sync)
-        a_row = row(f"ASYNC_FLUSH put_message x{threads}", "ASYNC_FLUSH", asyn)
-        b_row = row("", "reference", batch_runs)
-        b_row["case"] = (f"write+fsync per batch of {b_row['batch']:.1f} msgs "
-                         f"(SYNC x{threads}'s msgs/msync)")
-        m_row = row("", "reference", msync_runs)
-        m_row["case"] = f"mmap copy+msync per batch of {m_row['batch']:.1f} msgs"
-        # ratios of medians of per-run ratios (runs are paired)
-        s_row["vs_async"] = C.median([s["n"] / s["seconds"] / (a["n"] / a["seconds"])
-                                      for s, a in zip(sync, asyn, strict=True)])
-        s_row["vs_fsync_batch"] = C.median([b["seconds"] / s["seconds"]
-                                            for s, b in zip(sync, batch_runs, strict=True)])
-        s_row["per_msg_runs"] = per_msg if threads == THREADS[0] else None
-        s_row["vs_msync_batch"] = C.median([m["seconds"] / s["seconds"]
-                                            for s, m in zip(sync, msync_runs, strict=True)])
-        rows += [s_row, a_row, b_row, m_row]
-        if full_runs:
-            f_row = row("", "reference", full_runs)
-            f_row["case"] = (f"mmap copy+msync per batch of {threads} msgs (all producers: "
-                             "the msync-bound ceiling)")
-            # in the SYNC / ASYNC column: this loop's rate against ASYNC_FLUSH, paired
-            f_row["vs_async"] = C.median([f["n"] / f["seconds"] / (a["n"] / a["seconds"])
-                                          for f, a in zip(full_runs, asyn, strict=True)])
-            rows.append(f_row)
-        if threads == 32:
-            ratio32 = s_row["vs_async"]
-    secs = [p[0] for p in per_msg]
-    pm = {"case": "write+fsync per message (SYNC x1's records)", "flush": "reference",
-          "threads": 1, "n": per_msg[0][1], "samples": secs, "median_s": C.median(secs),
-          "msgs_per_s": C.median([m / t for t, m, _ in per_msg]),
-          "mb_per_s": C.median([b / C.MB / t for t, _, b in per_msg])}
-    rows.append(pm)
-    for r in rows:
-        r.pop("per_msg_runs", None)
-        if r["flush"] == "SYNC_FLUSH":
-            r["vs_fsync_msg"] = r["msgs_per_s"] / pm["msgs_per_s"]
-    return {"rows": rows, "target_ratio": ratio32}
+def bench_throughput(td: C.TempDirs, disk: DiskCounter, args: argparse.Namespace
+                     ) -> dict[str, Any]:
+    """Each repeat runs every thread count: the store, then the loop on the store's records
+    (then the store through its mapping): interleaved and paired."""
+    runs: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    loads = [load_average()]
+    for i in range(args.repeat):
+        for threads in args.threads:
+            n = args.n_sync[threads]
+            args.log(f"run {i + 1}/{args.repeat} x{threads}: SYNC_FLUSH ({n:,} puts)")
+            s_run = put_run(td, disk, threads, n)
+            records, sizes = s_run.pop("record_bytes"), s_run.pop("sizes")
+            runs.setdefault(("sync", threads), []).append(s_run)
+            args.log(f"run {i + 1}/{args.repeat} x{threads}: pwrite + fdatasync every {threads}")
+            runs.setdefault(("loop", threads), []).append(
+                loop_run(td, disk, records, sizes, threads))
+            del records, sizes
+            if args.variants:
+                args.log(f"run {i + 1}/{args.repeat} x{threads}: SYNC_FLUSH via mmap+msync")
+                runs.setdefault(("mmap", threads), []).append(
+                    put_run(td, disk, threads, n, write_through=False, keep_records=False))
+                if threads > 1:
+                    args.log(f"run {i + 1}/{args.repeat} x{threads}: SYNC_FLUSH, woken all "
+                             "at once")
+                    runs.setdefault(("wakeall", threads), []).append(
+                        put_run(td, disk, threads, n, wake_chains=0, keep_records=False))
+        loads.append(load_average())
+    rows = []
+    for threads in args.threads:
+        sync, loop = runs[("sync", threads)], runs[("loop", threads)]
+        s_row = summarize(f"SYNC_FLUSH put_message x{threads}", "sync", threads, sync)
+        l_row = summarize(f"pwrite + fdatasync every {threads} (1 thread)", "loop", threads,
+                          loop)
+        # ratios against the loop: medians of the per-repeat (paired) ratios
+        s_row["vs_loop"] = C.median([s["n"] / s["seconds"] / (o["n"] / o["seconds"])
+                                     for s, o in zip(sync, loop, strict=True)])
+        s_row["p99_vs_loop"] = C.median([s["p99_ms"] / o["p99_ms"]
+                                         for s, o in zip(sync, loop, strict=True)])
+        rows += [s_row, l_row]
+        for kind, label in (("mmap", "SYNC_FLUSH via mmap+msync"),
+                            ("wakeall", "SYNC_FLUSH woken all at once")):
+            if (kind, threads) not in runs:
+                continue
+            vr = runs[(kind, threads)]
+            v_row = summarize(f"{label} x{threads}", kind, threads, vr)
+            v_row["vs_loop"] = C.median([s["n"] / s["seconds"] / (o["n"] / o["seconds"])
+                                         for s, o in zip(vr, loop, strict=True)])
+            v_row["p99_vs_loop"] = C.median([s["p99_ms"] / o["p99_ms"]
+                                             for s, o in zip(vr, loop, strict=True)])
+            rows.append(v_row)
+    return {"rows": rows, "loads": loads, "runs": {f"{k}-{t}": v for (k, t), v in runs.items()}}
 
 
 # ---- part 2: recovery ----------------------------------------------------------------------
@@ -389,41 +408,49 @@ def bench_recovery(td: C.TempDirs, args: argparse.Namespace) -> dict[str, Any]:
 
 
 # ---- output --------------------------------------------------------------------------------
-def verdict(ratio: float, goal: float) -> str:
-    return f"{ratio:.2f} {'PASS' if ratio >= goal else 'MISS'} (>= {goal})"
+def verdict(ratio: float, goal: float, at_most: bool = False) -> str:
+    ok = ratio <= goal if at_most else ratio >= goal
+    return f"{ratio:.2f} {'PASS' if ok else 'MISS'} ({'<=' if at_most else '>='} {goal})"
 
 
-def print_report(info: dict[str, Any], args: argparse.Namespace, tp: dict[str, Any],
+def print_report(info: dict[str, Any], args: argparse.Namespace, tp: dict[str, Any] | None,
                  rc: dict[str, Any] | None, elapsed: float) -> None:
     print("# rocketstore durability benchmark (bench/durability.py)\n")
     C.print_machine_info(info)
     print(f"\nMedians of {args.repeat} runs, wall clock; 1 KiB bodies; "
-          f"{'--quick; ' if args.quick else ''}total {elapsed:.0f} s.\n")
-    rows = []
-    for r in tp["rows"]:
-        rows.append([r["case"], C.fmt_int(r["n"]), C.fmt_int(r["msgs_per_s"]),
-                     C.fmt_rate(r["mb_per_s"]),
-                     "" if r.get("msgs_per_flush") is None else f"{r['msgs_per_flush']:.1f}",
-                     "" if not r.get("ms_per_msync") else f"{r['ms_per_msync']:.2f}",
-                     "" if r.get("msync_share") is None else f"{100 * r['msync_share']:.0f}%",
-                     C.fmt_ratio(r.get("vs_async")), C.fmt_ratio(r.get("vs_fsync_batch")),
-                     C.fmt_ratio(r.get("vs_msync_batch")), C.fmt_ratio(r.get("vs_fsync_msg"))])
-    print(C.markdown_table(["case", "msgs", "msgs/s", "MB/s", "msgs/msync", "ms/msync",
-                            "in msync", "SYNC / ASYNC", "SYNC / fsync per batch", "SYNC / msync per batch",
-                            "SYNC / fsync per msg"], rows, "lrrrrrrrrrr"))
-    print(f"\nTarget SYNC_FLUSH x32 / ASYNC_FLUSH x32: {verdict(tp['target_ratio'], 0.3)}")
-    pm = next(r for r in tp["rows"] if r["case"].startswith("write+fsync per message"))
-    a32 = next(r for r in tp["rows"] if r["case"] == "ASYNC_FLUSH put_message x32")
-    ceiling = 32 * pm["msgs_per_s"]
-    print(f"Ceiling for 32 producers on this disk: at most 32 messages per flush, one flush per "
-          f"fsync latency ({1e3 / pm['msgs_per_s']:.2f} ms, the write+fsync per message row): "
-          f"{C.fmt_int(ceiling)} msgs/s = {ceiling / a32['msgs_per_s']:.2f} x ASYNC_FLUSH x32.")
-    full = next((r for r in tp["rows"] if "msync-bound ceiling" in r["case"]), None)
-    if full is not None:
-        print(f"msync-bound ceiling (an msync of 32 records costs more than one of 1): the bare "
-              f"copy+msync loop with 32 messages per msync runs {C.fmt_int(full['msgs_per_s'])} "
-              f"msgs/s = {full['vs_async']:.2f} x ASYNC_FLUSH x32 (paired), with nothing "
-              "else running; SYNC_FLUSH x32 cannot beat it.")
+          f"{'--quick; ' if args.quick else ''}total {elapsed:.0f} s.")
+    if tp is not None:
+        print(f"Load average (1/5/15 min) before and after each repeat: "
+              f"{' | '.join(tp['loads'])}.\n")
+        rows = []
+        for r in tp["rows"]:
+            disk = r["disk_per_msg"]
+            rows.append([
+                r["case"], C.fmt_int(r["n"]), C.fmt_int(r["msgs_per_s"]),
+                f"{r['p50_ms']:.3f}", f"{r['p99_ms']:.3f}", f"{r['msgs_per_flush']:.1f}",
+                "" if r.get("ms_per_flush") is None else f"{r['ms_per_flush']:.3f}",
+                "" if r.get("write_share") is None else
+                f"{100 * r['write_share']:.0f}% / {100 * r['sync_share']:.0f}%",
+                f"{r['record_size']:.0f}",
+                "n/a" if disk is None else f"{disk:,.0f} ({disk / r['record_size']:.2f}x)",
+                f"{r['faults_per_msg']:.2f}",
+                C.fmt_ratio(r.get("vs_loop")), C.fmt_ratio(r.get("p99_vs_loop"))])
+        print(C.markdown_table(
+            ["case", "msgs", "msgs/s", "p50 ms", "p99 ms", "msgs/flush", "ms/flush",
+             "in write / sync", "record B", "disk B/msg", "faults/msg", "vs loop",
+             "p99 vs loop"], rows, "lrrrrrrrrrrrr"))
+        by = {(r["kind"], r["threads"]): r for r in tp["rows"]}
+        print()
+        if ("sync", 32) in by:
+            s32 = by[("sync", 32)]
+            print(f"Target SYNC_FLUSH x32 / pwrite+fdatasync every 32: "
+                  f"{verdict(s32['vs_loop'], 0.6)}")
+            if s32["disk_per_msg"] is not None:
+                print(f"Target disk bytes per message x32 / record size: "
+                      f"{verdict(s32['disk_per_msg'] / s32['record_size'], 1.5, True)}")
+        if ("sync", 1) in by:
+            print(f"Target SYNC_FLUSH x1 p99 / p99 of pwrite+fdatasync every record: "
+                  f"{verdict(by[('sync', 1)]['p99_vs_loop'], 2.0, True)}")
     if rc is None:
         return
     print(f"\nRecovery of {rc['log_bytes'] / C.MiB:,.0f} MiB of CommitLog "
@@ -456,6 +483,11 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="CommitLog file size for the recovery test (default 256)")
     p.add_argument("--dir", default=None, help="where temp stores go (default: the repo's "
                    "parent directory; never tmpfs)")
+    p.add_argument("--threads", default="1,8,32,128",
+                   help="producer thread counts, comma-separated (default 1,8,32,128; 0 "
+                   "skips the throughput part)")
+    p.add_argument("--no-variants", dest="variants", action="store_false",
+                   help="skip the 'via mmap+msync' and 'woken all at once' rows")
     p.add_argument("--json", default=None, metavar="PATH", help="also write results as JSON")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")
     args = p.parse_args(argv)
@@ -464,8 +496,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     args.recovery_mib = (256 if args.quick else 1024) if args.recovery_mib is None \
         else args.recovery_mib
     args.recovery_file_mib = args.recovery_file_mib or (64 if args.quick else 256)
-    # puts per run: SYNC x1 is bound by one msync per put
-    args.n_sync = {1: 3000 // scale, 8: 8000 // scale, 32: 16000 // scale}
+    args.threads = tuple(int(t) for t in args.threads.split(",") if int(t) > 0)
+    # puts per run (x1 is bound by one fdatasync per put); at least 20 per thread
+    args.n_sync = {t: max(20 * t, {1: 4000, 8: 16000, 32: 48000}.get(t, 96000) // scale)
+                   for t in args.threads}
     return args
 
 
@@ -483,7 +517,7 @@ def main(argv=None) -> int:
         except OSError:
             pass
         info = C.machine_info(td.base, {"bench_device": disk} if disk else None)
-        tp = bench_throughput(td, args)
+        tp = bench_throughput(td, DiskCounter(disk), args) if args.threads else None
         rc = bench_recovery(td, args) if args.recovery_mib > 0 else None
     elapsed = time.perf_counter() - started
     print_report(info, args, tp, rc, elapsed)

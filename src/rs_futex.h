@@ -17,5 +17,14 @@ static inline void rs_futex_bump_and_wake(int *addr) {
     __atomic_add_fetch(addr, 1, __ATOMIC_ACQ_REL);
     syscall(SYS_futex, addr, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
 }
+/* Advance the generation and wake at most n threads sleeping on it. */
+static inline void rs_futex_bump_and_wake_n(int *addr, int n) {
+    __atomic_add_fetch(addr, 1, __ATOMIC_ACQ_REL);
+    syscall(SYS_futex, addr, FUTEX_WAKE_PRIVATE, n, NULL, NULL, 0);
+}
+/* Wake at most n threads sleeping on addr (the generation stays). */
+static inline void rs_futex_wake(int *addr, int n) {
+    syscall(SYS_futex, addr, FUTEX_WAKE_PRIVATE, n, NULL, NULL, 0);
+}
 
 #endif

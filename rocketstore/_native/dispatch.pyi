@@ -1,4 +1,4 @@
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Literal, TypeAlias, final
 
 import numpy as np
@@ -57,6 +57,9 @@ class Dispatcher:
         self, f: IndexFile | None, key_start: int = 0, key_start_phy: int = -1
     ) -> None: ...
     def clear(self) -> None: ...
+    def set_delay_levels(self, levels_ms: Iterable[int]) -> None:
+        """messageDelayLevel in ms: SCHEDULE_TOPIC_XXXX units get their delivery time as tags
+        code (store time + the DELAY level's delay), as RocketMQ writes them."""
     @property
     def stop_reason(self) -> str | None: ...
     def stop_record(self) -> tuple[bytes, int, int, int, int, int]: ...

@@ -39,6 +39,7 @@ from rocketstore._native.includes.python cimport (
 from rocketstore._native.includes.prefetch cimport rs_prefetch
 from rocketstore._native.mapped_file cimport MappedFile, StopFlag
 from rocketstore._native.properties cimport KeyProps, find_key_props, tags_code_in, tags_code_of
+from rocketstore._native.includes.scan cimport rs_find_pair_end
 from rocketstore._native.record cimport (
     END_FILE_MIN_BLANK_LENGTH, MIN_RECORD_SIZE, REC_BLANK, REC_CORRUPT, REC_END, REC_OK, SYSFLAG_PREPARED,
     SYSFLAG_ROLLBACK, SYSFLAG_TRANSACTION_MASK, RecordInfo, check_record_but_topic_into,
@@ -49,6 +50,11 @@ from rocketstore._native.includes.record_checks cimport rs_topic_legal
 import numpy as np
 
 from rocketstore._native.record import STATUS_NAMES as _STATUS_NAMES
+
+cdef enum:
+    MAX_DELAY_LEVELS = 64
+    SCHEDULE_TOPIC_LEN = 19
+cdef const char* SCHEDULE_TOPIC = b"SCHEDULE_TOPIC_XXXX"
 
 rs_crc32_init()     # this module's copy of the CRC tables (check_record is inlined here)
 
@@ -107,7 +113,9 @@ cdef class Dispatcher:
     # the CommitLog file followed (held) and the position in it
     cdef readonly MappedFile file
     cdef const char* base
-    cdef int64_t* limit_ptr
+    cdef int64_t* wrote_ptr         # the file's wrote and committed positions, and whether
+    cdef int64_t* committed_ptr     # appends go to a buffer (then records are readable
+    cdef bint* buffered_ptr         # once committed to the file); read on every pass
     cdef int64_t file_size
     cdef int64_t from_offset
     cdef int64_t pos
@@ -127,6 +135,9 @@ cdef class Dispatcher:
     # follow() calls its handler after every pass that dispatched records while this is set;
     # read on every pass, so a listener registered while follow() runs is heard at once
     cdef public int call_after_pass
+    # messageDelayLevel in ms: a SCHEDULE_TOPIC_XXXX unit's tags code is its delivery time
+    cdef int64_t delay_ms[MAX_DELAY_LEVELS]
+    cdef int delay_count
     cdef const char* reason
     cdef QueueSlot stop_key                 # topic and queue of a NEED_QUEUE stop
     cdef int64_t stop_phy
@@ -147,6 +158,19 @@ cdef class Dispatcher:
         self.index_enabled = index_enabled
         self.requested = -1
         self.last_stop = S_CAUGHT_UP
+
+    def set_delay_levels(self, levels_ms):
+        """messageDelayLevel in milliseconds, level 1 first: a SCHEDULE_TOPIC_XXXX record's
+        ConsumeQueue unit gets store time + its DELAY level's delay as tags code, as RocketMQ's
+        CommitLog.checkMessageAndReturnSize writes it (its schedule service reads it so)."""
+        levels = list(levels_ms)
+        if len(levels) > MAX_DELAY_LEVELS:
+            raise ValueError(f"at most {MAX_DELAY_LEVELS} delay levels, got {len(levels)}")
+        for i, ms in enumerate(levels):
+            if ms < 0:
+                raise ValueError(f"delay level {i + 1} is negative: {ms}")
+            self.delay_ms[i] = ms
+        self.delay_count = len(levels)
 
     def __dealloc__(self):
         if self.slots != NULL:
@@ -201,8 +225,9 @@ cdef class Dispatcher:
         self._drop_file()
         self.file = mf
         self.base = mf.base
-        # with a transient pool, records are readable once committed to the file
-        self.limit_ptr = &mf.committed_pos if mf.write_buffer is not None else &mf.wrote_pos
+        self.wrote_ptr = &mf.wrote_pos
+        self.committed_ptr = &mf.committed_pos
+        self.buffered_ptr = &mf.buffered
         self.file_size = mf.file_size
         self.from_offset = mf.file_from_offset
         self.pos = pos
@@ -396,7 +421,7 @@ cdef class Dispatcher:
         self.pass_start = self.pos
         if rs_load_i64(&self.requested) >= 0 or self.base == NULL:
             return S_NO_FILE
-        limit = rs_load_i64(self.limit_ptr)
+        limit = rs_load_i64(self.committed_ptr if self.buffered_ptr[0] else self.wrote_ptr)
         rs_acquire_fence()      # the record bytes were published before the position
         if limit > self.file_size:
             limit = self.file_size
@@ -443,6 +468,11 @@ cdef class Dispatcher:
                                 * <int64_t>(self.hashes[k] % self.index_file.hash_slot_num))
             if tran != SYSFLAG_PREPARED and tran != SYSFLAG_ROLLBACK:
                 tags_code = tags_code_in(&kp)
+                if self.delay_count and info.topic_len == SCHEDULE_TOPIC_LEN and memcmp(
+                        rec + info.topic_offset, SCHEDULE_TOPIC, SCHEDULE_TOPIC_LEN) == 0:
+                    tags_code = _deliver_time(rec + info.props_offset, info.props_len,
+                                              info.store_ts, self.delay_ms, self.delay_count,
+                                              tags_code)
                 slot = self._find(rec + info.topic_offset, info.topic_len, info.queue_id)
                 placed = NEXT_FILE
                 if slot != NULL and not slot.skip and slot.t.base != NULL:
@@ -695,6 +725,34 @@ def dispatch_region(MappedFile mf not None, int64_t start, int64_t end=-1, *,
         return b
     finally:
         mf.release()
+
+
+cdef int64_t _deliver_time(const char* props, int32_t props_len, int64_t store_ts,
+                           const int64_t* delay_ms, int delay_count, int64_t tags_code) noexcept nogil:
+    """store_ts + the delay of the record's DELAY level (capped at the highest level), or
+    tags_code when it has no positive DELAY. Reads only [props, props + props_len)."""
+    cdef const char* p = props
+    cdef const char* end = props + props_len
+    cdef const char* q
+    cdef const char* v
+    cdef int64_t level = -1
+    while p < end:
+        q = rs_find_pair_end(p, end)
+        if q - p > 6 and memcmp(p, b"DELAY\x01", 6) == 0:
+            level = 0
+            v = p + 6
+            while v < q and level <= MAX_DELAY_LEVELS:
+                if v[0] < 48 or v[0] > 57:       # not a digit: Integer.parseInt would throw
+                    level = -1
+                    break
+                level = level * 10 + (v[0] - 48)
+                v += 1
+        p = q + 1
+    if level <= 0:
+        return tags_code
+    if level > delay_count:
+        level = delay_count
+    return store_ts + delay_ms[level - 1]
 
 
 cdef inline bint memcmp_(const char* a, const char* b, int32_t n) noexcept nogil:

@@ -1,7 +1,9 @@
 """Type stub of rocketstore/_native/group_commit.pyx: the SYNC_FLUSH producer / flush-thread
 hand-off, waiting and flushing with the GIL released."""
 
-from typing_extensions import Self, disjoint_base
+from typing import final
+
+from typing_extensions import Self
 
 from rocketstore._native.mapped_file import MappedFile
 
@@ -16,13 +18,15 @@ RUN_INTERRUPTED: int
 RUN_UNAVAILABLE: int
 """run(): the file cannot be flushed natively (closed, read-only, transient pool buffer)."""
 
-@disjoint_base
+@final
 class GroupCommit:
     """Durable-offset board of SYNC_FLUSH: producers wait on it, the flush thread publishes."""
 
-    max_linger_s: float
+    wake_chains: int
+    """A finished flush wakes this many of the producers it covers, and each woken one wakes
+    the next (0: all at once). Default 1."""
 
-    def __new__(cls, flushed_where: int = 0, max_linger_s: float = 0.002) -> Self: ...
+    def __new__(cls, flushed_where: int = 0) -> Self: ...
     @property
     def flushed_where(self) -> int:
         """Durable up to this CommitLog offset."""
@@ -30,8 +34,11 @@ class GroupCommit:
     def flushes(self) -> int:
         """Flushes that made data durable so far."""
     @property
-    def msync_seconds(self) -> float:
-        """Time the native rounds spent in msync so far."""
+    def write_seconds(self) -> float:
+        """Time the native rounds spent writing bytes to the file (pwrite) so far."""
+    @property
+    def sync_seconds(self) -> float:
+        """Time the native rounds spent making bytes durable (fdatasync or msync) so far."""
     @property
     def pending(self) -> int:
         """Producers that asked for a flush since the last one started."""
@@ -45,14 +52,15 @@ class GroupCommit:
     def wait_flushed(self, offset: int, timeout_s: float) -> bool:
         """Wait (GIL released) until everything below offset is durable: True, or False on
         timeout or close()."""
-    def publish(self, flushed_where: int, msyncs: int = 0) -> None:
+    def publish(self, flushed_where: int, flushes: int = 0) -> None:
         """A flush done in Python made everything below flushed_where durable."""
     def wait_requests(self, timeout_s: float) -> bool:
         """Wait (GIL released) for a waiting producer, kick(), interrupt() or the timeout;
         True when there is something to flush."""
     def run(self, mf: MappedFile, idle_s: float, max_busy_s: float) -> int:
-        """Flush rounds on mf with the GIL released; returns one of the RUN_* codes, raises
-        OSError when msync fails."""
+        """Flush rounds on mf with the GIL released (pwrite of a write-through file's new
+        bytes, then fdatasync; msync of the range for a file written through its mapping);
+        returns one of the RUN_* codes, raises OSError when the write or the sync fails."""
     def kick(self) -> None:
         """Flush what is written at the next round even with nobody waiting."""
     def interrupt(self) -> None:

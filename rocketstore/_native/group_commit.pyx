@@ -1,49 +1,33 @@
 # cython: language_level=3, boundscheck=True, wraparound=False, cdivision=True
 """GroupCommit: the SYNC_FLUSH hand-off between producers and the flush thread, in C.
 
-Producers wait, with the GIL released, on one pthread condition variable until the published
-durable offset reaches theirs (or their timeout passes). The flush thread's rounds on one
-CommitLog file (wait for waiting producers, msync the dirty range, publish the new offset and
-wake everyone it covers) also run without the GIL; it comes back to Python only when the file
-is full (the roll to the next one), when idle, every ``max_busy_s`` under load, or when asked
-to (shutdown). Nothing here touches Python objects while the GIL is released.
+Producers wait, with the GIL released, on a futex until the published durable offset reaches
+theirs (or their timeout passes). A finished flush wakes one of the producers it covers and
+each woken producer first wakes the next (wake_chains; 0: all at once): woken all at once,
+they would queue for the GIL, each waking (and sleeping) once more on its way, and wake-ups
+of later ones wait behind the earlier ones' work anyway. The flush thread's rounds on one CommitLog file run without
+the GIL too: wait until a producer waits, take everything written so far (producers that
+arrive while a round runs ride the next one; nobody lingers), write it to the file (pwrite
+from the write-through buffer), make it durable (fdatasync; msync of the range for a file
+written through its mapping), publish the new offset and wake everyone it covers. The thread
+comes back to Python only when the file is full (the roll to the next one), when idle, every
+``max_busy_s`` under load, or when asked to (shutdown). Nothing here touches Python objects
+while the GIL is released.
 """
-from libc.errno cimport errno, ETIMEDOUT
+import os
+
+from libc.errno cimport ETIMEDOUT
 from libc.stdint cimport int64_t
-from posix.mman cimport MS_SYNC, msync
 from posix.time cimport clock_gettime, timespec, CLOCK_MONOTONIC
 
 from rocketstore._native.includes.atomic cimport (
     rs_load_acquire_i64, rs_load_acquire_int, rs_store_release_i64,
 )
-from rocketstore._native.includes.futex cimport rs_futex_bump_and_wake, rs_futex_wait
+from rocketstore._native.includes.futex cimport (
+    rs_futex_bump_and_wake, rs_futex_bump_and_wake_n, rs_futex_wait, rs_futex_wake,
+)
 from rocketstore._native.mapped_file cimport MappedFile
 
-
-cdef extern from "<pthread.h>" nogil:
-    ctypedef struct pthread_mutex_t:
-        pass
-    ctypedef struct pthread_cond_t:
-        pass
-    ctypedef struct pthread_condattr_t:
-        pass
-    int pthread_mutex_init(pthread_mutex_t*, void*)
-    int pthread_mutex_destroy(pthread_mutex_t*)
-    int pthread_mutex_lock(pthread_mutex_t*)
-    int pthread_mutex_unlock(pthread_mutex_t*)
-    int pthread_condattr_init(pthread_condattr_t*)
-    int pthread_condattr_setclock(pthread_condattr_t*, int)
-    int pthread_condattr_destroy(pthread_condattr_t*)
-    int pthread_cond_init(pthread_cond_t*, pthread_condattr_t*)
-    int pthread_cond_destroy(pthread_cond_t*)
-    int pthread_cond_wait(pthread_cond_t*, pthread_mutex_t*)
-    int pthread_cond_timedwait(pthread_cond_t*, pthread_mutex_t*, const timespec*)
-    int pthread_cond_signal(pthread_cond_t*)
-    int pthread_cond_broadcast(pthread_cond_t*)
-
-
-cdef enum:
-    PAGE = 4096
 
 # run() results
 cdef enum:
@@ -59,11 +43,10 @@ RUN_BUSY = C_RUN_BUSY
 RUN_INTERRUPTED = C_RUN_INTERRUPTED
 RUN_UNAVAILABLE = C_RUN_UNAVAILABLE
 
-# flusher states (what a producer's request has to signal)
+# flusher states (whether a producer's request has to signal)
 cdef enum:
     FLUSHER_BUSY = 0
     FLUSHER_IDLE = 1        # waiting for any request
-    FLUSHER_LINGER = 2      # waiting until `linger_target` producers wait
 
 
 cdef inline double _now() noexcept nogil:
@@ -83,29 +66,8 @@ cdef inline void _deadline(timespec* out, double at) noexcept nogil:
 
 cdef class GroupCommit:
     """Durable-offset board of SYNC_FLUSH: producers wait on it, the flush thread publishes."""
-    cdef pthread_mutex_t mu
-    cdef pthread_cond_t work_cv       # the flush thread waits here
-    cdef int done_seq[2]              # producers wait here: bumped when flush generation
-                                      # g (word g & 1) is over, so a producer waiting for
-                                      # the next flush is not woken by the current one
-    cdef bint ready
-    cdef int64_t flushed_where        # durable up to here (only grows, except reset())
-    cdef int64_t requested            # the highest offset a producer asked for
-    cdef int64_t pending              # producers that asked since the last flush started
-    cdef int64_t started              # flush generations started (never wraps)
-    cdef int flusher_state
-    cdef int64_t linger_target
-    cdef bint interrupted             # run()/wait_requests() return to Python
-    cdef bint kicked                  # flush what is written even with nobody waiting
-    cdef bint closed                  # waiters stop waiting (shutdown)
-    cdef int64_t flush_count          # msyncs that made progress
-    cdef int64_t newest_ts            # store timestamp covered by the last native flush
-    cdef int64_t last_batch           # producers the last flush released
-    cdef double last_msync_s
-    cdef double msync_total_s         # time spent in native msync so far
-    cdef readonly double max_linger_s
 
-    def __cinit__(self, int64_t flushed_where=0, double max_linger_s=0.002):
+    def __cinit__(self, int64_t flushed_where=0):
         cdef pthread_condattr_t attr
         pthread_mutex_init(&self.mu, NULL)
         pthread_condattr_init(&attr)
@@ -115,8 +77,7 @@ cdef class GroupCommit:
         self.ready = True
         self.flushed_where = flushed_where
         self.requested = flushed_where
-        self.max_linger_s = max_linger_s if max_linger_s > 0 else 0
-        self.last_batch = 1
+        self.wake_chains = 1
 
     def __dealloc__(self):
         if self.ready:
@@ -131,13 +92,18 @@ cdef class GroupCommit:
 
     @property
     def flushes(self):
-        """Flushes that made data durable so far (native rounds and publish(msyncs=...))."""
+        """Flushes that made data durable so far (native rounds and publish(flushes=...))."""
         return rs_load_acquire_i64(&self.flush_count)
 
     @property
-    def msync_seconds(self):
-        """Time the native rounds spent in msync so far."""
-        return self.msync_total_s
+    def write_seconds(self):
+        """Time the native rounds spent writing bytes to the file (pwrite) so far."""
+        return self.write_total_s
+
+    @property
+    def sync_seconds(self):
+        """Time the native rounds spent making bytes durable (fdatasync or msync) so far."""
+        return self.sync_total_s
 
     @property
     def pending(self):
@@ -188,12 +154,10 @@ cdef class GroupCommit:
             if offset > self.requested:
                 self.requested = offset
             self.pending += 1
-            if self.flusher_state == FLUSHER_IDLE or (
-                    self.flusher_state == FLUSHER_LINGER and
-                    self.pending >= self.linger_target):
+            if self.flusher_state == FLUSHER_IDLE:
                 self.flusher_state = FLUSHER_BUSY
                 pthread_cond_signal(&self.work_cv)
-            word = &self.done_seq[(self.started + 1) & 1]   # the next flush to start
+            word = &self.done_seq[(self.started + 1) & 3]   # the next flush to start
             seen = rs_load_acquire_int(word)
             pthread_mutex_unlock(&self.mu)
             while rs_load_acquire_int(word) == seen:
@@ -204,18 +168,21 @@ cdef class GroupCommit:
                 rel.tv_nsec = <long>((left - rel.tv_sec) * 1e9)
                 rs_futex_wait(word, seen, &rel)
             # that flush is over: done, or (a roll to the next file) ask the next one
+            if self.wake_chains > 0:
+                rs_futex_wake(word, 1)      # the wake-up chain: the next waiter of that flush
 
     # ---- the flush thread ------------------------------------------------------------------
-    def publish(self, int64_t flushed_where, int msyncs=0):
+    def publish(self, int64_t flushed_where, int flushes=0):
         """Durable up to flushed_where now (a flush done in Python): wake who it covers."""
+        cdef int i
         with nogil:
             pthread_mutex_lock(&self.mu)
-            self.flush_count += msyncs
+            self.flush_count += flushes
             if flushed_where > self.flushed_where:
                 rs_store_release_i64(&self.flushed_where, flushed_where)
             pthread_mutex_unlock(&self.mu)
-            rs_futex_bump_and_wake(&self.done_seq[0])
-            rs_futex_bump_and_wake(&self.done_seq[1])
+            for i in range(4):
+                rs_futex_bump_and_wake(&self.done_seq[i])
 
     def wait_requests(self, double timeout_s):
         """Wait (GIL released) until a producer waits for an offset not durable yet, kick()
@@ -242,43 +209,24 @@ cdef class GroupCommit:
                 break
         self.flusher_state = FLUSHER_BUSY
 
-    cdef void _linger(self) noexcept nogil:
-        """Under mu: before a flush, wait briefly for as many producers as the last flush
-        released (at most half that flush's duration, at most max_linger_s): producers it
-        released are on their way back and one msync can cover them all (PostgreSQL's
-        commit_delay idea, adaptive)."""
-        cdef double wait_s = self.last_msync_s * 0.5
-        cdef timespec ts
-        if wait_s > self.max_linger_s:
-            wait_s = self.max_linger_s
-        if wait_s <= 0 or self.pending >= self.last_batch:
-            return
-        self.linger_target = self.last_batch
-        _deadline(&ts, _now() + wait_s)
-        while (self.pending < self.linger_target and not self.interrupted
-               and not self.closed):
-            self.flusher_state = FLUSHER_LINGER
-            if pthread_cond_timedwait(&self.work_cv, &self.mu, &ts) == ETIMEDOUT:
-                break
-        self.flusher_state = FLUSHER_BUSY
-
     def run(self, MappedFile mf not None, double idle_s, double max_busy_s):
         """Flush rounds on mf, the CommitLog file holding the durable offset, with the GIL
-        released: wait for producers, msync [flushed, wrote) of mf, publish, wake them.
-        Returns RUN_FULL when mf is durable to its end, RUN_IDLE after idle_s without a
-        waiting producer, RUN_BUSY after max_busy_s, RUN_INTERRUPTED, or RUN_UNAVAILABLE;
-        raises OSError when msync fails."""
+        released: wait for a producer, commit [committed, wrote) of a write-through file
+        (pwrite) and make [flushed, wrote) durable (fdatasync, or msync of the range for a
+        file written through its mapping), publish, wake who it covers. Returns RUN_FULL
+        when mf is durable to its end, RUN_IDLE after idle_s without a waiting producer,
+        RUN_BUSY after max_busy_s, RUN_INTERRUPTED, or RUN_UNAVAILABLE (closed, read-only,
+        a transient pool buffer); raises OSError when the write or the sync fails."""
         cdef int64_t base_offset = mf.file_from_offset
         cdef int64_t size = mf.file_size
-        cdef int64_t target, start, ts
-        cdef char* base
-        cdef int result = 0, rc = 0, err = 0
-        cdef int64_t batch, gen
-        cdef double now, started, busy_until, t0
-        if (mf.read_only or mf.write_buffer is not None or mf.base == NULL
+        cdef int64_t target, ts
+        cdef int result = 0, err = 0
+        cdef bint wrote_fail = False
+        cdef int64_t gen
+        cdef double now, started, busy_until, t0, t1
+        if (mf.read_only or (mf.buffered and not mf.write_through) or mf.base == NULL
                 or not mf.hold()):
             return C_RUN_UNAVAILABLE
-        base = mf.base
         try:
             with nogil:
                 started = _now()
@@ -297,9 +245,7 @@ cdef class GroupCommit:
                     if self.requested <= self.flushed_where and not self.kicked:
                         result = C_RUN_IDLE if _now() < busy_until else C_RUN_BUSY
                         break
-                    self._linger()
                     self.kicked = False
-                    batch = self.pending
                     self.pending = 0
                     self.started += 1
                     gen = self.started
@@ -310,41 +256,52 @@ cdef class GroupCommit:
                     if target > size:
                         target = size
                     t0 = _now()
+                    if mf.buffered:
+                        err = mf.write_through_to(target)
+                        if err != 0:
+                            wrote_fail = True
+                            pthread_mutex_lock(&self.mu)
+                            break
+                    t1 = _now()
                     if target > mf.flushed_pos:
-                        start = (mf.flushed_pos // PAGE) * PAGE
-                        rc = msync(base + start, <size_t>(target - start), MS_SYNC)
-                        if rc != 0:
-                            err = errno
+                        err = mf.sync_range(mf.flushed_pos, target)
+                        if err != 0:
                             pthread_mutex_lock(&self.mu)
                             break
                         mf.flushed_pos = target
                     pthread_mutex_lock(&self.mu)
-                    self.last_msync_s = _now() - t0
-                    self.msync_total_s += self.last_msync_s
-                    self.last_batch = batch if batch > 0 else 1
+                    self.write_total_s += t1 - t0
+                    self.sync_total_s += _now() - t1
                     if base_offset + target > self.flushed_where:
                         self.flush_count += 1
                         if ts > 0:
                             rs_store_release_i64(&self.newest_ts, ts)
                         rs_store_release_i64(&self.flushed_where, base_offset + target)
-                    rs_futex_bump_and_wake(&self.done_seq[gen & 1])   # under mu: no lost wake-up
+                    # under mu: no lost wake-up
+                    rs_futex_bump_and_wake_n(
+                        &self.done_seq[gen & 3],
+                        self.wake_chains if self.wake_chains > 0 else 0x7fffffff)
                     if target >= size:
                         result = C_RUN_FULL
                 pthread_mutex_unlock(&self.mu)
         finally:
             mf.release()
-        if rc != 0:
-            raise OSError(err, f"msync of {mf.file_name} failed")
+        if err != 0:
+            call = "pwrite" if wrote_fail else "fdatasync" if mf.write_through else "msync"
+            raise OSError(err, f"{call} of {mf.file_name} failed: {os.strerror(err)}")
         return result
 
     def kick(self):
         """Flush what is written at the next round even if no producer waits (WAIT=false)."""
         with nogil:
-            pthread_mutex_lock(&self.mu)
-            self.kicked = True
-            if self.flusher_state != FLUSHER_BUSY:
-                pthread_cond_signal(&self.work_cv)
-            pthread_mutex_unlock(&self.mu)
+            self._kick()
+
+    cdef void _kick(self) noexcept nogil:
+        pthread_mutex_lock(&self.mu)
+        self.kicked = True
+        if self.flusher_state != FLUSHER_BUSY:
+            pthread_cond_signal(&self.work_cv)
+        pthread_mutex_unlock(&self.mu)
 
     def interrupt(self):
         """Make run()/wait_requests() return to Python now (shutdown); sticky until then."""
@@ -357,10 +314,11 @@ cdef class GroupCommit:
     def close(self):
         """Stop waiting: every producer waiting now, or later, gets its answer at once
         (durable or not), and the flush thread returns to Python."""
+        cdef int i
         with nogil:
             pthread_mutex_lock(&self.mu)
             self.closed = True
             pthread_cond_signal(&self.work_cv)
             pthread_mutex_unlock(&self.mu)
-            rs_futex_bump_and_wake(&self.done_seq[0])
-            rs_futex_bump_and_wake(&self.done_seq[1])
+            for i in range(4):
+                rs_futex_bump_and_wake(&self.done_seq[i])

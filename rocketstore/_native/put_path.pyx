@@ -2,13 +2,21 @@
 """The CommitLog's put lock, and its put path: the lock, the append and the result in one
 call with no Python frame."""
 from cpython.pythread cimport PyThread_allocate_lock, PyThread_free_lock
+from libc.stdint cimport int64_t
 
+from rocketstore._native.group_commit cimport GroupCommit
+from rocketstore._native.includes.atomic cimport rs_load_acquire_i64
 from rocketstore._native.message cimport Message
 from rocketstore._native.record_writer cimport (
+    S_PUT_OK,
     S_SERVICE_NOT_AVAILABLE,
+    PutMessageResult,
     RecordWriter,
     status_result,
 )
+
+cdef enum:
+    S_FLUSH_DISK_TIMEOUT = 1
 
 
 cdef class PutLock:
@@ -32,6 +40,15 @@ cdef class PutLock:
     def release(self):
         self.give()
 
+    @property
+    def held_ns(self):
+        """Nanoseconds the current holder has held the lock (0 while it is free)."""
+        cdef int64_t since = rs_load_acquire_i64(&self.held_since_ns)
+        if since == 0:
+            return 0
+        cdef int64_t held = monotonic_ns() - since
+        return held if held > 0 else 0
+
     def __enter__(self):
         self.take()
         return self
@@ -45,19 +62,47 @@ cdef class PutPath:
     """CommitLog.put_message's fast path: one call takes the put lock, appends to the cached
     last file and builds the result, with no Python frame. The CommitLog supplies the slow
     path (roll to a new file, closed log), called under the lock as slow(message, queue_id),
-    and an optional after(result, message) hook run after the lock (SYNC_FLUSH waits there).
-    It refuses every put (SERVICE_NOT_AVAILABLE) until its owner sets accepting."""
+    and an optional after(result, message) hook run after the lock. With SYNC_FLUSH
+    (wait_for_flush) a put waits, after the lock and without the GIL, until the group commit
+    made its bytes durable. It refuses every put (SERVICE_NOT_AVAILABLE, with refusal as the
+    result's reason) until its owner sets accepting."""
     def __init__(self, RecordWriter writer not None, slow):
         self.lock = PutLock()
         self.writer = writer
         self.file = None
         self.slow = slow
         self.after = None
+        self.refusal = None
+        self.sync_group = None
+
+    def wait_for_flush(self, GroupCommit group, double timeout_s):
+        """SYNC_FLUSH: a stored put (unless its WAIT property is "false") returns once group
+        published its bytes durable, or FLUSH_DISK_TIMEOUT after timeout_s; a put that does
+        not wait kicks the flusher. None: puts do not wait."""
+        self.sync_group = group
+        self.sync_timeout_s = timeout_s
 
     def __call__(self, Message message not None, int queue_id=0):
+        cdef object result = self._put(message, queue_id)
+        if self.sync_group is not None:
+            return self._await_flush(result, message)
+        if self.after is None:
+            return result
+        return self.after(result, message)
+
+    def append(self, Message message not None, int queue_id=0):
+        """The put without the after hook or SYNC_FLUSH's wait: appended, not waited for (a
+        broker waits for a SYNC_FLUSH put's durability off its event loop; see
+        MessageStore.on_durable)."""
+        return self._put(message, queue_id)
+
+    cdef object _put(self, Message message, int queue_id):
         cdef object result = None
+        cdef PutMessageResult refused
         if not self.accepting:
-            return status_result(S_SERVICE_NOT_AVAILABLE)
+            refused = status_result(S_SERVICE_NOT_AVAILABLE)
+            refused.reason = self.refusal
+            return refused
         self.lock.take()
         try:
             if self.file is not None:
@@ -66,6 +111,20 @@ cdef class PutPath:
                 result = self.slow(message, queue_id)
         finally:
             self.lock.give()
-        if self.after is None:
-            return result
-        return self.after(result, message)
+        return result
+
+    cdef object _await_flush(self, object result, Message message):
+        cdef PutMessageResult r = <PutMessageResult?>result
+        cdef dict props = message._props
+        cdef int64_t end
+        cdef bint ok
+        if r.status_code == S_PUT_OK and (props is None or props.get("WAIT") != "false"):
+            end = r.commitlog_offset + r.wrote_bytes
+            with nogil:
+                ok = self.sync_group._wait_flushed(end, self.sync_timeout_s)
+            if not ok:
+                r.status_code = S_FLUSH_DISK_TIMEOUT
+        else:
+            with nogil:
+                self.sync_group._kick()
+        return r

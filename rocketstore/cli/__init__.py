@@ -5,6 +5,7 @@
 - :mod:`rocketstore.cli.integrity`: ``verify`` and ``salvage``.
 - :mod:`rocketstore.cli.export`: ``export`` (Parquet) and ``spark-ingest``.
 - :mod:`rocketstore.cli.demo`: ``demo``, a realistic workload written and verified.
+- :mod:`rocketstore.cli.admin`: ``admin``, mqadmin's most used commands over the wire.
 
 Only public APIs of the store are used. Every expected failure (missing path, locked store,
 bad segment files, corrupt records) ends as a one-line error on stderr and exit code 1, never
@@ -19,11 +20,13 @@ from typing import Any
 import click
 
 from rocketstore import CorruptRecordError, StoreLockedError, __version__
+from rocketstore.cli.admin import admin_group
+from rocketstore.cli.clean import clean
 from rocketstore.cli.common import describe_error, fail
 from rocketstore.cli.demo import demo
 from rocketstore.cli.export import export_command, spark_ingest_command
 from rocketstore.cli.integrity import salvage, verify
-from rocketstore.cli.servers import namesrv
+from rocketstore.cli.servers import broker, namesrv
 from rocketstore.cli.store import dump, get_command, offsets, query, recover, stat, view
 from rocketstore.store.layout import StoreFormatError
 
@@ -118,5 +121,5 @@ def main(ctx: click.Context, verbose: bool) -> None:
 
 
 for _command in (demo, dump, stat, query, get_command, view, recover, offsets, verify, salvage,
-                 export_command, spark_ingest_command, namesrv):
+                 clean, export_command, spark_ingest_command, namesrv, broker, admin_group):
     main.add_command(_command)

@@ -1,4 +1,5 @@
-"""Server commands: ``rocketstore namesrv`` runs a name server in the foreground."""
+"""Server commands: ``rocketstore namesrv`` and ``rocketstore broker`` run a name server or a
+broker in the foreground."""
 from __future__ import annotations
 
 import click
@@ -14,3 +15,16 @@ def namesrv(args: tuple[str, ...]) -> None:
     from rocketstore.namesrv.startup import main as namesrv_main
 
     raise SystemExit(namesrv_main(list(args)))
+
+
+@click.command("broker", context_settings={"ignore_unknown_options": True,
+                                           "help_option_names": []})
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def broker(args: tuple[str, ...]) -> None:
+    """Run a RocketMQ-compatible broker in the foreground until SIGTERM or Ctrl-C (store
+    flushed, offsets written): -c broker.properties [-n NAMESRV] [--listen-port PORT]
+    (default 10911) [--bind-address ADDR] [--store-path DIR] [--log-level LEVEL]; --help for
+    the details."""
+    from rocketstore.broker.startup import main as broker_main
+
+    raise SystemExit(broker_main(list(args)))

@@ -23,7 +23,10 @@ unquoted integer keys of name servers before RocketMQ 4.9.4.
 
 from rocketstore.namesrv.config import NamesrvConfig
 from rocketstore.namesrv.controller import NamesrvController
-from rocketstore.namesrv.protocol import (
+from rocketstore.namesrv.registrar import BrokerIdentity, BrokerRegistrar, RegistrationOutcome
+from rocketstore.namesrv.route_info import RouteInfoManager
+from rocketstore.namesrv.startup import main
+from rocketstore.remoting.protocol import (
     BrokerData,
     DataVersion,
     QueueData,
@@ -32,9 +35,6 @@ from rocketstore.namesrv.protocol import (
     decode_topic_route_data,
     topic_config,
 )
-from rocketstore.namesrv.registrar import BrokerIdentity, BrokerRegistrar, RegistrationOutcome
-from rocketstore.namesrv.route_info import RouteInfoManager
-from rocketstore.namesrv.startup import main
 
 __all__ = [
     "BrokerData", "BrokerIdentity", "BrokerRegistrar", "DataVersion", "NamesrvConfig",

@@ -10,14 +10,6 @@ from dataclasses import dataclass
 
 import orjson
 
-from rocketstore.namesrv.protocol import (
-    BodyError,
-    DataVersion,
-    body_crc32,
-    decode_data_version,
-    decode_register_broker_body,
-    encode_route_json,
-)
 from rocketstore.namesrv.route_info import RouteInfoManager
 from rocketstore.remoting import (
     RemotingCommand,
@@ -27,6 +19,14 @@ from rocketstore.remoting import (
     ResponseCode,
     create_response,
     decode_header,
+)
+from rocketstore.remoting.protocol import (
+    BodyError,
+    DataVersion,
+    body_crc32,
+    decode_data_version,
+    decode_register_broker_body,
+    encode_route_json,
 )
 
 log = logging.getLogger("rocketstore.namesrv")

@@ -13,18 +13,18 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rocketstore.namesrv.protocol import (
-    DataVersion,
-    RegisterBrokerResult,
-    body_crc32,
-    encode_register_broker_body,
-)
 from rocketstore.remoting import (
     RemotingClient,
     RemotingCommand,
     RequestCode,
     ResponseCode,
     create_request,
+)
+from rocketstore.remoting.protocol import (
+    DataVersion,
+    RegisterBrokerResult,
+    body_crc32,
+    encode_register_broker_body,
 )
 
 log = logging.getLogger("rocketstore.namesrv")

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from rocketstore.namesrv.protocol import (
+from rocketstore.remoting.protocol import (
     MASTER_ID,
     PERM_WRITE,
     DataVersion,

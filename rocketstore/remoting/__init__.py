@@ -26,6 +26,14 @@ Typed header fields: `headers.require_int(cmd.ext_fields, "queueId")`, or a data
 `HeaderFieldError` naming the field; a processor that lets one escape is answered SYSTEM_ERROR
 with that message.
 
+## Codec
+
+`encode(cmd)`, `encode_frame(cmd)` (buffers to write: a large body's own buffers uncopied),
+`decode(frame)`, `FrameDecoder(max_frame_bytes).feed(data)` (commands, with a `HeaderError` in
+place of a frame whose header is bad; `FrameError` when the stream is corrupt) and
+`FrameWriter` (frames queued for one write) are native (`_frames`); `pycodec` has the same
+functions in plain Python, the reference they are tested against.
+
 ## Servers
 
 ```python
@@ -43,7 +51,8 @@ a future that the store's threads resolve (`loop.call_soon_threadsafe(fut.set_re
 that future is never cancelled by the transport, so it can be shared by many requests.
 
 `ctx` is the `RemotingConnection`: `remote_address` ("ip:port"), `attributes` (a dict for the
-owner), `await ctx.invoke(request, timeout)` to ask the client something
+owner), `received_at` (loop time the request's bytes were read: a request held back by a
+pause is dispatched later, and a broker refuses a send that waited too long), `await ctx.invoke(request, timeout)` to ask the client something
 (CHECK_TRANSACTION_STATE, GET_CONSUMER_RUNNING_INFO), `ctx.invoke_oneway(request)`
 (NOTIFY_CONSUMER_IDS_CHANGED), `ctx.close()`.
 
@@ -73,6 +82,7 @@ from rocketstore.remoting.client import InvokeCallback, RemotingClient
 from rocketstore.remoting.codec import (
     MAX_FRAME_BYTES,
     FrameDecoder,
+    FrameWriter,
     decode,
     decode_frame,
     encode,
@@ -101,7 +111,7 @@ from rocketstore.remoting.headers import HeaderFieldError, decode_header, encode
 from rocketstore.remoting.server import RemotingServer
 
 __all__ = [
-    "FLAG_ONEWAY", "FLAG_RESPONSE", "MAX_FRAME_BYTES", "FrameDecoder", "FrameError", "HeaderError",
+    "FLAG_ONEWAY", "FLAG_RESPONSE", "MAX_FRAME_BYTES", "FrameDecoder", "FrameError", "FrameWriter", "HeaderError",
     "HeaderFieldError", "InvokeCallback", "LanguageCode", "RemotingClient", "RemotingClientConfig",
     "RemotingCommand", "RemotingConnectError", "RemotingConnection", "RemotingError",
     "RemotingSendRequestError", "RemotingServer", "RemotingServerConfig", "RemotingTimeoutError",

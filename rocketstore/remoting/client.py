@@ -136,6 +136,13 @@ class RemotingClient:
         """Send ``request`` to ``address`` and return its response; ``timeout`` covers the
         connect too. Raises RemotingConnectError, RemotingTimeoutError or
         RemotingSendRequestError; a response with an error code is returned, not raised."""
+        connections = self._by_address.get(address)
+        if connections is not None and len(connections) >= self.config.connections_per_address:
+            index = self._round_robin.get(address, 0)
+            self._round_robin[address] = index + 1
+            connection = connections[index % len(connections)]
+            if not connection.is_closed:
+                return await connection.invoke(request, timeout)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         connection = await self.get_connection(address, timeout)

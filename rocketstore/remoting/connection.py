@@ -17,7 +17,6 @@ peer that never reads makes no progress, so the same sweep drops it.
 from __future__ import annotations
 
 import asyncio
-import collections
 import itertools
 import logging
 import sys
@@ -25,7 +24,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
-from rocketstore.remoting.codec import JOIN_BODY_BELOW, MAX_FRAME_BYTES, FrameDecoder, encode_frame
+from rocketstore.remoting._pump import RequestPump
+from rocketstore.remoting.codec import MAX_FRAME_BYTES, FrameDecoder, FrameWriter
 from rocketstore.remoting.codes import (
     FLAG_ONEWAY,
     FLAG_RESPONSE,
@@ -33,7 +33,7 @@ from rocketstore.remoting.codes import (
     SerializeType,
     describe_request,
 )
-from rocketstore.remoting.command import Buffer, RemotingCommand, create_response
+from rocketstore.remoting.command import RemotingCommand, create_response
 from rocketstore.remoting.errors import (
     FrameError,
     HeaderError,
@@ -41,6 +41,7 @@ from rocketstore.remoting.errors import (
     RemotingTimeoutError,
 )
 from rocketstore.remoting.headers import HeaderFieldError
+from rocketstore.remoting.response_table import ResponseTable
 
 log = logging.getLogger("rocketstore.remoting")
 
@@ -71,19 +72,20 @@ class ConnectionLimits:
 class ProcessorTable:
     """Request code -> processor, with a default for codes nobody registered."""
 
-    __slots__ = ("_handlers", "default")
+    __slots__ = ("handlers", "default")
 
     def __init__(self) -> None:
-        self._handlers: dict[int, RequestHandler] = {}
+        #: Read by every connection on every request (the dict itself, not a copy).
+        self.handlers: dict[int, RequestHandler] = {}
         self.default: RequestHandler | None = None
 
     def register(self, code: int, handler: RequestHandler) -> None:
         if not callable(handler):
             raise TypeError(f"processor for {describe_request(code)} is not callable: {handler!r}")
-        self._handlers[int(code)] = handler
+        self.handlers[int(code)] = handler
 
     def get(self, code: int) -> RequestHandler | None:
-        return self._handlers.get(code, self.default)
+        return self.handlers.get(code, self.default)
 
 
 def _writelines_is_zero_copy(transport: asyncio.BaseTransport) -> bool:
@@ -120,24 +122,30 @@ class RemotingConnection(asyncio.Protocol):
         self._transport: asyncio.Transport | None = None
         self._zero_copy_writelines = False
         self._opaques = itertools.count(1)
-        self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
+        self._pending = ResponseTable(self._loop, lambda: self.remote_address)
         self._tasks: set[asyncio.Future[Any]] = set()
         self._inflight = 0
         self._paused_reading = 0
         self._closed = False
-        self._outgoing: list[Buffer] = []
-        self._outgoing_bytes = 0
-        self._outgoing_has_large = False
-        self._backlog: collections.deque[RemotingCommand | HeaderError] = collections.deque()
+        self._writer = FrameWriter()
+        self._high_water_mark = limits.write_buffer_high_water_mark
+        self._handlers = processors.handlers
+        self._pump = RequestPump(self, processors, self._writer, self._high_water_mark)
+        self._backlog: list[RemotingCommand | HeaderError] = []
         self._receiving = False
         self._flush_scheduled = False
         #: Clear while the peer is not reading what we write: new requests wait for it.
         self._writable = asyncio.Event()
         self._writable.set()
+        self._write_paused = False
         self.remote_address = ""
         self.local_address = ""
         #: When something was last read or written (loop time): the idle sweep's clock.
         self.last_activity = self._loop.time()
+        #: When the bytes of the requests being dispatched were read (loop time). Requests
+        #: held back by a pause are dispatched later, so a processor can tell how long one
+        #: waited (a broker answers a send that waited too long SYSTEM_BUSY).
+        self.received_at = self.last_activity
         #: Free for the owner's use: a broker keeps a client's id, a name server its broker.
         self.attributes: dict[str, Any] = {}
 
@@ -191,61 +199,64 @@ class RemotingConnection(asyncio.Protocol):
                 log.exception("connection-open listener failed for %s", self.remote_address)
 
     def data_received(self, data: bytes) -> None:
-        self.last_activity = self._loop.time()
+        self.last_activity = self.received_at = self._loop.time()
         try:
             items = self._decoder.feed(data)
         except FrameError as exc:
             log.warning("closing %s: %s", self.remote_address, exc)
             self._close_after_error()
             return
-        self._backlog.extend(items)
-        self._process_backlog()
+        except Exception:  # a decoder bug: this connection's stream cannot be trusted
+            log.exception("closing %s: its bytes could not be decoded", self.remote_address)
+            self._close_after_error()
+            return
+        if self._backlog:  # earlier commands wait for a pause to end: these go after them
+            self._backlog.extend(items)
+            self._process_backlog()
+        elif items:
+            self._dispatch(items)
 
-    def _process_backlog(self) -> None:
+    def _dispatch(self, items: list[RemotingCommand | HeaderError]) -> None:
         """Dispatch decoded commands until done or paused: a pause stops even inside one read,
         so a burst of requests with large replies cannot queue more than about one high-water
-        mark of replies. What is left waits here (one read's worth at most, as reading stops)."""
-        backlog = self._backlog
+        mark of replies. What is left waits in the backlog (one read's worth at most, as
+        reading stops). Replies made meanwhile go out in one write at the end."""
         self._receiving = True
         try:
-            while backlog and not self._paused_reading and not self._closed:
-                item = backlog.popleft()
-                if type(item) is RemotingCommand:
-                    if item.flag & FLAG_RESPONSE:
-                        self._handle_response(item)
-                    else:
-                        self._handle_request(item)
-                else:
-                    self._handle_malformed(item)  # type: ignore[arg-type]
+            taken = self._pump.dispatch(items)
+            if taken < len(items) and not self._closed:
+                self._backlog.extend(items[taken:])
         finally:
             self._receiving = False
-            if self._outgoing:
+            if self._writer.nbytes:
                 self._flush()
+
+    def _process_backlog(self) -> None:
+        items, self._backlog = self._backlog, []
+        self._dispatch(items)
 
     def eof_received(self) -> bool:
         return False  # close our side too
 
     def pause_writing(self) -> None:
+        self._write_paused = True
         self._writable.clear()
         self._pause_reading(_PAUSED_BY_WRITES)
 
     def resume_writing(self) -> None:
         self.last_activity = self._loop.time()
+        self._write_paused = False
         self._writable.set()
         self._resume_reading(_PAUSED_BY_WRITES)
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self._closed and self._transport is None:
             return
-        self._closed = True
+        self._closed = self._pump.closed = True
         self._transport = None
+        self._write_paused = False
         self._writable.set()  # waiters wake up to find the connection closed
-        pending, self._pending = self._pending, {}
-        for future in pending.values():
-            if not future.done():
-                future.set_exception(
-                    RemotingSendRequestError(f"connection to {self.remote_address} closed")
-                )
+        self._pending.fail_all(lambda: RemotingSendRequestError(f"connection to {self.remote_address} closed"))
         for task in list(self._tasks):
             task.cancel()
         if self._on_close is not None:
@@ -263,11 +274,13 @@ class RemotingConnection(asyncio.Protocol):
             except RuntimeError:  # closing
                 pass
         self._paused_reading |= reason
+        self._pump.paused = True
 
     def _resume_reading(self, reason: int) -> None:
         if not self._paused_reading & reason:
             return
         self._paused_reading &= ~reason
+        self._pump.paused = self._paused_reading != 0
         if self._paused_reading or self._closed:
             return
         if self._backlog:
@@ -287,17 +300,9 @@ class RemotingConnection(asyncio.Protocol):
         write when it ends, others at the next loop iteration. One syscall then carries many
         small replies, while large bodies still go to the socket without being copied.
         """
-        parts = encode_frame(cmd)
         if self._transport is None or self._closed:
             raise RemotingSendRequestError(f"connection to {self.remote_address} is closed")
-        self._outgoing += parts
-        if len(parts) == 1:  # a small frame, joined by encode_frame
-            self._outgoing_bytes += len(parts[0])
-        else:
-            self._outgoing_has_large = True
-            for part in parts:
-                self._outgoing_bytes += part.nbytes if isinstance(part, memoryview) else len(part)
-        if self._outgoing_bytes >= self._limits.write_buffer_high_water_mark:
+        if self._writer.add(cmd) >= self._high_water_mark:
             self._flush()  # now: the transport then tells whether to pause
         elif not self._receiving and not self._flush_scheduled:
             self._flush_scheduled = True
@@ -305,33 +310,11 @@ class RemotingConnection(asyncio.Protocol):
 
     def _flush(self) -> None:
         self._flush_scheduled = False
-        outgoing = self._outgoing
         transport = self._transport
-        if not outgoing or transport is None:
+        if transport is None or not self._writer.nbytes:
             return
-        self._outgoing = []
-        self._outgoing_bytes = 0
+        buffers = self._writer.take()
         self.last_activity = self._loop.time()
-        if len(outgoing) == 1:
-            transport.write(outgoing[0])
-            return
-        if not self._outgoing_has_large:
-            transport.write(b"".join(outgoing))
-            return
-        self._outgoing_has_large = False
-        # Join runs of small buffers; pass large ones through as they are.
-        buffers: list[Buffer] = []
-        small: list[Buffer] = []
-        for part in outgoing:
-            if (part.nbytes if isinstance(part, memoryview) else len(part)) < JOIN_BODY_BELOW:
-                small.append(part)
-            else:
-                if small:
-                    buffers.append(small[0] if len(small) == 1 else b"".join(small))
-                    small = []
-                buffers.append(part)
-        if small:
-            buffers.append(small[0] if len(small) == 1 else b"".join(small))
         if len(buffers) == 1:
             transport.write(buffers[0])
         elif self._zero_copy_writelines:
@@ -381,7 +364,7 @@ class RemotingConnection(asyncio.Protocol):
         peer does not read what we already wrote, the request waits (within its timeout)
         instead of growing the write buffer.
         """
-        if not self._writable.is_set():
+        if self._write_paused:
             started = self._loop.time()
             try:
                 await asyncio.wait_for(self._writable.wait(), timeout)
@@ -396,24 +379,13 @@ class RemotingConnection(asyncio.Protocol):
         request.opaque = opaque
         request.flag &= ~(FLAG_RESPONSE | FLAG_ONEWAY)
         future: asyncio.Future[RemotingCommand] = self._loop.create_future()
-        self._pending[opaque] = future
-        timer = self._loop.call_later(timeout, self._expire, opaque, timeout)
+        self._pending.add(opaque, future, timeout)
         try:
             self._write(request)
             return await future
-        finally:
-            timer.cancel()
-            if self._pending.get(opaque) is future:
-                del self._pending[opaque]
-
-    def _expire(self, opaque: int, timeout: float) -> None:
-        future = self._pending.pop(opaque, None)
-        if future is not None and not future.done():
-            future.set_exception(
-                RemotingTimeoutError(
-                    f"no response from {self.remote_address} to opaque {opaque} in {timeout:g} s"
-                )
-            )
+        except BaseException:  # not written, cancelled, timed out: forget it
+            self._pending.pop(opaque)
+            raise
 
     def invoke_oneway(self, request: RemotingCommand) -> None:
         """Send ``request`` with the oneway flag; nothing comes back."""
@@ -422,7 +394,7 @@ class RemotingConnection(asyncio.Protocol):
         self._write(request)
 
     def _handle_response(self, response: RemotingCommand) -> None:
-        future = self._pending.pop(response.opaque, None)
+        future = self._pending.pop(response.opaque)
         if future is None:
             log.debug("response from %s to unknown opaque %d (timed out?)", self.remote_address, response.opaque)
         elif not future.done():
@@ -431,7 +403,7 @@ class RemotingConnection(asyncio.Protocol):
     # ---- the peer's requests ----
 
     def _handle_request(self, request: RemotingCommand) -> None:
-        handler = self._processors.get(request.code)
+        handler = self._handlers.get(request.code, self._processors.default)
         if handler is None:
             self._send_error(
                 request,
@@ -444,8 +416,11 @@ class RemotingConnection(asyncio.Protocol):
         except Exception as exc:
             self._handler_failed(request, exc)
             return
-        if result is None:
-            return
+        if result is not None:
+            self._handle_result(request, result)
+
+    def _handle_result(self, request: RemotingCommand, result: HandlerResult) -> None:
+        """A processor's result other than None: a reply, or an awaitable of one."""
         if isinstance(result, RemotingCommand):
             self.send_response(request, result)
             return
@@ -503,7 +478,7 @@ class RemotingConnection(asyncio.Protocol):
             self._close_after_error()
             return
         if flag & FLAG_RESPONSE:
-            future = self._pending.pop(error.opaque, None)
+            future = self._pending.pop(error.opaque)
             if future is not None and not future.done():
                 future.set_exception(error)
             return
@@ -528,17 +503,15 @@ class RemotingConnection(asyncio.Protocol):
 
     def close(self) -> None:
         """Close after writing what is queued and buffered."""
-        self._closed = True
+        self._closed = self._pump.closed = True
         if self._transport is not None:
             self._flush()
             self._transport.close()
 
     def abort(self) -> None:
         """Close now, dropping what is queued and buffered (a peer that does not read)."""
-        self._closed = True
-        self._outgoing = []
-        self._outgoing_bytes = 0
-        self._outgoing_has_large = False
+        self._closed = self._pump.closed = True
+        self._writer.clear()
         self._backlog.clear()
         if self._transport is not None:
             self._transport.abort()

@@ -30,9 +30,10 @@ from rocketstore.message import (
 )
 from rocketstore.store.checkpoint import StoreCheckpoint
 from rocketstore.store.damage import CommitLogDamage, DamagedRange
-from rocketstore.store.layout import COMMITLOG_DIR
+from rocketstore.store.layout import COMMIT_LOG_ALLOCATION_CHUNK, COMMITLOG_DIR
 from rocketstore.store.mapped_file_queue import FlushFunction, MappedFileQueue
 from rocketstore.store.services.commit import CommitRealTimeService
+from rocketstore.store.services.durability import DurabilityNotifier, DurableCallback
 from rocketstore.store.services.flush import FlushRealTimeService
 from rocketstore.store.services.group_commit import GroupCommitService
 from rocketstore.store.services.prefault import CommitLogPrefaultService
@@ -61,6 +62,12 @@ class LogScan:
 _ZEROS = "no record where data was written (zeroed bytes)"
 
 
+def _readable_end(mf: MappedFile) -> int:
+    """Where a walk of mf ends: its read position, or its first hole before that (nothing
+    is written past the blocks a file has; reading a hole on tmpfs would take space)."""
+    return max(0, min(mf.read_position, mf.allocated_position))
+
+
 def _report_damage(on_damage: Callable[[DamagedRange], None] | None, damaged: DamagedRange,
                    what: str) -> None:
     if on_damage is not None:
@@ -73,15 +80,21 @@ class CommitLog:
     def __init__(self, config: StoreConfig, root: str, checkpoint: StoreCheckpoint, *,
                  read_only: bool = False, allocate=None,
                  pool: TransientStorePool | None = None,
-                 flush: FlushFunction | None = None) -> None:
+                 sync: FlushFunction | None = None) -> None:
         self.config = config
         self.read_only = read_only
         self.checkpoint = checkpoint
+        self.sync_flush = config.flush_disk_type == "SYNC_FLUSH"
+        # SYNC_FLUSH: appends go to a buffer and each flush pwrites them, then fdatasyncs
+        # (see MappedFile.enable_write_through for why not msync of the mapping)
+        self.write_through = self.sync_flush and config.commit_log_write_through \
+            and not read_only
         self.queue = MappedFileQueue(
             os.path.join(root, COMMITLOG_DIR) if config.store_path_commit_log is None
             else config.store_path_commit_log,
             config.mapped_file_size_commit_log, read_only=read_only, preallocate=True,
-            allocate=allocate)
+            allocation_chunk=COMMIT_LOG_ALLOCATION_CHUNK, allocate=allocate,
+            prepare=self._prepare_file if self.write_through else None)
         self.writer = record_writer.RecordWriter(config.mapped_file_size_commit_log,
                                                  config.max_message_size, config.store_host)
         # put_message's fast path runs natively (lock, append to the cached last file,
@@ -91,32 +104,46 @@ class CommitLog:
         self.put_path = put_path.PutPath(self.writer, self._append_rolling)
         self.put_lock = self.put_path.lock
         self.closed = False     # set under put_lock at shutdown: later puts are refused
-        self.sync_flush = config.flush_disk_type == "SYNC_FLUSH"
+        self.roll_error: str | None = None     # why the next file could not be created
         self.sync_flush_timeout_s = config.sync_flush_timeout / 1000.0
         self.flush_service: ServiceThread
         if self.sync_flush:
-            self.flush_service = GroupCommitService(self.queue, checkpoint, flush)
+            self.flush_service = GroupCommitService(self.queue, checkpoint, sync)
         else:
-            self.flush_service = FlushRealTimeService(config, self.queue, checkpoint, flush)
+            self.flush_service = FlushRealTimeService(config, self.queue, checkpoint, sync)
+        # SYNC_FLUSH puts that do not wait on their thread are answered from here
+        self.durability: DurabilityNotifier | None = None
+        if self.sync_flush:
+            group = self.flush_service.group   # type: ignore[attr-defined]
+            self.durability = DurabilityNotifier(
+                self._wait_flushed_for,
+                lambda: max(self.queue.flushed_where, group.flushed_where),
+                self.sync_flush_timeout_s)
         self.commit_service: CommitRealTimeService | None = None
         if pool is not None:
             self.commit_service = CommitRealTimeService(config, self.queue, pool,
                                                         self.flush_service)
         self.prefault_service: CommitLogPrefaultService | None = None
-        if pool is None and config.commit_log_prefault_ahead > 0:
+        # (write-through files take appends into their own buffer: nothing to fault in)
+        if pool is None and not self.write_through and config.commit_log_prefault_ahead > 0:
             self.prefault_service = CommitLogPrefaultService(self.queue,
                                                              config.commit_log_prefault_ahead)
-        # what a put does after its append: wait for the group commit (SYNC_FLUSH), wake the
-        # flusher (when it is not on a fixed timer), or nothing
+        # what a put does after its append: wait for the group commit (SYNC_FLUSH, natively),
+        # wake the flusher (when it is not on a fixed timer), or nothing
         self._wake_on_put = not self.sync_flush and (
             pool is not None or not config.flush_commit_log_timed)
-        self.put_path.after = (self._sync_flush_after_put if self.sync_flush else
-                               self._wake_after_put if self._wake_on_put else None)
+        if self.sync_flush:
+            self.put_path.wait_for_flush(self.flush_service.group,  # type: ignore[attr-defined]
+                                         self.sync_flush_timeout_s)
+        elif self._wake_on_put:
+            self.put_path.after = self._wake_after_put
 
     def start(self) -> None:
         if self.read_only:
             return
         self.flush_service.start()
+        if self.durability is not None:
+            self.durability.start()
         if self.commit_service is not None:
             self.commit_service.start()
         if self.prefault_service is not None:
@@ -170,8 +197,10 @@ class CommitLog:
                 pending.append(DamagedRange(expected, base, "segment file missing"))
             expected = base + segment
             is_last = mf is files[-1]
-            data_end = mf.read_position
             pos = 0
+            # past the file's first hole there is no record (see MappedFile: what is
+            # written has blocks; reading a hole on tmpfs would take space)
+            data_end = _readable_end(mf)
             while True:
                 batch = dispatch.dispatch_region(mf, pos, data_end, max_records=8192,
                                                  check_crc=check_crc, tags_codes=tags_codes)
@@ -187,7 +216,8 @@ class CommitLog:
                     valid_data(base + segment)
                     break
                 if pos >= data_end:
-                    if mf.file_size < segment:      # a segment file cut short
+                    if mf.file_size < segment or (data_end < segment and not is_last):
+                        # a segment file cut short, or one with nothing past a hole
                         pending.append(DamagedRange(base + data_end, base + segment,
                                                     "segment file cut short"))
                     break
@@ -227,8 +257,16 @@ class CommitLog:
         dropped = self.queue.truncate_dirty(end_offset, zero_tail=zero_tail and not self.read_only)
         self.queue.flushed_where = self.queue.committed_where = end_offset
         last = self.queue.last_file()
+        if last is not None and self.write_through and not last.write_through \
+                and not last.is_full:
+            self._prepare_file(last)
         self.put_path.file = last if last is not None and not self.read_only else None
         return dropped
+
+    @staticmethod
+    def _prepare_file(mf: MappedFile) -> None:
+        """A file appends will go to, before anyone else sees it (SYNC_FLUSH)."""
+        mf.enable_write_through()
 
     # ---- writes ----------------------------------------------------------------------------
     # put_message(message, queue_id) -> PutMessageResult is self.put_path (see __init__)
@@ -239,29 +277,39 @@ class CommitLog:
             return record_writer.put_result(PutMessageStatus.SERVICE_NOT_AVAILABLE)
         mf = self._file_for_append()
         if mf is None:
-            return record_writer.put_result(PutMessageStatus.CREATE_MAPPED_FILE_FAILED)
+            return record_writer.put_result(PutMessageStatus.CREATE_MAPPED_FILE_FAILED,
+                                            self.roll_error)
         result = self.writer.append(mf, msg, queue_id)
         if result is None:
             mf = self._file_for_append()
             if mf is None:
-                return record_writer.put_result(PutMessageStatus.CREATE_MAPPED_FILE_FAILED)
+                return record_writer.put_result(PutMessageStatus.CREATE_MAPPED_FILE_FAILED,
+                                                self.roll_error)
             result = self.writer.append(mf, msg, queue_id)
         return record_writer.put_result(PutMessageStatus.UNKNOWN_ERROR) if result is None else result
-
-    def _sync_flush_after_put(self, result: PutMessageResult, msg: Message) -> PutMessageResult:
-        if result.status_code == PutMessageStatus.PUT_OK and msg.properties.get(
-                "WAIT") != "false":
-            if not self._wait_flushed(result.commitlog_offset + result.wrote_bytes):
-                return record_writer.with_status(result, PutMessageStatus.FLUSH_DISK_TIMEOUT)
-        else:
-            self.flush_service.wakeup()
-        return result
 
     def _wake_after_put(self, result: PutMessageResult, msg: Message) -> PutMessageResult:
         self._wake_flusher()
         return result
 
-    def put_messages(self, msgs: list[Message], queue_ids: int | list[int]) -> PutMessagesResult:
+    def append_message(self, msg: Message, queue_id: int) -> PutMessageResult:
+        """put_message without waiting for SYNC_FLUSH's flush (see on_durable)."""
+        result = self.put_path.append(msg, queue_id)
+        if self._wake_on_put:
+            self._wake_flusher()
+        return result
+
+    def on_durable(self, next_offset: int, callback: DurableCallback) -> None:
+        """callback(True) from a store thread once everything below next_offset is durable,
+        callback(False) when SYNC_FLUSH's flush did not come within sync_flush_timeout or the
+        log shut down first. Without SYNC_FLUSH there is nothing to wait for: True at once."""
+        if self.durability is None:
+            callback(True)
+        else:
+            self.durability.notify_when_durable(next_offset, callback)
+
+    def put_messages(self, msgs: list[Message], queue_ids: int | list[int], *,
+                     wait_flush: bool = True) -> PutMessagesResult:
         with self.put_lock:
             if self.closed:
                 return record_writer.rejected_batch(len(msgs), PutMessageStatus.SERVICE_NOT_AVAILABLE)
@@ -272,12 +320,15 @@ class CommitLog:
             while mf is not None and not self.writer.write_batch(mf, result):
                 mf = self._file_for_append()
             if mf is None:    # what was stored stays; the result says where it stopped
-                result = record_writer.fail_batch(result, PutMessageStatus.CREATE_MAPPED_FILE_FAILED)
+                result = record_writer.fail_batch(
+                    result, PutMessageStatus.CREATE_MAPPED_FILE_FAILED, self.roll_error)
         if result.stored:
             end = int(result.commitlog_offsets[result.stored - 1] +
                       result.sizes[result.stored - 1])
             if self.sync_flush:
-                if not self._wait_flushed(end) and result.status_code == PutMessageStatus.PUT_OK:
+                if not wait_flush:
+                    pass    # the caller asks on_durable
+                elif not self._wait_flushed(end) and result.status_code == PutMessageStatus.PUT_OK:
                     result = record_writer.fail_batch(result, PutMessageStatus.FLUSH_DISK_TIMEOUT)
             elif self._wake_on_put:
                 self._wake_flusher()
@@ -288,15 +339,23 @@ class CommitLog:
         return self.flush_service.wait_flushed(  # type: ignore[attr-defined]
             next_offset, self.sync_flush_timeout_s)
 
+    def _wait_flushed_for(self, next_offset: int, timeout_s: float) -> bool:
+        return self.flush_service.wait_flushed(  # type: ignore[attr-defined]
+            next_offset, timeout_s)
+
     def _wake_flusher(self) -> None:
         (self.commit_service or self.flush_service).wakeup()
 
     def _file_for_append(self) -> MappedFile | None:
-        """The file appends go to (rolling when the last is full); cached for the next put."""
+        """The file appends go to (rolling when the last is full); cached for the next put.
+        None when the next file cannot be created (roll_error says why)."""
         try:
             self.put_path.file = self.queue.last_file_for_append(0)
-        except OSError:
-            log.exception("creating the next CommitLog file failed")
+            self.roll_error = None
+        except OSError as exc:
+            if self.roll_error is None:     # once per outage: every put would say it
+                log.error("creating the next CommitLog file failed: %s", exc)
+            self.roll_error = f"creating the next CommitLog file failed: {exc}"
             self.put_path.file = None
         return self.put_path.file
 
@@ -361,7 +420,7 @@ class CommitLog:
             return self.damage.add(offset, end, reason or "segment file missing") or \
                 DamagedRange(offset, end, reason or "segment file missing")
         base = mf.file_from_offset
-        data_end = mf.read_position
+        data_end = _readable_end(mf)
         found = record.find_record(mf, offset - base + 1, data_end,
                                    check_crc=self.config.check_crc_on_recover,
                                    base_offset=base, segment_end=segment)
@@ -378,10 +437,12 @@ class CommitLog:
 
     def scan(self, from_offset: int = 0, *, check_crc: bool = False,
              on_damage: Callable[[DamagedRange], None] | None = None) -> Iterator[MessageExt]:
-        """Every message from from_offset (a record boundary) to the end, in log order.
-        Damaged ranges (known, or found on the way) are skipped: each is passed to
-        on_damage, or logged at ERROR. CorruptRecordError when no record starts at
-        from_offset (inside a segment: a caller's wrong offset is not damage)."""
+        """Every message from from_offset (a record boundary) to the end, in log order. It
+        starts at the minimum offset when from_offset is below it, and a file deleted by
+        retention while the scan reads it ends that file: the scan goes on at the new
+        minimum offset. Damaged ranges (known, or found on the way) are skipped: each is
+        passed to on_damage, or logged at ERROR. CorruptRecordError when no record starts
+        at from_offset (inside a segment: a caller's wrong offset is not damage)."""
         offset = max(from_offset, self.min_offset())
         segment = self.queue.mapped_file_size
         first = offset     # the caller's start: no record there is their error, not damage
@@ -389,6 +450,10 @@ class CommitLog:
             damaged = self.damage.covering(offset) if self.damage else None
             mf = None if damaged is not None else self.queue.find_by_offset(offset)
             if damaged is None and mf is None:
+                low = self.min_offset()
+                if offset < low:        # deleted meanwhile: what is left starts there
+                    offset = low
+                    continue
                 damaged = self.find_damage(offset)
             if damaged is not None:
                 _report_damage(on_damage, damaged, "scan")
@@ -397,24 +462,32 @@ class CommitLog:
             assert mf is not None
             base = mf.file_from_offset
             pos = offset - base
-            end = mf.read_position
+            end = _readable_end(mf)
             ahead = self.damage.overlapping(offset, base + end) if self.damage else []
             if ahead:
                 end = ahead[0].start - base
-            found = record.scan_region(mf, pos, end, check_crc=check_crc, base_offset=base)
-            for rel in found.offsets.tolist():
-                yield record.decode_at(mf, rel)
+            try:
+                found = record.scan_region(mf, pos, end, check_crc=check_crc, base_offset=base)
+                for rel in found.offsets.tolist():
+                    msg = record.decode_at(mf, rel)
+                    offset = base + rel + msg.store_size
+                    yield msg
+            except ValueError:
+                if mf.is_available:
+                    raise
+                offset = max(offset, self.min_offset(), base + mf.file_size)
+                continue
             stop = base + found.stop_position
             if found.stop_status == "blank":
                 offset = base + segment
             elif found.stop_position >= end:
                 if ahead:
                     offset = ahead[0].start
-                elif mf.read_position > end:    # a writer appended meanwhile: go on
+                elif _readable_end(mf) > end:   # a writer appended meanwhile: go on
                     offset = stop
                 elif mf is self.queue.files[-1]:
                     return
-                elif mf.file_size < segment:    # a file cut short: the rest of its segment
+                elif end < segment:     # a file cut short (or with a hole): the rest
                     damaged = self.damage.add(stop, base + segment, "segment file cut short") \
                         or DamagedRange(stop, base + segment, "segment file cut short")
                     _report_damage(on_damage, damaged, "scan")
@@ -448,16 +521,27 @@ class CommitLog:
                 continue
             mf = self.queue.find_by_offset(offset)
             if mf is None:
+                low = self.min_offset()
+                if offset < low:        # deleted by retention meanwhile
+                    offset = low
+                    continue
                 offset = max(self.find_damage(offset).end, offset + 1)
                 continue
             base = mf.file_from_offset
-            limit = mf.read_position
+            limit = _readable_end(mf)
             ahead = self.damage.overlapping(offset, base + limit) if self.damage else []
             if ahead:
                 limit = ahead[0].start - base
-            batch = dispatch.dispatch_region(mf, offset - base, limit, max_records=max_records,
-                                             check_crc=check_crc, tags_codes=tags_codes,
-                                             starts_before=stop - base)
+            try:
+                batch = dispatch.dispatch_region(mf, offset - base, limit,
+                                                 max_records=max_records, check_crc=check_crc,
+                                                 tags_codes=tags_codes,
+                                                 starts_before=stop - base)
+            except ValueError:
+                if mf.is_available:
+                    raise
+                offset = max(offset, self.min_offset(), base + mf.file_size)
+                continue
             if len(batch):
                 yield batch
             at = base + batch.stop_position
@@ -470,7 +554,7 @@ class CommitLog:
             elif batch.stop_position >= limit:
                 if ahead:
                     offset = ahead[0].start
-                elif mf.read_position > limit:      # a writer appended meanwhile: go on
+                elif _readable_end(mf) > limit:     # a writer appended meanwhile: go on
                     offset = at
                 elif mf is self.queue.files[-1]:
                     return
@@ -512,9 +596,12 @@ class CommitLog:
                 offset = self.find_damage(offset).end
                 continue
             base = mf.file_from_offset
-            stop_at = mf.read_position
-            batch = dispatch.dispatch_region(mf, offset - base, stop_at, max_records=65536,
-                                             starts_before=end - base)
+            stop_at = _readable_end(mf)
+            try:
+                batch = dispatch.dispatch_region(mf, offset - base, stop_at,
+                                                 max_records=65536, starts_before=end - base)
+            except ValueError:      # deleted by retention meanwhile
+                return None
             if len(batch) and topic in batch.topics:
                 rows = np.flatnonzero(
                     (batch.topic_ids == batch.topics.index(topic))
@@ -528,7 +615,7 @@ class CommitLog:
                 return None
             if batch.stop_status == "limit":
                 offset = base + batch.stop_position
-            elif batch.stop_status == "blank" or batch.stop_position >= mf.read_position:
+            elif batch.stop_status == "blank" or batch.stop_position >= stop_at:
                 offset = base + segment
             else:
                 offset = max(self.find_damage(base + batch.stop_position, batch.reason).end,
@@ -550,6 +637,9 @@ class CommitLog:
         self.flush_service.shutdown()
         if not self.read_only:
             self.queue.flush_all()
+        if self.durability is not None:
+            self.durability.shutdown()      # after the last flush: answers by what is durable
+        if not self.read_only:
             if self.queue.store_timestamp > 0:
                 self.checkpoint.physic_msg_timestamp = self.queue.store_timestamp
         self.queue.close()

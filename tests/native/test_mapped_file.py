@@ -435,3 +435,178 @@ def test_existing_file_is_mapped_not_cleared(path: Path) -> None:
     finally:
         f.close()
     assert os.path.getsize(path) == SIZE
+
+
+# ---- blocks on disk (issue 17: small stores stay small; issue 14: a full disk is a status) ----
+
+def _blocks(path: Path) -> int:
+    return os.stat(path).st_blocks * 512
+
+
+def test_a_new_file_is_sparse_and_allocates_in_chunks(tmp_path: Path) -> None:
+    size = 4 << 20
+    p = tmp_path / "00000000000000000000"
+    f = MappedFile(p, size, allocation_chunk=256 << 10)
+    assert f.allocated_position == 0 and _blocks(p) == 0 and os.path.getsize(p) == size
+    assert f.allocate_to(1) == 256 << 10                 # a whole chunk
+    assert f.allocate_to(100 << 10) == 256 << 10          # already there
+    assert f.allocate_to((256 << 10) + 1) == 512 << 10    # the next chunk
+    assert _blocks(p) >= 512 << 10
+    assert f.allocate_to(size) == size                    # never past the file
+    with pytest.raises(ValueError):
+        f.allocate_to(size + 1)
+    f.close()
+    g = MappedFile(tmp_path / "00000000000004194304", size, preallocate=True,
+                   allocation_chunk=1 << 20)
+    assert g.allocated_position == 1 << 20 and _blocks(g.file_name) >= 1 << 20
+    g.close()
+    with pytest.raises(ValueError, match="allocation_chunk"):
+        MappedFile(tmp_path / "x", size, allocation_chunk=0)
+
+
+def test_writes_allocate_what_they_need_first(tmp_path: Path) -> None:
+    p = tmp_path / "00000000000000000000"
+    f = MappedFile(p, 1 << 20, allocation_chunk=64 << 10)
+    assert f.append(b"a" * 10)
+    assert f.allocated_position == 64 << 10
+    f.write_at((200 << 10), b"b" * 10)      # write_at: blocks up to where it writes
+    assert f.allocated_position >= (200 << 10) + 10
+    f.close()
+
+
+def test_reopened_file_knows_its_blocks_up_to_the_first_hole(tmp_path: Path) -> None:
+    p = tmp_path / "00000000000000000000"
+    f = MappedFile(p, 1 << 20, allocation_chunk=64 << 10)
+    f.append(b"x" * 70_000)
+    f.close()
+    g = MappedFile(p, 1 << 20, create=False)
+    # what was written (and allocated ahead) has blocks; past the first hole, unknown
+    assert 70_000 <= g.allocated_position < 1 << 20
+    g.close()
+
+
+def test_zero_range_to_the_end_gives_the_blocks_back(tmp_path: Path) -> None:
+    p = tmp_path / "00000000000000000000"
+    f = MappedFile(p, 1 << 20, allocation_chunk=1 << 20)
+    f.append(b"y" * (600 << 10))
+    assert _blocks(p) >= 600 << 10
+    f.zero_range(10_000, (1 << 20) - 10_000)
+    assert f.read(0, 10_000) == b"y" * 10_000 and f.read(10_000, 4000) == bytes(4000)
+    assert f.allocated_position == 3 * 4096              # the page holding 10,000 stays
+    assert _blocks(p) <= 16 << 10
+    f.wrote_position = 10_000
+    assert f.append(b"z" * 50_000) and f.read(10_000, 50_000) == b"z" * 50_000
+    f.zero_range(100, 200)                                # mid-file: zeroed in place
+    assert f.read(100, 200) == bytes(200) and f.read(0, 100) == b"y" * 100
+    f.close()
+
+
+def test_a_full_file_needs_no_more_blocks(tmp_path: Path) -> None:
+    from rocketstore import Message
+    from rocketstore._native.record_writer import RecordWriter
+
+    f = MappedFile(tmp_path / "00000000000000000000", 4096, allocation_chunk=4096)
+    w = RecordWriter(4096, 4 << 20, "127.0.0.1:10911")
+    while True:
+        r = w.append(f, Message(topic="t", body=b"b" * 100), 0)
+        if r is None:
+            break
+        assert r.ok, (r, r.reason)
+    assert f.is_full and f.allocated_position == 4096
+    # a file that is full (the END_FILE blank written) asks for no blocks past its end
+    assert w.append(f, Message(topic="t", body=b"b" * 100), 0) is None
+    f.close()
+
+
+# ---- write-through (SYNC_FLUSH CommitLog files) -----------------------------------------------
+def _file_bytes(path: Path, pos: int, size: int) -> bytes:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return os.pread(fd, size, pos)
+    finally:
+        os.close(fd)
+
+
+def test_write_through_commits_with_pwrite(mf: MappedFile, path: Path) -> None:
+    assert not mf.write_through
+    mf.enable_write_through()
+    assert mf.write_through
+    assert mf.append(b"a" * 100)
+    # appended to the buffer only: neither readers nor the file see it yet
+    assert mf.wrote_position == 100 and mf.read_position == 0
+    assert mf.read(0, 100) == bytes(100) and _file_bytes(path, 0, 100) == bytes(100)
+    assert mf.commit() == (100, None)
+    assert mf.read_position == 100 and mf.committed_position == 100
+    assert mf.read(0, 100) == b"a" * 100 and _file_bytes(path, 0, 100) == b"a" * 100
+    assert mf.flushed_position == 0 and mf.dirty_range() == (0, 100)
+    assert mf.append(b"b" * 50)
+    assert mf.flush() == 150            # commits, then fdatasyncs
+    assert mf.read_position == 150 and _file_bytes(path, 100, 50) == b"b" * 50
+    with pytest.raises(ValueError, match="already writes to a buffer"):
+        mf.enable_write_through()
+    with pytest.raises(ValueError, match="already writes to a buffer"):
+        mf.set_write_buffer(bytearray(SIZE))
+
+
+def test_write_through_to_the_end_and_after(mf: MappedFile, path: Path) -> None:
+    mf.write_at(0, b"old")              # through the mapping, before write-through
+    mf.append(b"head")
+    mf.enable_write_through()           # committed from here on
+    assert mf.committed_position == 4 and mf.read_position == 4
+    tail = os.urandom(SIZE - 4)
+    assert mf.append(tail)
+    assert not mf.append(b"x")          # full
+    assert mf.commit() == (SIZE, None)
+    assert mf.read(4, SIZE - 4) == tail and _file_bytes(path, 4, SIZE - 4) == tail
+    assert mf.flush() == SIZE and mf.read_position == SIZE
+    # the buffer is given back once the file is committed to its end: still consistent
+    assert mf.committed_position == SIZE and mf.write_through
+    assert mf.commit() == (SIZE, None)
+
+
+def test_write_through_zero_range_and_truncation(mf: MappedFile, path: Path) -> None:
+    mf.enable_write_through()
+    mf.append(b"r" * 300)
+    mf.commit()
+    mf.zero_range(100, SIZE - 100)      # recovery giving up a torn tail
+    mf.wrote_position = mf.committed_position = 100
+    mf.flushed_position = min(mf.flushed_position, 100)
+    mf.append(b"s" * 20)
+    mf.flush()
+    assert _file_bytes(path, 0, 130) == b"r" * 100 + b"s" * 20 + bytes(10)
+
+
+def test_write_through_gives_buffer_pages_back(tmp_path: Path) -> None:
+    """Pages of the anonymous buffer behind the committed position go back to the OS: a
+    process writing 24 MiB through it keeps a few MiB resident, not 24."""
+    size = 32 << 20
+    f = MappedFile(tmp_path / "00000000000000000000", size)
+    try:
+        f.enable_write_through()
+        chunk = os.urandom(1 << 20)
+
+        def anon_kib() -> int:
+            with open("/proc/self/smaps_rollup") as r:
+                for line in r:
+                    if line.startswith("Anonymous:"):
+                        return int(line.split()[1])
+            pytest.skip("no Anonymous line in /proc/self/smaps_rollup")
+
+        before = anon_kib()
+        for _ in range(24):
+            assert f.append(chunk)
+            f.commit()
+        grown_mib = (anon_kib() - before) / 1024
+        assert grown_mib < 12, f"{grown_mib:.1f} MiB of the write buffer still resident"
+        assert _file_bytes(tmp_path / "00000000000000000000", 23 << 20, 1 << 20) == chunk
+    finally:
+        f.close()
+
+
+def test_sync_checks_its_range(mf: MappedFile) -> None:
+    mf.append(b"z" * 10)
+    mf.sync(0, 10)                      # msync of the range (not write-through)
+    assert mf.flushed_position == 0     # sync moves no position
+    for start, end in ((-1, 5), (5, 4), (0, SIZE + 1)):
+        with pytest.raises(ValueError, match="outside"):
+            mf.sync(start, end)

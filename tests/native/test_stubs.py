@@ -1,4 +1,5 @@
-"""Every compiled module of rocketstore._native has a .pyi stub, and mypy.stubtest finds the
+"""Every compiled module of rocketstore (the native layer, remoting's and the client's
+extensions) has a .pyi stub, and mypy.stubtest finds the
 stubs true to the modules (names, signatures, properties, finality). The allowlist beside
 this file names only what Cython adds to every module."""
 from __future__ import annotations
@@ -14,21 +15,30 @@ import pytest
 import rocketstore._native
 
 NATIVE_DIR = Path(rocketstore._native.__file__).parent
+PACKAGE_DIR = NATIVE_DIR.parent
 ALLOWLIST = Path(__file__).with_name("stubtest_allowlist.txt")
 
 
 def compiled_modules() -> list[str]:
-    """The extension modules of rocketstore._native, from the .so files beside the package
-    (the .pyx sources are not installed)."""
-    names = {p.name.split(".")[0] for p in NATIVE_DIR.iterdir()
-             if p.suffix in (".so", ".pyd") and not p.name.startswith("_")}
-    return sorted(f"rocketstore._native.{n}" for n in names)
+    """The extension modules of the package, from its .so files (the .pyx sources are not
+    installed)."""
+    names = set()
+    for path in PACKAGE_DIR.rglob("*"):
+        if path.suffix in (".so", ".pyd"):
+            parts = path.relative_to(PACKAGE_DIR.parent).with_name(path.name.split(".")[0]).parts
+            names.add(".".join(parts))
+    return sorted(names)
+
+
+def stub_path(module: str) -> Path:
+    return PACKAGE_DIR.parent.joinpath(*module.split(".")).with_suffix(".pyi")
 
 
 def test_every_compiled_module_has_a_stub() -> None:
     modules = compiled_modules()
-    assert len(modules) >= 10, modules
-    missing = [m for m in modules if not (NATIVE_DIR / f"{m.rsplit('.', 1)[1]}.pyi").exists()]
+    assert sum(m.startswith("rocketstore._native.") for m in modules) >= 10, modules
+    assert any(m.startswith("rocketstore.remoting.") for m in modules), modules
+    missing = [m for m in modules if not stub_path(m).exists()]
     assert missing == []
 
 
@@ -41,7 +51,7 @@ def test_stubs_match_the_compiled_modules(tmp_path: Path) -> None:
     # mypy takes its working directory for user code: run it beside a copy of the package
     # (where it is installed, site-packages' other modules would shadow the library's own)
     package_root = tmp_path / "package"
-    shutil.copytree(NATIVE_DIR.parent, package_root / "rocketstore",
+    shutil.copytree(PACKAGE_DIR, package_root / "rocketstore",
                     ignore=shutil.ignore_patterns("__pycache__"))
     env = dict(os.environ, MYPY_CACHE_DIR=str(tmp_path / "cache"))
     proc = subprocess.run(

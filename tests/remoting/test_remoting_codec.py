@@ -132,7 +132,7 @@ def test_binary_header_layout() -> None:
 
 
 def _fields(cmd: RemotingCommand) -> dict[str, object]:
-    return {name: getattr(cmd, name) for name in RemotingCommand.__dataclass_fields__}
+    return {name: getattr(cmd, name) for name in ("code", "language", "version", "opaque", "flag", "remark", "ext_fields", "body", "serialize_type")}
 
 
 def test_response_takes_the_request_serialize_type() -> None:
@@ -199,6 +199,9 @@ def _json_frame(header: bytes, serialize_type: int = 0) -> bytes:
         (b'{"code":10,"opaque":"x"}', None),
         (b'{"code":1e400,"opaque":7}', None),  # orjson refuses infinity outright
         (b'{"code":1.5,"opaque":7}', 7),
+        (b'{"code":10,"opaque":"\xc2\xb9"}', None),  # a digit to str.isdigit, not to int()
+        (b'{"code":10,"opaque":5,"flag":"--1"}', 5),
+        (b'{"code":"\xef\xbc\x91","opaque":5}', 5),  # a full-width digit
     ],
 )
 def test_malformed_json_headers(header: bytes, opaque: int | None) -> None:

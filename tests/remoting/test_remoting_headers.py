@@ -91,3 +91,67 @@ def test_generated_decoder_fast_and_slow_paths() -> None:
                          ({"e": "1", "m": "x"}, "'m' must be true or false")):
         with pytest.raises(HeaderFieldError, match=message):
             decode_header({"a": "PG", "b": "T", **bad}, SendHeaderV2)
+
+
+# ---- the native decoder against the generated Python one ------------------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from rocketstore.remoting.headers import _build_decoder, build_python_decoder  # noqa: E402
+
+
+@dataclass
+class EveryKind:
+    topic: str
+    queue_id: int
+    batch: bool
+    ratio: float
+    name: str | None = None
+    offset: int | None = None
+    flag: bool | None = field(default=None, metadata={"key": "f"})
+    weight: float = 1.0
+    count: int = 7
+
+
+@dataclass(frozen=True, slots=True)
+class FrozenWithPostInit:
+    a: int
+    b: str = "x"
+
+    def __post_init__(self) -> None:
+        if self.a < 0:
+            raise HeaderFieldError("a", "must not be negative")
+
+
+text_values = st.one_of(
+    st.from_regex(r"[+-]?[0-9]{1,22}", fullmatch=True),
+    st.sampled_from(["", "true", "false", "TRUE", "1", "0", "yes", " 1", "1.5", "nan", "-", "+", "٣", "¹", "1e3"]),
+    st.text(max_size=8),
+)
+any_values = st.one_of(st.none(), text_values, st.integers(min_value=-(2**70), max_value=2**70),
+                       st.booleans(), st.floats(allow_nan=False), st.lists(st.integers(), max_size=2))
+
+
+def outcome(decoder, ext):  # type: ignore[no-untyped-def]
+    try:
+        return ("ok", decoder(ext))
+    except HeaderFieldError as exc:
+        return ("error", str(exc), exc.field)
+
+
+@given(st.dictionaries(st.sampled_from(["topic", "queueId", "batch", "ratio", "name", "offset", "f", "flag",
+                                        "weight", "count", "a", "b", "other"]), any_values, max_size=12))
+@settings(max_examples=1500, deadline=None)
+def test_native_decoder_matches_the_generated_one(ext: dict[str, object]) -> None:
+    for cls in (EveryKind, FrozenWithPostInit):
+        assert outcome(_build_decoder(cls), ext) == outcome(build_python_decoder(cls), ext)
+
+
+def test_native_decoder_fills_frozen_and_slotted_classes() -> None:
+    header = decode_header({"a": "12"}, FrozenWithPostInit)
+    assert header == FrozenWithPostInit(12, "x")
+    with pytest.raises(HeaderFieldError, match="'a' must not be negative"):
+        decode_header({"a": "-1"}, FrozenWithPostInit)
+    with pytest.raises(HeaderFieldError, match="'topic' is missing"):
+        decode_header({"queueId": "1"}, EveryKind)

@@ -480,7 +480,8 @@ def test_prefault_service_runs_ahead_of_the_writer(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("changes", [{"commit_log_prefault_ahead": 0},
                                      {"transient_store_pool_enable": True,
-                                      "transient_store_pool_size": 2}])
+                                      "transient_store_pool_size": 2},
+                                     {"flush_disk_type": "SYNC_FLUSH"}])     # write-through
 def test_prefault_service_off(tmp_path: Path, changes: dict) -> None:
     from helpers import open_store
 

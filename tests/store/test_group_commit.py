@@ -1,5 +1,6 @@
-"""SYNC_FLUSH group commit: shared flushes, FLUSH_DISK_TIMEOUT, slow, hanging and failing
-disks (through the commit_log_flush seam), waiters answered at shutdown."""
+"""SYNC_FLUSH group commit: shared flushes, PUT_OK only after the flush covering a put returned,
+FLUSH_DISK_TIMEOUT, slow, hanging and failing disks (through the commit_log_flush seam),
+waiters answered at shutdown, the write-through CommitLog files."""
 from __future__ import annotations
 
 import threading
@@ -21,10 +22,10 @@ def test_flush_disk_timeout_when_msync_is_slow(tmp_path):
     slow = threading.Event()
     slow.set()
 
-    def slowed(queue, least_pages: int) -> bool:    # "msync slowed artificially"
+    def slowed(mf, start: int, end: int) -> None:   # a disk slowed artificially
         if slow.is_set():
             time.sleep(0.8)
-        return queue.flush(least_pages)
+        mf.sync(start, end)
 
     store = open_store(root, flush_disk_type="SYNC_FLUSH", sync_flush_timeout=200,
                        commit_log_flush=slowed)
@@ -67,13 +68,10 @@ def test_group_commit_shares_msyncs(tmp_path, producers):
     per_thread = 240 // producers
     msyncs: list[int] = []
 
-    def counting(queue, least_pages: int) -> bool:
-        before = queue.flushed_where
-        time.sleep(0.002)       # a disk that takes ~2 ms per msync
-        done = queue.flush(least_pages)
-        if queue.flushed_where != before:
-            msyncs.append(queue.flushed_where)
-        return done
+    def counting(mf, start: int, end: int) -> None:
+        time.sleep(0.002)       # a disk that takes ~2 ms per flush
+        mf.sync(start, end)
+        msyncs.append(mf.file_from_offset + end)
 
     store = open_store(root, flush_disk_type="SYNC_FLUSH", commit_log_flush=counting)
     try:
@@ -118,7 +116,7 @@ def test_native_group_commit_board(tmp_path):
     while gc.pending < len(threads):            # all asked (pending: since the last flush)
         time.sleep(0.001)
     assert gc.wait_requests(0.0)                # the flush thread sees them
-    gc.publish(600, msyncs=1)                   # covers the first half only
+    gc.publish(600, flushes=1)                  # covers the first half only
     for o, t in zip(offsets, threads, strict=True):
         if o <= 600:
             t.join(30)
@@ -165,16 +163,164 @@ def test_native_group_commit_run_flushes_a_file(tmp_path):
     assert gc.wait_flushed(2 * size, 60.0)
     flusher.join(30)
     assert out == [RUN_FULL] and mf.flushed_position == size
-    assert gc.flushes == 2 and gc.msync_seconds > 0
+    assert gc.flushes == 2 and gc.sync_seconds > 0
     mf.close()
 
 
-def test_sync_flush_many_producers_across_files(tmp_path):
+def test_native_group_commit_run_writes_through(tmp_path):
+    """run() on a write-through file: producers are released once their bytes were written
+    to the file (pwrite from the buffer) and made durable; readers see them from then on."""
+    import os
+
+    from rocketstore._native.group_commit import RUN_FULL, GroupCommit
+    from rocketstore._native.mapped_file import MappedFile
+    size = 16 * 4096
+    path = tmp_path / f"{size:020d}"
+    mf = MappedFile(path, size)
+    mf.enable_write_through()
+    gc = GroupCommit(size)
+    payload = os.urandom(3000)
+    assert mf.append(payload)
+    assert mf.read_position == 0
+    out: list[int] = []
+    flusher = threading.Thread(target=lambda: out.append(gc.run(mf, 10.0, 60.0)))
+    flusher.start()
+    assert gc.wait_flushed(size + 3000, 60.0)
+    assert mf.read_position == 3000 and mf.flushed_position == 3000
+    with open(path, "rb") as f:
+        assert f.read(3000) == payload
+    rest = os.urandom(size - 3000)
+    assert mf.append(rest)
+    assert gc.wait_flushed(2 * size, 60.0)
+    flusher.join(30)
+    assert out == [RUN_FULL] and mf.flushed_position == size
+    with open(path, "rb") as f:
+        assert f.read() == payload + rest
+    assert gc.flushes == 2 and gc.sync_seconds > 0 and gc.write_seconds > 0
+    mf.close()
+
+
+def test_put_ok_only_after_the_flush_covering_it_returned(tmp_path):
+    """The issue's proof: an injected flush function records every range it is asked to
+    make durable, and when its call returned; every PUT_OK put (8 producers, across file
+    rolls) returned after a returned call covered all of its bytes. The flush function is
+    slow, so a put answered before its flush returned would be seen."""
+    root = tmp_path / "store"
+    lock = threading.Lock()
+    events: list[tuple[str, int, int]] = []     # ("returned" | "put", start, end), in order
+    asked: list[tuple[int, int]] = []
+
+    def recording(mf, start: int, end: int) -> None:
+        base = mf.file_from_offset
+        with lock:
+            asked.append((base + start, base + end))
+        time.sleep(0.002)
+        mf.sync(start, end)
+        with lock:
+            events.append(("returned", base + start, base + end))
+
+    store = open_store(root, flush_disk_type="SYNC_FLUSH", commit_log_flush=recording)
+    producers, per_thread = 8, 40
+    try:
+        def produce(t: int) -> None:
+            for i in range(per_thread):
+                msg, qid, _ = message(f"rec{t}", i)
+                r = store.put_message(msg, qid)
+                assert r.status == PutMessageStatus.PUT_OK, r.status
+                with lock:
+                    events.append(("put", r.commitlog_offset,
+                                   r.commitlog_offset + r.wrote_bytes))
+        threads = [threading.Thread(target=produce, args=(t,)) for t in range(producers)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        batch = [message("recbatch", i) for i in range(5)]
+        rb = store.put_messages([m for m, _, _ in batch], [q for _, q, _ in batch])
+        assert rb.status == PutMessageStatus.PUT_OK
+        with lock:
+            end = int(rb.commitlog_offsets[-1] + rb.sizes[-1])
+            events.append(("put", int(rb.commitlog_offsets[0]), end))
+    finally:
+        store.shutdown()
+    puts = [e for e in events if e[0] == "put"]
+    assert len(puts) == producers * per_thread + 1
+    assert len(list((root / "commitlog").iterdir())) > 2        # it rolled
+    durable: list[tuple[int, int]] = []         # ranges whose call returned, so far
+    for kind, start, end in events:
+        if kind == "returned":
+            durable.append((start, end))
+            continue
+        # the put's bytes [start, end) are covered by the ranges returned before it
+        covered = start
+        for a, b in sorted(durable):
+            if a <= covered < b:
+                covered = b
+        assert covered >= end, f"put [{start}, {end}) answered before its flush returned"
+    # asked ranges are in log order and never overlap: nothing is made durable twice
+    for (a0, b0), (a1, _) in zip(asked, asked[1:], strict=False):
+        assert a0 < b0 and b0 <= a1
+
+
+def test_sync_flush_commit_log_files_write_through(tmp_path):
+    """SYNC_FLUSH CommitLog files are write-through (new ones, and the last one again after a
+    restart); ASYNC_FLUSH ones are written through their mapping."""
+    root = tmp_path / "store"
+    store = open_store(root, flush_disk_type="SYNC_FLUSH")
+    try:
+        for i in range(80):             # ~100 KB: two files of 64 KiB
+            msg, qid, _ = message("wt", i)
+            assert store.put_message(msg, qid).status == PutMessageStatus.PUT_OK
+        files = store.commit_log.queue.files
+        assert len(files) >= 2 and all(f.write_through for f in files)
+        assert files[-1].read_position == files[-1].wrote_position
+    finally:
+        store.shutdown()
+    for abnormal in (False, True):
+        if abnormal:
+            (root / "abort").touch()
+        store = open_store(root, flush_disk_type="SYNC_FLUSH")
+        try:
+            last = store.commit_log.queue.last_file()
+            assert last.write_through and not last.is_full
+            msg, qid, d = message("wt", 100 + abnormal)
+            r = store.put_message(msg, qid)
+            assert r.status == PutMessageStatus.PUT_OK
+            assert bytes(store.look_message_by_offset(r.commitlog_offset).body) == d["body"]
+            assert store.wait_dispatched()
+            got = store.get_message("g", d["topic"], qid, 0, 1000)
+            assert r.commitlog_offset in [m.commitlog_offset for m in got.messages]
+        finally:
+            store.shutdown()
+    assert len(list(refcodec.iter_commitlog(root))) == 82
+    for changes in ({"flush_disk_type": "ASYNC_FLUSH"},
+                    {"flush_disk_type": "SYNC_FLUSH", "commit_log_write_through": False}):
+        store = open_store(root, **changes)
+        try:
+            for i in range(60):         # into a new file too
+                msg, qid, _ = message("wt", 300 + i)
+                assert store.put_message(msg, qid).status == PutMessageStatus.PUT_OK
+            assert not any(f.write_through for f in store.commit_log.queue.files)
+            if changes["flush_disk_type"] == "SYNC_FLUSH":     # every PUT_OK was flushed
+                assert store.commit_log.flush_service.group.flushed_where == \
+                    store.get_max_phy_offset()
+        finally:
+            store.shutdown()
+    assert len(list(refcodec.iter_commitlog(root))) == 202
+
+
+@pytest.mark.parametrize("wake_chains", [1, 3, 0])
+def test_sync_flush_many_producers_across_files(tmp_path, wake_chains):
     """32 SYNC_FLUSH producers through the native group commit, rolling over many 64 KiB
-    CommitLog files: every put is PUT_OK, flushes are shared, and everything is on disk."""
+    CommitLog files: every put is PUT_OK (a producer the wake-up chain left asleep would get
+    FLUSH_DISK_TIMEOUT after its 5 s), flushes are shared, and everything is on disk. Woken
+    in one chain (each woken producer wakes the next), three, or all at once."""
     root = tmp_path / "store"
     producers, per_thread = 32, 25
     store = open_store(root, flush_disk_type="SYNC_FLUSH")
+    group = store.commit_log.flush_service.group
+    assert group.wake_chains == 1       # the default
+    group.wake_chains = wake_chains
     statuses: list[int] = []
     sent: list[bytes] = []
     try:
@@ -207,8 +353,11 @@ def test_sync_flush_shutdown_wakes_waiters(tmp_path):
     """A producer waiting for a flush that never comes is answered by shutdown (not after
     its 60 s timeout), and shutdown still makes its message durable."""
     root = tmp_path / "store"
+    def failing(mf, start: int, end: int) -> None:     # a disk that never completes one
+        raise OSError("flush failed (simulated)")
+
     store = open_store(root, flush_disk_type="SYNC_FLUSH", sync_flush_timeout=60_000,
-                       commit_log_flush=lambda queue, least_pages: False)   # never completes
+                       commit_log_flush=failing)
     out: list[int] = []
     msg, qid, d = message("stuck", 0)
     producer = threading.Thread(target=lambda: out.append(store.put_message(msg, qid).status))
@@ -229,8 +378,10 @@ def test_sync_flush_wait_false_does_not_wait(tmp_path):
     hang = threading.Event()
     hang.set()
 
-    def maybe(queue, least_pages: int) -> bool:
-        return False if hang.is_set() else queue.flush(least_pages)
+    def maybe(mf, start: int, end: int) -> None:
+        if hang.is_set():
+            raise OSError("disk unavailable (simulated)")
+        mf.sync(start, end)
 
     store = open_store(root, flush_disk_type="SYNC_FLUSH", sync_flush_timeout=60_000,
                        commit_log_flush=maybe)
@@ -259,10 +410,10 @@ def test_sync_flush_survives_failing_flushes(tmp_path):
     failing = threading.Event()
     failing.set()
 
-    def flaky(queue, least_pages: int) -> bool:
+    def flaky(mf, start: int, end: int) -> None:
         if failing.is_set():
-            raise OSError("msync failed (simulated)")
-        return queue.flush(least_pages)
+            raise OSError("fdatasync failed (simulated)")
+        mf.sync(start, end)
 
     store = open_store(root, flush_disk_type="SYNC_FLUSH", sync_flush_timeout=100,
                        commit_log_flush=flaky)

@@ -14,11 +14,11 @@ from rocketstore.store.services.service_thread import ServiceThread
 
 class FlushRealTimeService(ServiceThread):
     def __init__(self, config: StoreConfig, queue: MappedFileQueue,
-                 checkpoint: StoreCheckpoint, flush: FlushFunction | None = None) -> None:
+                 checkpoint: StoreCheckpoint, sync: FlushFunction | None = None) -> None:
         super().__init__("FlushRealTimeService")
         self.config = config
         self.queue = queue
-        self._flush: FlushFunction = flush or MappedFileQueue.flush
+        self._sync = sync       # None: the file's own msync
         self.checkpoint = checkpoint
         self.wait_interval_s = config.flush_interval_commit_log / 1000.0
         self._last_thorough = time.monotonic()
@@ -30,7 +30,8 @@ class FlushRealTimeService(ServiceThread):
             thorough = True
         if thorough:
             self._last_thorough = now
-        self._flush(self.queue, 0 if thorough else self.config.flush_commit_log_least_pages)
+        self.queue.flush(0 if thorough else self.config.flush_commit_log_least_pages,
+                         self._sync)
         self.flushes += 1
         if thorough and self.queue.store_timestamp > 0:
             self.checkpoint.physic_msg_timestamp = self.queue.store_timestamp
@@ -41,5 +42,5 @@ class FlushRealTimeService(ServiceThread):
     def on_shutdown(self) -> None:
         # RocketMQ retries the final flush a few times so a roll in between is covered.
         for _ in range(10):
-            if self._flush(self.queue, 0):
+            if self.queue.flush(0, self._sync):
                 break

@@ -1,15 +1,22 @@
 """GroupCommitService (SYNC_FLUSH): producers wait until their offset is durable; the service
 flushes once for all of them and wakes every producer whose offset is now durable.
 
+The CommitLog's files are write-through in SYNC_FLUSH (MappedFile.enable_write_through):
+producers append into an anonymous buffer, and a flush round hands everything written so far
+to the file with one pwrite and makes it durable with one fdatasync. Nothing lingers: the
+producers that arrive while a round runs all ride the next one, which starts as soon as this
+one is over.
+
 The hand-off is native (rocketstore._native.group_commit.GroupCommit): a producer waits on a
-condition variable with the GIL released, and the flush rounds on the current CommitLog file
-(wait for waiting producers, msync, publish, wake) run without the GIL too. This thread comes
-back to Python when that file is full (to move on to the next one), when idle, every
+futex with the GIL released, and the flush rounds on the current CommitLog file (wait for a
+waiting producer, pwrite, fdatasync, publish, wake) run without the GIL too. This thread
+comes back to Python when that file is full (to move on to the next one), when idle, every
 ``max_busy_s`` under load (to refresh the queue's flushed_where and the checkpoint's physic
 timestamp), and at shutdown.
 
-Given a flush function (a test's, see MessageStore.open), every round runs from Python and
-calls it instead, so it sees every flush."""
+Given a sync function (a test's, see MessageStore.open), every round runs from Python: the
+new bytes are committed, then sync(file, start, end) is asked to make them durable, and the
+producers they cover are woken only after it returned."""
 from __future__ import annotations
 
 from rocketstore._native.group_commit import RUN_IDLE, RUN_UNAVAILABLE, GroupCommit
@@ -17,26 +24,24 @@ from rocketstore.store.checkpoint import StoreCheckpoint
 from rocketstore.store.mapped_file_queue import FlushFunction, MappedFileQueue
 from rocketstore.store.services.service_thread import ServiceThread
 
-MAX_LINGER_S = 0.002
-
 
 class GroupCommitService(ServiceThread):
     wait_interval_s = 0.010     # idle rounds: flush what puts without waiters left behind
     max_busy_s = 0.050          # under load: back to Python this often
 
     def __init__(self, queue: MappedFileQueue, checkpoint: StoreCheckpoint,
-                 flush: FlushFunction | None = None) -> None:
+                 sync: FlushFunction | None = None) -> None:
         super().__init__("GroupCommitService")
         self.queue = queue
-        self._native_rounds = flush is None
-        self._flush: FlushFunction = flush or MappedFileQueue.flush
+        self._native_rounds = sync is None
+        self._sync = sync       # None: the file's own fdatasync / msync
         self.checkpoint = checkpoint
-        self.group = GroupCommit(queue.flushed_where, MAX_LINGER_S)
+        self.group = GroupCommit(queue.flushed_where)
         self._errors_seen = 0
 
     @property
     def flushes(self) -> int:
-        """Flushes that made data durable (one msync covers every producer waiting for it)."""
+        """Flushes that made data durable (each covers every producer waiting for it)."""
         return self.group.flushes
 
     def wait_flushed(self, next_offset: int, timeout_s: float) -> bool:
@@ -55,7 +60,8 @@ class GroupCommitService(ServiceThread):
 
     def wait_for_running(self, interval_s: float) -> None:
         """No wait here (run_once waits natively for producers), unless the last round
-        failed (an msync error): then pause, so a failing disk is not retried in a spin."""
+        failed (a write or sync error): then pause, so a failing disk is not retried in a
+        spin."""
         if self.errors != self._errors_seen:
             self._errors_seen = self.errors
             self._stopped.wait(interval_s)
@@ -79,14 +85,14 @@ class GroupCommitService(ServiceThread):
     def _commit(self) -> None:
         """One round from Python: flush (twice when a file rolled in between), publish."""
         queue = self.queue
-        msyncs = 0
+        flushes = 0
         for _ in range(2):
             before = queue.flushed_where
-            self._flush(queue, 0)
+            queue.flush(0, self._sync)
             if queue.flushed_where == before:
                 break
-            msyncs += 1
-        self.group.publish(queue.flushed_where, msyncs)
+            flushes += 1
+        self.group.publish(queue.flushed_where, flushes)
         self._publish_timestamp(queue.store_timestamp)
 
     def _publish_timestamp(self, ts: int) -> None:
@@ -104,7 +110,10 @@ class GroupCommitService(ServiceThread):
             self.group.close()
 
     def on_shutdown(self) -> None:
-        """Flush what is left, then wake every producer still waiting with its answer."""
-        self._commit()
-        self.group.close()
+        """Flush what is left, then wake every producer still waiting with its answer (also
+        when that last flush fails: they get FLUSH_DISK_TIMEOUT)."""
+        try:
+            self._commit()
+        finally:
+            self.group.close()
 

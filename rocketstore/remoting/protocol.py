@@ -1,10 +1,10 @@
-"""The name server's wire bodies: RegisterBrokerBody, TopicRouteData, ClusterInfo, TopicList.
+"""Route bodies of the protocol: RegisterBrokerBody, TopicRouteData, ClusterInfo, TopicList.
 
 JSON as RocketMQ 4.9 writes it (fastjson: fields in alphabetical order, nulls left out). The
 route's ``brokerAddrs`` maps broker ids to addresses; we write the ids as quoted strings
 (``{"0": "127.0.0.1:10911"}``, what RocketMQ writes from 4.9.4 on), and read both that and
-older fastjson's unquoted ``{0: "..."}``. Shared by the name server, the broker's registrar and
-the clients; none of them imports another for it.
+older fastjson's unquoted ``{0: "..."}``. Here, below them all, because the name server, the
+broker's registrar and the clients share them, and none of them may import another.
 """
 
 from __future__ import annotations

@@ -1,0 +1,55 @@
+# The SYNC_FLUSH hand-off, shared with the put path (which waits on it without a Python frame).
+cimport cython
+from libc.stdint cimport int64_t
+from posix.time cimport timespec
+
+
+cdef extern from "<pthread.h>" nogil:
+    ctypedef struct pthread_mutex_t:
+        pass
+    ctypedef struct pthread_cond_t:
+        pass
+    ctypedef struct pthread_condattr_t:
+        pass
+    int pthread_mutex_init(pthread_mutex_t*, void*)
+    int pthread_mutex_destroy(pthread_mutex_t*)
+    int pthread_mutex_lock(pthread_mutex_t*)
+    int pthread_mutex_unlock(pthread_mutex_t*)
+    int pthread_condattr_init(pthread_condattr_t*)
+    int pthread_condattr_setclock(pthread_condattr_t*, int)
+    int pthread_condattr_destroy(pthread_condattr_t*)
+    int pthread_cond_init(pthread_cond_t*, pthread_condattr_t*)
+    int pthread_cond_destroy(pthread_cond_t*)
+    int pthread_cond_wait(pthread_cond_t*, pthread_mutex_t*)
+    int pthread_cond_timedwait(pthread_cond_t*, pthread_mutex_t*, const timespec*)
+    int pthread_cond_signal(pthread_cond_t*)
+    int pthread_cond_broadcast(pthread_cond_t*)
+
+
+@cython.final
+cdef class GroupCommit:
+    cdef pthread_mutex_t mu
+    cdef pthread_cond_t work_cv       # the flush thread waits here
+    cdef int done_seq[4]              # producers wait here: bumped when flush generation
+                                      # g (word g & 3) is over, so a producer waiting for
+                                      # the next flush is not woken by the current one,
+                                      # nor by a chain wake of an earlier one
+    cdef bint ready
+    cdef int64_t flushed_where        # durable up to here (only grows, except reset())
+    cdef int64_t requested            # the highest offset a producer asked for
+    cdef int64_t pending              # producers that asked since the last flush started
+    cdef int64_t started              # flush generations started (never wraps)
+    cdef int flusher_state
+    cdef bint interrupted             # run()/wait_requests() return to Python
+    cdef bint kicked                  # flush what is written even with nobody waiting
+    cdef bint closed                  # waiters stop waiting (shutdown)
+    cdef int64_t flush_count          # flushes that made progress
+    cdef int64_t newest_ts            # store timestamp covered by the last native flush
+    cdef double write_total_s         # time native rounds spent handing bytes to the file
+    cdef double sync_total_s          # time native rounds spent making them durable
+    cdef public int wake_chains       # a flush wakes this many waiters, each woken one
+                                      # the next (0: all at once)
+
+    cdef bint _wait_flushed(self, int64_t offset, double timeout_s) noexcept nogil
+    cdef void _kick(self) noexcept nogil
+    cdef void _wait_work(self, double until) noexcept nogil

@@ -1,0 +1,19 @@
+# A SEND request's header fields read from its ext fields (the broker's per-message decode).
+cimport cython
+
+
+@cython.final
+cdef class SendRequestHeader:
+    cdef public str producer_group
+    cdef public str topic
+    cdef public str default_topic
+    cdef public object properties          # str or None
+    cdef public long long default_topic_queue_nums
+    cdef public long long queue_id
+    cdef public long long sys_flag
+    cdef public long long born_timestamp
+    cdef public long long flag
+    cdef public long long reconsume_times
+    cdef public object max_reconsume_times  # int or None
+    cdef public bint unit_mode
+    cdef public bint batch

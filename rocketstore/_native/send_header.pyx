@@ -1,0 +1,161 @@
+# cython: language_level=3, boundscheck=False, wraparound=False
+"""A SEND request's header (SEND_MESSAGE 10 with long field names, SEND_MESSAGE_V2 310 and
+SEND_BATCH_MESSAGE 320 with one-letter ones) and its properties text, read natively: the
+broker does this once per message.
+
+Values are read as RocketMQ reads them: integers as Java's Long.parseLong (ASCII digits, an
+optional sign, at most 19 digits, in the long range; the C++ client's JSON numbers arrive as
+ints), booleans as "true"/"false" in any case plus the C++ client's "1"/"0". A missing required
+field or a malformed value raises SendHeaderError naming the field's wire name.
+"""
+cimport cython
+from cpython.dict cimport PyDict_GetItem, PyDict_SetItem
+from cpython.object cimport PyObject
+from cpython.unicode cimport PyUnicode_GET_LENGTH, PyUnicode_READ_CHAR
+
+from rocketstore._native.send_header cimport SendRequestHeader
+
+
+class SendHeaderError(ValueError):
+    """A SEND header field that is missing or malformed; ``field`` is its wire name."""
+
+    def __init__(self, field, message):
+        super().__init__(f"header field {field!r} {message}")
+        self.field = field
+
+
+# wire names: (long, one-letter)
+cdef tuple _PRODUCER_GROUP = ("producerGroup", "a")
+cdef tuple _TOPIC = ("topic", "b")
+cdef tuple _DEFAULT_TOPIC = ("defaultTopic", "c")
+cdef tuple _DEFAULT_QUEUE_NUMS = ("defaultTopicQueueNums", "d")
+cdef tuple _QUEUE_ID = ("queueId", "e")
+cdef tuple _SYS_FLAG = ("sysFlag", "f")
+cdef tuple _BORN_TIMESTAMP = ("bornTimestamp", "g")
+cdef tuple _FLAG = ("flag", "h")
+cdef tuple _PROPERTIES = ("properties", "i")
+cdef tuple _RECONSUME_TIMES = ("reconsumeTimes", "j")
+cdef tuple _UNIT_MODE = ("unitMode", "k")
+cdef tuple _MAX_RECONSUME_TIMES = ("maxReconsumeTimes", "l")
+cdef tuple _BATCH = ("batch", "m")
+
+cdef long long _LONG_MAX = 9223372036854775807
+
+
+cdef class SendRequestHeader:
+    def __repr__(self):
+        return (f"SendRequestHeader(topic={self.topic!r}, queue_id={self.queue_id}, "
+                f"sys_flag={self.sys_flag}, batch={self.batch})")
+
+
+cdef inline object _get(dict ext, tuple names, bint v2):
+    cdef PyObject* value = PyDict_GetItem(ext, names[1] if v2 else names[0])
+    return None if value == NULL else <object>value
+
+
+cdef object _name(tuple names, bint v2):
+    return names[1] if v2 else names[0]
+
+
+cdef str _require_str(dict ext, tuple names, bint v2):
+    value = _get(ext, names, v2)
+    if value is None:
+        raise SendHeaderError(_name(names, v2), "is missing")
+    return value if type(value) is str else str(value)
+
+
+cdef long long _parse_long(object value, tuple names, bint v2) except? -1:
+    cdef Py_ssize_t n, i = 0
+    cdef unsigned int c
+    cdef bint negative = False
+    cdef unsigned long long acc = 0, limit
+    if type(value) is int:
+        try:
+            return <long long>value
+        except OverflowError:
+            raise SendHeaderError(_name(names, v2), f"must be a long, got {value!r:.40}") from None
+    if type(value) is not str:
+        raise SendHeaderError(_name(names, v2), f"must be an integer, got {value!r:.40}")
+    n = PyUnicode_GET_LENGTH(value)
+    if n > 0:
+        c = <unsigned int>PyUnicode_READ_CHAR(value, 0)
+        if c == 45 or c == 43:          # '-' or '+'
+            negative = c == 45
+            i = 1
+    if i >= n or n - i > 19:
+        raise SendHeaderError(_name(names, v2), f"must be an integer, got {value!r:.40}")
+    limit = <unsigned long long>_LONG_MAX + (1 if negative else 0)
+    while i < n:
+        c = <unsigned int>PyUnicode_READ_CHAR(value, i)
+        if c < 48 or c > 57:            # not an ASCII digit
+            raise SendHeaderError(_name(names, v2), f"must be an integer, got {value!r:.40}")
+        acc = acc * 10 + (c - 48)
+        if acc > limit:
+            raise SendHeaderError(_name(names, v2), f"must be a long, got {value!r:.40}")
+        i += 1
+    if negative:
+        return -<long long>(acc - 1) - 1
+    return <long long>acc
+
+
+cdef long long _require_long(dict ext, tuple names, bint v2) except? -1:
+    value = _get(ext, names, v2)
+    if value is None:
+        raise SendHeaderError(_name(names, v2), "is missing")
+    return _parse_long(value, names, v2)
+
+
+cdef int _get_bool(dict ext, tuple names, bint v2) except -1:
+    """1 true, 0 false or absent."""
+    value = _get(ext, names, v2)
+    if value is None or value is False:
+        return 0
+    if value is True:
+        return 1
+    if type(value) is str:
+        text = (<str>value).lower()
+        if text == "true" or text == "1":
+            return 1
+        if text == "false" or text == "0" or text == "":
+            return 0
+    raise SendHeaderError(_name(names, v2), f"must be true or false, got {value!r:.40}")
+
+
+def decode_send_header(dict ext not None, bint v2=False):
+    """The SEND header of a request's ext fields (v2: the one-letter names)."""
+    cdef SendRequestHeader h = SendRequestHeader.__new__(SendRequestHeader)
+    h.producer_group = _require_str(ext, _PRODUCER_GROUP, v2)
+    h.topic = _require_str(ext, _TOPIC, v2)
+    h.default_topic = _require_str(ext, _DEFAULT_TOPIC, v2)
+    h.default_topic_queue_nums = _require_long(ext, _DEFAULT_QUEUE_NUMS, v2)
+    h.queue_id = _require_long(ext, _QUEUE_ID, v2)
+    h.sys_flag = _require_long(ext, _SYS_FLAG, v2)
+    h.born_timestamp = _require_long(ext, _BORN_TIMESTAMP, v2)
+    h.flag = _require_long(ext, _FLAG, v2)
+    value = _get(ext, _PROPERTIES, v2)
+    h.properties = None if value is None else (value if type(value) is str else str(value))
+    value = _get(ext, _RECONSUME_TIMES, v2)
+    h.reconsume_times = 0 if value is None else _parse_long(value, _RECONSUME_TIMES, v2)
+    value = _get(ext, _MAX_RECONSUME_TIMES, v2)
+    h.max_reconsume_times = None if value is None else _parse_long(value, _MAX_RECONSUME_TIMES, v2)
+    h.unit_mode = _get_bool(ext, _UNIT_MODE, v2)
+    h.batch = _get_bool(ext, _BATCH, v2)
+    return h
+
+
+def parse_properties_text(text):
+    """RocketMQ's string2messageProperties: ``name\\x01value`` pairs joined by ``\\x02``; a pair
+    with an empty name or value is dropped; a later pair with the same name wins."""
+    cdef dict out = {}
+    cdef Py_ssize_t i, n
+    cdef str pair
+    if not text:
+        return out
+    for pair in (<str>text).split("\x02"):
+        n = PyUnicode_GET_LENGTH(pair)
+        for i in range(n):
+            if <unsigned int>PyUnicode_READ_CHAR(pair, i) == 1:
+                if 0 < i < n - 1:
+                    PyDict_SetItem(out, pair[:i], pair[i + 1:])
+                break
+    return out

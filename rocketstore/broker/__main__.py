@@ -1,0 +1,3 @@
+from rocketstore.broker.startup import main
+
+raise SystemExit(main())

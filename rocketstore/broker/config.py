@@ -1,0 +1,223 @@
+"""BrokerConfig: RocketMQ 4.9's BrokerConfig (and the NettyServerConfig fields a broker uses)
+in snake_case with RocketMQ's defaults, read from ``broker.properties`` together with the
+store's keys (:class:`rocketstore.config.StoreConfig`).
+
+One ``broker.properties`` holds both, as in RocketMQ: ``brokerName``, ``listenPort``,
+``namesrvAddr``... are broker settings; ``storePathRootDir``, ``flushDiskType``,
+``messageDelayLevel``... go to the store. A key that is neither is logged (WARNING) and
+ignored, as RocketMQ ignores it; a bad value raises ValueError naming the key.
+
+Deliberate differences from RocketMQ: ``bind_address`` (rocketstore's own) defaults to
+127.0.0.1 and ``broker_ip1`` to 127.0.0.1 (RocketMQ binds every interface and guesses the
+host's address); ``broker_name`` defaults to ``broker-a`` rather than the host name, so a
+store moved between hosts keeps its identity. The store's ``store_host`` (written into every
+record and message id) is ``brokerIP1:listenPort`` unless the file sets ``storeHost``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import re
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+from rocketstore.config import PROPERTY_KEYS, StoreConfig, parse_properties
+
+log = logging.getLogger("rocketstore.broker")
+
+#: PermName: what a topic or a broker allows.
+PERM_PRIORITY, PERM_READ, PERM_WRITE, PERM_INHERIT = 0x8, 0x4, 0x2, 0x1
+MASTER_ID = 0
+
+
+def _key(name: str) -> dict[str, str]:
+    return {"key": name}
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    """A broker's settings; ``store`` is the store's (same file, its own keys)."""
+
+    broker_cluster_name: str = "DefaultCluster"
+    broker_name: str = "broker-a"
+    #: 0 is the master; slaves have ids > 0.
+    broker_id: int = 0
+    #: Name servers, ``"host:port;host:port"``; None: register nowhere (RocketMQ reads the
+    #: NAMESRV_ADDR environment variable then).
+    namesrv_addr: str | None = field(default_factory=lambda: os.environ.get("NAMESRV_ADDR"))
+    #: The address clients reach this broker at (registered with the name servers).
+    broker_ip1: str = field(default="127.0.0.1", metadata=_key("brokerIP1"))
+    #: The address slaves replicate from; None: broker_ip1.
+    broker_ip2: str | None = field(default=None, metadata=_key("brokerIP2"))
+    listen_port: int = 10911
+    #: rocketstore's own: the interface the broker listens on ("0.0.0.0": every one).
+    bind_address: str = "127.0.0.1"
+    #: Also serve on listen_port - 2 (RocketMQ's "VIP channel", used by Java clients).
+    fast_listen_port_enable: bool = True
+    server_channel_max_idle_time_seconds: float = 120.0
+    #: PERM_READ | PERM_WRITE: 6 (a broker that takes neither reads nor writes is 0).
+    broker_permission: int = PERM_READ | PERM_WRITE
+    default_topic_queue_nums: int = 8
+    auto_create_topic_enable: bool = True
+    cluster_topic_enable: bool = True
+    broker_topic_enable: bool = True
+    auto_create_subscription_group: bool = True
+    trace_topic_enable: bool = False
+    msg_trace_topic_name: str = "RMQ_SYS_TRACE_TOPIC"
+    #: Consumer offsets are written to consumerOffset.json this often (ms).
+    flush_consumer_offset_interval: int = 5000
+    long_polling_enable: bool = True
+    #: How long a pull with the suspend bit is held when long polling is off (ms).
+    short_polling_time_mills: int = 1000
+    notify_consumer_ids_changed_enable: bool = True
+    #: A send answered later than this after it was read is answered SYSTEM_BUSY (ms).
+    wait_time_mills_in_send_queue: int = 200
+    broker_fast_failure_enable: bool = True
+    register_name_server_period: int = 30000
+    register_broker_timeout_mills: int = 6000
+    force_register: bool = True
+    #: A client connection silent this long is dropped (ClientHousekeepingService, ms).
+    channel_expired_timeout: int = 120_000
+    #: A queue lock of an orderly consumer expires this long after its last renewal (ms).
+    rebalance_lock_max_live_time: int = 60_000
+    #: Transaction messages (prepared/commit/rollback) are refused: not supported here.
+    reject_transaction_message: bool = True
+    region_id: str = "DefaultRegion"
+    trace_on: bool = True
+    store: StoreConfig = field(default_factory=StoreConfig, metadata={"properties": False})
+
+    def __post_init__(self) -> None:
+        for name in ("listen_port",):
+            value = getattr(self, name)
+            if not 0 <= value <= 65535:
+                raise ValueError(f"{name} must be in [0, 65535], got {value}")
+        if self.broker_id < 0:
+            raise ValueError(f"broker_id must be >= 0, got {self.broker_id}")
+        if not 0 <= self.broker_permission <= 0xF:
+            raise ValueError(f"broker_permission must be in [0, 15], got {self.broker_permission}")
+        if not 1 <= self.default_topic_queue_nums <= 1024:
+            raise ValueError(
+                f"default_topic_queue_nums must be in [1, 1024], got {self.default_topic_queue_nums}")
+        for name in ("flush_consumer_offset_interval", "short_polling_time_mills",
+                     "wait_time_mills_in_send_queue", "register_name_server_period",
+                     "register_broker_timeout_mills", "channel_expired_timeout",
+                     "rebalance_lock_max_live_time"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        if not self.broker_name or "@" in self.broker_name:
+            raise ValueError(f"broker_name must be a non-empty name without '@', got {self.broker_name!r}")
+        if not self.broker_cluster_name:
+            raise ValueError("broker_cluster_name must not be empty")
+
+    # ---- derived ----
+
+    @property
+    def namesrv_addrs(self) -> list[str]:
+        if not self.namesrv_addr:
+            return []
+        return [a.strip() for a in self.namesrv_addr.split(";") if a.strip()]
+
+    @property
+    def fast_listen_port(self) -> int | None:
+        """listen_port - 2 when enabled and meaningful (not with a system-chosen port)."""
+        if not self.fast_listen_port_enable or self.listen_port < 3:
+            return None
+        return self.listen_port - 2
+
+    def broker_addr(self, port: int | None = None) -> str:
+        return f"{self.broker_ip1}:{self.listen_port if port is None else port}"
+
+    def ha_server_addr(self, port: int | None = None) -> str:
+        """``brokerIP2:haListenPort`` (RocketMQ sets haListenPort to listenPort + 1)."""
+        return f"{self.broker_ip2 or self.broker_ip1}:{(self.listen_port if port is None else port) + 1}"
+
+    def store_config_for(self, port: int) -> StoreConfig:
+        """The store's config for a broker listening on ``port``: its store host (unless set
+        explicitly in the file) and RocketMQ's haListenPort (listenPort + 1)."""
+        changes: dict[str, Any] = {}
+        if self.store.store_host == StoreConfig.__dataclass_fields__["store_host"].default:
+            changes["store_host"] = f"{self.broker_ip1}:{port}"
+        if self.store.ha_listen_port == 10912 and port + 1 <= 65535:
+            changes["ha_listen_port"] = port + 1
+        return self.store.replace(**changes) if changes else self.store
+
+    def replace(self, **changes: Any) -> BrokerConfig:
+        return dataclasses.replace(self, **changes)
+
+    # ---- .properties ----
+
+    @classmethod
+    def from_properties(cls, source: str | os.PathLike[str] | IO[str], **overrides: Any) -> BrokerConfig:
+        """Read ``broker.properties``: broker keys here, store keys into ``store``.
+
+        ``overrides`` (snake_case broker fields, or ``store=StoreConfig``) win over the file.
+        """
+        if isinstance(source, (str, os.PathLike)):
+            with open(source, encoding="latin-1", newline="") as fh:
+                text = fh.read()
+        else:
+            text = source.read()
+        properties = parse_properties(text)
+        values: dict[str, Any] = {}
+        store_values: dict[str, str] = {}
+        for key, raw in properties.items():
+            spec = _BROKER_KEYS.get(key)
+            if spec is not None:
+                try:
+                    values[spec.name] = _convert(spec.type, raw.strip())
+                except ValueError as exc:
+                    raise ValueError(f"property {key!r} (field {spec.name}): {exc}") from None
+            elif key in _STORE_KEYS:
+                store_values[key] = raw
+            else:
+                log.warning("ignoring property %r: neither a broker nor a store setting", key)
+        if "store" not in overrides:
+            store_text = "".join(f"{k}={_escape(v)}\n" for k, v in store_values.items())
+            import io
+
+            values["store"] = StoreConfig.from_properties(io.StringIO(store_text))
+        values.update(overrides)
+        return cls(**values)
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")
+
+
+def _convert(kind: Any, text: str) -> Any:
+    kind = kind if isinstance(kind, str) else getattr(kind, "__name__", str(kind))
+    kind = kind.replace(" ", "")
+    if kind.startswith("str"):
+        return text
+    if kind == "bool":
+        if text.lower() not in ("true", "false"):
+            raise ValueError(f"must be true or false, got {text!r}")
+        return text.lower() == "true"
+    if kind == "int":
+        if not re.fullmatch(r"[+-]?[0-9]+", text):
+            raise ValueError(f"must be a decimal integer, got {text!r}")
+        return int(text)
+    if kind == "float":
+        try:
+            return float(text)
+        except ValueError:
+            raise ValueError(f"must be a number, got {text!r}") from None
+    raise ValueError(f"unsupported setting type {kind}")
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+_BROKER_KEYS: dict[str, dataclasses.Field[Any]] = {
+    f.metadata.get("key", _camel(f.name)): f
+    for f in dataclasses.fields(BrokerConfig)
+    if f.metadata.get("properties", True)
+}
+_STORE_KEYS = frozenset(PROPERTY_KEYS.values())
+
+#: Every broker field (snake_case) -> its ``broker.properties`` key.
+BROKER_PROPERTY_KEYS = {f.name: key for key, f in _BROKER_KEYS.items()}

@@ -1,0 +1,99 @@
+"""The broker's JSON tables on disk (RocketMQ's ConfigManager): ``<root>/config/<name>.json``.
+
+Writing follows ConfigManager.persist / MixAll.string2File, made crash-safe: the new text goes
+to ``<name>.json.tmp`` and is fsynced, the current file is copied to ``<name>.json.bak``, the
+temp file is renamed over the main one and the directory is fsynced. A reader therefore finds
+either the old or the new file whole, whenever a crash happens, and the ``.bak`` copy when the
+main file is missing or unreadable (as ConfigManager.load falls back to it).
+
+RocketMQ writes these files with fastjson, whose integer map keys are unquoted
+(``{0:120}``); they are read leniently and written as standard JSON (which fastjson reads too).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shutil
+import threading
+from typing import Any
+
+import orjson
+
+log = logging.getLogger("rocketstore.broker")
+
+_BARE_INT_KEY = re.compile(rb"([{,]\s*)(-?\d+)(\s*:)")
+
+
+def loads_lenient(data: bytes) -> Any:
+    """JSON, or fastjson's JSON with unquoted integer keys."""
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return orjson.loads(_BARE_INT_KEY.sub(rb'\1"\2"\3', data))
+
+
+def write_atomically(path: str, data: bytes) -> None:
+    """Replace ``path`` with ``data`` so that a crash at any moment leaves the old or the new
+    content whole: temp file fsynced, old kept as ``.bak``, rename, directory fsynced."""
+    directory = os.path.dirname(path) or "."
+    os.makedirs(directory, exist_ok=True)
+    tmp = path + ".tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            written = os.write(fd, view)
+            view = view[written:]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    if os.path.exists(path):
+        shutil.copyfile(path, path + ".bak")
+    os.replace(tmp, path)
+    dir_fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+class JsonConfigFile:
+    """One of the broker's JSON files: load (falling back to ``.bak``) and atomic writes,
+    one writer at a time."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._write_lock = threading.Lock()
+
+    def load(self) -> Any | None:
+        """The parsed content; None when neither the file nor its ``.bak`` exists (or both are
+        empty). A broken main file falls back to ``.bak``; both broken raises ValueError."""
+        first_error: Exception | None = None
+        for candidate in (self.path, self.path + ".bak"):
+            try:
+                with open(candidate, "rb") as fh:
+                    data = fh.read()
+            except FileNotFoundError:
+                continue
+            if not data.strip():
+                continue
+            try:
+                return loads_lenient(data)
+            except orjson.JSONDecodeError as exc:
+                log.warning("%s is not valid JSON (%s)", candidate, exc)
+                first_error = first_error or exc
+        if first_error is not None:
+            raise ValueError(f"{self.path} (and its .bak) cannot be read: {first_error}")
+        return None
+
+    def write(self, data: bytes) -> None:
+        with self._write_lock:
+            write_atomically(self.path, data)
+
+
+def dumps_pretty(data: Any) -> bytes:
+    """Tables as RocketMQ writes them with prettyFormat: indented, keys sorted."""
+    return orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS
+                        | orjson.OPT_NON_STR_KEYS | orjson.OPT_APPEND_NEWLINE)

@@ -1,0 +1,354 @@
+"""BrokerController: the broker's parts wired together, started and stopped (RocketMQ's
+BrokerController, without the parts rocketstore does not have).
+
+Start: the remoting server binds first (so a ``listenPort`` of 0 knows its port, which the
+store writes into every record as its store host), then the store opens (recovery runs in a
+worker thread; requests meanwhile are answered SYSTEM_BUSY "starting"), the tables load, the
+processors are registered, the periodic work is scheduled, and the broker registers with every
+name server. Stop: unregister, stop serving (held pulls are answered first), stop the schedule
+service, write the tables and the consumer offsets, shut the store down (flushed).
+
+Periodic work: consumer offsets written every ``flushConsumerOffsetInterval`` (in a worker
+thread, from a snapshot), silent clients dropped every 10 s, registration every
+``registerNameServerPeriod``. Table files are written in a worker thread too (one at a time,
+newest content wins), so the event loop never waits for an fsync.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import os
+from collections.abc import Callable
+from types import TracebackType
+from typing import Any
+
+from rocketstore.broker.client_manager import ConsumerManager, ProducerManager
+from rocketstore.broker.config import BrokerConfig
+from rocketstore.broker.config_file import JsonConfigFile
+from rocketstore.broker.consumer_offset_manager import ConsumerOffsetManager
+from rocketstore.broker.long_polling import PullRequestHoldService
+from rocketstore.broker.message_writer import MessageWriter
+from rocketstore.broker.processors.admin import AdminBrokerProcessor
+from rocketstore.broker.processors.client_manage import ClientManageProcessor
+from rocketstore.broker.processors.offsets import ConsumerOffsetProcessor
+from rocketstore.broker.processors.pull import PullMessageProcessor
+from rocketstore.broker.processors.query import QueryMessageProcessor
+from rocketstore.broker.processors.send import SendMessageProcessor
+from rocketstore.broker.processors.send_back import SendBackProcessor
+from rocketstore.broker.rebalance_lock import RebalanceLockManager
+from rocketstore.broker.schedule import ScheduleMessageService
+from rocketstore.broker.stats import BrokerStats
+from rocketstore.broker.subscription_group import SubscriptionGroupManager
+from rocketstore.broker.topic_config import TopicConfigManager
+from rocketstore.namesrv import BrokerIdentity, BrokerRegistrar
+from rocketstore.remoting import (
+    RemotingClient,
+    RemotingClientConfig,
+    RemotingCommand,
+    RemotingConnection,
+    RemotingServer,
+    RemotingServerConfig,
+    RequestCode,
+    ResponseCode,
+    create_request,
+    create_response,
+)
+from rocketstore.store.layout import CONFIG_DIR
+from rocketstore.store.message_store import MessageStore
+
+log = logging.getLogger("rocketstore.broker")
+
+SCAN_NOT_ACTIVE_CHANNEL_S = 10.0
+
+
+class BrokerController:
+    """A broker over a MessageStore; see the module docstring."""
+
+    def __init__(self, config: BrokerConfig,
+                 store_opener: Callable[[str, Any], MessageStore] | None = None) -> None:
+        self.config = config
+        self.root = os.path.abspath(config.store.store_path_root_dir)
+        #: opens the store (a seam for tests: an injected flush function, a slow disk)
+        self._store_opener = store_opener or (lambda root, cfg: MessageStore.open(root, cfg))
+        config_dir = os.path.join(self.root, CONFIG_DIR)
+        self.stats = BrokerStats()
+        self.topics = TopicConfigManager(config, JsonConfigFile(os.path.join(config_dir, "topics.json")),
+                                         on_change=self._topics_changed)
+        self.groups = SubscriptionGroupManager(
+            config, JsonConfigFile(os.path.join(config_dir, "subscriptionGroup.json")),
+            on_change=lambda: self.persist_soon(self.groups))
+        self.offsets = ConsumerOffsetManager(self.root)
+        self.producers = ProducerManager(config.channel_expired_timeout)
+        self.consumers = ConsumerManager(config.channel_expired_timeout, self._notify_group_changed)
+        self.locks = RebalanceLockManager(config.rebalance_lock_max_live_time)
+        self.store: MessageStore | None = None
+        self.server = RemotingServer(self._server_config(config.listen_port))
+        self.fast_server: RemotingServer | None = None
+        self.client = RemotingClient(RemotingClientConfig())
+        self.registrar: BrokerRegistrar | None = None
+        self.schedule: ScheduleMessageService | None = None
+        self.hold_service: PullRequestHoldService | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._io = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="broker-io")
+        self._timers: list[asyncio.TimerHandle] = []
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._pending_persist: dict[int, Any] = {}
+        self._started = False
+        self._register_pending = False
+        self._register_again = False
+
+    def _server_config(self, port: int) -> RemotingServerConfig:
+        return RemotingServerConfig(
+            listen_port=port, bind_address=self.config.bind_address,
+            server_channel_max_idle_time_seconds=self.config.server_channel_max_idle_time_seconds)
+
+    # ---- addresses ----
+
+    @property
+    def port(self) -> int:
+        return self.server.port
+
+    @property
+    def address(self) -> str:
+        """``brokerIP1:port``: where clients reach this broker (what it registers)."""
+        return self.config.broker_addr(self.port)
+
+    # ---- life ----
+
+    async def start(self) -> None:
+        loop = self._loop = asyncio.get_running_loop()
+        self.server.register_default_processor(self._starting)
+        self.server.add_connection_listener(on_close=self._connection_closed)
+        await self.server.start()
+        port = self.server.port
+        fast_port = self.config.fast_listen_port if self.config.listen_port else None
+        store_config = self.config.store_config_for(port).replace(store_path_root_dir=self.root)
+        try:
+            self.store = await loop.run_in_executor(None, self._store_opener, self.root, store_config)
+            self.topics.load()
+            self.groups.load()
+            self.offsets.load()
+        except BaseException:
+            await self.server.stop()
+            if self.store is not None:
+                await loop.run_in_executor(None, self.store.shutdown)
+            raise
+        store = self.store
+        writer = MessageWriter(store, loop)
+        pull = PullMessageProcessor(self.config, store, self.topics, self.groups, self.consumers,
+                                    self.offsets, self.stats)
+        self.hold_service = PullRequestHoldService(loop, pull.process_without_suspend)
+        pull.hold_service = self.hold_service
+        store.reput.add_arrival_listener(self.hold_service.arrival)
+        self.client_processor = ClientManageProcessor(
+            self.producers, self.consumers, self.groups, self.topics, self.locks,
+            self.config.notify_consumer_ids_changed_enable)
+        self.schedule = ScheduleMessageService(store, writer, os.path.join(self.root, CONFIG_DIR, "delayOffset.json"))
+        self.schedule.load()
+        store.reput.add_arrival_listener(self.schedule.arrival)
+        self.send_processor = SendMessageProcessor(self.config, writer, self.topics, self.groups,
+                                                   self.stats)
+        self.pull_processor = pull
+        processors = [
+            self.send_processor,
+            pull,
+            ConsumerOffsetProcessor(store, self.offsets),
+            QueryMessageProcessor(store),
+            self.client_processor,
+            SendBackProcessor(self.config, writer, self.topics, self.groups),
+            AdminBrokerProcessor(self),
+        ]
+        servers = [self.server]
+        if fast_port is not None:
+            self.fast_server = RemotingServer(self._server_config(fast_port))
+            self.fast_server.add_connection_listener(on_close=self._connection_closed)
+            servers.append(self.fast_server)
+        for server in servers:
+            for processor in processors:
+                processor.register_with(server)
+            server.register_default_processor(None)
+        if self.fast_server is not None:
+            try:
+                await self.fast_server.start()
+            except OSError as exc:
+                log.warning("not serving the fast port %d: %s", fast_port, exc)
+                self.fast_server = None
+        self.schedule.start()
+        self._schedule_every(self.config.flush_consumer_offset_interval / 1000, self._persist_offsets)
+        self._schedule_every(SCAN_NOT_ACTIVE_CHANNEL_S, self._scan_not_active_channels)
+        self._schedule_every(1.0, self.stats.sample)
+        self._started = True
+        namesrv = self.config.namesrv_addrs
+        if namesrv:
+            self.registrar = BrokerRegistrar(
+                self.client, namesrv,
+                BrokerIdentity(self.config.broker_cluster_name, self.config.broker_name,
+                               self.config.broker_id, self.address,
+                               self.config.ha_server_addr(port)),
+                timeout=self.config.register_broker_timeout_mills / 1000)
+            outcomes = await self.registrar.register_broker_all(
+                self.topics.registration_table(), self.topics.data_version)
+            for outcome in outcomes:
+                if not outcome.ok:
+                    log.warning("registering with %s failed: %s", outcome.namesrv_addr, outcome.error)
+            self._schedule_every(self.config.register_name_server_period / 1000, self.register_soon)
+        log.info("broker %s (%s) serving %s", self.config.broker_name, self.config.broker_cluster_name,
+                 self.address)
+
+    def _starting(self, ctx: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        return create_response(request, ResponseCode.SYSTEM_BUSY, "the broker is starting")
+
+    async def stop(self) -> None:
+        """Stop cleanly: unregister, stop serving, persist every table, shut the store down."""
+        for timer in self._timers:
+            timer.cancel()
+        self._timers.clear()
+        if self.registrar is not None:
+            try:
+                await self.registrar.stop(unregister=True)
+            except Exception:
+                log.exception("unregistering from the name servers failed")
+        if self.hold_service is not None:
+            self.hold_service.wake_all()
+        if self.fast_server is not None:
+            await self.fast_server.stop()
+        await self.server.stop()
+        await self.client.close()
+        for task in list(self._tasks):
+            task.cancel()
+        loop = asyncio.get_running_loop()
+        if self.schedule is not None:
+            await loop.run_in_executor(None, self.schedule.shutdown)
+        if self.store is not None:
+            await loop.run_in_executor(self._io, self._persist_all)
+            await loop.run_in_executor(None, self.store.shutdown)
+        self._io.shutdown(wait=True)
+        self._started = False
+
+    def _persist_all(self) -> None:
+        for manager in (self.topics, self.groups):
+            try:
+                manager.persist()
+            except OSError:
+                log.exception("writing %s failed", manager.file.path)
+        try:
+            self.offsets.persist()
+        except OSError:
+            log.exception("writing the consumer offsets failed")
+        if self.schedule is not None:
+            self.schedule.persist()
+
+    async def __aenter__(self) -> BrokerController:
+        await self.start()
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        await self.stop()
+
+    # ---- periodic work ----
+
+    def _schedule_every(self, period_s: float, action: Callable[[], None]) -> None:
+        assert self._loop is not None
+        loop = self._loop
+
+        def tick() -> None:
+            try:
+                action()
+            except Exception:
+                log.exception("periodic broker task failed")
+            self._timers.remove(handle[0])
+            handle[0] = loop.call_later(period_s, tick)
+            self._timers.append(handle[0])
+
+        handle = [loop.call_later(period_s, tick)]
+        self._timers.append(handle[0])
+
+    def _persist_offsets(self) -> None:
+        snapshot = self.offsets.snapshot()
+        if snapshot is not None:
+            self._io.submit(self._write_offsets, snapshot)
+
+    def _write_offsets(self, snapshot: Any) -> None:
+        try:
+            self.offsets.write(snapshot)
+        except OSError:
+            log.exception("writing the consumer offsets failed")
+
+    def persist_soon(self, manager: TopicConfigManager | SubscriptionGroupManager) -> None:
+        """Write a table file in the worker thread; the newest content wins."""
+        data = manager.encode()
+        key = id(manager)
+        first = key not in self._pending_persist
+        self._pending_persist[key] = data
+        if first:
+            self._io.submit(self._write_table, manager, key)
+
+    def _write_table(self, manager: TopicConfigManager | SubscriptionGroupManager, key: int) -> None:
+        data = self._pending_persist.pop(key, None)
+        if data is None:
+            return
+        try:
+            manager.file.write(data)
+        except OSError:
+            log.exception("writing %s failed", manager.file.path)
+
+    def _topics_changed(self, register: bool) -> None:
+        self.persist_soon(self.topics)
+        if register and self._started:
+            self.register_soon()
+
+    def register_soon(self) -> None:
+        """Register with every name server now; a change made while a registration is in
+        flight is registered right after it (one registration at a time)."""
+        if self.registrar is None:
+            return
+        if self._register_pending:
+            self._register_again = True
+            return
+        self._register_pending = True
+
+        async def register() -> None:
+            try:
+                while True:
+                    self._register_again = False
+                    assert self.registrar is not None
+                    await self.registrar.register_broker_all(self.topics.registration_table(),
+                                                             self.topics.data_version)
+                    if not self._register_again:
+                        break
+            finally:
+                self._register_pending = False
+
+        task = asyncio.ensure_future(register())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _scan_not_active_channels(self) -> None:
+        dropped = self.consumers.scan_not_active(self.client_processor.group_notifies)
+        dropped += self.producers.scan_not_active()
+        for connection in set(dropped):
+            # silent clients: their connection goes too, unless another client on it is alive
+            if not self.consumers.connection_in_use(connection) and \
+                    not self.producers.connection_in_use(connection):
+                connection.close()
+
+    # ---- connections ----
+
+    def _connection_closed(self, connection: RemotingConnection) -> None:
+        self.producers.connection_closed(connection)
+        self.consumers.connection_closed(connection, self.client_processor.group_notifies
+                                         if self._started else (lambda group: False))
+
+    def _notify_group_changed(self, group: str, connections: list[RemotingConnection]) -> None:
+        """NOTIFY_CONSUMER_IDS_CHANGED (oneway) to every member of the group."""
+        for connection in connections:
+            if connection.is_closed:
+                continue
+            try:
+                connection.invoke_oneway(create_request(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED,
+                                                        {"consumerGroup": group}))
+            except Exception as exc:  # noqa: BLE001 - a closing connection
+                log.debug("notifying %s failed: %s", connection.remote_address, exc)

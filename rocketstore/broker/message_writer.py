@@ -1,0 +1,101 @@
+"""MessageWriter: how the broker puts messages into the store without blocking its event loop.
+
+Producers' sends and consumers' send-backs go through here, so both:
+
+- turn a delayed message (``DELAY`` property, level > 0) into a message of
+  ``SCHEDULE_TOPIC_XXXX``, queue ``level - 1``, with the real topic and queue in the
+  ``REAL_TOPIC`` / ``REAL_QID`` properties, as RocketMQ's CommitLog.putMessage does (the
+  schedule service puts it back when it is due);
+- append without waiting for SYNC_FLUSH's flush, and hand back a future that the store's
+  durability thread resolves (``loop.call_soon_threadsafe``) once the flush is done, so the
+  event loop serves other requests meanwhile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import TypeVar
+
+from rocketstore.message import Message, MessageProperty, PutMessageResult, PutMessagesResult
+from rocketstore.store.message_store import MessageStore
+
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+#: sysFlag transaction bits: prepared 0x4, rollback 0xC (commit 0x8 and none 0x0 may delay).
+_TRANSACTION_MASK = 0xC
+_PREPARED, _ROLLBACK = 0x4, 0xC
+
+T = TypeVar("T")
+
+
+def delay_level_of(properties: dict[str, str]) -> int:
+    """The DELAY property as an int (0 when absent or not a number)."""
+    text = properties.get(MessageProperty.DELAY)
+    if not text:
+        return 0
+    try:
+        return int(text)
+    except ValueError:
+        return 0
+
+
+class MessageWriter:
+    def __init__(self, store: MessageStore, loop: asyncio.AbstractEventLoop) -> None:
+        self.store = store
+        self.loop = loop
+        self.delay_levels_ms = store.config.delay_levels_ms
+        self.max_delay_level = len(self.delay_levels_ms)
+        self.sync_flush = store.config.flush_disk_type == "SYNC_FLUSH"
+
+    def schedule_if_delayed(self, message: Message, queue_id: int) -> int:
+        """Redirect a delayed message to SCHEDULE_TOPIC_XXXX (in place); returns the queue id
+        to put it to."""
+        if message.sys_flag & _TRANSACTION_MASK in (_PREPARED, _ROLLBACK):
+            return queue_id
+        properties = message.properties
+        level = delay_level_of(properties)
+        if level <= 0:
+            return queue_id
+        if level > self.max_delay_level:
+            level = self.max_delay_level
+            properties[MessageProperty.DELAY] = str(level)
+        properties[MessageProperty.REAL_TOPIC] = message.topic
+        properties[MessageProperty.REAL_QID] = str(queue_id)
+        message.topic = SCHEDULE_TOPIC
+        return level - 1
+
+    def put(self, message: Message, queue_id: int) -> PutMessageResult:
+        """Append (a delayed message goes to the schedule topic); not waited for: see
+        :meth:`when_durable`."""
+        queue_id = self.schedule_if_delayed(message, queue_id)
+        return self.store.append_message(message, queue_id)
+
+    def put_batch(self, messages: list[Message], queue_id: int) -> PutMessagesResult:
+        return self.store.put_messages(messages, queue_id, wait_flush=False)
+
+    def needs_flush_wait(self, properties: dict[str, str]) -> bool:
+        """SYNC_FLUSH, unless the producer said WAIT=false (it does not wait for durability)."""
+        return self.sync_flush and properties.get(MessageProperty.WAIT) != "false"
+
+    def when_durable(self, next_offset: int, on_done: Callable[[bool], T]) -> asyncio.Future[T]:
+        """A future of ``on_done(durable)``, run on the loop once the store says whether the
+        CommitLog is durable below next_offset (False: the flush timed out)."""
+        future: asyncio.Future[T] = self.loop.create_future()
+        loop = self.loop
+
+        def resolve(durable: bool) -> None:
+            if future.done():
+                return
+            try:
+                future.set_result(on_done(durable))
+            except Exception as exc:  # noqa: BLE001 - the request gets SYSTEM_ERROR
+                future.set_exception(exc)
+
+        def from_store(durable: bool) -> None:
+            try:
+                loop.call_soon_threadsafe(resolve, durable)
+            except RuntimeError:    # the loop is closed: the broker is gone
+                pass
+
+        self.store.on_durable(next_offset, from_store)
+        return future

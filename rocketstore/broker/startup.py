@@ -1,0 +1,87 @@
+"""``rocketstore broker -c broker.properties`` (and ``python -m rocketstore.broker``): run a
+broker in the foreground until SIGTERM or SIGINT, then stop cleanly (store flushed, consumer
+offsets and every table written)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+from collections.abc import Sequence
+
+from rocketstore.broker.config import BrokerConfig
+from rocketstore.broker.controller import BrokerController
+from rocketstore.message import CorruptRecordError
+from rocketstore.remoting.eventloop import run
+from rocketstore.store.store_lock import StoreLockedError
+
+
+def build_config(args: argparse.Namespace) -> BrokerConfig:
+    overrides: dict[str, object] = {}
+    if args.listen_port is not None:
+        overrides["listen_port"] = args.listen_port
+    if args.bind_address is not None:
+        overrides["bind_address"] = args.bind_address
+    if args.namesrv_addr is not None:
+        overrides["namesrv_addr"] = args.namesrv_addr
+    config = BrokerConfig.from_properties(args.config_file) if args.config_file else BrokerConfig()
+    if args.store_path is not None:
+        overrides["store"] = config.store.replace(store_path_root_dir=args.store_path)
+    return config.replace(**overrides) if overrides else config
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="rocketstore broker",
+        description="Run a RocketMQ-compatible broker in the foreground (SIGTERM or Ctrl-C stops it cleanly).",
+    )
+    parser.add_argument("-c", "--config-file", help="broker.properties (RocketMQ's camelCase broker and store keys)")
+    parser.add_argument("-n", "--namesrv-addr", help="name servers, 'host:port;host:port' (overrides namesrvAddr)")
+    parser.add_argument("--listen-port", type=int, help="port to listen on (default 10911; 0 picks a free one)")
+    parser.add_argument("--bind-address", help="address to bind (default 127.0.0.1)")
+    parser.add_argument("--store-path", help="store directory (overrides storePathRootDir)")
+    parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+    return parser.parse_args(argv)
+
+
+async def serve(config: BrokerConfig) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    controller = BrokerController(config)
+    try:
+        await controller.start()
+        namesrv = config.namesrv_addr or "(none)"
+        # One line on stdout that scripts and tests wait for (RocketMQ's words).
+        print(f"The broker[{config.broker_name}, {controller.address}] boot success. "
+              f"serializeType=JSON and name server is {namesrv}", flush=True)
+        await stop.wait()
+    finally:
+        await controller.stop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(signum)
+    print(f"The broker[{config.broker_name}] shut down.", flush=True)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    try:
+        config = build_config(args)
+    except (OSError, ValueError, TypeError) as exc:
+        print(f"broker: {exc}", file=sys.stderr)
+        return 2
+    try:
+        run(serve(config))
+    except OSError as exc:
+        print(f"broker: {exc}", file=sys.stderr)
+        return 1
+    except (CorruptRecordError, StoreLockedError, ValueError) as exc:
+        # a store that cannot be opened (another process holds it, corrupt files, bad tables)
+        print(f"broker: {exc}", file=sys.stderr)
+        return 1
+    return 0

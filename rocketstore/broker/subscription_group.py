@@ -1,0 +1,163 @@
+"""SubscriptionGroupManager: consumer groups' settings, persisted as RocketMQ's
+``config/subscriptionGroup.json``::
+
+    {"dataVersion": {...}, "subscriptionGroupTable": {"billing": {"groupName": "billing",
+        "consumeEnable": true, "retryMaxTimes": 16, "retryQueueNums": 1, ...}}}
+
+A group is created with RocketMQ's defaults the first time it is used when
+``autoCreateSubscriptionGroup`` is on (and always for RocketMQ's system groups).
+``retryMaxTimes`` is how often a message is retried before it goes to ``%DLQ%<group>``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from typing import Any
+
+from rocketstore.broker.config import BrokerConfig
+from rocketstore.broker.config_file import JsonConfigFile, dumps_pretty
+from rocketstore.namesrv import DataVersion
+
+log = logging.getLogger("rocketstore.broker")
+
+#: MixAll's system consumer groups, present from the start.
+SYSTEM_GROUPS = ("TOOLS_CONSUMER", "FILTERSRV_CONSUMER", "SELF_TEST_C_GROUP",
+                 "CID_ONS-HTTP-PROXY", "CID_ONSAPI_PULL", "CID_ONSAPI_PERMISSION",
+                 "CID_ONSAPI_OWNER", "CID_RMQ_SYS_TRANS")
+
+
+@dataclass(frozen=True)
+class SubscriptionGroupConfig:
+    """RocketMQ's SubscriptionGroupConfig (defaults included)."""
+
+    group_name: str
+    consume_enable: bool = True
+    consume_from_min_enable: bool = True
+    consume_broadcast_enable: bool = True
+    retry_queue_nums: int = 1
+    retry_max_times: int = 16
+    broker_id: int = 0
+    which_broker_when_consume_slowly: int = 1
+    notify_consumer_ids_changed_enable: bool = True
+
+    def __post_init__(self) -> None:
+        if not self.group_name or "@" in self.group_name:
+            raise ValueError(f"groupName must be a non-empty name without '@', got {self.group_name!r}")
+        if not 0 <= self.retry_queue_nums <= 1024:
+            raise ValueError(f"retryQueueNums must be in [0, 1024], got {self.retry_queue_nums}")
+        if not -1 <= self.retry_max_times <= 10_000:
+            raise ValueError(f"retryMaxTimes must be in [-1, 10000], got {self.retry_max_times}")
+
+    def to_json(self) -> dict[str, Any]:
+        return {_camel(f.name): getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def from_json(cls, data: Any, name: str | None = None) -> SubscriptionGroupConfig:
+        if not isinstance(data, dict):
+            raise ValueError("a subscription group config must be a JSON object")
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            key = _camel(f.name)
+            if key not in data or data[key] is None:
+                continue
+            value = data[key]
+            kind = f.type if isinstance(f.type, str) else f.type.__name__
+            if kind == "bool":
+                if isinstance(value, str) and value.lower() in ("true", "false"):
+                    value = value.lower() == "true"
+                if not isinstance(value, bool):
+                    raise ValueError(f"{key} must be true or false, got {value!r}")
+            elif kind == "int":
+                if isinstance(value, str) and value.lstrip("-").isdigit():
+                    value = int(value)
+                if isinstance(value, bool) or not isinstance(value, int):
+                    raise ValueError(f"{key} must be an integer, got {value!r}")
+            else:
+                value = str(value)
+            values[f.name] = value
+        if "group_name" not in values:
+            if name is None:
+                raise ValueError("groupName is missing")
+            values["group_name"] = name
+        return cls(**values)
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+class SubscriptionGroupManager:
+    def __init__(self, config: BrokerConfig, file: JsonConfigFile,
+                 on_change: Callable[[], None] | None = None,
+                 clock_ms: Callable[[], int] = lambda: int(time.time() * 1000)) -> None:
+        self.config = config
+        self.file = file
+        self.on_change = on_change
+        self._clock_ms = clock_ms
+        self.table: dict[str, SubscriptionGroupConfig] = {
+            name: SubscriptionGroupConfig(name) for name in SYSTEM_GROUPS}
+        self.data_version = DataVersion(clock_ms(), 0)
+
+    def load(self) -> None:
+        data = self.file.load()
+        if data is None:
+            return
+        if not isinstance(data, dict):
+            raise ValueError(f"{self.file.path}: expected an object")
+        table = data.get("subscriptionGroupTable") or {}
+        if not isinstance(table, dict):
+            raise ValueError(f"{self.file.path}: subscriptionGroupTable must be an object")
+        for name, entry in table.items():
+            try:
+                self.table[name] = SubscriptionGroupConfig.from_json(entry, name)
+            except ValueError as exc:
+                raise ValueError(f"{self.file.path}: group {name!r}: {exc}") from None
+        version = data.get("dataVersion") or {}
+        if isinstance(version, dict):
+            counter = version.get("counter", 0)
+            if isinstance(counter, dict):
+                counter = counter.get("value", 0)
+            self.data_version = DataVersion(int(version.get("timestamp", 0) or 0), int(counter or 0))
+
+    def encode(self) -> bytes:
+        return dumps_pretty({
+            "dataVersion": self.data_version.to_json(),
+            "subscriptionGroupTable": {n: c.to_json() for n, c in self.table.items()},
+        })
+
+    def persist(self) -> None:
+        self.file.write(self.encode())
+
+    def _changed(self) -> None:
+        self.data_version = DataVersion(self._clock_ms(), self.data_version.counter + 1)
+        if self.on_change is not None:
+            self.on_change()
+
+    def find(self, group: str) -> SubscriptionGroupConfig | None:
+        """findSubscriptionGroupConfig: the group's config, created with the defaults when
+        auto-creation is on (or it is a system group)."""
+        cfg = self.table.get(group)
+        if cfg is None and (self.config.auto_create_subscription_group or group in SYSTEM_GROUPS):
+            try:
+                cfg = SubscriptionGroupConfig(group)
+            except ValueError:
+                return None
+            self.table[group] = cfg
+            log.info("auto-created subscription group %s", group)
+            self._changed()
+        return cfg
+
+    def update(self, cfg: SubscriptionGroupConfig) -> None:
+        self.table[cfg.group_name] = cfg
+        log.info("subscription group %s set: %s", cfg.group_name, cfg)
+        self._changed()
+
+    def delete(self, group: str) -> bool:
+        if self.table.pop(group, None) is None:
+            return False
+        self._changed()
+        return True

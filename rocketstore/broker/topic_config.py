@@ -1,0 +1,274 @@
+"""TopicConfigManager: the broker's topics, persisted as RocketMQ's ``config/topics.json``::
+
+    {"dataVersion": {"counter": 3, "timestamp": 1700000000000},
+     "topicConfigTable": {"orders": {"order": false, "perm": 6, "readQueueNums": 8,
+                                     "topicFilterType": "SINGLE_TAG", "topicName": "orders",
+                                     "topicSysFlag": 0, "writeQueueNums": 8}, ...}}
+
+System topics are created at start as RocketMQ's TopicConfigManager does (SELF_TEST_TOPIC,
+TBW102 when auto-creation is on, BenchmarkTest, the cluster's and the broker's own topic,
+OFFSET_MOVED_EVENT, SCHEDULE_TOPIC_XXXX, the trace topic when enabled). A send to an unknown
+topic naming TBW102 as its default topic creates it from TBW102's config (queue count capped by
+TBW102's) when TBW102 carries PERM_INHERIT; retry and dead-letter topics are created when a
+consumer group needs them. Every change bumps the data version (name servers compare it) and
+calls ``on_change`` (the controller persists the file and registers again).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from rocketstore.broker.config import PERM_INHERIT, PERM_READ, PERM_WRITE, BrokerConfig
+from rocketstore.broker.config_file import JsonConfigFile, dumps_pretty
+from rocketstore.message import validate_topic
+from rocketstore.namesrv import DataVersion
+
+log = logging.getLogger("rocketstore.broker")
+
+AUTO_CREATE_TOPIC_KEY_TOPIC = "TBW102"
+SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
+BENCHMARK_TOPIC = "BenchmarkTest"
+OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
+TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
+TRANS_CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
+RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
+DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
+#: Topics no producer may send to (TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET).
+NOT_ALLOWED_SEND_TOPICS = frozenset({
+    SCHEDULE_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC,
+    "RMQ_SYS_SELF_TEST_TOPIC", "RMQ_SYS_BENCHMARK_TOPIC",
+})
+DEFAULT_QUEUE_NUMS = 16
+
+
+def retry_topic(group: str) -> str:
+    return RETRY_GROUP_TOPIC_PREFIX + group
+
+
+def dlq_topic(group: str) -> str:
+    return DLQ_GROUP_TOPIC_PREFIX + group
+
+
+def is_writeable(perm: int) -> bool:
+    return bool(perm & PERM_WRITE)
+
+
+def is_readable(perm: int) -> bool:
+    return bool(perm & PERM_READ)
+
+
+@dataclass(frozen=True)
+class TopicConfig:
+    """RocketMQ's TopicConfig."""
+
+    topic_name: str
+    read_queue_nums: int = DEFAULT_QUEUE_NUMS
+    write_queue_nums: int = DEFAULT_QUEUE_NUMS
+    perm: int = PERM_READ | PERM_WRITE
+    topic_filter_type: str = "SINGLE_TAG"
+    topic_sys_flag: int = 0
+    order: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("read_queue_nums", "write_queue_nums"):
+            value = getattr(self, name)
+            if not 0 <= value <= 65535:
+                raise ValueError(f"{name} must be in [0, 65535], got {value}")
+        if not 0 <= self.perm <= 0xF:
+            raise ValueError(f"perm must be in [0, 15], got {self.perm}")
+        if self.topic_filter_type not in ("SINGLE_TAG", "MULTI_TAG"):
+            raise ValueError(f"topicFilterType must be SINGLE_TAG or MULTI_TAG, got {self.topic_filter_type!r}")
+
+    @property
+    def queue_nums(self) -> int:
+        """Queue ids a client may address: max(read, write) (RocketMQ's msgCheck)."""
+        return max(self.read_queue_nums, self.write_queue_nums)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "order": self.order,
+            "perm": self.perm,
+            "readQueueNums": self.read_queue_nums,
+            "topicFilterType": self.topic_filter_type,
+            "topicName": self.topic_name,
+            "topicSysFlag": self.topic_sys_flag,
+            "writeQueueNums": self.write_queue_nums,
+        }
+
+    @classmethod
+    def from_json(cls, name: str, data: Any) -> TopicConfig:
+        if not isinstance(data, dict):
+            raise ValueError(f"topic {name!r}: config must be an object")
+
+        def number(key: str, default: int) -> int:
+            value = data.get(key, default)
+            if isinstance(value, bool) or not isinstance(value, int):
+                if isinstance(value, str) and value.lstrip("-").isdigit():
+                    return int(value)
+                raise ValueError(f"topic {name!r}: {key} must be an integer, got {value!r}")
+            return value
+
+        return cls(
+            topic_name=str(data.get("topicName") or name),
+            read_queue_nums=number("readQueueNums", DEFAULT_QUEUE_NUMS),
+            write_queue_nums=number("writeQueueNums", DEFAULT_QUEUE_NUMS),
+            perm=number("perm", PERM_READ | PERM_WRITE),
+            topic_filter_type=str(data.get("topicFilterType") or "SINGLE_TAG"),
+            topic_sys_flag=number("topicSysFlag", 0),
+            order=bool(data.get("order", False)),
+        )
+
+
+class TopicConfigManager:
+    """The topic table (see the module docstring)."""
+
+    def __init__(self, config: BrokerConfig, file: JsonConfigFile,
+                 on_change: Callable[[bool], None] | None = None,
+                 clock_ms: Callable[[], int] = lambda: int(time.time() * 1000)) -> None:
+        self.config = config
+        self.file = file
+        #: on_change(register): the table changed; register with the name servers if True.
+        self.on_change = on_change
+        self._clock_ms = clock_ms
+        self.table: dict[str, TopicConfig] = {}
+        self.data_version = DataVersion(clock_ms(), 0)
+        self._add_system_topics()
+
+    def _add_system_topics(self) -> None:
+        config = self.config
+        system = [TopicConfig(SELF_TEST_TOPIC, 1, 1)]
+        if config.auto_create_topic_enable:
+            system.append(TopicConfig(AUTO_CREATE_TOPIC_KEY_TOPIC, config.default_topic_queue_nums,
+                                      config.default_topic_queue_nums,
+                                      PERM_INHERIT | PERM_READ | PERM_WRITE))
+        system.append(TopicConfig(BENCHMARK_TOPIC, 1024, 1024))
+        perm = PERM_INHERIT | (PERM_READ | PERM_WRITE if config.cluster_topic_enable else 0)
+        system.append(TopicConfig(config.broker_cluster_name, perm=perm))
+        perm = PERM_INHERIT | (PERM_READ | PERM_WRITE if config.broker_topic_enable else 0)
+        system.append(TopicConfig(config.broker_name, 1, 1, perm))
+        system.append(TopicConfig(OFFSET_MOVED_EVENT, 1, 1))
+        levels = len(config.store.message_delay_level.split(" "))
+        system.append(TopicConfig(SCHEDULE_TOPIC, levels, levels))
+        if config.trace_topic_enable:
+            system.append(TopicConfig(config.msg_trace_topic_name, 1, 1))
+        system.append(TopicConfig(f"{config.broker_cluster_name}_REPLY_TOPIC", 1, 1))
+        for topic in system:
+            self.table[topic.topic_name] = topic
+
+    # ---- persistence ----
+
+    def load(self) -> None:
+        data = self.file.load()
+        if data is None:
+            return
+        if not isinstance(data, dict):
+            raise ValueError(f"{self.file.path}: expected an object")
+        table = data.get("topicConfigTable") or {}
+        if not isinstance(table, dict):
+            raise ValueError(f"{self.file.path}: topicConfigTable must be an object")
+        for name, entry in table.items():
+            try:
+                self.table[name] = TopicConfig.from_json(name, entry)
+            except ValueError as exc:
+                raise ValueError(f"{self.file.path}: {exc}") from None
+        version = data.get("dataVersion") or {}
+        if isinstance(version, dict):
+            counter = version.get("counter", 0)
+            if isinstance(counter, dict):
+                counter = counter.get("value", 0)
+            self.data_version = DataVersion(int(version.get("timestamp", 0) or 0), int(counter or 0))
+
+    def encode(self) -> bytes:
+        return dumps_pretty({
+            "dataVersion": self.data_version.to_json(),
+            "topicConfigTable": {name: cfg.to_json() for name, cfg in self.table.items()},
+        })
+
+    def persist(self) -> None:
+        self.file.write(self.encode())
+
+    def _changed(self, register: bool = True) -> None:
+        self.data_version = DataVersion(self._clock_ms(), self.data_version.counter + 1)
+        if self.on_change is not None:
+            self.on_change(register)
+
+    # ---- reads ----
+
+    def select(self, topic: str) -> TopicConfig | None:
+        return self.table.get(topic)
+
+    def is_order_topic(self, topic: str) -> bool:
+        cfg = self.table.get(topic)
+        return cfg is not None and cfg.order
+
+    def registration_table(self) -> dict[str, dict[str, Any]]:
+        """Topic configs as registered with the name servers: a broker that does not allow
+        reading or writing says so in every topic's perm (RocketMQ's registerBrokerAll)."""
+        broker_perm = self.config.broker_permission
+        out: dict[str, dict[str, Any]] = {}
+        for name, cfg in self.table.items():
+            if broker_perm & (PERM_READ | PERM_WRITE) != PERM_READ | PERM_WRITE:
+                cfg = replace(cfg, perm=cfg.perm & broker_perm)
+            out[name] = cfg.to_json()
+        return out
+
+    # ---- changes ----
+
+    def create_in_send(self, topic: str, default_topic: str, client_queue_nums: int,
+                       topic_sys_flag: int = 0) -> TopicConfig | None:
+        """createTopicInSendMessageMethod: an unknown topic made from its default topic's
+        config when that one is inheritable; None when it may not be created."""
+        existing = self.table.get(topic)
+        if existing is not None:
+            return existing
+        default = self.table.get(default_topic)
+        if default is None:
+            log.warning("reject creating topic %s: default topic %s does not exist", topic, default_topic)
+            return None
+        perm = default.perm
+        if default_topic == AUTO_CREATE_TOPIC_KEY_TOPIC and not self.config.auto_create_topic_enable:
+            perm = PERM_READ | PERM_WRITE
+        if not perm & PERM_INHERIT:
+            log.warning("reject creating topic %s: default topic %s is not inheritable (perm %d)",
+                        topic, default_topic, perm)
+            return None
+        queues = max(0, min(client_queue_nums, default.write_queue_nums))
+        created = TopicConfig(topic, queues, queues, perm & ~PERM_INHERIT,
+                              default.topic_filter_type, topic_sys_flag)
+        self.table[topic] = created
+        log.info("created topic %s from %s: %s", topic, default_topic, created)
+        self._changed()
+        return created
+
+    def create_in_send_back(self, topic: str, queue_nums: int, perm: int,
+                            topic_sys_flag: int = 0) -> TopicConfig:
+        """createTopicInSendMessageBackMethod: retry and dead-letter topics."""
+        existing = self.table.get(topic)
+        if existing is not None:
+            return existing
+        created = TopicConfig(topic, queue_nums, queue_nums, perm, topic_sys_flag=topic_sys_flag)
+        self.table[topic] = created
+        log.info("created topic %s: %s", topic, created)
+        self._changed()
+        return created
+
+    def update(self, cfg: TopicConfig) -> None:
+        """UPDATE_AND_CREATE_TOPIC."""
+        validate_topic(cfg.topic_name)
+        old = self.table.get(cfg.topic_name)
+        self.table[cfg.topic_name] = cfg
+        log.info("topic %s %s: %s", cfg.topic_name, "updated" if old else "created", cfg)
+        self._changed()
+
+    def delete(self, topic: str) -> bool:
+        if self.table.pop(topic, None) is None:
+            return False
+        log.info("deleted topic %s", topic)
+        self._changed()
+        return True

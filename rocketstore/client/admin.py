@@ -1,0 +1,418 @@
+"""Administration over the wire: :class:`AsyncAdmin` and the blocking :class:`AdminClient`.
+
+What RocketMQ's ``DefaultMQAdminExt`` does for mqadmin's most used commands: topics (create,
+update, delete, list, route, status), clusters and brokers, consumer groups (progress,
+connections, offsets reset by time), producer connections, and messages looked up by id, key
+or queue offset. Results are plain dicts and lists with RocketMQ's camelCase field names (what
+``rocketstore admin ... --json`` prints), messages are :class:`MessageExt`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from rocketstore.client.config import TOOLS_CONSUMER_GROUP, ClientConfig
+from rocketstore.client.errors import MQBrokerError, MQClientError
+from rocketstore.client.instance import ClientInstance, parse_offset_table
+from rocketstore.client.loop import LoopThread
+from rocketstore.client.message import (
+    MessageExt,
+    MessageQueue,
+    PullStatus,
+    decode_offset_msg_id,
+    retry_topic,
+    validate_topic,
+)
+from rocketstore.client.subscription import SubscriptionData
+from rocketstore.remoting import RequestCode, ResponseCode, create_request
+from rocketstore.remoting.fastjson import loads_object_keys
+from rocketstore.remoting.protocol import MASTER_ID, TopicRouteData
+
+#: QUERY_MESSAGE's end of time: everything.
+_END_OF_TIME = 2**63 - 1
+
+
+def _mq_table(table: Any) -> dict[MessageQueue, Any]:
+    """A fastjson map keyed by MessageQueue objects."""
+    result: dict[MessageQueue, Any] = {}
+    if isinstance(table, dict):
+        for key, value in table.items():
+            if isinstance(key, tuple):
+                result[MessageQueue.from_json(dict(key))] = value
+    return result
+
+
+def _route_json(route: TopicRouteData) -> dict[str, Any]:
+    return {
+        "brokerDatas": [{"brokerAddrs": {str(k): v for k, v in sorted(b.broker_addrs.items())},
+                         "brokerName": b.broker_name, "cluster": b.cluster} for b in route.broker_datas],
+        "queueDatas": [qd.to_json() for qd in route.queue_datas],
+        "filterServerTable": route.filter_server_table,
+        **({"orderTopicConf": route.order_topic_conf} if route.order_topic_conf else {}),
+    }
+
+
+class AsyncAdmin:
+    """Admin requests on the running asyncio loop; ``namesrv_addr`` as for the clients."""
+
+    def __init__(self, namesrv_addr: str | None = None, *, config: ClientConfig | None = None,
+                 timeout: float = 5.0) -> None:
+        base = config or ClientConfig()
+        self.config = base.replace(namesrv_addr=namesrv_addr) if namesrv_addr is not None else base
+        self.timeout = timeout
+        self._instance: ClientInstance | None = None
+
+    async def start(self) -> None:
+        if self._instance is None:
+            instance = ClientInstance(self.config)
+            await instance.start()
+            self._instance = instance
+
+    async def shutdown(self) -> None:
+        instance, self._instance = self._instance, None
+        if instance is not None:
+            await instance.shutdown()
+
+    async def __aenter__(self) -> AsyncAdmin:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.shutdown()
+
+    @property
+    def instance(self) -> ClientInstance:
+        if self._instance is None:
+            raise MQClientError("the admin client is not started")
+        return self._instance
+
+    # ---- name server views ----
+
+    async def cluster_info(self) -> dict[str, Any]:
+        """``{"brokerAddrTable": {name: {"cluster", "brokerName", "brokerAddrs"}},
+        "clusterAddrTable": {cluster: [names]}}`` with broker ids as ints."""
+        response = await self.instance.api.invoke_namesrv(create_request(RequestCode.GET_BROKER_CLUSTER_INFO), self.timeout)
+        if response.code != ResponseCode.SUCCESS:
+            raise MQBrokerError(response.code, response.remark, "name server")
+        data = loads_object_keys(response.body_bytes() or b"{}")
+        table = {}
+        for name, broker in (data.get("brokerAddrTable") or {}).items():
+            addrs = {int(k): str(v) for k, v in (broker.get("brokerAddrs") or {}).items()}
+            table[str(name)] = {"cluster": broker.get("cluster", ""), "brokerName": str(name), "brokerAddrs": addrs}
+        clusters = {str(k): sorted(v) for k, v in (data.get("clusterAddrTable") or {}).items()}
+        return {"brokerAddrTable": table, "clusterAddrTable": clusters}
+
+    async def masters(self, cluster: str | None = None) -> dict[str, str]:
+        """Broker name -> master address, of one cluster or of all."""
+        info = await self.cluster_info()
+        names = info["clusterAddrTable"].get(cluster, []) if cluster else list(info["brokerAddrTable"])
+        if cluster and cluster not in info["clusterAddrTable"]:
+            raise MQClientError(f"cluster {cluster!r} is unknown to the name server "
+                                f"(known: {', '.join(sorted(info['clusterAddrTable'])) or 'none'})")
+        return {name: info["brokerAddrTable"][name]["brokerAddrs"][MASTER_ID]
+                for name in sorted(names)
+                if name in info["brokerAddrTable"] and MASTER_ID in info["brokerAddrTable"][name]["brokerAddrs"]}
+
+    async def topic_list(self) -> list[str]:
+        return sorted(await self.instance.api.get_topic_list(self.timeout))
+
+    async def route(self, topic: str) -> TopicRouteData:
+        validate_topic(topic)
+        route = await self.instance.api.get_topic_route(topic, self.timeout)
+        if route is None:
+            raise MQClientError(f"topic {topic!r} does not exist (no route on the name server)")
+        self.instance.topic_routes[topic] = route
+        self.instance.broker_addrs.update({b.broker_name: dict(b.broker_addrs) for b in route.broker_datas})
+        return route
+
+    async def topic_route(self, topic: str) -> dict[str, Any]:
+        return _route_json(await self.route(topic))
+
+    async def _topic_masters(self, topic: str) -> dict[str, str]:
+        route = await self.route(topic)
+        return {b.broker_name: b.broker_addrs[MASTER_ID] for b in sorted(route.broker_datas, key=lambda b: b.broker_name)
+                if MASTER_ID in b.broker_addrs}
+
+    # ---- topics ----
+
+    async def update_topic(self, topic: str, *, cluster: str | None = None, broker_addr: str | None = None,
+                           read_queue_nums: int = 8, write_queue_nums: int = 8, perm: int = 6,
+                           order: bool = False) -> list[str]:
+        """Create or change ``topic`` on one broker or on every master of a cluster; returns
+        the addresses updated."""
+        validate_topic(topic)
+        if (cluster is None) == (broker_addr is None):
+            raise MQClientError("give exactly one of cluster and broker_addr")
+        for name, value in (("read_queue_nums", read_queue_nums), ("write_queue_nums", write_queue_nums)):
+            if not 1 <= value <= 1024:
+                raise ValueError(f"{name} must be in [1, 1024], got {value}")
+        if perm not in (2, 4, 6):
+            raise ValueError(f"perm must be 2 (write), 4 (read) or 6 (both), got {perm}")
+        ext = {"topic": topic, "defaultTopic": "TBW102", "readQueueNums": str(read_queue_nums),
+               "writeQueueNums": str(write_queue_nums), "perm": str(perm), "topicFilterType": "SINGLE_TAG",
+               "topicSysFlag": "0", "order": "true" if order else "false"}
+        addresses = [broker_addr] if broker_addr else list((await self.masters(cluster)).values())
+        if not addresses:
+            raise MQClientError(f"cluster {cluster!r} has no master broker")
+        for address in addresses:
+            await self.instance.api.invoke_broker(address, RequestCode.UPDATE_AND_CREATE_TOPIC, ext,
+                                                  timeout=self.timeout)
+        return addresses
+
+    async def delete_topic(self, topic: str, cluster: str) -> list[str]:
+        validate_topic(topic)
+        addresses = list((await self.masters(cluster)).values())
+        for address in addresses:
+            await self.instance.api.invoke_broker(address, RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": topic},
+                                                  timeout=self.timeout)
+        for namesrv in self.instance.api.namesrv_addresses:
+            await self.instance.api.invoke_broker(namesrv, RequestCode.DELETE_TOPIC_IN_NAMESRV, {"topic": topic},
+                                                  timeout=self.timeout)
+        return addresses
+
+    async def topic_status(self, topic: str) -> list[dict[str, Any]]:
+        """Per queue: brokerName, queueId, minOffset, maxOffset, lastUpdateTimestamp."""
+        rows = []
+        for address in (await self._topic_masters(topic)).values():
+            response = await self.instance.api.invoke_broker(address, RequestCode.GET_TOPIC_STATS_INFO,
+                                                             {"topic": topic}, timeout=self.timeout)
+            table = _mq_table(loads_object_keys(response.body_bytes() or b"{}").get("offsetTable"))
+            for mq, stats in table.items():
+                rows.append({"brokerName": mq.broker_name, "queueId": mq.queue_id,
+                             "minOffset": int(stats.get("minOffset", 0)), "maxOffset": int(stats.get("maxOffset", 0)),
+                             "lastUpdateTimestamp": int(stats.get("lastUpdateTimestamp", 0))})
+        return sorted(rows, key=lambda r: (r["brokerName"], r["queueId"]))
+
+    # ---- brokers ----
+
+    async def broker_status(self, broker_addr: str) -> dict[str, str]:
+        response = await self.instance.api.invoke_broker(broker_addr, RequestCode.GET_BROKER_RUNTIME_INFO,
+                                                         timeout=self.timeout)
+        table = loads_object_keys(response.body_bytes() or b"{}").get("table") or {}
+        return {str(k): str(v) for k, v in sorted(table.items())}
+
+    async def cluster_list(self) -> list[dict[str, Any]]:
+        """One row per broker: cluster, brokerName, brokerId, address, and runtime figures."""
+        info = await self.cluster_info()
+        rows = []
+        for cluster, names in sorted(info["clusterAddrTable"].items()):
+            for name in names:
+                for broker_id, address in sorted(info["brokerAddrTable"].get(name, {}).get("brokerAddrs", {}).items()):
+                    try:
+                        status: dict[str, str] = await self.broker_status(address)
+                    except Exception as exc:  # noqa: BLE001 - a row for a broker that does not answer
+                        status = {"error": str(exc)}
+                    rows.append({"cluster": cluster, "brokerName": name, "brokerId": broker_id, "address": address,
+                                 "version": status.get("brokerVersionDesc", ""),
+                                 "putTps": status.get("putTps", ""), "getTransferedTps": status.get("getTransferedTps", ""),
+                                 "msgPutTotalTodayNow": status.get("msgPutTotalTodayNow", ""),
+                                 "msgGetTotalTodayNow": status.get("msgGetTotalTodayNow", ""),
+                                 **({"error": status["error"]} if "error" in status else {})})
+        return rows
+
+    # ---- consumer groups ----
+
+    async def _group_brokers(self, group: str) -> list[str]:
+        """The masters serving a group: those of its retry topic, else every master."""
+        try:
+            return list((await self._topic_masters(retry_topic(group))).values())
+        except MQClientError:
+            return list((await self.masters()).values())
+
+    async def consumer_progress(self, group: str, topic: str | None = None) -> dict[str, Any]:
+        """ConsumeStats: per queue brokerOffset, consumerOffset, diff, lastTimestamp; the
+        total diff and the group's consume TPS."""
+        rows = []
+        tps = 0.0
+        ext = {"consumerGroup": group, **({"topic": topic} if topic else {})}
+        for address in await self._group_brokers(group):
+            try:
+                response = await self.instance.api.invoke_broker(address, RequestCode.GET_CONSUME_STATS, ext,
+                                                                 timeout=self.timeout)
+            except MQBrokerError as exc:
+                if exc.response_code in (ResponseCode.CONSUMER_NOT_ONLINE, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                                         ResponseCode.TOPIC_NOT_EXIST):
+                    continue
+                raise
+            data = loads_object_keys(response.body_bytes() or b"{}")
+            tps += float(data.get("consumeTps") or 0)
+            for mq, wrapper in _mq_table(data.get("offsetTable")).items():
+                broker_offset = int(wrapper.get("brokerOffset", 0))
+                consumer_offset = int(wrapper.get("consumerOffset", 0))
+                rows.append({"topic": mq.topic, "brokerName": mq.broker_name, "queueId": mq.queue_id,
+                             "brokerOffset": broker_offset, "consumerOffset": consumer_offset,
+                             "diff": broker_offset - consumer_offset,
+                             "lastTimestamp": int(wrapper.get("lastTimestamp", 0))})
+        rows.sort(key=lambda r: (r["topic"], r["brokerName"], r["queueId"]))
+        return {"consumerGroup": group, "offsetTable": rows, "consumeTps": tps,
+                "diffTotal": sum(r["diff"] for r in rows)}
+
+    async def consumer_connection(self, group: str) -> dict[str, Any]:
+        last: Exception | None = None
+        for address in await self._group_brokers(group):
+            try:
+                response = await self.instance.api.invoke_broker(
+                    address, RequestCode.GET_CONSUMER_CONNECTION_LIST, {"consumerGroup": group}, timeout=self.timeout)
+            except MQBrokerError as exc:
+                last = exc
+                continue
+            return dict(loads_object_keys(response.body_bytes() or b"{}"))
+        raise MQClientError(f"consumer group {group!r} is not online: {last}")
+
+    async def producer_connection(self, group: str, topic: str) -> dict[str, Any]:
+        connections: dict[str, dict[str, Any]] = {}
+        for address in (await self._topic_masters(topic)).values():
+            try:
+                response = await self.instance.api.invoke_broker(
+                    address, RequestCode.GET_PRODUCER_CONNECTION_LIST, {"producerGroup": group}, timeout=self.timeout)
+            except MQBrokerError:
+                continue
+            for conn in loads_object_keys(response.body_bytes() or b"{}").get("connectionSet") or []:
+                connections[str(conn.get("clientId"))] = conn
+        if not connections:
+            raise MQClientError(f"producer group {group!r} has no connection to the brokers of {topic!r}")
+        return {"connectionSet": sorted(connections.values(), key=lambda c: str(c.get("clientId")))}
+
+    async def reset_offset_by_time(self, group: str, topic: str, timestamp_ms: int,
+                                   force: bool = True) -> dict[MessageQueue, int]:
+        """Move the group's offsets of ``topic`` to the first message stored at or after
+        ``timestamp_ms`` (-1: the end); online members are told by their brokers."""
+        offsets: dict[MessageQueue, int] = {}
+        ext = {"topic": topic, "group": group, "timestamp": str(timestamp_ms), "isForce": str(force).lower()}
+        for address in (await self._topic_masters(topic)).values():
+            response = await self.instance.api.invoke_broker(address, RequestCode.INVOKE_BROKER_TO_RESET_OFFSET,
+                                                             ext, timeout=self.timeout)
+            if response.body:
+                offsets.update(parse_offset_table(response.body_bytes()))
+        return offsets
+
+    # ---- messages ----
+
+    async def view_message(self, offset_msg_id: str) -> MessageExt:
+        address, offset = decode_offset_msg_id(offset_msg_id)
+        return await self.instance.api.view_message(address, offset, self.timeout)  # type: ignore[no-any-return]
+
+    async def query_msg_by_id(self, msg_id: str, topic: str | None = None) -> MessageExt:
+        """By the broker's offset id, or by the client's id (UNIQ_KEY) within ``topic``."""
+        try:
+            return await self.view_message(msg_id)
+        except (ValueError, MQClientError, OSError) as exc:
+            if topic is None:
+                raise MQClientError(f"message {msg_id} not found by its offset id ({exc}); "
+                                    "give the topic to look it up by its client id") from None
+        found = await self._query(topic, msg_id, 32, unique=True)
+        if not found:
+            raise MQClientError(f"message {msg_id} not found in topic {topic}")
+        return found[0]
+
+    async def query_msg_by_key(self, topic: str, key: str, max_num: int = 64,
+                               begin_timestamp: int = 0, end_timestamp: int = _END_OF_TIME) -> list[MessageExt]:
+        found = await self._query(topic, key, max_num, begin_timestamp=begin_timestamp, end_timestamp=end_timestamp)
+        return [m for m in found if key in m.keys][:max_num]
+
+    async def _query(self, topic: str, key: str, max_num: int, *, unique: bool = False,
+                     begin_timestamp: int = 0, end_timestamp: int = _END_OF_TIME) -> list[MessageExt]:
+        results: list[MessageExt] = []
+        for name, address in (await self._topic_masters(topic)).items():
+            found = await self.instance.api.query_message(address, topic, key, max_num, begin_timestamp,
+                                                          end_timestamp, self.timeout, unique_key=unique,
+                                                          broker_name=name)
+            results.extend(m for m in found if m.topic == topic)
+        if unique:
+            results = [m for m in results if m.msg_id == key]
+        results.sort(key=lambda m: (m.store_timestamp, m.commit_log_offset))
+        return results
+
+    async def query_msg_by_offset(self, topic: str, broker_name: str, queue_id: int, offset: int) -> MessageExt | None:
+        messages = await self.pull(MessageQueue(topic, broker_name, queue_id), offset, 1)
+        return messages[0] if messages and messages[0].queue_offset == offset else None
+
+    async def pull(self, mq: MessageQueue, offset: int, max_nums: int = 32, expression: str = "*",
+                   group: str = TOOLS_CONSUMER_GROUP) -> list[MessageExt]:
+        """Read a queue from ``offset`` without a consumer group's offsets."""
+        if mq.broker_name not in self.instance.broker_addrs:
+            await self.route(mq.topic)
+        address = self.instance.broker_address(mq.broker_name)
+        if address is None:
+            raise MQClientError(f"broker {mq.broker_name!r} serves no route of {mq.topic!r}")
+        subscription = SubscriptionData.build(mq.topic, expression)
+        result = await self.instance.api.pull_message(address, group, mq, offset, max_nums, 0x4, 0, 0,
+                                                      subscription, self.timeout)
+        if result.pull_status is not PullStatus.FOUND:
+            return []
+        return subscription.filter(result.messages)
+
+    async def queues(self, topic: str) -> list[MessageQueue]:
+        route = await self.route(topic)
+        return sorted(MessageQueue(topic, qd.broker_name, i) for qd in route.queue_datas
+                      for i in range(qd.read_queue_nums))
+
+    async def max_offset(self, mq: MessageQueue) -> int:
+        if mq.broker_name not in self.instance.broker_addrs:
+            await self.route(mq.topic)
+        address = self.instance.broker_address(mq.broker_name)
+        if address is None:
+            raise MQClientError(f"broker {mq.broker_name!r} serves no route of {mq.topic!r}")
+        return await self.instance.api.get_max_offset(address, mq, self.timeout)
+
+    async def min_offset(self, mq: MessageQueue) -> int:
+        if mq.broker_name not in self.instance.broker_addrs:
+            await self.route(mq.topic)
+        address = self.instance.broker_address(mq.broker_name)
+        if address is None:
+            raise MQClientError(f"broker {mq.broker_name!r} serves no route of {mq.topic!r}")
+        return await self.instance.api.get_min_offset(address, mq, self.timeout)
+
+
+class AdminClient:
+    """The blocking admin client (for scripts and the ``rocketstore admin`` CLI)::
+
+        with AdminClient(namesrv_addr="127.0.0.1:9876") as admin:
+            admin.update_topic("orders", cluster="DefaultCluster", write_queue_nums=8)
+            print(admin.topic_status("orders"))
+    """
+
+    def __init__(self, namesrv_addr: str | None = None, *, config: ClientConfig | None = None,
+                 timeout: float = 5.0) -> None:
+        self._core = AsyncAdmin(namesrv_addr, config=config, timeout=timeout)
+        self._loop: LoopThread | None = None
+
+    def start(self) -> None:
+        if self._loop is None:
+            loop = LoopThread("rocketstore-admin")
+            loop.start()
+            try:
+                loop.run(self._core.start())
+            except BaseException:
+                loop.stop()
+                raise
+            self._loop = loop
+
+    def shutdown(self) -> None:
+        loop, self._loop = self._loop, None
+        if loop is not None:
+            try:
+                loop.run(self._core.shutdown(), timeout=30)
+            finally:
+                loop.stop()
+
+    def __enter__(self) -> AdminClient:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self._core, name)
+        if not asyncio.iscoroutinefunction(method):
+            raise AttributeError(name)
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if self._loop is None:
+                raise MQClientError("the admin client is not started")
+            return self._loop.run(method(*args, **kwargs))
+
+        call.__doc__ = method.__doc__
+        return call

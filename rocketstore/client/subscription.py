@@ -1,0 +1,71 @@
+"""Tag subscriptions (RocketMQ's SubscriptionData and FilterAPI.buildSubscriptionData).
+
+An expression is ``*`` (every message) or tags joined by ``||`` (``"paid || shipped"``). The
+broker filters by the tags' hash codes; the client then checks each message's tag exactly, as
+two tags may share a hash code.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from rocketstore.client.message import MessageExt, tags_hash_code, validate_topic
+
+SUB_ALL = "*"
+EXPRESSION_TYPE_TAG = "TAG"
+
+
+@dataclass
+class SubscriptionData:
+    topic: str
+    sub_string: str = SUB_ALL
+    tags_set: frozenset[str] = field(default_factory=frozenset)
+    code_set: frozenset[int] = field(default_factory=frozenset)
+    sub_version: int = field(default_factory=lambda: int(time.time() * 1000))
+    expression_type: str = EXPRESSION_TYPE_TAG
+    class_filter_mode: bool = False
+
+    @classmethod
+    def build(cls, topic: str, expression: str | None) -> SubscriptionData:
+        """Parse ``expression``; ValueError names it when it holds no tag."""
+        validate_topic(topic)
+        if expression is not None and not isinstance(expression, str):
+            raise TypeError(f"expression must be str, got {type(expression).__name__}")
+        text = (expression or "").strip()
+        if not text or text == SUB_ALL:
+            return cls(topic, SUB_ALL)
+        tags = [tag.strip() for tag in text.split("||")]
+        tags = [tag for tag in tags if tag]
+        if not tags:
+            raise ValueError(f"expression {expression!r} holds no tag (use '*' for every message)")
+        if any(tag == SUB_ALL for tag in tags):
+            return cls(topic, SUB_ALL)
+        return cls(topic, text, frozenset(tags), frozenset(tags_hash_code(tag) for tag in tags))
+
+    @property
+    def matches_all(self) -> bool:
+        return not self.tags_set
+
+    def matches(self, msg: MessageExt) -> bool:
+        """The client-side check: the message's tag is one of the subscribed tags."""
+        return not self.tags_set or (msg.tags is not None and msg.tags in self.tags_set)
+
+    def filter(self, messages: Iterable[MessageExt]) -> list[MessageExt]:
+        if not self.tags_set:
+            return list(messages)
+        tags = self.tags_set
+        return [msg for msg in messages if msg.tags in tags]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "classFilterMode": self.class_filter_mode,
+            "codeSet": sorted(self.code_set),
+            "expressionType": self.expression_type,
+            "subString": self.sub_string,
+            "subVersion": self.sub_version,
+            "tagsSet": sorted(self.tags_set),
+            "topic": self.topic,
+        }

@@ -1,0 +1,92 @@
+# cython: language_level=3, boundscheck=False, wraparound=False
+"""The per-request loop of a remoting connection: decoded commands to their processors, and
+replies straight into the connection's frame writer.
+
+What every request takes (a processor looked up by code, called, its reply encoded) runs
+here; everything else (responses to our own requests, malformed frames, processors that fail
+or answer later) goes back to the Python connection that owns the pump.
+"""
+
+from rocketstore.remoting._command cimport RemotingCommand
+from rocketstore.remoting._frames cimport FrameWriter
+
+cdef enum:
+    _FLAG_RESPONSE = 1
+    _FLAG_ONEWAY = 2
+    _SYSTEM_ERROR = 1
+
+
+cdef class RequestPump:
+    """Dispatches a connection's decoded commands.
+
+    ``connection`` provides the slow paths: ``_handle_response(cmd)``, ``_handle_request(cmd)``
+    (no processor), ``_handle_result(request, result)`` (an awaitable), ``_handler_failed(request,
+    exc)``, ``_handle_malformed(error)``, ``_send_error(request, code, remark)`` and ``_flush()``.
+    It keeps ``paused`` and ``closed`` up to date: dispatch stops as soon as either is set.
+    """
+
+    cdef object _connection
+    cdef dict _handlers
+    cdef object _processors
+    cdef FrameWriter _writer
+    cdef Py_ssize_t _high_water_mark
+    cdef public bint paused
+    cdef public bint closed
+
+    def __init__(self, connection, processors, FrameWriter writer not None,
+                 Py_ssize_t high_water_mark):
+        self._connection = connection
+        self._processors = processors
+        self._handlers = processors.handlers
+        self._writer = writer
+        self._high_water_mark = high_water_mark
+        self.paused = False
+        self.closed = False
+
+    def dispatch(self, list items not None):
+        """Dispatch ``items`` in order; returns how many were taken (all of them unless a
+        pause or the connection's close stopped it)."""
+        cdef Py_ssize_t index, count = len(items)
+        cdef RemotingCommand request, response
+        connection = self._connection
+        for index in range(count):
+            if self.paused or self.closed:
+                return index
+            item = items[index]
+            if type(item) is not RemotingCommand:
+                connection._handle_malformed(item)
+                continue
+            request = <RemotingCommand>item
+            if request.flag & _FLAG_RESPONSE:
+                connection._handle_response(request)
+                continue
+            handler = self._handlers.get(request.code)
+            if handler is None:
+                handler = self._processors.default
+                if handler is None:
+                    connection._handle_request(request)  # answers REQUEST_CODE_NOT_SUPPORTED
+                    continue
+            try:
+                result = handler(connection, request)
+            except Exception as exc:
+                connection._handler_failed(request, exc)
+                continue
+            if result is None:
+                continue
+            if type(result) is not RemotingCommand:
+                connection._handle_result(request, result)
+                continue
+            if request.flag & _FLAG_ONEWAY or self.closed:
+                continue
+            response = <RemotingCommand>result
+            response.opaque = request.opaque
+            response.flag |= _FLAG_RESPONSE
+            response.serialize_type = request.serialize_type
+            try:
+                queued = self._writer.add(response)
+            except Exception as exc:  # ValueError, TypeError, orjson.JSONEncodeError
+                connection._send_error(request, _SYSTEM_ERROR, f"response not encodable: {exc}")
+                continue
+            if queued >= self._high_water_mark:
+                connection._flush()  # now: the transport then tells whether to pause
+        return count

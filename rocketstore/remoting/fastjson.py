@@ -1,0 +1,155 @@
+"""fastjson's non-standard JSON: maps whose keys are objects or bare integers.
+
+RocketMQ's Java side serializes a ``Map<MessageQueue, ...>`` (ConsumeStats, TopicStatsTable,
+ResetOffsetBody) with each key written as a JSON object, and older versions write integer keys
+unquoted. Neither is JSON, so standard parsers refuse it. :func:`loads_object_keys` reads it:
+an object key becomes a tuple of its ``(name, value)`` pairs, sorted (hashable; ``dict(key)``
+gives the object back). :func:`dumps_object_keys` writes such maps the way fastjson does, so
+RocketMQ's own tools can read what our servers send.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import orjson
+
+_TOKEN = re.compile(r"""
+    \s*(?:
+      (?P<string>"(?:[^"\\]|\\.)*")
+    | (?P<number>-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?)
+    | (?P<literal>true|false|null)
+    | (?P<punct>[{}\[\]:,])
+    )""", re.VERBOSE | re.DOTALL)
+_LITERALS = {"true": True, "false": False, "null": None}
+_MAX_DEPTH = 64
+
+
+class FastjsonError(ValueError):
+    """Text that is neither JSON nor fastjson's extension of it."""
+
+
+class _Parser:
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.pos = 0
+
+    def token(self) -> tuple[str, str]:
+        match = _TOKEN.match(self.text, self.pos)
+        if match is None:
+            raise FastjsonError(f"unexpected character at {self.pos}: {self.text[self.pos:self.pos + 20]!r}")
+        self.pos = match.end()
+        kind = match.lastgroup
+        assert kind is not None
+        return kind, match.group(kind)
+
+    def peek(self) -> str:
+        match = _TOKEN.match(self.text, self.pos)
+        return match.group(match.lastgroup) if match and match.lastgroup == "punct" else ""
+
+    def value(self, depth: int = 0) -> Any:
+        if depth > _MAX_DEPTH:
+            raise FastjsonError("nested too deeply")
+        kind, text = self.token()
+        if kind == "string":
+            return orjson.loads(text)
+        if kind == "number":
+            return orjson.loads(text)
+        if kind == "literal":
+            return _LITERALS[text]
+        if text == "{":
+            return self.object(depth)
+        if text == "[":
+            return self.array(depth)
+        raise FastjsonError(f"unexpected {text!r} at {self.pos}")
+
+    def object(self, depth: int) -> dict[Any, Any]:
+        result: dict[Any, Any] = {}
+        if self.peek() == "}":
+            self.token()
+            return result
+        while True:
+            key = self.value(depth + 1)
+            if isinstance(key, dict):
+                key = tuple(sorted(key.items(), key=lambda item: str(item[0])))
+            elif isinstance(key, list):
+                raise FastjsonError(f"an array cannot be a map key (at {self.pos})")
+            kind, text = self.token()
+            if text != ":":
+                raise FastjsonError(f"expected ':' at {self.pos}, got {text!r}")
+            result[key] = self.value(depth + 1)
+            kind, text = self.token()
+            if text == "}":
+                return result
+            if text != ",":
+                raise FastjsonError(f"expected ',' or '}}' at {self.pos}, got {text!r}")
+
+    def array(self, depth: int) -> list[Any]:
+        result: list[Any] = []
+        if self.peek() == "]":
+            self.token()
+            return result
+        while True:
+            result.append(self.value(depth + 1))
+            kind, text = self.token()
+            if text == "]":
+                return result
+            if text != ",":
+                raise FastjsonError(f"expected ',' or ']' at {self.pos}, got {text!r}")
+
+
+def loads_object_keys(data: bytes | str) -> Any:
+    """Parse JSON, or fastjson's output with object or bare-integer map keys."""
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        pass
+    try:
+        text = data.decode("utf-8") if isinstance(data, (bytes, bytearray, memoryview)) else data
+    except UnicodeDecodeError as exc:
+        raise FastjsonError(f"not UTF-8: {exc}") from None
+    parser = _Parser(text)
+    value = parser.value()
+    if text[parser.pos:].strip():
+        raise FastjsonError(f"trailing data at {parser.pos}")
+    return value
+
+
+def dumps_object_keys(value: Any) -> bytes:
+    """Write ``value`` as fastjson does: dict keys that are tuples of pairs (see
+    :func:`loads_object_keys`) or objects with ``to_json()`` become JSON objects; other keys
+    are quoted strings; object fields in alphabetical order."""
+    out: list[bytes] = []
+    _dump(value, out)
+    return b"".join(out)
+
+
+def _dump(value: Any, out: list[bytes]) -> None:
+    if isinstance(value, dict):
+        out.append(b"{")
+        first = True
+        for key, item in value.items():
+            if not first:
+                out.append(b",")
+            first = False
+            if isinstance(key, tuple):
+                _dump(dict(key), out)
+            elif hasattr(key, "to_json"):
+                _dump(key.to_json(), out)
+            else:
+                out.append(orjson.dumps(str(key)))
+            out.append(b":")
+            _dump(item, out)
+        out.append(b"}")
+    elif isinstance(value, (list, tuple)):
+        out.append(b"[")
+        for index, item in enumerate(value):
+            if index:
+                out.append(b",")
+            _dump(item, out)
+        out.append(b"]")
+    elif hasattr(value, "to_json"):
+        _dump(value.to_json(), out)
+    else:
+        out.append(orjson.dumps(value, option=orjson.OPT_SORT_KEYS))

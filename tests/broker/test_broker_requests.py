@@ -1,0 +1,271 @@
+"""The broker in this process, driven over the wire by a RemotingClient: sends (single, batch,
+compressed, permissions, bad fields), pulls (records as stored, tags, long polling), offsets,
+unknown codes."""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+import zlib
+from pathlib import Path
+
+import broker_helpers
+import orjson
+from broker_helpers import cluster, props, pull_fields, send_fields
+
+from rocketstore.broker.config import PERM_READ
+from rocketstore.message import MessageProperty
+from rocketstore.remoting import RequestCode, ResponseCode
+from rocketstore.store.layout import CONFIG_DIR
+
+arun = broker_helpers.arun
+
+SEND = RequestCode.SEND_MESSAGE
+PULL = RequestCode.PULL_MESSAGE
+
+
+def records(body: bytes) -> list:
+    """Decode pull bodies with the reference codec (independent of the store's decoder)."""
+    import refcodec
+
+    out = []
+    pos = 0
+    while pos < len(body):
+        size = struct.unpack_from(">i", body, pos)[0]
+        out.append(refcodec.decode_record(body[pos:pos + size]))
+        pos += size
+    return out
+
+
+def test_send_then_pull_returns_the_stored_records(arun, tmp_path: Path) -> None:
+    async def main() -> None:
+        async with cluster(tmp_path / "store") as cl:
+            sent = []
+            for i in range(5):
+                r = await cl.call(SEND, send_fields("orders", i % 2, props(TAGS="paid", KEYS=f"o-{i}", UNIQ_KEY=f"U{i:031d}")),
+                                  f"body-{i}".encode())
+                assert r.code == ResponseCode.SUCCESS, r.remark
+                assert r.ext_fields["queueId"] == str(i % 2)
+                assert len(r.ext_fields["msgId"]) == 32
+                sent.append(r.ext_fields)
+            assert [s["queueOffset"] for s in sent] == ["0", "0", "1", "1", "2"]
+            assert cl.broker.topics.select("orders").write_queue_nums == 4   # from TBW102, capped at 4
+            await cl.dispatched()
+            r = await cl.call(PULL, pull_fields("g1", "orders", 0, 0))
+            assert r.code == ResponseCode.SUCCESS, r.remark
+            assert r.ext_fields["nextBeginOffset"] == "3" and r.ext_fields["maxOffset"] == "3"
+            got = records(r.body_bytes())
+            assert [g.body for g in got] == [b"body-0", b"body-2", b"body-4"]
+            assert got[0].properties["TAGS"] == "paid"
+            assert got[0].properties[MessageProperty.CLUSTER] == "DefaultCluster"
+            assert got[0].properties["UNIQ_KEY"] == "U" + "0" * 31
+            # byte for byte what the store holds
+            store = cl.broker.store
+            stored = store.look_message_by_offset(got[0].commitLogOffset)
+            assert bytes(stored.record) == r.body_bytes()[:stored.store_size]
+            # the reply body is the mapped records themselves, not a joined copy
+            ctx = next(iter(cl.broker.server.connections))
+            from rocketstore.remoting import create_request
+
+            reply = cl.broker.pull_processor.process(
+                ctx, create_request(PULL, {k: str(v) for k, v in pull_fields("g1", "orders", 0, 0).items()}),
+                allow_suspend=False)
+            assert isinstance(reply.body, list) and all(isinstance(b, memoryview) for b in reply.body)
+            # past the end without suspending: PULL_NOT_FOUND at once
+            await cl.dispatched()
+            r = await cl.call(PULL, pull_fields("g1", "orders", 0, 3))
+            assert r.code == ResponseCode.PULL_NOT_FOUND
+            # an offset far past the end: moved
+            await cl.dispatched()
+            r = await cl.call(PULL, pull_fields("g1", "orders", 0, 50))
+            assert r.code == ResponseCode.PULL_OFFSET_MOVED
+
+    arun(main())
+
+
+def test_pull_filters_tags(arun, tmp_path: Path) -> None:
+    async def main() -> None:
+        async with cluster(tmp_path / "store") as cl:
+            for i, tag in enumerate(["A", "B", "C", "A", "B"]):
+                r = await cl.call(SEND, send_fields("t", 0, props(TAGS=tag)), f"{tag}{i}".encode())
+                assert r.code == 0
+            await cl.dispatched()
+            r = await cl.call(PULL, pull_fields("g", "t", 0, 0, subscription="A || C"))
+            assert r.code == ResponseCode.SUCCESS
+            assert [g.body for g in records(r.body_bytes())] == [b"A0", b"C2", b"A3"]
+            # only non-matching messages left: retry immediately, past them
+            await cl.dispatched()
+            r = await cl.call(PULL, pull_fields("g", "t", 0, 4, subscription="A || C"))
+            assert r.code == ResponseCode.PULL_RETRY_IMMEDIATELY
+            assert r.ext_fields["nextBeginOffset"] == "5"
+
+    arun(main())
+
+
+def test_long_polling_holds_until_a_message_arrives_or_the_timeout(arun, tmp_path: Path) -> None:
+    async def main() -> None:
+        async with cluster(tmp_path / "store") as cl:
+            loop = asyncio.get_running_loop()
+            assert (await cl.call(SEND, send_fields("lp", 1), b"first")).code == 0
+            # held for its suspend time, then PULL_NOT_FOUND
+            t0 = loop.time()
+            await cl.dispatched()
+            r = await cl.call(PULL, pull_fields("g", "lp", 1, 1, suspend_ms=600))
+            assert r.code == ResponseCode.PULL_NOT_FOUND
+            assert 0.5 <= loop.time() - t0 < 3
+            # woken by an arrival long before its timeout
+            waiting = asyncio.ensure_future(cl.call(PULL, pull_fields("g", "lp", 1, 1, suspend_ms=15000), timeout=20))
+            await asyncio.sleep(0.3)
+            assert not waiting.done()
+            assert cl.broker.hold_service.held_count == 1
+            # other requests keep flowing meanwhile
+            assert (await cl.call(RequestCode.GET_MAX_OFFSET, {"topic": "lp", "queueId": 1})).ext_fields["offset"] == "1"
+            t0 = loop.time()
+            assert (await cl.call(SEND, send_fields("lp", 1), b"second")).code == 0
+            r = await waiting
+            assert loop.time() - t0 < 2
+            assert r.code == ResponseCode.SUCCESS
+            assert [g.body for g in records(r.body_bytes())] == [b"second"]
+            assert cl.broker.hold_service.held_count == 0
+            # an arrival of a message the pull's tags do not match keeps it held
+            waiting = asyncio.ensure_future(cl.call(PULL, pull_fields("g", "lp", 1, 2, suspend_ms=1500, subscription="X"), timeout=10))
+            await asyncio.sleep(0.2)
+            assert (await cl.call(SEND, send_fields("lp", 1, props(TAGS="Y")), b"y")).code == 0
+            await asyncio.sleep(0.5)
+            assert not waiting.done()
+            assert (await cl.call(SEND, send_fields("lp", 1, props(TAGS="X")), b"x")).code == 0
+            r = await waiting
+            assert r.code == ResponseCode.SUCCESS
+            assert [g.body for g in records(r.body_bytes())] == [b"x"]
+
+    arun(main())
+
+
+def test_a_pull_commits_the_offset_it_carries(arun, tmp_path: Path) -> None:
+    async def main() -> None:
+        async with cluster(tmp_path / "store") as cl:
+            for i in range(3):
+                await cl.call(SEND, send_fields("c", 0), b"m%d" % i)
+            r = await cl.call(RequestCode.QUERY_CONSUMER_OFFSET, {"consumerGroup": "g", "topic": "c", "queueId": 0})
+            assert r.code == ResponseCode.SUCCESS and r.ext_fields["offset"] == "0"   # never committed: min
+            await cl.dispatched()
+            r = await cl.call(PULL, pull_fields("g", "c", 0, 2, commit_offset=2))
+            assert r.code == ResponseCode.SUCCESS
+            r = await cl.call(RequestCode.QUERY_CONSUMER_OFFSET, {"consumerGroup": "g", "topic": "c", "queueId": 0})
+            assert r.ext_fields["offset"] == "2"
+            r = await cl.call(RequestCode.UPDATE_CONSUMER_OFFSET,
+                              {"consumerGroup": "g", "topic": "c", "queueId": 0, "commitOffset": 3})
+            assert r.code == ResponseCode.SUCCESS
+            r = await cl.call(RequestCode.QUERY_CONSUMER_OFFSET, {"consumerGroup": "g", "topic": "c", "queueId": 0})
+            assert r.ext_fields["offset"] == "3"
+            for code, field, expected in ((RequestCode.GET_MAX_OFFSET, "offset", "3"),
+                                          (RequestCode.GET_MIN_OFFSET, "offset", "0")):
+                r = await cl.call(code, {"topic": "c", "queueId": 0})
+                assert r.ext_fields[field] == expected
+            r = await cl.call(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, {"topic": "c", "queueId": 0, "timestamp": 0})
+            assert r.code == 0 and r.ext_fields["offset"] == "0"
+            r = await cl.call(RequestCode.GET_EARLIEST_MSG_STORETIME, {"topic": "c", "queueId": 0})
+            assert r.code == 0 and int(r.ext_fields["timestamp"]) > 1_600_000_000_000
+            # the C++ client's numbers in extFields, a negative offset refused
+            r = await cl.call(RequestCode.UPDATE_CONSUMER_OFFSET,
+                              {"consumerGroup": "g", "topic": "c", "queueId": 0, "commitOffset": -5})
+            assert r.code == ResponseCode.SYSTEM_ERROR
+        # written at shutdown, read back at the next start
+        data = orjson.loads((tmp_path / "store" / CONFIG_DIR / "consumerOffset.json").read_bytes())
+        assert data["offsetTable"]["c@g"] == {"0": 3}
+        async with cluster(tmp_path / "store") as cl:
+            r = await cl.call(RequestCode.QUERY_CONSUMER_OFFSET, {"consumerGroup": "g", "topic": "c", "queueId": 0})
+            assert r.ext_fields["offset"] == "3"
+            await cl.dispatched()
+            r = await cl.call(PULL, pull_fields("g", "c", 0, 2))
+            assert [g.body for g in records(r.body_bytes())] == [b"m2"]
+
+    arun(main())
+
+
+def test_batch_and_compressed_sends_are_stored_as_sent(arun, tmp_path: Path) -> None:
+    def batch_entry(body: bytes, properties: str) -> bytes:
+        p = properties.encode()
+        size = 4 * 5 + len(body) + 2 + len(p)
+        return struct.pack(">iiiii", size, 0, 0, 0, len(body)) + body + struct.pack(">h", len(p)) + p
+
+    async def main() -> None:
+        async with cluster(tmp_path / "store") as cl:
+            body = b"".join(batch_entry(b"batch-%d" % i, props(KEYS=f"bk{i}", UNIQ_KEY=f"B{i:031d}"))
+                            for i in range(3))
+            r = await cl.call(SEND, send_fields("b", 2, props(WAIT="true"), batch="1"), body)
+            assert r.code == ResponseCode.SUCCESS, r.remark
+            assert len(r.ext_fields["msgId"].split(",")) == 3 and r.ext_fields["queueOffset"] == "0"
+            await cl.dispatched()
+            r = await cl.call(PULL, pull_fields("g", "b", 2, 0))
+            got = records(r.body_bytes())
+            assert [(g.body, g.queueOffset, g.properties["KEYS"]) for g in got] == [
+                (b"batch-0", 0, "bk0"), (b"batch-1", 1, "bk1"), (b"batch-2", 2, "bk2")]
+            # a broken batch body stores nothing
+            r = await cl.call(SEND, send_fields("b", 2, batch="true"), body[:-3])
+            assert r.code == ResponseCode.MESSAGE_ILLEGAL
+            assert (await cl.call(RequestCode.GET_MAX_OFFSET, {"topic": "b", "queueId": 2})).ext_fields["offset"] == "3"
+            # compressed with sysFlag 1: stored as sent
+            payload = zlib.compress(b"x" * 5000)
+            r = await cl.call(SEND, send_fields("z", 0, sysFlag=1), payload)
+            assert r.code == 0
+            await cl.dispatched()
+            r = await cl.call(PULL, pull_fields("g", "z", 0, 0))
+            (rec,) = records(r.body_bytes())
+            assert rec.sysFlag & 1 and rec.body == payload
+
+    arun(main())
+
+
+def test_send_checks(arun, tmp_path: Path) -> None:
+    async def main() -> None:
+        async with cluster(tmp_path / "store") as cl:
+            r = await cl.call(SEND, send_fields("SCHEDULE_TOPIC_XXXX"), b"x")
+            assert r.code == ResponseCode.NO_PERMISSION
+            r = await cl.call(SEND, send_fields("nodefault", defaultTopic="NOPE"), b"x")
+            assert r.code == ResponseCode.TOPIC_NOT_EXIST
+            r = await cl.call(SEND, send_fields("bad topic!"), b"x")
+            assert r.code == ResponseCode.SYSTEM_ERROR
+            r = await cl.call(SEND, send_fields("q", 99), b"x")
+            assert r.code == ResponseCode.SYSTEM_ERROR and "queueId" in r.remark
+            fields = send_fields("q")
+            fields["queueId"] = "zero"
+            r = await cl.call(SEND, fields, b"x")
+            assert r.code == ResponseCode.SYSTEM_ERROR and "queueId" in r.remark
+            del fields["queueId"]
+            r = await cl.call(SEND, fields, b"x")
+            assert r.code == ResponseCode.SYSTEM_ERROR and "queueId" in r.remark
+            r = await cl.call(RequestCode.UPDATE_AND_CREATE_TOPIC,
+                              {"topic": "ro", "readQueueNums": 2, "writeQueueNums": 2, "perm": PERM_READ})
+            assert r.code == 0
+            r = await cl.call(SEND, send_fields("ro"), b"x")
+            assert r.code == ResponseCode.NO_PERMISSION
+            r = await cl.call(SEND, send_fields("big"), b"x" * (4 * 1024 * 1024 + 1))
+            assert r.code == ResponseCode.MESSAGE_ILLEGAL
+            r = await cl.call(SEND, send_fields("tx", 0, props(TRAN_MSG="true")), b"x")
+            assert r.code == ResponseCode.NO_PERMISSION
+            r = await cl.call(SEND, send_fields("q", 0, props(TAGS="a\x00b")), b"x")
+            assert r.code == ResponseCode.MESSAGE_ILLEGAL and "NUL" in r.remark
+            r = await cl.call(SEND, send_fields("q", 0, flag=2**40), b"x")
+            assert r.code == ResponseCode.MESSAGE_ILLEGAL
+            r = await cl.call(9999, {})
+            assert r.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
+            # nothing of the refused sends was stored
+            assert cl.broker.store.get_max_offset_in_queue("q", 0) == 0
+
+    arun(main())
+
+
+def test_send_v2_and_random_queue(arun, tmp_path: Path) -> None:
+    async def main() -> None:
+        async with cluster(tmp_path / "store") as cl:
+            v2 = {"a": "PG", "b": "v2", "c": "TBW102", "d": 4, "e": -1, "f": 0, "g": 1, "h": 0,
+                  "i": props(TAGS="t")}
+            r = await cl.call(RequestCode.SEND_MESSAGE_V2, v2, b"v2-body")
+            assert r.code == 0 and 0 <= int(r.ext_fields["queueId"]) < 4
+            qid = int(r.ext_fields["queueId"])
+            await cl.dispatched()
+            r = await cl.call(PULL, pull_fields("g", "v2", qid, 0))
+            assert records(r.body_bytes())[0].body == b"v2-body"
+
+    arun(main())

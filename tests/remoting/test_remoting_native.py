@@ -1,0 +1,312 @@
+"""The native frame codec (_frames) against the plain-Python reference (pycodec): the same
+commands, errors and bytes for well-formed and hostile input alike (random bytes, lengths up
+to 2^31, broken JSON, wrong types in every header field), and the frame writer's batching."""
+
+from __future__ import annotations
+
+import json
+import struct
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from rocketstore.remoting import (
+    FLAG_ONEWAY,
+    FLAG_RESPONSE,
+    FrameError,
+    HeaderError,
+    RemotingCommand,
+    codec,
+    create_request,
+    create_response,
+    pycodec,
+)
+from rocketstore.remoting.codes import DEFAULT_LANGUAGE, ROCKETMQ_VERSION_4_9_8
+
+FIELDS = ("code", "language", "version", "opaque", "flag", "remark", "ext_fields", "serialize_type")
+int32 = st.integers(min_value=-(2**31), max_value=2**31 - 1)
+int16 = st.integers(min_value=-(2**15), max_value=2**15 - 1)
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=12),
+    lambda children: st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=6), children, max_size=3),
+    max_leaves=6,
+)
+field_values = {
+    "code": st.one_of(int32, json_values, st.sampled_from(["105", "-3", "x", "99999999999"])),
+    "language": st.one_of(st.sampled_from(["JAVA", "CPP", "GO", "KLINGON", ""]), st.integers(-3, 300), json_values),
+    "version": st.one_of(int32, json_values),
+    "opaque": st.one_of(int32, st.integers(min_value=2**31, max_value=2**40), st.sampled_from(["7", "-7", "1e3"]), json_values),
+    "flag": st.one_of(st.integers(0, 3), json_values),
+    "remark": st.one_of(st.none(), st.text(max_size=20), json_values),
+    "extFields": st.one_of(
+        st.none(),
+        st.dictionaries(st.text(max_size=10), st.one_of(st.text(max_size=10), json_values), max_size=5),
+        json_values,
+    ),
+}
+
+
+@st.composite
+def json_headers(draw: st.DrawFn) -> bytes:
+    """A JSON header whose fields are right, missing, or of any wrong type."""
+    header = {}
+    for name, values in field_values.items():
+        if draw(st.booleans()) or name in ("code", "opaque"):
+            header[name] = draw(values)
+    text = json.dumps(header, ensure_ascii=False).encode()  # any int, unlike orjson
+    if draw(st.integers(0, 9)) == 0:  # broken JSON: cut, or a byte changed
+        cut = draw(st.integers(0, len(text)))
+        text = text[:cut] + draw(st.binary(max_size=3))
+    if draw(st.booleans()):
+        text += b"\n"  # the C++ client's trailing newline
+    return text
+
+
+def frame(header: bytes, body: bytes = b"", serialize_type: int = 0) -> bytes:
+    return struct.pack(">II", 4 + len(header) + len(body), (serialize_type << 24) | len(header)) + header + body
+
+
+def snapshot(item: Any) -> tuple[Any, ...]:
+    if isinstance(item, HeaderError):
+        return ("error", str(item), item.opaque, item.flag, item.serialize_type)
+    assert type(item) is RemotingCommand, type(item)
+    return ("command", *(getattr(item, name) for name in FIELDS), item.body_bytes())
+
+
+def feed_both(chunks: list[bytes], max_frame_bytes: int = 1 << 20) -> None:
+    """Feed the same chunks to both decoders: same commands, same errors, same leftovers."""
+    native, reference = codec.FrameDecoder(max_frame_bytes), pycodec.FrameDecoder(max_frame_bytes)
+    for chunk in chunks:
+        try:
+            expected = reference.feed(chunk)
+        except FrameError as exc:
+            with pytest.raises(FrameError) as raised:
+                native.feed(chunk)
+            assert str(raised.value) == str(exc)
+            return
+        got = native.feed(chunk)
+        assert [snapshot(item) for item in got] == [snapshot(item) for item in expected]
+        assert native.buffered == reference.buffered
+
+
+@given(st.lists(json_headers(), min_size=1, max_size=5), st.binary(max_size=40))
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_json_headers_of_any_shape_decode_as_the_reference_does(headers: list[bytes], body: bytes) -> None:
+    feed_both([b"".join(frame(h, body) for h in headers)])
+
+
+@given(st.binary(max_size=600), st.integers(1, 64))
+@settings(max_examples=600, deadline=None)
+def test_random_bytes(data: bytes, step: int) -> None:
+    feed_both([data[i : i + step] for i in range(0, len(data), step)], max_frame_bytes=4096)
+
+
+@given(st.integers(min_value=0, max_value=2**32 - 1), st.binary(max_size=64),
+       st.sampled_from([8, 1024, 1 << 24, 2**31, 2**31 + 7]))
+@settings(max_examples=400, deadline=None)
+def test_any_length_up_to_2_pow_31_and_beyond(length: int, rest: bytes, limit: int) -> None:
+    """Lengths are checked before anything is buffered: a frame over the limit (up to 2^31
+    and past it) fails at once, one under it only waits for its bytes."""
+    feed_both([struct.pack(">I", length) + rest], max_frame_bytes=limit)
+    decoder = codec.FrameDecoder(limit)
+    try:
+        decoder.feed(struct.pack(">I", length))
+    except FrameError:
+        assert length < 4 or length + 4 > limit
+    else:
+        assert 4 <= length and length + 4 <= limit
+        assert decoder.buffered == 4  # nothing reserved for the announced length
+
+
+@st.composite
+def binary_headers(draw: st.DrawFn) -> bytes:
+    """RocketMQ binary headers with honest or lying lengths."""
+    fixed = struct.pack(">hBhii", draw(int16), draw(st.integers(0, 255)), draw(int16), draw(int32), draw(int32))
+    remark = draw(st.binary(max_size=10))
+    remark_length = draw(st.one_of(st.just(len(remark)), int32))
+    entries = b""
+    for _ in range(draw(st.integers(0, 3))):
+        key, value = draw(st.binary(max_size=8)), draw(st.binary(max_size=8))
+        key_length = draw(st.one_of(st.just(len(key)), int16))
+        value_length = draw(st.one_of(st.just(len(value)), int32))
+        entries += struct.pack(">h", key_length) + key + struct.pack(">i", value_length) + value
+    entries += draw(st.binary(max_size=3))
+    ext_length = draw(st.one_of(st.just(len(entries)), int32))
+    header = fixed + struct.pack(">i", remark_length) + remark + struct.pack(">i", ext_length) + entries
+    return header[: draw(st.integers(0, len(header)))] if draw(st.integers(0, 5)) == 0 else header
+
+
+@given(st.lists(binary_headers(), min_size=1, max_size=4), st.binary(max_size=20))
+@settings(max_examples=600, deadline=None)
+def test_binary_headers_with_lying_lengths(headers: list[bytes], body: bytes) -> None:
+    feed_both([b"".join(frame(h, body, serialize_type=1) for h in headers)])
+    for header in headers:
+        for decode_native, decode_reference in (
+            (codec.decode_binary_header, pycodec.decode_binary_header),
+            (codec.decode_frame, pycodec.decode_frame),
+        ):
+            data = header if decode_native is codec.decode_binary_header else frame(header, body, 1)[4:]
+            try:
+                expected = snapshot(decode_reference(data))
+            except HeaderError as exc:
+                expected = snapshot(exc)
+            try:
+                got = snapshot(decode_native(data))
+            except HeaderError as exc:
+                got = snapshot(exc)
+            assert got == expected
+
+
+@given(st.integers(0, 255), st.binary(max_size=30))
+@settings(max_examples=200, deadline=None)
+def test_unknown_serialize_types_and_header_lengths(serialize_type: int, header: bytes) -> None:
+    word = struct.pack(">I", (serialize_type << 24) | len(header))
+    feed_both([struct.pack(">I", 4 + len(header)) + word + header])
+    # a header length past the frame's end
+    feed_both([struct.pack(">II", 4 + len(header), (serialize_type << 24) | (len(header) + 1)) + header])
+
+
+# ---- encoding --------------------------------------------------------------------------------
+
+commands = st.builds(
+    RemotingCommand,
+    code=int32,
+    language=st.integers(min_value=-5, max_value=300),
+    version=int32,
+    opaque=int32,
+    flag=int32,
+    remark=st.one_of(st.none(), st.text(max_size=30)),
+    ext_fields=st.dictionaries(st.text(max_size=12), st.one_of(st.text(max_size=12), st.integers(), st.none()), max_size=6),
+    body=st.one_of(
+        st.none(),
+        st.binary(max_size=200),
+        st.binary(max_size=200).map(bytearray),
+        st.binary(max_size=200).map(memoryview),
+        st.lists(st.binary(max_size=50), max_size=4),
+        st.lists(st.binary(min_size=9000, max_size=9000), min_size=2, max_size=3),  # over JOIN_BODY_BELOW
+    ),
+    serialize_type=st.sampled_from([0, 1]),
+)
+
+
+def encoded_by(module: Any, cmd: RemotingCommand) -> bytes | str:
+    try:
+        return b"".join(module.encode_frame(cmd))
+    except (ValueError, TypeError, OverflowError, struct.error) as exc:
+        return f"{type(exc).__name__}"
+
+
+@given(commands)
+@settings(max_examples=600, deadline=None)
+def test_encoding_is_the_reference_byte_for_byte(cmd: RemotingCommand) -> None:
+    native, reference = encoded_by(codec, cmd), encoded_by(pycodec, cmd)
+    if isinstance(reference, str):
+        assert isinstance(native, str)  # both refuse (ValueError against struct.error)
+    else:
+        assert native == reference
+        assert codec.encode(cmd) == native
+    try:
+        json_header: bytes | str = pycodec.encode_json_header(cmd)
+    except TypeError as exc:  # orjson: an int over 64 bits
+        json_header = type(exc).__name__
+        with pytest.raises(TypeError):
+            codec.encode_json_header(cmd)
+    else:
+        assert codec.encode_json_header(cmd) == json_header
+
+
+@given(st.lists(commands, min_size=1, max_size=8))
+@settings(max_examples=300, deadline=None)
+def test_frame_writer_queues_what_encode_frame_makes(cmds: list[RemotingCommand]) -> None:
+    writer = codec.FrameWriter()
+    expected = b""
+    for cmd in cmds:
+        before = writer.nbytes
+        try:
+            frame_bytes = b"".join(pycodec.encode_frame(cmd))
+        except (ValueError, TypeError, struct.error):
+            with pytest.raises((ValueError, TypeError, OverflowError)):
+                writer.add(cmd)
+            assert writer.nbytes == before  # a refused command leaves nothing behind
+            continue
+        assert writer.add(cmd) == before + len(frame_bytes)
+        expected += frame_bytes
+    assert b"".join(writer.take()) == expected
+    assert writer.nbytes == 0 and writer.take() == []
+
+
+def test_frame_writer_joins_small_frames_and_passes_large_buffers_through() -> None:
+    big = memoryview(bytearray(b"m" * (codec.JOIN_BODY_BELOW + 1)))
+    records = [memoryview(b"r" * 9000), memoryview(b"s" * 9000)]
+    writer = codec.FrameWriter()
+    for _ in range(3):
+        writer.add(create_response(create_request(10), body=b"small"))
+    writer.add(create_response(create_request(11), body=big))
+    writer.add(create_response(create_request(11), body=records))
+    writer.add(create_response(create_request(10), body=b"tail"))
+    parts = writer.take()
+    # [small frames + big's header] big [records' header] record record [tail frame]
+    assert len(parts) == 6
+    assert parts[1] is big and parts[3] is records[0] and parts[4] is records[1]
+    frames = codec.FrameDecoder().feed(b"".join(parts))
+    assert [f.body_bytes() for f in frames] == [b"small"] * 3 + [bytes(big), b"r" * 9000 + b"s" * 9000, b"tail"]
+
+
+def test_a_body_that_is_not_buffers_is_refused_and_leaves_the_writer_as_it_was() -> None:
+    writer = codec.FrameWriter()
+    writer.add(create_request(1, body=b"ok"))
+    before = writer.nbytes
+    for body in ("text", [b"a", "b"], 42, [b"x", 7]):
+        with pytest.raises(TypeError):
+            writer.add(create_request(1, body=body))  # type: ignore[arg-type]
+        assert writer.nbytes == before
+    with pytest.raises(TypeError):
+        writer.add(create_request(1, {"k": object()}))  # type: ignore[dict-item]
+    assert b"".join(writer.take()) == codec.encode(create_request(1, body=b"ok"))
+
+
+def test_non_contiguous_views_are_refused() -> None:
+    strided = memoryview(b"abcdef")[::2]
+    with pytest.raises(BufferError):
+        codec.encode_frame(create_request(1, body=[strided, b"x"]))
+
+
+# ---- the command ----------------------------------------------------------------------------
+
+
+def test_command_defaults_and_flags_match_the_codes() -> None:
+    cmd = RemotingCommand(5)
+    assert (cmd.language, cmd.version, cmd.opaque, cmd.flag, cmd.remark, cmd.ext_fields, cmd.body, cmd.serialize_type) == (
+        DEFAULT_LANGUAGE, ROCKETMQ_VERSION_4_9_8, 0, 0, None, {}, None, 0)
+    cmd.mark_oneway()
+    assert cmd.flag == FLAG_ONEWAY and cmd.is_oneway and not cmd.is_response
+    cmd.mark_response()
+    assert cmd.flag == FLAG_ONEWAY | FLAG_RESPONSE and cmd.is_response
+    assert create_request(3, oneway=True).flag == FLAG_ONEWAY
+    request = create_request(3, serialize_type=1)
+    request.opaque = 77
+    reply = create_response(request, 17, "no", {"a": "b"}, b"x")
+    assert (reply.code, reply.opaque, reply.flag, reply.serialize_type, reply.remark, reply.ext_fields, reply.body) == (
+        17, 77, FLAG_RESPONSE, 1, "no", {"a": "b"}, b"x")
+    assert RemotingCommand(1, ext_fields=None).ext_fields == {}
+    assert "request code=5" not in repr(cmd) and "code=5" in repr(cmd)
+
+
+def test_command_fields_are_int32() -> None:
+    cmd = RemotingCommand(1)
+    cmd.opaque = 2**31 - 1
+    cmd.code = -(2**31)
+    with pytest.raises(OverflowError):
+        cmd.opaque = 2**31
+    with pytest.raises(TypeError):
+        cmd.code = "10"  # type: ignore[assignment]
+
+
+def test_body_length_and_bytes() -> None:
+    assert RemotingCommand(1, body=[b"ab", memoryview(b"cde"), bytearray(b"f")]).body_length == 6
+    assert RemotingCommand(1, body=[b"ab", memoryview(b"cde")]).body_bytes() == b"abcde"
+    assert RemotingCommand(1, body=memoryview(b"xy")).body_bytes() == b"xy"
+    assert RemotingCommand(1).body_length == 0 and RemotingCommand(1).body_bytes() == b""
