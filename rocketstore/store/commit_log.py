@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import os
+import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
@@ -42,6 +43,8 @@ from rocketstore.store.transient_store_pool import TransientStorePool
 
 log = logging.getLogger("rocketstore.store")
 
+BLANK_MAGIC = 0xCBD43194
+
 
 @dataclass
 class LogScan:
@@ -66,6 +69,16 @@ def _readable_end(mf: MappedFile) -> int:
     """Where a walk of mf ends: its read position, or its first hole before that (nothing
     is written past the blocks a file has; reading a hole on tmpfs would take space)."""
     return max(0, min(mf.read_position, mf.allocated_position))
+
+
+def _fills_segment(mf: MappedFile, pos: int, segment: int) -> bool:
+    """Whether an END_FILE blank at pos fills the rest of the segment exactly. A walk bounded
+    by the file's blocks (_readable_end) sees a blank whose size reaches into the hole after
+    it as too long; it is the segment's valid end (the writer gives it blocks for 8 bytes)."""
+    if pos + 8 > _readable_end(mf):
+        return False
+    size, magic = struct.unpack(">iI", mf.read(pos, 8))
+    return magic == BLANK_MAGIC and size == segment - pos
 
 
 def _report_damage(on_damage: Callable[[DamagedRange], None] | None, damaged: DamagedRange,
@@ -212,7 +225,8 @@ class CommitLog:
                 pos = batch.stop_position
                 if batch.stop_status == "limit":
                     continue
-                if batch.stop_status == "blank":
+                if batch.stop_status == "blank" or (batch.stop_status == "corrupt" and
+                                                    _fills_segment(mf, pos, segment)):
                     valid_data(base + segment)
                     break
                 if pos >= data_end:
@@ -478,7 +492,9 @@ class CommitLog:
                 offset = max(offset, self.min_offset(), base + mf.file_size)
                 continue
             stop = base + found.stop_position
-            if found.stop_status == "blank":
+            if found.stop_status == "blank" or (found.stop_status == "corrupt" and
+                                                _fills_segment(mf, found.stop_position,
+                                                               segment)):
                 offset = base + segment
             elif found.stop_position >= end:
                 if ahead:
@@ -549,7 +565,9 @@ class CommitLog:
                 return
             if batch.stop_status == "limit":
                 offset = at
-            elif batch.stop_status == "blank":
+            elif batch.stop_status == "blank" or (batch.stop_status == "corrupt" and
+                                                  _fills_segment(mf, batch.stop_position,
+                                                                 segment)):
                 offset = base + segment
             elif batch.stop_position >= limit:
                 if ahead:
@@ -615,7 +633,9 @@ class CommitLog:
                 return None
             if batch.stop_status == "limit":
                 offset = base + batch.stop_position
-            elif batch.stop_status == "blank" or batch.stop_position >= stop_at:
+            elif batch.stop_status == "blank" or batch.stop_position >= stop_at or (
+                    batch.stop_status == "corrupt" and _fills_segment(mf, batch.stop_position,
+                                                                      segment)):
                 offset = base + segment
             else:
                 offset = max(self.find_damage(base + batch.stop_position, batch.reason).end,

@@ -139,12 +139,13 @@ class _QueueCheck:
         if not files:
             return 0, np.zeros(0, UNIT_DTYPE)
         first = files[0].file_from_offset // 20
-        # the files as they are on disk: up to their size, not to where recovery put the
-        # queue's end (units past an invalid one are checked too)
+        # the files as they are on disk: up to their first hole (nothing is written past
+        # it), not to where recovery put the queue's end (units past an invalid one are
+        # checked too)
         out = np.zeros((files[-1].file_from_offset // 20 - first)
-                       + files[-1].file_size // 20, UNIT_DTYPE)
+                       + _written(files[-1]) // 20, UNIT_DTYPE)
         for mf in files:
-            n = mf.file_size // 20
+            n = _written(mf) // 20
             if n:
                 at = mf.file_from_offset // 20 - first
                 out[at:at + n] = np.frombuffer(mf.view(0, n * 20), UNIT_DTYPE)
@@ -231,6 +232,12 @@ class _QueueCheck:
                 self.report.consume_queues.add(
                     f"{cq.topic}:{cq.queue_id}: invalid unit {end + first} before later "
                     "units")
+
+
+def _written(mf) -> int:
+    """Bytes of mf up to its first hole (a hole holds nothing; reading it on tmpfs would
+    take space)."""
+    return max(0, min(mf.file_size, mf.allocated_position))
 
 
 def _in_ranges(offsets: np.ndarray, ranges: list[DamagedRange]) -> np.ndarray:
