@@ -496,3 +496,13 @@ def test_sigkill_during_deletion_loses_nothing_unexpired(tmp_path: Path) -> None
             for seq in [s for s, a in acked.items() if a[2] < min_phy]:
                 del acked[seq]          # expired and deleted by retention
     assert len(killed_after) == 30
+
+
+def test_disk_usage_is_what_df_shows(tmp_path: Path) -> None:
+    from rocketstore.store.services.clean import disk_used_ratio
+
+    st = os.statvfs(tmp_path)
+    used = st.f_blocks - st.f_bfree
+    assert disk_used_ratio(str(tmp_path / "not" / "there")) == pytest.approx(
+        used / (used + st.f_bavail), abs=0.01)
+    assert 0.0 <= disk_used_ratio(str(tmp_path)) <= 1.0
