@@ -5,6 +5,7 @@ record in place. Readers go lock-free through positions published after the byte
 """
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import struct
@@ -44,6 +45,23 @@ from rocketstore.store.transient_store_pool import TransientStorePool
 log = logging.getLogger("rocketstore.store")
 
 BLANK_MAGIC = 0xCBD43194
+
+
+#: the errnos that mean the file system has no room for what is asked (a full disk, a quota)
+NO_ROOM_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+
+def os_errno(exc: BaseException) -> int | None:
+    """The errno of exc or of the first exception in its chain that has one (a file made on
+    the allocation thread fails there; the put sees an error raised from it)."""
+    seen: BaseException | None = exc
+    for _ in range(8):
+        if seen is None:
+            return None
+        if isinstance(seen, OSError) and seen.errno is not None:
+            return int(seen.errno)
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 @dataclass
@@ -367,9 +385,15 @@ class CommitLog:
             self.put_path.file = self.queue.last_file_for_append(0)
             self.roll_error = None
         except OSError as exc:
+            code = os_errno(exc)
+            if code in NO_ROOM_ERRNOS:      # as the writer says when a file cannot grow
+                reason = (f"no room on disk for CommitLog file {self.queue.next_file_path()}: "
+                          f"{os.strerror(code)}")
+            else:
+                reason = f"creating the next CommitLog file failed: {exc}"
             if self.roll_error is None:     # once per outage: every put would say it
-                log.error("creating the next CommitLog file failed: %s", exc)
-            self.roll_error = f"creating the next CommitLog file failed: {exc}"
+                log.error("%s: puts fail with CREATE_MAPPED_FILE_FAILED until it works", reason)
+            self.roll_error = reason
             self.put_path.file = None
         return self.put_path.file
 

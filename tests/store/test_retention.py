@@ -484,6 +484,9 @@ def test_sigkill_during_deletion_loses_nothing_unexpired(tmp_path: Path) -> None
             min_phy = store.get_min_phy_offset()
             kept = {seq: a for seq, a in acked.items() if a[2] >= min_phy}
             assert kept, f"round {round_no}: nothing left to check"
+            # the segment being written is never deleted: the newest acknowledged one stays
+            newest = max(a[2] for a in acked.values())
+            assert newest >= min_phy, (round_no, newest, min_phy)
             for seq, (qid, qoff, phy) in kept.items():
                 msg = store.look_message_by_offset(phy)
                 assert msg is not None and bytes(msg.body) == child.body(seq), (round_no, seq)
