@@ -616,6 +616,11 @@ class MessageStore(ColumnarReads):
         found: dict[int, MessageExt] = {}
 
         def verify(phy: int) -> bool:
+            damaged = self.commit_log.damage.covering(phy)
+            if damaged is not None:
+                log.error("query_message %s#%s skips CommitLog offset %d: in the damaged "
+                          "range %s", topic, key, phy, damaged)
+                return False
             try:
                 msg = self.commit_log.look_message_by_offset(phy)
             except (record.CorruptRecordError, ValueError):
@@ -645,6 +650,11 @@ class MessageStore(ColumnarReads):
         """The message of an offsetMsgId (store host + CommitLog offset)."""
         _host, offset = hosts.parse_msg_id(msg_id)
         if offset < self.commit_log.min_offset() or offset >= self.commit_log.max_offset():
+            return None
+        damaged = self.commit_log.damage.covering(offset)
+        if damaged is not None:
+            log.error("view_message %s: CommitLog offset %d is in the damaged range %s",
+                      msg_id, offset, damaged)
             return None
         try:
             return self.commit_log.look_message_by_offset(offset)
