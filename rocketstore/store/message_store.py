@@ -615,8 +615,10 @@ class MessageStore(ColumnarReads):
             raise ValueError(f"begin {begin} is after end {end}")
         found: dict[int, MessageExt] = {}
 
+        damage = self.commit_log.damage
+
         def verify(phy: int) -> bool:
-            damaged = self.commit_log.damage.covering(phy)
+            damaged = damage.covering(phy) if damage.ranges else None
             if damaged is not None:
                 log.error("query_message %s#%s skips CommitLog offset %d: in the damaged "
                           "range %s", topic, key, phy, damaged)
@@ -633,7 +635,7 @@ class MessageStore(ColumnarReads):
             return True
 
         offsets = self.index_service.query(topic, key, max_num, begin, end, verify)
-        for hole in list(self.index_service.holes):
+        for hole in self.index_service.holes[:] if self.index_service.holes else ():
             # a damaged IndexFile's range: the CommitLog answers
             if len(offsets) >= max_num:
                 break
