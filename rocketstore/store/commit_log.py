@@ -89,6 +89,12 @@ def _readable_end(mf: MappedFile) -> int:
     return max(0, min(mf.read_position, mf.allocated_position))
 
 
+def _commit_pending(mf: MappedFile) -> bool:
+    """Whether mf holds appended bytes that readers may not see yet (a write buffer not yet
+    committed): the readable log ends there for now, even when a newer file exists."""
+    return mf.wrote_position > mf.read_position
+
+
 def _fills_segment(mf: MappedFile, pos: int, segment: int) -> bool:
     """Whether an END_FILE blank at pos fills the rest of the segment exactly. A walk bounded
     by the file's blocks (_readable_end) sees a blank whose size reaches into the hole after
@@ -428,7 +434,7 @@ class CommitLog:
         pos = offset - mf.file_from_offset
         if pos >= mf.read_position or (size is not None and pos + size > mf.read_position):
             return None
-        if self.damage and self.damage.covering(offset) is not None:
+        if self.damage.ranges and self.damage.covering(offset) is not None:
             return None
         try:
             msg = record.decode_at(mf, pos)
@@ -493,7 +499,7 @@ class CommitLog:
         segment = self.queue.mapped_file_size
         first = offset     # the caller's start: no record there is their error, not damage
         while offset < self.max_offset():
-            damaged = self.damage.covering(offset) if self.damage else None
+            damaged = self.damage.covering(offset) if self.damage.ranges else None
             mf = None if damaged is not None else self.queue.find_by_offset(offset)
             if damaged is None and mf is None:
                 low = self.min_offset()
@@ -509,7 +515,7 @@ class CommitLog:
             base = mf.file_from_offset
             pos = offset - base
             end = _readable_end(mf)
-            ahead = self.damage.overlapping(offset, base + end) if self.damage else []
+            ahead = self.damage.overlapping(offset, base + end) if self.damage.ranges else []
             if ahead:
                 end = ahead[0].start - base
             try:
@@ -533,7 +539,7 @@ class CommitLog:
                     offset = ahead[0].start
                 elif _readable_end(mf) > end:   # a writer appended meanwhile: go on
                     offset = stop
-                elif mf is self.queue.files[-1]:
+                elif mf is self.queue.files[-1] or _commit_pending(mf):
                     return
                 elif end < segment:     # a file cut short (or with a hole): the rest
                     damaged = self.damage.add(stop, base + segment, "segment file cut short") \
@@ -563,7 +569,7 @@ class CommitLog:
             stop = self.max_offset() if end is None else min(end, self.max_offset())
             if offset >= stop:
                 return
-            damaged = self.damage.covering(offset) if self.damage else None
+            damaged = self.damage.covering(offset) if self.damage.ranges else None
             if damaged is not None:
                 offset = max(damaged.end, offset + 1)
                 continue
@@ -577,7 +583,7 @@ class CommitLog:
                 continue
             base = mf.file_from_offset
             limit = _readable_end(mf)
-            ahead = self.damage.overlapping(offset, base + limit) if self.damage else []
+            ahead = self.damage.overlapping(offset, base + limit) if self.damage.ranges else []
             if ahead:
                 limit = ahead[0].start - base
             try:
@@ -606,7 +612,7 @@ class CommitLog:
                     offset = ahead[0].start
                 elif _readable_end(mf) > limit:     # a writer appended meanwhile: go on
                     offset = at
-                elif mf is self.queue.files[-1]:
+                elif mf is self.queue.files[-1] or _commit_pending(mf):
                     return
                 else:
                     offset = base + segment
@@ -637,7 +643,7 @@ class CommitLog:
         end = min(end, self.max_offset())
         segment = self.queue.mapped_file_size
         while offset < end:
-            damaged = self.damage.covering(offset) if self.damage else None
+            damaged = self.damage.covering(offset) if self.damage.ranges else None
             if damaged is not None:
                 offset = damaged.end
                 continue
