@@ -407,7 +407,7 @@ class CommitLog:
         pos = offset - mf.file_from_offset
         if pos >= mf.read_position or (size is not None and pos + size > mf.read_position):
             return None
-        if self.damage and self.damage.covering(offset) is not None:
+        if self.damage.ranges and self.damage.covering(offset) is not None:
             return None
         msg = record.decode_at(mf, pos)
         return None if size is not None and msg.store_size != size else msg
@@ -467,7 +467,7 @@ class CommitLog:
         segment = self.queue.mapped_file_size
         first = offset     # the caller's start: no record there is their error, not damage
         while offset < self.max_offset():
-            damaged = self.damage.covering(offset) if self.damage else None
+            damaged = self.damage.covering(offset) if self.damage.ranges else None
             mf = None if damaged is not None else self.queue.find_by_offset(offset)
             if damaged is None and mf is None:
                 low = self.min_offset()
@@ -483,7 +483,7 @@ class CommitLog:
             base = mf.file_from_offset
             pos = offset - base
             end = _readable_end(mf)
-            ahead = self.damage.overlapping(offset, base + end) if self.damage else []
+            ahead = self.damage.overlapping(offset, base + end) if self.damage.ranges else []
             if ahead:
                 end = ahead[0].start - base
             try:
@@ -537,7 +537,7 @@ class CommitLog:
             stop = self.max_offset() if end is None else min(end, self.max_offset())
             if offset >= stop:
                 return
-            damaged = self.damage.covering(offset) if self.damage else None
+            damaged = self.damage.covering(offset) if self.damage.ranges else None
             if damaged is not None:
                 offset = max(damaged.end, offset + 1)
                 continue
@@ -551,7 +551,7 @@ class CommitLog:
                 continue
             base = mf.file_from_offset
             limit = _readable_end(mf)
-            ahead = self.damage.overlapping(offset, base + limit) if self.damage else []
+            ahead = self.damage.overlapping(offset, base + limit) if self.damage.ranges else []
             if ahead:
                 limit = ahead[0].start - base
             try:
@@ -611,7 +611,7 @@ class CommitLog:
         end = min(end, self.max_offset())
         segment = self.queue.mapped_file_size
         while offset < end:
-            damaged = self.damage.covering(offset) if self.damage else None
+            damaged = self.damage.covering(offset) if self.damage.ranges else None
             if damaged is not None:
                 offset = damaged.end
                 continue
