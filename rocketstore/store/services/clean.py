@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from rocketstore._native.mapped_file import MappedFile
-from rocketstore.config import StoreConfig
+from rocketstore.config import StoreConfig, is_ascii_int
 from rocketstore.store.mapped_file_queue import MappedFileQueue, last_modified_ms
 from rocketstore.store.services.service_thread import ServiceThread
 
@@ -119,7 +119,7 @@ def local_hour(wall_ms: int) -> int:
 def is_it_time_to_do(when: str, wall_ms: int) -> bool:
     """UtilAll.isItTimeToDo: the local hour is one of when's ';'-separated hours."""
     hour = local_hour(wall_ms)
-    return any(int(h) == hour for h in when.split(";") if h.strip().isdigit())
+    return any(int(h) == hour for h in when.split(";") if is_ascii_int(h.strip()))
 
 
 @dataclass
