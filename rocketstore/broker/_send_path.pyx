@@ -10,11 +10,14 @@ Every other send (and every send this path is unsure of) goes to the Python proc
 here only decide which of the two paths a send takes, never what a refused send is told.
 """
 cimport cython
+from libc.stdint cimport int64_t
 from cpython.dict cimport PyDict_Contains, PyDict_GetItem, PyDict_SetItem
 from cpython.object cimport PyObject
 from cpython.unicode cimport PyUnicode_GET_LENGTH
 
+from rocketstore._native.includes.atomic cimport rs_load_acquire_i64
 from rocketstore._native.message cimport Message
+from rocketstore._native.put_path cimport PutLock, monotonic_ns
 from rocketstore._native.record_writer cimport PutMessageResult
 from rocketstore._native.send_header cimport SendRequestHeader
 from rocketstore.remoting._command cimport RemotingCommand
@@ -57,13 +60,16 @@ cdef class SendPath:
     cdef object processor
     cdef bint v2
     cdef object config
+    cdef bint fast_failure
+    cdef bint broker_writeable
+    cdef bint reject_transaction
     cdef dict topic_table
     cdef object not_allowed
     cdef object stats
     cdef object writer
     cdef object append
     cdef object loop_time
-    cdef object put_lock
+    cdef PutLock put_lock
     cdef double send_queue_wait_s
     cdef long long page_cache_busy_ns
     cdef str cluster
@@ -81,7 +87,10 @@ cdef class SendPath:
             raise TypeError("topic_table must be a dict")
         self.processor = processor
         self.v2 = v2
-        self.config = processor.config
+        self.config = processor.config   # frozen: its values are read once
+        self.fast_failure = self.config.broker_fast_failure_enable
+        self.broker_writeable = self.config.broker_permission & _PERM_WRITE
+        self.reject_transaction = self.config.reject_transaction_message
         self.topic_table = topic_table
         self.not_allowed = not_allowed_topics
         self.stats = processor.stats
@@ -124,16 +133,15 @@ cdef class SendPath:
         cdef int sys_flag
         cdef Message message
         cdef PutMessageResult result
-        config = self.config
-        if header.batch:
+        cdef int64_t held_since
+        if header.batch or not self.broker_writeable:
             return None
-        if config.broker_fast_failure_enable:
+        if self.fast_failure:
             if self.loop_time() - ctx.received_at > self.send_queue_wait_s:
                 return None
-            if self.put_lock.held_ns > self.page_cache_busy_ns:
+            held_since = rs_load_acquire_i64(&self.put_lock.held_since_ns)
+            if held_since != 0 and monotonic_ns() - held_since > self.page_cache_busy_ns:
                 return None
-        if not (<long long>config.broker_permission) & _PERM_WRITE:
-            return None
         topic = header.topic
         if topic not in self.valid_topics:
             try:
@@ -158,7 +166,7 @@ cdef class SendPath:
         if queue_id < 0 or queue_id >= queue_nums:
             return None
         sys_flag = <int>(header.sys_flag & _CLIENT_SYS_FLAGS)
-        if sys_flag & _TRANSACTION_MASK and config.reject_transaction_message:
+        if sys_flag & _TRANSACTION_MASK and self.reject_transaction:
             return None
         text = header.properties
         if text is not None and _NUL in <str>text:
