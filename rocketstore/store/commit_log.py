@@ -71,6 +71,12 @@ def _readable_end(mf: MappedFile) -> int:
     return max(0, min(mf.read_position, mf.allocated_position))
 
 
+def _commit_pending(mf: MappedFile) -> bool:
+    """Whether mf holds appended bytes that readers may not see yet (a write buffer not yet
+    committed): the readable log ends there for now, even when a newer file exists."""
+    return mf.wrote_position > mf.read_position
+
+
 def _fills_segment(mf: MappedFile, pos: int, segment: int) -> bool:
     """Whether an END_FILE blank at pos fills the rest of the segment exactly. A walk bounded
     by the file's blocks (_readable_end) sees a blank whose size reaches into the hole after
@@ -501,7 +507,7 @@ class CommitLog:
                     offset = ahead[0].start
                 elif _readable_end(mf) > end:   # a writer appended meanwhile: go on
                     offset = stop
-                elif mf is self.queue.files[-1]:
+                elif mf is self.queue.files[-1] or _commit_pending(mf):
                     return
                 elif end < segment:     # a file cut short (or with a hole): the rest
                     damaged = self.damage.add(stop, base + segment, "segment file cut short") \
@@ -574,7 +580,7 @@ class CommitLog:
                     offset = ahead[0].start
                 elif _readable_end(mf) > limit:     # a writer appended meanwhile: go on
                     offset = at
-                elif mf is self.queue.files[-1]:
+                elif mf is self.queue.files[-1] or _commit_pending(mf):
                     return
                 else:
                     offset = base + segment
