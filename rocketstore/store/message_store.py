@@ -319,14 +319,21 @@ class MessageStore(ColumnarReads):
         table: dict[str, dict[str, int]] = {}
         for cq in self.consume_queues.all():
             table.setdefault(cq.topic, {})[str(cq.queue_id)] = cq.max_offset
-        os.makedirs(os.path.dirname(self._queue_offsets_path), exist_ok=True)
         tmp = self._queue_offsets_path + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump({"queueOffsets": table,
-                       "commitLogEnd": self.commit_log.max_offset()}, f, sort_keys=True)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self._queue_offsets_path)
+        try:
+            os.makedirs(os.path.dirname(self._queue_offsets_path), exist_ok=True)
+            with open(tmp, "w", encoding="utf-8") as f:
+                json.dump({"queueOffsets": table,
+                           "commitLogEnd": self.commit_log.max_offset()}, f, sort_keys=True)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self._queue_offsets_path)
+        except OSError as exc:      # a full disk: the next open checks the queues itself
+            log.warning("could not write %s: %s", self._queue_offsets_path, exc)
+            try:
+                os.remove(tmp)
+            except OSError:
+                pass
 
     def _index_file_full(self, end_timestamp: int) -> None:
         # full files are flushed on their own threads: keep the newest time, whatever order
