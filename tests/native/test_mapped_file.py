@@ -529,3 +529,37 @@ def test_sync_checks_its_range(mf: MappedFile) -> None:
     for start, end in ((-1, 5), (5, 4), (0, SIZE + 1)):
         with pytest.raises(ValueError, match="outside"):
             mf.sync(start, end)
+
+
+def test_write_through_commits_from_several_threads(tmp_path: Path) -> None:
+    """commit() from several threads while one appends (a flush round beside a flush from
+    Python): one committer at a time, every byte reaches the file once, the buffer is given
+    back once the file is committed to its end, and nothing crashes."""
+    import threading
+    size = 8 << 20
+    path = tmp_path / "00000000000000000000"
+    f = MappedFile(path, size)
+    f.enable_write_through()
+    chunks = [os.urandom(4000) for _ in range(size // 4000)]
+    stop = threading.Event()
+
+    def committer() -> None:
+        while not stop.is_set():
+            f.commit()
+
+    threads = [threading.Thread(target=committer) for _ in range(3)]
+    for t in threads:
+        t.start()
+    try:
+        for c in chunks:
+            assert f.append(c)
+        assert f.append(b"z" * (size - f.wrote_position))
+        f.flush()
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+    assert f.read_position == size and f.flushed_position == size
+    expected = b"".join(chunks)
+    assert _file_bytes(path, 0, len(expected)) == expected
+    f.close()
