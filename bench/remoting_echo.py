@@ -12,6 +12,10 @@ loop (uvloop when installed, ``--loop asyncio`` for asyncio's own):
   the reply.
 * ``RemotingServer, async def``: the same processor written ``async def`` (one task each).
 
+"server CPU us/request" is the server process's CPU time (user + system, from /proc) over the
+measured window divided by the requests served: steadier than requests/s when other processes
+share the cores. "CPU ratio" is the bare echo's CPU per request over the row's.
+
 The load comes from a pipelined generator (pre-encoded frames, ``--inflight`` per connection
 kept outstanding, replies counted by their length field only), so the figures are the server's.
 A last row drives our RemotingServer with our own ``RemotingClient.invoke`` from the load
@@ -130,7 +134,15 @@ class PipelinedLoad(asyncio.Protocol):
             self.transport.write(self.frame * replies)  # type: ignore[attr-defined]
 
 
-async def pipelined_rate(port: int, frame: bytes, connections: int, inflight: int, seconds: float) -> float:
+def process_cpu(pid: int) -> float:
+    """User + system CPU seconds of a process so far (all its threads), from /proc."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def pipelined_rate(port: int, frame: bytes, connections: int, inflight: int, seconds: float,
+                         pid: int) -> tuple[float, float]:
     loop = asyncio.get_running_loop()
     counter = [0]
     protocols = []
@@ -140,16 +152,19 @@ async def pipelined_rate(port: int, frame: bytes, connections: int, inflight: in
         )
         protocols.append(protocol)
     await asyncio.sleep(min(0.5, seconds / 4))  # warm up
-    start_count, start = counter[0], time.perf_counter()
+    start_count, start, cpu = counter[0], time.perf_counter(), process_cpu(pid)
     await asyncio.sleep(seconds)
-    rate = (counter[0] - start_count) / (time.perf_counter() - start)
+    count = counter[0] - start_count
+    rate = count / (time.perf_counter() - start)
+    cpu_per_request = (process_cpu(pid) - cpu) / count if count else float("nan")
     for protocol in protocols:
         protocol.stopped = True
         protocol.transport.close()
-    return rate
+    return rate, cpu_per_request
 
 
-async def client_rate(port: int, body: bytes, connections: int, inflight: int, seconds: float) -> float:
+async def client_rate(port: int, body: bytes, connections: int, inflight: int, seconds: float,
+                      pid: int) -> tuple[float, float]:
     address = f"127.0.0.1:{port}"
     client = RemotingClient(RemotingClientConfig(connections_per_address=connections))
     for _ in range(connections):  # open them all before timing
@@ -166,13 +181,15 @@ async def client_rate(port: int, body: bytes, connections: int, inflight: int, s
 
     workers = [asyncio.ensure_future(worker()) for _ in range(connections * inflight)]
     await asyncio.sleep(min(0.5, seconds / 4))
-    start_count, start = count, time.perf_counter()
+    start_count, start, cpu = count, time.perf_counter(), process_cpu(pid)
     await asyncio.sleep(seconds)
-    rate = (count - start_count) / (time.perf_counter() - start)
+    done = count - start_count
+    rate = done / (time.perf_counter() - start)
+    cpu_per_request = (process_cpu(pid) - cpu) / done if done else float("nan")
     stop = True
     await asyncio.gather(*workers, return_exceptions=True)
     await client.close()
-    return rate
+    return rate, cpu_per_request
 
 
 def start_server(kind: str, loop_name: str) -> tuple[subprocess.Popen[str], int]:
@@ -224,14 +241,14 @@ def main(argv: list[str] | None = None) -> None:
         f"{args.seconds:g} s per row, Python {sys.version.split()[0]}, {os.cpu_count()} cores"
     )
     print()
-    print("| body | server | load | requests/s | ratio to bare echo |")
-    print("|---:|---|---|---:|---:|")
+    print("| body | server | load | requests/s | ratio to bare echo | server CPU us/request | CPU ratio |")
+    print("|---:|---|---|---:|---:|---:|---:|")
     for size in (int(s) for s in args.sizes.split(",")):
         body = os.urandom(size)
         ext = {"producerGroup": "bench", "topic": "TopicTest", "queueId": "0"}
         request = create_request(ECHO_CODE, ext, body)
         frame = encode(request)
-        reference = None
+        reference = reference_cpu = None
         rows = [
             ("bare echo", "bare", "pipelined"),
             ("RemotingServer", "remoting", "pipelined"),
@@ -242,14 +259,17 @@ def main(argv: list[str] | None = None) -> None:
             proc, port = start_server(kind, args.loop)
             try:
                 if load == "pipelined":
-                    rate = run(pipelined_rate(port, frame, args.connections, args.inflight, args.seconds))
+                    rate, cpu = run(pipelined_rate(port, frame, args.connections, args.inflight, args.seconds,
+                                                   proc.pid))
                 else:
-                    rate = run(client_rate(port, body, args.connections, args.inflight, args.seconds))
+                    rate, cpu = run(client_rate(port, body, args.connections, args.inflight, args.seconds,
+                                                proc.pid))
             finally:
                 stop_server(proc)
             if reference is None:
-                reference = rate
-            print(f"| {size} B | {label} | {load} | {rate:,.0f} | {rate / reference:.2f} |", flush=True)
+                reference, reference_cpu = rate, cpu
+            print(f"| {size} B | {label} | {load} | {rate:,.0f} | {rate / reference:.2f} | {cpu * 1e6:.2f} | "
+                  f"{reference_cpu / cpu:.2f} |", flush=True)
 
 
 if __name__ == "__main__":

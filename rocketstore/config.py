@@ -2,8 +2,10 @@
 
 :class:`StoreConfig` has one field for every field of Apache RocketMQ 4.9.x's
 ``org.apache.rocketmq.store.config.MessageStoreConfig``, named in snake_case and with the same
-default value, plus four rocketstore-only fields (``store_host``, ``read_only``,
-``commit_log_prefault_ahead`` and ``commit_log_write_through``).
+default value, plus rocketstore-only fields (``store_host``, ``read_only``,
+``commit_log_prefault_ahead``, ``commit_log_write_through`` and the disk watermarks
+``disk_space_clean_forcibly_ratio`` and ``disk_space_warning_level_ratio``, system properties
+in RocketMQ 4.9).
 
 Broker ``.properties`` files are read with :meth:`StoreConfig.from_properties` and written with
 :meth:`StoreConfig.to_properties`. Keys are the ones RocketMQ's broker reads (``MixAll.
@@ -185,7 +187,10 @@ class StoreConfig:
       10..95 when used, and ``transient_store_pool_enable`` only takes effect with
       ``ASYNC_FLUSH`` on a non-``SLAVE`` broker (as RocketMQ's getter says).
     - ``store_host``, ``read_only``, ``commit_log_prefault_ahead`` and
-      ``commit_log_write_through`` are rocketstore's own.
+      ``commit_log_write_through`` are rocketstore's own;
+      ``disk_space_clean_forcibly_ratio`` (85) and ``disk_space_warning_level_ratio`` (90)
+      are RocketMQ 4.9's system properties ``rocketmq.broker.diskSpace*Ratio`` (0.85, 0.90)
+      as percent fields, which is what RocketMQ 5 made of them.
     """
 
     # The root directory in which the log data is kept.
@@ -306,6 +311,13 @@ class StoreConfig:
     # background thread (CommitLogPrefaultService), so puts do not pay first-touch page
     # faults; 0 turns it off. Not used with the transient store pool (writes go to buffers).
     commit_log_prefault_ahead: int = _int(32 * 1024 * 1024, high=JAVA_LONG_MAX)
+    # Disk usage (percent) over which expired or not, CommitLog files are deleted oldest first
+    # (when clean_file_forcibly_enable), and over which puts are refused until usage is back
+    # under it. RocketMQ 4.9 reads them from the system properties
+    # rocketmq.broker.diskSpaceCleanForciblyRatio (0.85) and ...WarningLevelRatio (0.90);
+    # RocketMQ 5 made them these MessageStoreConfig fields.
+    disk_space_clean_forcibly_ratio: int = _int(85, high=100)
+    disk_space_warning_level_ratio: int = _int(90, high=100)
     # SYNC_FLUSH only: producers append CommitLog records into a buffer, and each group
     # commit hands them to the file with one pwrite and makes them durable with one
     # fdatasync (only the blocks written are dirty). False: records go through the mapping

@@ -12,6 +12,13 @@ static inline int64_t rs_load_acquire_i64(const int64_t *p) {
 static inline void rs_store_release_i64(int64_t *p, int64_t v) {
     __atomic_store_n(p, v, __ATOMIC_RELEASE);
 }
+/* Raise *p to v unless it is already at least v (a monotonic high-water mark). */
+static inline void rs_store_max_i64(int64_t *p, int64_t v) {
+    int64_t cur = __atomic_load_n(p, __ATOMIC_RELAXED);
+    while (cur < v && !__atomic_compare_exchange_n(p, &cur, v, 1, __ATOMIC_RELEASE,
+                                                   __ATOMIC_RELAXED)) {
+    }
+}
 static inline int rs_load_int(const int *p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
 static inline int rs_load_acquire_int(const int *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
 static inline void rs_store_int(int *p, int v) { __atomic_store_n(p, v, __ATOMIC_RELAXED); }

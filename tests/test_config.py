@@ -100,6 +100,9 @@ ROCKETMQ_DEFAULTS: dict[str, Any] = {
     "store_host": "127.0.0.1:10911",
     "read_only": False,
     "commit_log_prefault_ahead": 32 * 1024 * 1024,
+    # RocketMQ 4.9's system properties rocketmq.broker.diskSpace*Ratio, as percent
+    "disk_space_clean_forcibly_ratio": 85,
+    "disk_space_warning_level_ratio": 90,
     "commit_log_write_through": True,
 }
 
@@ -131,7 +134,8 @@ ROCKETMQ_KEYS = {
     "enableScheduleAsyncDeliver", "scheduleAsyncDeliverMaxPendingLimit",
     "scheduleAsyncDeliverMaxResendNum2Blocked",
 }  # fmt: skip
-ROCKETSTORE_KEYS = {"storeHost", "readOnly", "commitLogPrefaultAhead", "commitLogWriteThrough"}
+ROCKETSTORE_KEYS = {"storeHost", "readOnly", "commitLogPrefaultAhead", "commitLogWriteThrough",
+                    "diskSpaceCleanForciblyRatio", "diskSpaceWarningLevelRatio"}
 
 
 @pytest.mark.parametrize("name, expected", sorted(ROCKETMQ_DEFAULTS.items()))
@@ -637,6 +641,8 @@ def _trimmed_text(min_size: int = 1) -> st.SearchStrategy[str]:
 _INT_OVERRIDES: dict[str, st.SearchStrategy[int]] = {
     "mapped_file_size_consume_queue": st.integers(1, (2**31 - 1) // 20).map(lambda n: n * 20),
     "disk_max_used_space_ratio": st.integers(0, 100),
+    "disk_space_clean_forcibly_ratio": st.integers(0, 100),
+    "disk_space_warning_level_ratio": st.integers(0, 100),
     "access_message_in_memory_max_ratio": st.integers(0, 100),
     "ha_listen_port": st.integers(0, 65535),
     "flush_delay_offset_interval": st.integers(0, 2**63 - 1),

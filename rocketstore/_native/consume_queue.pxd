@@ -2,7 +2,7 @@
 from libc.stdint cimport int32_t, int64_t, uint32_t
 
 from rocketstore._native.includes.byteorder cimport rs_put_u32, rs_put_u64
-from rocketstore._native.includes.atomic cimport rs_store_release_i64
+from rocketstore._native.includes.atomic cimport rs_load_i64, rs_store_release_i64
 from rocketstore._native.mapped_file cimport MappedFile
 
 cdef enum:
@@ -26,6 +26,7 @@ cdef struct Target:
     int64_t* wrote          # its wrote_pos, published after each unit
     int64_t from_offset
     int64_t file_size
+    const int64_t* alloc    # its allocated position: units past it go to the slow path
     int64_t max_phy         # the queue's max_physic_offset
     bint blocked            # a record went to the slow path: the rest of the queue follows
 
@@ -35,14 +36,15 @@ cdef inline int _place_unit(Target* t, int64_t phy, int32_t size, int64_t tags,
     """ConsumeQueue.putMessagePositionInfo for one unit of t's file: a record already covered
     (offset + size <= max_phy, or its unit already written, or before the file) is skipped,
     so re-dispatch is idempotent; a gap before the unit is filled with blank units so that
-    position = queue offset * 20 always holds; a unit past the file is NEXT_FILE."""
+    position = queue offset * 20 always holds; a unit past the file, or past the blocks the
+    file has on disk (the slow path allocates them), is NEXT_FILE."""
     cdef int64_t expect, cur
     if phy + size <= t.max_phy:
         return SKIPPED
     expect = qoff * UNIT - t.from_offset
     if expect < 0 or qoff < 0:
         return SKIPPED
-    if expect + UNIT > t.file_size:
+    if expect + UNIT > t.file_size or expect + UNIT > rs_load_i64(t.alloc):
         return NEXT_FILE
     cur = t.wrote[0]
     if expect < cur:

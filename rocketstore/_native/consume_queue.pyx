@@ -17,6 +17,7 @@ cdef int _target_of(Target* t, MappedFile mf, int64_t max_phy) except -1:
     t.wrote = &mf.wrote_pos
     t.from_offset = mf.file_from_offset
     t.file_size = mf.file_size
+    t.alloc = &mf.alloc_pos
     t.max_phy = max_phy
     t.blocked = False
     return 0
@@ -28,7 +29,7 @@ def write_units(MappedFile mf not None, const int64_t[::1] phys, const int32_t[:
     """Write units start.. into mf at their logical positions (see _place_unit).
 
     Returns (next_index, max_physic_offset, skipped, blank_units). next_index < len(phys) means
-    the next unit belongs to a later file."""
+    the next unit belongs to a later file, or past mf's blocks on disk (allocate_to first)."""
     cdef Py_ssize_t i, n = phys.shape[0]
     cdef Py_ssize_t skipped = 0, blanks = 0
     cdef int placed

@@ -24,6 +24,12 @@ cdef class IndexFile:
     cdef readonly int32_t index_num
     cdef readonly bint writable
     cdef int64_t items_at
+    # Blocks on disk: the file is sparse. Hash slots are written anywhere, so each page of
+    # them gets its blocks when a put first touches it (a bit per page here); items are
+    # written in order and have blocks up to items_alloc.
+    cdef unsigned char* slot_pages
+    cdef int64_t items_alloc
+    cdef int64_t room_page          # a slot page whose allocation failed (-1: none)
     # The header, as RocketMQ's IndexHeader keeps it in memory (and writes it through).
     cdef int64_t _begin_ts
     cdef int64_t _end_ts
@@ -37,6 +43,7 @@ cdef class IndexFile:
     cdef void _write_header(self, char* b) noexcept nogil
     cdef int _hold_base(self, char** base) except -1
     cdef int _check_writable(self) except -1
+    cdef int _page_room(self, int64_t page) noexcept nogil
     cdef bint _put(self, char* base, int32_t key_hash, int64_t phy, int64_t ts) noexcept nogil
     cdef Py_ssize_t _walk(self, const char* base, int32_t key_hash, int32_t start,
                           int64_t* out, Py_ssize_t max_out, int64_t begin, int64_t end,

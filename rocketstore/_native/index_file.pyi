@@ -10,6 +10,10 @@ from rocketstore._native.mapped_file import MappedFile
 INDEX_HEADER_SIZE: int
 INDEX_SLOT_SIZE: int
 INDEX_ITEM_SIZE: int
+INDEX_ALLOCATION_CHUNK: int
+"""Items get their blocks on disk at least this many bytes at a time ..."""
+INDEX_ALLOCATION_CHUNK_MAX: int
+"""... and at most this many (each step the size allocated so far)."""
 
 class IndexFileCorruptError(ValueError):
     path: str
@@ -62,6 +66,14 @@ class IndexFile:
     def index_count(self) -> int: ...
     @property
     def is_write_full(self) -> bool: ...
+    @property
+    def needs_room(self) -> bool:
+        """A put was refused for want of blocks on disk (make_room), not a full file."""
+
+    def make_room(self) -> None:
+        """Allocate blocks for the header page, a slot page a put could not allocate and the
+        next items (OSError when the disk has no room)."""
+
     def header(self) -> dict[str, int]: ...
     def is_time_matched(self, begin: int, end: int) -> bool: ...
     def put_key(self, key: str, phy_offset: int, store_timestamp: int) -> bool: ...
@@ -83,7 +95,9 @@ def build_index(
     positions: npt.NDArray[np.int64] | Sequence[int],
     start: int = 0,
     key_start: int = 0,
-) -> tuple[int, int]: ...
+) -> tuple[int, int]:
+    """Index the records at positions into f; (len(positions), 0) when done, else where f
+    stopped: full (roll), or needing blocks on disk (f.needs_room: make_room, call again)."""
 def query_files(
     files: Sequence[IndexFile], index_key: str, max_num: int, begin: int, end: int
 ) -> list[int]: ...

@@ -22,10 +22,11 @@ topics and properties straight from the mapped CommitLog record and hashes the U
 Java's UTF-8 decoder (JDK 8-17 String(bytes, UTF_8), malformed input -> U+FFFD) would decode
 them, continuing the polynomial hash from ``hash(topic + "#")``: no Python object per message.
 """
+import logging
 import os
 
 from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
-from libc.stdlib cimport free, malloc
+from libc.stdlib cimport calloc, free, malloc
 from libc.string cimport memchr, memset
 from posix.mman cimport MS_SYNC, msync
 
@@ -43,11 +44,14 @@ from rocketstore._native.record cimport (
     REC_OK, SYSFLAG_ROLLBACK, SYSFLAG_TRANSACTION_MASK, RecordInfo, check_record,
 )
 
+_log = logging.getLogger("rocketstore.store")
+
 rs_crc32_init()     # this module's copy of the CRC tables (check_record is inlined here)
 
 import numpy as np
 
 cdef enum:
+    OS_PAGE = 4096
     ITEM_SIZE = 20
     H_BEGIN_TS = 0
     H_END_TS = 8
@@ -61,6 +65,12 @@ cdef int32_t INT32_MAX_ = 0x7FFFFFFF
 INDEX_HEADER_SIZE = HEADER_SIZE
 INDEX_SLOT_SIZE = SLOT_SIZE
 INDEX_ITEM_SIZE = ITEM_SIZE
+#: Items get their blocks on disk at least this many bytes at a time, and at most
+#: INDEX_ALLOCATION_CHUNK_MAX (each step the size allocated so far); hash slot pages get
+#: theirs when first written. An index file is 420 MB with the default geometry; one holding
+#: a few keys takes a few pages.
+INDEX_ALLOCATION_CHUNK = 64 << 10
+INDEX_ALLOCATION_CHUNK_MAX = 4 << 20
 
 
 class IndexFileCorruptError(ValueError):
@@ -184,7 +194,9 @@ cdef class IndexFile:
                int64_t end_timestamp=0):
         """A new, empty index file. As RocketMQ's constructor, a file that follows a full one
         starts with begin = end = that file's endPhyOffset / endTimestamp (when > 0); its first
-        put replaces the begin values."""
+        put replaces the begin values. The file is sparse: the header's page and the first
+        items get blocks on disk at once, hash slot pages when first written, later items a
+        chunk at a time (make_room); OSError, and no file, when the disk has no room."""
         _check_sizes(hash_slot_num, index_num)
         path = os.fspath(path)
         if os.path.exists(path):
@@ -193,6 +205,12 @@ cdef class IndexFile:
         cdef IndexFile f = IndexFile.__new__(IndexFile)
         f._init(mf, hash_slot_num, index_num, True)
         f._index_count = 1
+        try:
+            f.make_room()       # the header's page and the first items
+            f._slots_ahead()
+        except BaseException:
+            mf.destroy(0)
+            raise
         if end_phy_offset > 0:
             f._begin_phy = end_phy_offset
             f._end_phy = end_phy_offset
@@ -237,7 +255,18 @@ cdef class IndexFile:
             raise IndexFileCorruptError(path, reason)
         if f._index_count <= 0:      # IndexHeader.load: a file never written starts at 1
             f._index_count = 1
+        try:
+            f._slots_ahead()
+        except OSError as exc:
+            _log.warning("%s: %s (queries may fault on a full tmpfs)", path, exc)
         return f
+
+    def __cinit__(self):
+        self.slot_pages = NULL
+        self.room_page = -1
+
+    def __dealloc__(self):
+        free(self.slot_pages)
 
     cdef void _init(self, MappedFile mf, int32_t hash_slot_num, int32_t index_num,
                     bint writable):
@@ -246,6 +275,40 @@ cdef class IndexFile:
         self.index_num = index_num
         self.writable = writable
         self.items_at = HEADER_SIZE + <int64_t>hash_slot_num * SLOT_SIZE
+        self.items_alloc = self.items_at
+        if writable:
+            self.slot_pages = <unsigned char*>calloc(
+                <size_t>(self.items_at // OS_PAGE + 8) // 8 + 1, 1)
+            if self.slot_pages == NULL:
+                raise MemoryError()
+
+    def _slots_ahead(self):
+        """On tmpfs every hash slot page gets its blocks up front: a query reads slots that
+        were never written, and there reading a hole takes a page (see
+        MappedFile.reads_allocate). Raises OSError when the file system has no room."""
+        cdef int64_t page, pages = (self.items_at + OS_PAGE - 1) // OS_PAGE
+        cdef int rc
+        if not self.writable or not self.mapped_file.reads_allocate:
+            return
+        rc = self.mapped_file.reserve_range(0, self.items_at)
+        if rc != 0:
+            raise OSError(rc, f"allocating the hash slots of {self.file_name} failed: "
+                              f"{os.strerror(rc)}", self.file_name)
+        for page in range(pages):
+            self.slot_pages[page >> 3] |= <unsigned char>(1 << (page & 7))
+
+    cdef int _page_room(self, int64_t page) noexcept nogil:
+        """Blocks on disk for page `page` of the header and hash slots (allocated once, then
+        remembered): 0, or the errno of the failed allocation (room_page notes the page)."""
+        cdef int rc
+        if self.slot_pages[page >> 3] & (1 << (page & 7)):
+            return 0
+        rc = self.mapped_file.reserve_range(page * OS_PAGE, page * OS_PAGE + OS_PAGE)
+        if rc != 0:
+            self.room_page = page
+            return rc
+        self.slot_pages[page >> 3] |= <unsigned char>(1 << (page & 7))
+        return 0
 
     cdef void _write_header(self, char* b) noexcept nogil:
         """IndexHeader.updateByteBuffer."""
@@ -300,6 +363,47 @@ cdef class IndexFile:
     def is_write_full(self):
         return self._index_count >= self.index_num
 
+    @property
+    def needs_room(self):
+        """True when a put was refused for want of blocks on disk (make_room), not because
+        the file is full."""
+        return self.writable and (self.room_page >= 0 or (
+            self._index_count < self.index_num
+            and self.items_at + <int64_t>(self._index_count + 1) * ITEM_SIZE > self.items_alloc))
+
+    def make_room(self):
+        """Give the header's page, a hash slot page a put could not allocate, and the next
+        items blocks on disk (items a growing chunk at a time). Raises OSError (ENOSPC ...)
+        when the disk has no room: puts then return False (as for a full file) until it
+        has."""
+        cdef int64_t need, step, target
+        cdef int rc
+        self._check_writable()
+        if self.mapped_file.fd < 0:
+            raise ValueError(f"index file {self.mapped_file.file_name} is closed")
+        for page in (0, self.room_page):
+            if page >= 0:
+                self.room_page = -1
+                rc = self._page_room(page)
+                if rc != 0:
+                    raise OSError(rc, f"allocating a hash slot page of {self.file_name} "
+                                      f"failed: {os.strerror(rc)}", self.file_name)
+        need = min(self.mapped_file.file_size,
+                   self.items_at + <int64_t>(self._index_count + 1) * ITEM_SIZE)
+        if need <= self.items_alloc:
+            return
+        step = min(max(self.items_alloc - self.items_at, INDEX_ALLOCATION_CHUNK),
+                   INDEX_ALLOCATION_CHUNK_MAX)
+        target = min(self.mapped_file.file_size, max(need, self.items_alloc + step))
+        rc = self.mapped_file.reserve_range(self.items_alloc, target)
+        if rc != 0 and target > need:       # no room for a chunk: what the next item needs
+            target = need
+            rc = self.mapped_file.reserve_range(self.items_alloc, target)
+        if rc != 0:
+            raise OSError(rc, f"allocating items of {self.file_name} failed: "
+                              f"{os.strerror(rc)}", self.file_name)
+        self.items_alloc = target
+
     def header(self):
         """The header with the names of RocketMQ's IndexHeader (and the fixture manifest)."""
         return {"beginTimestamp": self._begin_ts, "endTimestamp": self._end_ts,
@@ -317,7 +421,8 @@ cdef class IndexFile:
 
     # ---- put ---------------------------------------------------------------------------------
     cdef bint _put(self, char* base, int32_t key_hash, int64_t phy, int64_t ts) noexcept nogil:
-        """IndexFile.putKey with a precomputed keyHash (>= 0). False when the file is full."""
+        """IndexFile.putKey with a precomputed keyHash (>= 0). False when the file is full, or
+        when the item has no blocks on disk yet (needs_room: make_room, then put again)."""
         cdef int32_t count = self._index_count
         cdef int32_t slot, slot_value, prev
         cdef int64_t diff
@@ -325,7 +430,11 @@ cdef class IndexFile:
         cdef char* item
         if count >= self.index_num or count < 1 or key_hash < 0:
             return False
+        if self.items_at + <int64_t>(count + 1) * ITEM_SIZE > self.items_alloc:
+            return False
         slot = key_hash % self.hash_slot_num
+        if self._page_room((HEADER_SIZE + <int64_t>slot * SLOT_SIZE) // OS_PAGE) != 0:
+            return False
         slot_p = base + HEADER_SIZE + <int64_t>slot * SLOT_SIZE
         slot_value = rs_get_i32(slot_p)
         if slot_value == count:
@@ -365,12 +474,15 @@ cdef class IndexFile:
         return True
 
     def put_key(self, str key not None, int64_t phy_offset, int64_t store_timestamp):
-        """Put one index key (``topic#key``); False when the file is full."""
+        """Put one index key (``topic#key``); False when the file is full. Its blocks on
+        disk are allocated first when needed (OSError when the disk has no room)."""
         cdef char* base
         cdef bint ok
         self._check_writable()
         if self._index_count >= self.index_num:
             return False
+        if self.needs_room:
+            self.make_room()
         cdef int32_t h = _key_hash(java_hash_str(key))
         self._hold_base(&base)
         try:
@@ -615,8 +727,9 @@ def build_index(IndexFile f not None, MappedFile commitlog_file not None, positi
     topic#token per non-empty KEYS token. A position that is not a valid record is skipped.
 
     Starts at record `start`, skipping its first `key_start` keys. Returns (next_record,
-    next_key): (len(positions), 0) when all are done; otherwise f filled up at key next_key of
-    record next_record: create the next file and call again with those two values."""
+    next_key): (len(positions), 0) when all are done; otherwise f stopped at key next_key of
+    record next_record, full (create the next file) or needing blocks on disk (f.needs_room:
+    f.make_room()), and the caller calls again with those two values."""
     cdef const int64_t[::1] pos = np.ascontiguousarray(positions, dtype=np.int64)
     cdef Py_ssize_t n = pos.shape[0], i, k, nkeys, ks
     cdef char* ibase

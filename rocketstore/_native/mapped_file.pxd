@@ -32,6 +32,9 @@ cdef class MappedFile:
     cdef int64_t committed_pos # bytes in the mapped file (== wrote_pos without a pool)
     cdef int64_t flushed_pos   # bytes made durable by msync
     cdef int64_t store_ts      # store timestamp of the newest record written here
+    cdef int64_t alloc_pos     # [0, alloc_pos) has blocks on disk: no write goes past it
+    cdef int64_t alloc_chunk   # reserve() allocates at least this much beyond alloc_pos
+    cdef int alloc_errno       # errno of the last failed allocation (0: none yet)
     cdef long ref_count
     cdef bint available
     cdef bint cleanup_over
@@ -47,6 +50,9 @@ cdef class MappedFile:
     cdef int _check_open(self) except -1
     cdef int _check_writable(self) except -1
     cdef int _populate(self, int64_t first, int64_t end) noexcept nogil
+    cdef int reserve(self, int64_t end) noexcept nogil
+    cdef int reserve_range(self, int64_t start, int64_t end) noexcept nogil
+    cdef int _reserve_or_raise(self, int64_t end) except -1
     cdef int write_through_to(self, int64_t end) noexcept nogil
     cdef int sync_range(self, int64_t start, int64_t end) noexcept nogil
     cdef void _drop_through_buffer(self) noexcept nogil

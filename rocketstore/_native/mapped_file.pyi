@@ -4,6 +4,9 @@ import os
 
 from typing_extensions import Buffer, disjoint_base
 
+DEFAULT_ALLOCATION_CHUNK: int
+"""Default allocation step of a file, bytes."""
+
 failure_counts: dict[str, int]
 """Soft failures of the OS hints so far: keys 'madvise', 'mlock', 'munlock'."""
 
@@ -18,7 +21,8 @@ class StopFlag:
 @disjoint_base
 class MappedFile:
     """One fixed-size file mapped into memory (RocketMQ's MappedFile), with hold/release
-    counting so it is never unmapped under a live view."""
+    counting so it is never unmapped under a live view. A new file is sparse; blocks are
+    allocated from the start as writes need them, and no write goes past them."""
 
     def __init__(
         self,
@@ -28,9 +32,13 @@ class MappedFile:
         create: bool = True,
         read_only: bool = False,
         file_from_offset: int | None = None,
+        preallocate: bool = False,
+        allocation_chunk: int = ...,
     ) -> None:
-        """Open (or create and allocate) path and map file_size bytes; file_from_offset
-        defaults to the file's name when it is all digits."""
+        """Open (or create, sparse) path and map file_size bytes; file_from_offset defaults
+        to the file's name when it is all digits. preallocate: a new file gets blocks for
+        its first allocation_chunk bytes at once (OSError and no file when the disk has no
+        room)."""
 
     @property
     def file_name(self) -> str:
@@ -90,15 +98,40 @@ class MappedFile:
     def is_cleanup_over(self) -> bool:
         """True once unmapped and closed."""
 
+    @property
+    def allocated_position(self) -> int:
+        """[0, allocated_position) has blocks on disk; writes never go past it."""
+
+    @property
+    def allocation_chunk(self) -> int:
+        """How far beyond what a write needs an allocation goes, bytes."""
+
+    @allocation_chunk.setter
+    def allocation_chunk(self, chunk: int) -> None: ...
+    @property
+    def reads_allocate(self) -> bool:
+        """True when reading a hole of the file takes space (tmpfs)."""
+
+    @property
+    def allocation_error(self) -> int:
+        """errno of the last failed allocation (0: none)."""
+
+    # ---- blocks on disk ----
+    def allocate_to(self, end: int) -> int:
+        """Give [0, end) blocks on disk, a chunk at a time; returns the allocated position.
+        Raises OSError (ENOSPC ...) when the disk has no room, with nothing changed."""
+
     # ---- writes ----
     def append(self, data: Buffer) -> bool:
-        """Copy data at the write position; False (nothing written) when it does not fit."""
+        """Copy data at the write position; False (nothing written) when it does not fit.
+        OSError (nothing written) when its blocks cannot be allocated."""
 
     def write_at(self, pos: int, data: Buffer) -> None:
-        """Copy data at pos without moving a position."""
+        """Copy data at pos without moving a position (OSError when no blocks can be had)."""
 
     def zero_range(self, pos: int, size: int) -> None:
-        """Zero [pos, pos+size)."""
+        """Zero [pos, pos+size); a range to the end of the file gives its whole pages'
+        blocks back."""
 
     # ---- reads ----
     def view(self, pos: int, size: int) -> memoryview:
@@ -114,10 +147,11 @@ class MappedFile:
     def release(self) -> None:
         """Drop a reference; the last one after shutdown unmaps the file."""
 
-    def shutdown(self, interval_forcibly_ms: float = 0.0) -> None:
-        """Refuse new holders; after the interval, detach from old ones."""
+    def shutdown(self, interval_forcibly_ms: float = 0.0, now_ms: float = -1.0) -> None:
+        """Refuse new holders; after the interval, detach from old ones. now_ms: the
+        caller's monotonic clock (default time.monotonic)."""
 
-    def destroy(self, interval_forcibly_ms: float = 0.0) -> bool:
+    def destroy(self, interval_forcibly_ms: float = 0.0, now_ms: float = -1.0) -> bool:
         """Shut down and delete the file; True once it is gone."""
 
     def close(self) -> None:

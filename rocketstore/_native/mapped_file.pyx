@@ -5,6 +5,12 @@ Holders (views, readers) pin the mapping with hold()/release(); a file is only u
 the last holder lets go. ``destroy(interval)`` waits for holders; after ``interval`` ms it
 detaches the file instead: the region is replaced with anonymous zero pages, so a view still
 alive reads zeros but never faults, and the file itself is closed and deleted.
+
+Blocks on disk. A new file has its full size but is sparse; its blocks are allocated
+(posix_fallocate) from the start in steps of ``allocation_chunk`` as writes need them, and
+``allocated_position`` says how far they go. Nothing ever writes past it: a store of three
+messages stays small, and a full disk makes an allocation fail with ENOSPC (a status for the
+caller) instead of a write into a page without blocks, which the kernel answers with SIGBUS.
 """
 import os
 import time
@@ -12,20 +18,36 @@ import warnings
 
 from cpython.buffer cimport PyBUF_WRITABLE, PyObject_GetBuffer, PyBuffer_Release
 from libc.stdint cimport int64_t
-from libc.errno cimport EINTR, errno
+from libc.errno cimport EBADF, EINTR, errno
 from libc.string cimport memcpy, memset
 from posix.mman cimport (
     MADV_DONTNEED, MADV_WILLNEED, MAP_ANONYMOUS, MAP_FAILED, MAP_FIXED, MAP_NORESERVE,
     MAP_PRIVATE, MAP_SHARED, MS_SYNC, PROT_READ, PROT_WRITE, madvise, mlock, mmap, msync,
     munlock, munmap,
 )
+from posix.fcntl cimport posix_fallocate
 from posix.time cimport nanosleep, timespec
+from posix.types cimport off_t
 from posix.unistd cimport fdatasync, pwrite
 
 from rocketstore._native.includes.atomic cimport (
-    rs_load_i64, rs_load_int, rs_store_int, rs_store_release_i64,
+    rs_load_i64, rs_load_int, rs_store_int, rs_store_max_i64, rs_store_release_i64,
     rs_touch_for_write,
 )
+
+cdef extern from "<sys/vfs.h>" nogil:
+    ctypedef struct statfs_t "struct statfs":
+        long f_type
+    int fstatfs(int fd, statfs_t* buf)
+
+cdef enum:
+    TMPFS_MAGIC = 0x01021994
+
+cdef extern from "<fcntl.h>" nogil:
+    int fallocate(int fd, int mode, off_t offset, off_t length)
+    enum:
+        FALLOC_FL_KEEP_SIZE
+        FALLOC_FL_PUNCH_HOLE
 
 cdef enum:
     OS_PAGE_SIZE = 4096
@@ -33,6 +55,9 @@ cdef enum:
     # write-through: buffer pages below the committed position go back to the OS this many
     # bytes at a time (one madvise, one TLB flush per 4 MiB, a few MiB resident at most)
     RELEASE_CHUNK = 4 << 20
+
+#: Default allocation step of a file (MappedFile.allocation_chunk).
+DEFAULT_ALLOCATION_CHUNK = 1 << 20
 
 
 cdef class StopFlag:
@@ -60,14 +85,16 @@ def _soft_fail(kind, path, err):
                       RuntimeWarning, stacklevel=3)
 
 
-def _create(str path, int64_t size, bint preallocate):
-    """Create a file of its full size under a hidden name, then rename it into place, so a
-    reader listing the directory (a read-only open beside the writer) never sees it short."""
+def _create(str path, int64_t size, int64_t first_blocks):
+    """Create a sparse file of its full size with blocks for its first first_blocks bytes,
+    under a hidden name, then rename it into place, so a reader listing the directory (a
+    read-only open beside the writer) never sees it short. Raises OSError (ENOSPC ...) and
+    leaves nothing behind when the blocks cannot be had."""
     head, name = os.path.split(path)
     tmp = os.path.join(head, f".{name}.creating")
     fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        _allocate(fd, size, preallocate)
+        _size_new(fd, size, first_blocks, path)
         os.rename(tmp, path)
     except BaseException:
         os.close(fd)
@@ -77,16 +104,44 @@ def _create(str path, int64_t size, bint preallocate):
     return fd
 
 
-def _allocate(int fd, int64_t size, bint preallocate):
-    """Size a new file. Preallocated blocks make first-touch page faults cheap (~1.3 us a
-    page here, against ~10 us on a sparse file, which allocates blocks in the fault)."""
-    if preallocate:
-        try:
-            os.posix_fallocate(fd, 0, size)
-            return
-        except OSError:     # file systems without fallocate: a sparse file still works
-            pass
+def _size_new(int fd, int64_t size, int64_t first_blocks, str path):
+    """Give a new (empty) file its size, sparse, and blocks for [0, first_blocks)."""
+    cdef int rc
+    cdef off_t length = <off_t>min(first_blocks, size)
     os.ftruncate(fd, size)
+    if length > 0:
+        with nogil:
+            rc = _fallocate(fd, 0, length)
+        if rc != 0:
+            raise OSError(rc, f"allocating {length:,} bytes for {path} failed: "
+                              f"{os.strerror(rc)}", path)
+
+
+def _data_end(int fd, int64_t file_size):
+    """Offset of the file's first hole (lseek SEEK_HOLE): the bytes before it have blocks.
+    The file size where the file system cannot tell, 0 when the call fails."""
+    try:
+        return min(os.lseek(fd, 0, os.SEEK_HOLE), file_size)
+    except (OSError, AttributeError):
+        return 0
+
+
+cdef bint _reads_allocate(int fd):
+    """True on tmpfs, where reading a hole through a shared mapping allocates a page (and so
+    can fault with SIGBUS on a full file system), unlike disk file systems, which map
+    the zero page."""
+    cdef statfs_t st
+    if fstatfs(fd, &st) != 0:
+        return False
+    return st.f_type == TMPFS_MAGIC
+
+
+cdef inline int _fallocate(int fd, off_t start, off_t length) noexcept nogil:
+    """posix_fallocate, retried when a signal interrupts it; 0 or an errno value."""
+    cdef int rc = EINTR
+    while rc == EINTR:
+        rc = posix_fallocate(fd, start, length)
+    return rc
 
 
 cdef bint _populate_write_works = True
@@ -135,22 +190,27 @@ cdef class _Pin:
 
 cdef class MappedFile:
     def __cinit__(self, path, int64_t file_size, *, bint create=True, bint read_only=False,
-                  file_from_offset=None, bint preallocate=False):
+                  file_from_offset=None, bint preallocate=False,
+                  int64_t allocation_chunk=DEFAULT_ALLOCATION_CHUNK):
         self.fd = -1
         self.base = NULL
         self.available = False
         pthread_mutex_init(&self.commit_mu, NULL)
 
     def __init__(self, path, int64_t file_size, *, bint create=True, bint read_only=False,
-                 file_from_offset=None, bint preallocate=False):
-        """Map path (file_size bytes), creating it when create. preallocate gives a new file
-        its blocks up front (CommitLog segments: cheaper first-touch faults); otherwise a new
-        file is sparse, as RocketMQ's are."""
+                 file_from_offset=None, bint preallocate=False,
+                 int64_t allocation_chunk=DEFAULT_ALLOCATION_CHUNK):
+        """Map path (file_size bytes), creating it when create. A new file is sparse;
+        preallocate gives it blocks for its first allocation_chunk bytes at once (or raises
+        OSError, leaving no file, when the disk has no room); later blocks are allocated in
+        allocation_chunk steps as writes need them (see allocate_to)."""
         cdef int prot
         cdef void* addr
         cdef int err = 0
         if file_size <= 0:
             raise ValueError(f"file_size must be positive, got {file_size}")
+        if allocation_chunk <= 0:
+            raise ValueError(f"allocation_chunk must be positive, got {allocation_chunk}")
         path = os.fspath(path)
         name = os.path.basename(path)
         if file_from_offset is None:
@@ -162,15 +222,23 @@ cdef class MappedFile:
         exists = os.path.exists(path)
         if not exists and (read_only or not create):
             raise FileNotFoundError(f"mapped file {path} does not exist")
+        first_blocks = allocation_chunk if preallocate else 0
+        self.alloc_chunk = allocation_chunk
+        self.alloc_pos = 0
         if exists:
             fd = os.open(path, os.O_RDONLY if read_only else os.O_RDWR)
+            # what an existing file holds before its first hole has blocks (written data, or
+            # allocated ahead); the first write past it allocates
+            self.alloc_pos = _data_end(fd, file_size)
         else:
-            fd = _create(path, file_size, preallocate)
+            fd = _create(path, file_size, first_blocks)
+            self.alloc_pos = min(first_blocks, file_size)
         try:
             actual = os.fstat(fd).st_size
             if actual != file_size:
                 if actual == 0 and not read_only:
-                    _allocate(fd, file_size, preallocate)
+                    _size_new(fd, file_size, first_blocks, path)
+                    self.alloc_pos = min(first_blocks, file_size)
                 else:
                     raise ValueError(
                         f"mapped file {path} is {actual} bytes, expected {file_size}")
@@ -266,6 +334,32 @@ cdef class MappedFile:
     def is_cleanup_over(self):
         return self.cleanup_over
 
+    @property
+    def allocated_position(self):
+        """[0, allocated_position) has blocks on disk; writes never go past it."""
+        return rs_load_i64(&self.alloc_pos)
+
+    @property
+    def allocation_chunk(self):
+        return self.alloc_chunk
+
+    @allocation_chunk.setter
+    def allocation_chunk(self, int64_t chunk):
+        if chunk <= 0:
+            raise ValueError(f"allocation_chunk must be positive, got {chunk}")
+        self.alloc_chunk = chunk
+
+    @property
+    def reads_allocate(self):
+        """True when reading a hole of this file takes space (tmpfs): readers must not read
+        past what has blocks."""
+        return self.fd >= 0 and _reads_allocate(self.fd)
+
+    @property
+    def allocation_error(self):
+        """errno of the last allocation that failed (0: none has)."""
+        return self.alloc_errno
+
     cdef _check_pos(self, str field, int64_t pos):
         if pos < 0 or pos > self.file_size:
             raise ValueError(f"{field} {pos} outside [0, {self.file_size}] of {self.file_name}")
@@ -283,6 +377,82 @@ cdef class MappedFile:
             raise ValueError(f"mapped file {self.file_name} is shut down")
         return 0
 
+    # ---- blocks on disk ----------------------------------------------------------------------
+    cdef int reserve(self, int64_t end) noexcept nogil:
+        """Make sure [0, end) has blocks: allocate from the allocated end to at least end,
+        a whole allocation_chunk when there is room, else exactly what end needs. Returns 0,
+        or the errno of the failure (ENOSPC ...), with nothing changed."""
+        cdef int64_t have = rs_load_i64(&self.alloc_pos)
+        cdef int64_t start, exact, target
+        cdef int rc
+        if end > self.file_size:
+            end = self.file_size
+        if end <= have:
+            return 0
+        if self.fd < 0 or self.read_only:
+            return EBADF
+        start = have - have % OS_PAGE_SIZE
+        exact = end + (OS_PAGE_SIZE - end % OS_PAGE_SIZE) % OS_PAGE_SIZE
+        if exact > self.file_size:
+            exact = self.file_size
+        target = start + self.alloc_chunk
+        target += (OS_PAGE_SIZE - target % OS_PAGE_SIZE) % OS_PAGE_SIZE
+        if target < exact:
+            target = exact
+        if target > self.file_size:
+            target = self.file_size
+        rc = _fallocate(self.fd, <off_t>start, <off_t>(target - start))
+        if rc != 0 and target > exact:     # no room for a whole chunk: what end needs may fit
+            target = exact
+            rc = _fallocate(self.fd, <off_t>start, <off_t>(target - start))
+        if rc != 0:
+            self.alloc_errno = rc
+            return rc
+        rs_store_max_i64(&self.alloc_pos, target)
+        return 0
+
+    cdef int reserve_range(self, int64_t start, int64_t end) noexcept nogil:
+        """Give [start, end) blocks on disk, whatever the allocated position (a file written
+        out of order, as an IndexFile's hash slots are, keeps its own record of what has
+        blocks). Returns 0 or the errno of the failure."""
+        cdef int rc
+        if self.fd < 0 or self.read_only:
+            return EBADF
+        if end > self.file_size:
+            end = self.file_size
+        if start < 0 or end <= start:
+            return 0
+        rc = _fallocate(self.fd, <off_t>start, <off_t>(end - start))
+        if rc != 0:
+            self.alloc_errno = rc
+        return rc
+
+    cdef int _reserve_or_raise(self, int64_t end) except -1:
+        cdef int rc
+        if end <= rs_load_i64(&self.alloc_pos):
+            return 0
+        with nogil:
+            rc = self.reserve(end)
+        if rc != 0:
+            raise OSError(rc, f"allocating blocks up to byte {end:,} of {self.file_name} "
+                              f"failed: {os.strerror(rc)}", self.file_name)
+        return 0
+
+    def allocate_to(self, int64_t end):
+        """Give [0, end) blocks on disk (allocation_chunk at a time, see reserve); returns
+        the allocated position. Raises OSError (ENOSPC ...) when the disk has no room, with
+        nothing changed."""
+        self._check_writable()
+        if end < 0 or end > self.file_size:
+            raise ValueError(f"end {end} outside [0, {self.file_size}] of {self.file_name}")
+        if not self.hold():
+            raise ValueError(f"mapped file {self.file_name} is being destroyed")
+        try:
+            self._reserve_or_raise(end)
+        finally:
+            self.release()
+        return rs_load_i64(&self.alloc_pos)
+
     # ---- writes ----------------------------------------------------------------------------
     def append(self, data):
         """Copy data at the write position; False (nothing written) when it does not fit."""
@@ -292,6 +462,7 @@ cdef class MappedFile:
         try:
             if self.wrote_pos + view.len > self.file_size:
                 return False
+            self._reserve_or_raise(self.wrote_pos + view.len)
             with nogil:
                 memcpy(self.wbase + self.wrote_pos, view.buf, view.len)
             self.wrote_pos += view.len
@@ -300,7 +471,8 @@ cdef class MappedFile:
             PyBuffer_Release(&view)
 
     def write_at(self, int64_t pos, data):
-        """Copy data at pos (no position change); bounds-checked against the file size."""
+        """Copy data at pos (no position change); bounds-checked against the file size.
+        Raises OSError when the blocks it needs cannot be allocated (nothing written)."""
         cdef Py_buffer view
         self._check_writable()
         PyObject_GetBuffer(data, &view, 0)
@@ -308,22 +480,45 @@ cdef class MappedFile:
             if pos < 0 or pos + view.len > self.file_size:
                 raise ValueError(f"write of {view.len} bytes at {pos} outside {self.file_name}"
                                  f" ({self.file_size} bytes)")
+            self._reserve_or_raise(pos + view.len)
             with nogil:
                 memcpy(self.wbase + pos, view.buf, view.len)
         finally:
             PyBuffer_Release(&view)
 
     def zero_range(self, int64_t pos, int64_t size):
-        """Zero [pos, pos+size) in the mapped file (truncating a dirty tail)."""
+        """Zero [pos, pos+size) in the mapped file (truncating a dirty tail). A range that
+        runs to the end of the file gives its whole pages' blocks back (a hole reads as
+        zeros), so a store truncated after a crash does not keep blocks it no longer uses;
+        other bytes are zeroed in place. Raises OSError when a partial page has no blocks and
+        none can be had (nothing changed)."""
+        cdef int64_t end = pos + size, first_whole, cut
+        cdef int rc = -1
         self._check_writable()
         if pos < 0 or size < 0 or pos + size > self.file_size:
             raise ValueError(f"zero of {size} bytes at {pos} outside {self.file_name}")
-        with nogil:
-            memset(self.base + pos, 0, size)
-            # a pool buffer is copied into the file whole; the write-through buffer only
-            # from the committed position on, which a truncation moves here: its bytes are
-            # written again before they are committed
-            if self.wbase != self.base and not self.write_through:
+        if size == 0:
+            return
+        cut = end
+        if end == self.file_size and self.fd >= 0:
+            first_whole = pos + (OS_PAGE_SIZE - pos % OS_PAGE_SIZE) % OS_PAGE_SIZE
+            if first_whole < end:
+                with nogil:
+                    rc = fallocate(self.fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                                   <off_t>first_whole, <off_t>(end - first_whole))
+                if rc == 0:
+                    cut = first_whole
+                    if rs_load_i64(&self.alloc_pos) > first_whole:
+                        rs_store_release_i64(&self.alloc_pos, first_whole)
+        if cut > pos:
+            self._reserve_or_raise(cut)
+            with nogil:
+                memset(self.base + pos, 0, cut - pos)
+        # a pool buffer is copied into the file whole; the write-through buffer only
+        # from the committed position on, which a truncation moves here: its bytes are
+        # written again before they are committed
+        if self.wbase != self.base and not self.write_through:
+            with nogil:
                 memset(self.wbase + pos, 0, size)
 
     # ---- reads -----------------------------------------------------------------------------
@@ -362,26 +557,32 @@ cdef class MappedFile:
             self._cleanup()
 
     cdef void _cleanup(self):
+        cdef char* base = self.base
+        cdef size_t size = <size_t>self.file_size
         self._drop_through_buffer()
-        if self.base != NULL:
-            munmap(self.base, <size_t>self.file_size)
-            self.base = NULL
+        self.base = NULL
         self.wbase = NULL
         self.write_buffer = None
         self.buffered = False
+        if base != NULL:
+            with nogil:         # unmapping a large file takes a while: producers go on
+                munmap(base, size)
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
         self.cleanup_over = True
 
-    def shutdown(self, double interval_forcibly_ms=0):
-        """Refuse new holders; after the interval, stop waiting for old ones (detach)."""
+    def shutdown(self, double interval_forcibly_ms=0, double now_ms=-1):
+        """Refuse new holders; after the interval, stop waiting for old ones (detach).
+        now_ms: the caller's clock in ms (a monotonic one; default time.monotonic)."""
         cdef void* addr
+        if now_ms < 0:
+            now_ms = _now_ms()
         if self.available:
             self.available = False
-            self.first_shutdown_ms = _now_ms()
+            self.first_shutdown_ms = now_ms
             self.release()
-        elif self.ref_count > 0 and _now_ms() - self.first_shutdown_ms >= interval_forcibly_ms:
+        elif self.ref_count > 0 and now_ms - self.first_shutdown_ms >= interval_forcibly_ms:
             if self.base != NULL and self.fd >= 0:
                 # Live views keep the address range; back it with zeros instead of the file.
                 addr = mmap(self.base, <size_t>self.file_size, PROT_READ,
@@ -390,11 +591,12 @@ cdef class MappedFile:
                     os.close(self.fd)
                     self.fd = -1
 
-    def destroy(self, double interval_forcibly_ms=0):
-        """Shut down, and delete the file once no holder is left (or it was detached).
+    def destroy(self, double interval_forcibly_ms=0, double now_ms=-1):
+        """Shut down, and delete the file once no holder is left (or it was detached after
+        interval_forcibly_ms). now_ms: as for shutdown.
 
         Returns True when the file is gone; call again later otherwise."""
-        self.shutdown(interval_forcibly_ms)
+        self.shutdown(interval_forcibly_ms, now_ms)
         if self.cleanup_over or self.fd < 0:
             if os.path.exists(self.file_name):
                 os.remove(self.file_name)
@@ -604,8 +806,10 @@ cdef class MappedFile:
     def prefault(self, int64_t start, int64_t length):
         """Fault [start, start+length) in for writing, ahead of the writer (page-aligned, held
         against unmapping, GIL released); the bytes are unchanged, so it may run while
-        another thread appends into the same pages. Returns the end position it reached
-        (start when the file is closing or appends go to a transient-pool buffer)."""
+        another thread appends into the same pages. Pages get their blocks first (see
+        allocate_to); where the disk has no room it stops at the allocated position. Returns
+        the end position it reached (start when the file is closing or appends go to a
+        transient-pool buffer)."""
         cdef int64_t first, end
         cdef int rc = -1
         self._check_writable()
@@ -615,6 +819,11 @@ cdef class MappedFile:
         if end <= start or self.buffered or not self.hold():
             return start
         try:
+            with nogil:
+                self.reserve(end)
+            end = min(end, rs_load_i64(&self.alloc_pos))
+            if end <= start:
+                return start
             first = start - start % OS_PAGE_SIZE
             with nogil:
                 rc = self._populate(first, end)
@@ -638,11 +847,12 @@ cdef class MappedFile:
 
     def prefault_follow(self, int64_t ahead, int64_t start, double interval_s,
                         StopFlag stop not None, int64_t chunk=1 << 20):
-        """Follow the writer without the GIL: keep [wrote, wrote+ahead) faulted in for writing
-        (prefault's way: bytes unchanged), checking every interval_s, until the file is full,
-        it is shut down, or stop is set. start: how far an earlier call got. Returns how far
-        this one got."""
-        cdef int64_t done = start, wrote, target, end
+        """Follow the writer without the GIL: keep [wrote, wrote+ahead) allocated (see
+        allocate_to) and faulted in for writing (prefault's way: bytes unchanged), checking
+        every interval_s, until the file is full, it is shut down, stop is set, or an
+        allocation fails (allocation_error says why; the caller backs off). start: how far
+        an earlier call got. Returns how far this one got."""
+        cdef int64_t done = start, wrote, target, end, allocated
         cdef timespec pause
         cdef bint fallback = False
         self._check_writable()
@@ -659,6 +869,10 @@ cdef class MappedFile:
                     if wrote >= self.file_size:
                         break
                     target = min(wrote + ahead, self.file_size)
+                    allocated = rs_load_i64(&self.alloc_pos)
+                    if target > allocated:
+                        if self.reserve(target) != 0:
+                            break
                     if done < wrote:
                         done = wrote - wrote % OS_PAGE_SIZE
                     while done < target and rs_load_int(&stop.flag) == 0:
@@ -675,6 +889,7 @@ cdef class MappedFile:
 
     def warm(self, str flush_disk_type="ASYNC_FLUSH", int pages=4096):
         """Touch every page (RocketMQ's warmMappedFile), then madvise(WILLNEED) and mlock.
+        The whole file gets its blocks first (OSError when the disk has no room).
 
         With SYNC_FLUSH the touched pages are msync'ed every `pages` pages, as RocketMQ does."""
         cdef int64_t i, last_flush = 0
@@ -684,6 +899,7 @@ cdef class MappedFile:
         if self.wrote_pos > 0:
             raise ValueError(f"warm writes a zero into every page: {self.file_name} already "
                              f"holds {self.wrote_pos} bytes (warm new files only)")
+        self._reserve_or_raise(self.file_size)
         with nogil:
             i = 0
             while i < self.file_size:

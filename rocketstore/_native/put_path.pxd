@@ -46,6 +46,7 @@ cdef class PutPath:
     cdef public object slow
     cdef public object after
     cdef public bint accepting      # False: every put is SERVICE_NOT_AVAILABLE
+    cdef public object refusal      # the reason refused puts carry (None: none given)
     cdef readonly GroupCommit sync_group    # SYNC_FLUSH: puts wait here for their flush
     cdef double sync_timeout_s
 

@@ -25,12 +25,14 @@ class PutPath:
     """CommitLog.put_message's fast path: lock, append to `file`, result, in one native call.
     `slow(message, queue_id)` runs under the lock when `file` is None or full; `after(result,
     message)`, when set, runs after the lock; with wait_for_flush (SYNC_FLUSH) a put waits
-    natively, after the lock, until its bytes are durable."""
+    natively, after the lock, until its bytes are durable. While `accepting` is False every
+    put is SERVICE_NOT_AVAILABLE with `refusal` as its reason."""
 
     file: MappedFile | None
     slow: Callable[[Message, int], PutMessageResult]
     after: Callable[[PutMessageResult, Message], PutMessageResult] | None
     accepting: bool
+    refusal: str | None
     @property
     def lock(self) -> PutLock: ...
     @property

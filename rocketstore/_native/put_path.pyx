@@ -64,14 +64,15 @@ cdef class PutPath:
     path (roll to a new file, closed log), called under the lock as slow(message, queue_id),
     and an optional after(result, message) hook run after the lock. With SYNC_FLUSH
     (wait_for_flush) a put waits, after the lock and without the GIL, until the group commit
-    made its bytes durable. It refuses every put (SERVICE_NOT_AVAILABLE) until its owner
-    sets accepting."""
+    made its bytes durable. It refuses every put (SERVICE_NOT_AVAILABLE, with refusal as the
+    result's reason) until its owner sets accepting."""
     def __init__(self, RecordWriter writer not None, slow):
         self.lock = PutLock()
         self.writer = writer
         self.file = None
         self.slow = slow
         self.after = None
+        self.refusal = None
         self.sync_group = None
 
     def wait_for_flush(self, GroupCommit group, double timeout_s):
@@ -97,8 +98,11 @@ cdef class PutPath:
 
     cdef object _put(self, Message message, int queue_id):
         cdef object result = None
+        cdef PutMessageResult refused
         if not self.accepting:
-            return status_result(S_SERVICE_NOT_AVAILABLE)
+            refused = status_result(S_SERVICE_NOT_AVAILABLE)
+            refused.reason = self.refusal
+            return refused
         self.lock.take()
         try:
             if self.file is not None:

@@ -13,6 +13,7 @@ from rocketstore._native.topic_queue_table cimport QueueCounters, TopicQueueTabl
 cdef enum:
     S_PUT_OK = 0
     S_SERVICE_NOT_AVAILABLE = 4
+    S_CREATE_MAPPED_FILE_FAILED = 5
     S_MESSAGE_ILLEGAL = 6
     S_PROPERTIES_SIZE_EXCEEDED = 7
     S_UNKNOWN_ERROR = 9
@@ -30,7 +31,7 @@ cdef class PutMessageResult:
     cdef char _uniq_hex[UNIQ_HEX_MAX]
     cdef bytes store_host_raw
     cdef int32_t store_port
-    cdef readonly object reason         # why MESSAGE_ILLEGAL / PROPERTIES_SIZE_EXCEEDED
+    cdef readonly object reason         # why a put stored nothing (MESSAGE_ILLEGAL, ...)
 
 
 @cython.final
@@ -102,7 +103,8 @@ cdef class RecordWriter:
     cdef str last_topic                     # _counters' one-entry cache
     cdef QueueCounters last_counters
     cdef int64_t last_version
-    cdef object rejection                   # why _prepare last refused a message
+    cdef object rejection                   # why _prepare (or _room) last refused a message
+    cdef int alloc_errno                    # errno of the last failed allocation (0: none)
 
     cdef int _grow_slices(self, Py_ssize_t need) except -1
     cdef int _grow_specs(self, Py_ssize_t need) except -1
@@ -111,5 +113,7 @@ cdef class RecordWriter:
     cdef QueueCounters _counters(self, str topic)
     cdef int _prepare(self, Message msg, int queue_id, RecordSpec* s, Py_ssize_t* slice_pos,
                       int64_t now_ms, Py_ssize_t index) except -1
+    cdef int _room(self, MappedFile mf, int64_t end)
+    cdef PutMessageResult _no_space(self)
     cdef void _write_blank(self, MappedFile mf) noexcept
     cdef object _append(self, MappedFile mf, Message message, int queue_id)

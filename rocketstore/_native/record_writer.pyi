@@ -32,7 +32,8 @@ class PutMessageResult:
 
     @property
     def reason(self) -> str | None:
-        """Why a put was refused as MESSAGE_ILLEGAL or PROPERTIES_SIZE_EXCEEDED (else None)."""
+        """Why a put stored nothing (MESSAGE_ILLEGAL, PROPERTIES_SIZE_EXCEEDED,
+        CREATE_MAPPED_FILE_FAILED on a full disk, SERVICE_NOT_AVAILABLE ...), else None."""
 
     @property
     def status_code(self) -> int: ...
@@ -61,7 +62,7 @@ class PutMessagesResult:
 
     @property
     def reason(self) -> str | None:
-        """Why the batch was refused as MESSAGE_ILLEGAL or PROPERTIES_SIZE_EXCEEDED."""
+        """Why the batch (or its unstored rest) was refused, when known."""
 
     @property
     def status_code(self) -> int: ...
@@ -93,17 +94,19 @@ class PutMessagesResult:
     def __getitem__(self, i: int, /) -> PutMessageResult: ...
     def __iter__(self) -> Iterator[PutMessageResult]: ...
 
-def put_result(status_code: int) -> PutMessageResult:
-    """A result carrying only a status (nothing stored)."""
+def put_result(status_code: int, reason: str | None = None) -> PutMessageResult:
+    """A result carrying only a status (nothing stored), and why."""
 
 def with_status(res: PutMessageResult, status_code: int) -> PutMessageResult:
     """The same stored message reported with another status (FLUSH_DISK_TIMEOUT ...)."""
 
-def fail_batch(res: PutMessagesResult, status_code: int) -> PutMessagesResult:
+def fail_batch(
+    res: PutMessagesResult, status_code: int, reason: str | None = None
+) -> PutMessagesResult:
     """Mark a batch cut short: res.stored went in, the rest get status_code."""
 
-def rejected_batch(count: int, status_code: int) -> PutMessagesResult:
-    """A batch of count messages of which none was stored."""
+def rejected_batch(count: int, status_code: int, reason: str | None = None) -> PutMessagesResult:
+    """A batch of count messages of which none was stored, and why."""
 
 @final
 class RecordWriter:
@@ -128,7 +131,8 @@ class RecordWriter:
     def append(
         self, mf: MappedFile, message: Message, queue_id: int
     ) -> PutMessageResult | None:
-        """Encode message at mf's write position; None when it did not fit (blank written)."""
+        """Encode message at mf's write position; None when it did not fit (blank written).
+        CREATE_MAPPED_FILE_FAILED (nothing written) when mf's blocks cannot be allocated."""
 
     def prepare_batch(
         self, messages: list[Message], queue_ids: int | list[int] | tuple[int, ...]
@@ -136,7 +140,9 @@ class RecordWriter:
         """Validate a whole batch; nothing is written."""
 
     def write_batch(self, mf: MappedFile, res: PutMessagesResult) -> bool:
-        """Write the prepared batch from res.stored on; False when mf filled up."""
+        """Write the prepared batch from res.stored on; False when mf filled up (blank
+        written), True when done: complete, or cut short by a full disk (res.status_code
+        CREATE_MAPPED_FILE_FAILED)."""
 
     def write_blank(self, mf: MappedFile) -> None:
         """Close mf with an END_FILE blank at its write position."""

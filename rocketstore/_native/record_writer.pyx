@@ -9,6 +9,7 @@ message first, so a bad one rejects the whole batch before a byte is written.
 """
 import enum
 import logging
+import os
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.dict cimport PyDict_Next
@@ -18,7 +19,7 @@ from libc.stdlib cimport free, realloc
 from libc.string cimport memcpy, memset
 
 from rocketstore._native.hosts cimport msg_id_text
-from rocketstore._native.includes.atomic cimport rs_release_fence
+from rocketstore._native.includes.atomic cimport rs_load_i64, rs_release_fence
 from rocketstore._native.includes.byteorder cimport rs_put_u16, rs_put_u32, rs_put_u64
 from rocketstore._native.includes.crc32 cimport rs_crc32, rs_crc32_init
 from rocketstore._native.includes.python cimport (
@@ -105,9 +106,11 @@ cdef class PutMessageResult:
                 f"wrote_bytes={self.wrote_bytes})")
 
 
-def put_result(int status_code):
-    """A result carrying only a status (a put that stored nothing)."""
-    return status_result(status_code)
+def put_result(int status_code, reason=None):
+    """A result carrying only a status (a put that stored nothing), and why."""
+    cdef PutMessageResult r = status_result(status_code)
+    r.reason = reason
+    return r
 
 
 def with_status(PutMessageResult res not None, int status_code):
@@ -116,18 +119,21 @@ def with_status(PutMessageResult res not None, int status_code):
     return res
 
 
-def rejected_batch(Py_ssize_t count, int status_code):
-    """A batch of count messages of which none was stored."""
+def rejected_batch(Py_ssize_t count, int status_code, reason=None):
+    """A batch of count messages of which none was stored, and why."""
     cdef PutMessagesResult res = PutMessagesResult.__new__(PutMessagesResult)
     res.count = count
     res.stored = 0
     res.status_code = status_code
+    res.reason = reason
     return res
 
 
-def fail_batch(PutMessagesResult res not None, int status_code):
+def fail_batch(PutMessagesResult res not None, int status_code, reason=None):
     """Mark a batch cut short: res.stored messages went in, the rest get status_code."""
     res.status_code = status_code
+    if reason is not None:
+        res.reason = reason
     return res
 
 
@@ -257,7 +263,9 @@ cdef class RecordWriter:
     """Encodes messages into CommitLog MappedFiles and owns the topic queue table.
 
     The CommitLog calls it under its put lock; it never rolls files itself: when a record
-    does not fit it writes the END_FILE blank and reports end-of-file."""
+    does not fit it writes the END_FILE blank and reports end-of-file. It never writes past
+    the blocks a file has on disk: it allocates more first (MappedFile.reserve), and when the
+    disk has no room the put stores nothing and says CREATE_MAPPED_FILE_FAILED."""
 
     def __cinit__(self):
         self.slices = NULL
@@ -427,6 +435,32 @@ cdef class RecordWriter:
             return S_MESSAGE_ILLEGAL
         return S_PUT_OK
 
+    cdef int _room(self, MappedFile mf, int64_t end):
+        """0 when [0, end) of mf has blocks on disk (allocated now if needed), else the errno
+        of the failed allocation, noted for no_space."""
+        cdef int rc
+        if end <= rs_load_i64(&mf.alloc_pos):
+            return 0
+        with nogil:
+            rc = mf.reserve(end)
+        if rc != 0:
+            if self.alloc_errno != rc:
+                _log.error("no room on disk for CommitLog file %s (%s): puts fail with "
+                           "CREATE_MAPPED_FILE_FAILED until there is", mf.file_name,
+                           os.strerror(rc))
+            self.alloc_errno = rc
+            self.rejection = (f"no room on disk for CommitLog file {mf.file_name}: "
+                              f"{os.strerror(rc)}")
+        elif self.alloc_errno != 0:
+            _log.warning("CommitLog file %s got its blocks: puts go on", mf.file_name)
+            self.alloc_errno = 0
+        return rc
+
+    cdef PutMessageResult _no_space(self):
+        cdef PutMessageResult r = status_result(S_CREATE_MAPPED_FILE_FAILED)
+        r.reason = self.rejection
+        return r
+
     cdef inline void _write_blank(self, MappedFile mf) noexcept:
         cdef int64_t remaining = mf.file_size - mf.wrote_pos
         if remaining >= 8:
@@ -440,7 +474,9 @@ cdef class RecordWriter:
         """Encode one message at mf's write position.
 
         Returns a PutMessageResult, or None when it did not fit: the END_FILE blank was
-        written and the caller must roll to the next file and call again."""
+        written and the caller must roll to the next file and call again. When the blocks it
+        needs cannot be allocated, the result is CREATE_MAPPED_FILE_FAILED (reason says why)
+        and nothing is written."""
         return self._append(mf, message, queue_id)
 
     cdef object _append(self, MappedFile mf, Message message, int queue_id):
@@ -460,8 +496,14 @@ cdef class RecordWriter:
             _log.warning("put refused (%s): %s", _PUT_STATUS[code].name, r.reason)
             return r
         if mf.wrote_pos + s.total + END_FILE_MIN_BLANK_LENGTH > mf.file_size:
+            if self._room(mf, mf.wrote_pos + END_FILE_MIN_BLANK_LENGTH) != 0:
+                return self._no_space()
             self._write_blank(mf)
             return None
+        # the record and room for the END_FILE blank after it have blocks
+        if mf.wrote_pos + s.total + END_FILE_MIN_BLANK_LENGTH > rs_load_i64(&mf.alloc_pos):
+            if self._room(mf, mf.wrote_pos + s.total + END_FILE_MIN_BLANK_LENGTH) != 0:
+                return self._no_space()
         phy = mf.file_from_offset + mf.wrote_pos
         slot = &(<QueueCounters>s.counters).next[s.queue_id]
         qoff = 0
@@ -544,28 +586,47 @@ cdef class RecordWriter:
     def write_batch(self, MappedFile mf not None, PutMessagesResult res not None):
         """Write the prepared batch from res.stored on, as far as mf has room.
 
-        Returns True when the batch is complete, False when the END_FILE blank was written
-        and the rest must go into the next file. Must follow prepare_batch with no other
-        call of this writer in between (the caller's put lock guarantees it)."""
+        Returns True when the batch is done: complete, or cut short because the disk has no
+        room for the blocks it needs (res.status_code CREATE_MAPPED_FILE_FAILED, res.stored
+        the messages written); False when the END_FILE blank was written and the rest must go
+        into the next file. Must follow prepare_batch with no other call of this writer in
+        between (the caller's put lock guarantees it)."""
         cdef Py_ssize_t i, start = res.stored, count = res.count
         cdef int64_t[::1] phys = res.commitlog_offsets
         cdef int64_t[::1] qoffs = res.queue_offsets
         cdef int32_t[::1] sizes = res.sizes
         cdef RecordSpec* s
-        cdef int64_t pos = mf.wrote_pos, end_pos, qoff
+        cdef int64_t pos = mf.wrote_pos, qoff, allocated
         cdef int64_t ts = res.store_timestamp
         cdef int64_t* slot
-        cdef bint full = False
+        cdef bint full = False, no_room = False
         cdef Py_ssize_t stop
         if mf.read_only or not mf.available:
             raise ValueError(f"mapped file {mf.file_name} is not writable")
-        # Assign positions and queue offsets (cheap, GIL held), then copy without the GIL.
+        # How many fit in the file; then blocks for them and the END_FILE blank after them.
         i = start
         while i < count:
-            s = &self.specs[i]
-            if pos + s.total + END_FILE_MIN_BLANK_LENGTH > mf.file_size:
+            if pos + self.specs[i].total + END_FILE_MIN_BLANK_LENGTH > mf.file_size:
                 full = True
                 break
+            pos += self.specs[i].total
+            i += 1
+        stop = i
+        if self._room(mf, pos + END_FILE_MIN_BLANK_LENGTH) != 0:
+            # as many as the blocks already there hold (each with room for a blank after it)
+            no_room = True
+            full = False
+            allocated = rs_load_i64(&mf.alloc_pos)
+            pos = mf.wrote_pos
+            i = start
+            while i < stop and pos + self.specs[i].total + END_FILE_MIN_BLANK_LENGTH <= allocated:
+                pos += self.specs[i].total
+                i += 1
+            stop = i
+        # Assign positions and queue offsets (cheap, GIL held), then copy without the GIL.
+        pos = mf.wrote_pos
+        for i in range(start, stop):
+            s = &self.specs[i]
             phys[i] = mf.file_from_offset + pos
             sizes[i] = s.total
             slot = &(<QueueCounters>s.counters).next[s.queue_id]
@@ -578,8 +639,6 @@ cdef class RecordWriter:
                     slot[0] = 0
             qoffs[i] = qoff
             pos += s.total
-            i += 1
-        stop = i
         pos = mf.wrote_pos
         with nogil:
             for i in range(start, stop):
@@ -589,6 +648,10 @@ cdef class RecordWriter:
         if stop > start:
             mf.store_ts = ts
         res.stored = stop
+        if no_room:
+            res.status_code = S_CREATE_MAPPED_FILE_FAILED
+            res.reason = self.rejection
+            return True
         if full:
             self._write_blank(mf)
             return False

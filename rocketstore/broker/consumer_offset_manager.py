@@ -6,6 +6,10 @@ reads and writes that file; it is the same file Spark and the CLI use) every
 Keys are ``topic@group``, then queue id -> the next offset to consume. An offset committed
 here is what QUERY_CONSUMER_OFFSET answers at once; the file may lag by one interval (a crash
 loses at most that much progress, and consumers then see some messages again).
+
+The broker owns the file while it runs: writes take the file's flock (so a Spark job's
+``commit_group_offsets`` never interleaves with them), and what another process committed to
+the file meanwhile is replaced by the broker's table at its next write.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 
-from rocketstore.broker.consumer_offsets import load_offset_table, write_offset_table
+from rocketstore.broker.consumer_offsets import load_offset_table, offsets_lock, write_offset_table
 
 log = logging.getLogger("rocketstore.broker")
 
@@ -92,7 +96,8 @@ class ConsumerOffsetManager:
         with self._persist_lock:
             if version <= self._persisted_version:
                 return
-            write_offset_table(self.root, table)
+            with offsets_lock(self.root):
+                write_offset_table(self.root, table)
             self._persisted_version = version
 
     def persist(self) -> None:

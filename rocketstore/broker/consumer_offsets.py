@@ -117,7 +117,8 @@ def all_group_offsets(root: str | os.PathLike[str]) -> dict[str, dict[str, int]]
 
 
 @contextmanager
-def _locked(root: str | os.PathLike[str]) -> Iterator[None]:
+def offsets_lock(root: str | os.PathLike[str]) -> Iterator[None]:
+    """The flock that serialises writers of consumerOffset.json among rocketstore processes."""
     directory = os.path.join(os.fspath(root), CONFIG_DIR)
     os.makedirs(directory, exist_ok=True)
     fd = os.open(os.path.join(directory, CONSUMER_OFFSET_FILE + ".lock"),
@@ -172,7 +173,7 @@ def commit_group_offsets(root: str | os.PathLike[str], group: str,
         if isinstance(offset, bool) or int(offset) < 0:
             raise ValueError(f"offset of {queue_key(topic, qid)} must be >= 0, got {offset!r}")
         updates[(topic, qid)] = int(offset)
-    with _locked(root):
+    with offsets_lock(root):
         table = load_offset_table(root)
         changed = False
         for (topic, qid), offset in updates.items():

@@ -1,7 +1,6 @@
 """MessageWriter: how the broker puts messages into the store without blocking its event loop.
 
-Every broker write goes through here (producers' sends, consumers' send-backs, the schedule
-service's deliveries), so all of them:
+Producers' sends and consumers' send-backs go through here, so both:
 
 - turn a delayed message (``DELAY`` property, level > 0) into a message of
   ``SCHEDULE_TOPIC_XXXX``, queue ``level - 1``, with the real topic and queue in the

@@ -20,6 +20,7 @@ import click
 
 from rocketstore import CorruptRecordError, StoreLockedError, __version__
 from rocketstore.cli.admin import admin_group
+from rocketstore.cli.clean import clean
 from rocketstore.cli.common import describe_error, fail
 from rocketstore.cli.demo import demo
 from rocketstore.cli.export import export_command, spark_ingest_command
@@ -112,6 +113,6 @@ def main(ctx: click.Context, verbose: bool) -> None:
     _setup_logging(ctx, verbose)
 
 
-for _command in (demo, dump, stat, query, get_command, view, recover, offsets, export_command,
-                 spark_ingest_command, namesrv, broker, admin_group):
+for _command in (demo, dump, stat, query, get_command, view, recover, offsets, clean,
+                 export_command, spark_ingest_command, namesrv, broker, admin_group):
     main.add_command(_command)

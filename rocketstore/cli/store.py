@@ -211,6 +211,7 @@ def _print_stat(st: dict[str, Any]) -> None:
          f"hash slots, {ix['indexNum']:,} items each); last update "
          f"{_when(ix['lastUpdateTimestamp'])} at offset {ix['lastUpdatePhyOffset']:,}")
     echo(f"dispatch lag   {st['dispatchBehindBytes']:,} bytes")
+    _print_retention(st["retention"])
     ck = st["checkpoint"]
     echo(f"checkpoint     physic {_when(ck['physicMsgTimestamp'])}, logics "
          f"{_when(ck['logicsMsgTimestamp'])}, index {_when(ck['indexMsgTimestamp'])}")
@@ -229,13 +230,45 @@ def _print_stat(st: dict[str, Any]) -> None:
                                                   zip(r[1:], widths[1:], strict=True)]))
 
 
+def _print_retention(rt: dict[str, Any]) -> None:
+    echo = click.echo
+    disk = rt.get("disk")
+    used = rt["usedRatio"]
+    usage = f"{used:.1%} used" if used >= 0 else "usage unknown"
+    if disk:
+        usage += (f" ({size_text(disk['used'])} of {size_text(disk['total'])}, "
+                  f"{size_text(disk['free'])} free)")
+    state = ("FULL: puts refused" if rt["diskFull"] else
+             "over the forced watermark: files deleted before they expire"
+             if rt["cleanImmediately"] else "ok")
+    echo(f"disk           {usage}; {state}")
+    echo(f"watermarks     clean-up {rt['diskMaxUsedSpaceRatio']}%, forced "
+         f"{rt['diskSpaceCleanForciblyRatio']}%, refuse puts "
+         f"{rt['diskSpaceWarningLevelRatio']}%; files kept {rt['fileReservedTime']} h, "
+         f"deleted at hour(s) {rt['deleteWhen']}")
+    nxt = rt["nextRun"]
+    if nxt["deleted"]:
+        kinds: dict[str, int] = {}
+        for d in nxt["deleted"]:
+            kinds[d["kind"]] = kinds.get(d["kind"], 0) + 1
+        what = ", ".join(f"{n} {kind}" for kind, n in kinds.items())
+        echo(f"next cleanup   would delete {what} file(s), {size_text(nxt['deletedBytes'])} "
+             f"({', '.join(nxt['reasons'])}); min offset -> {nxt['minOffsetAfter']:,}")
+    else:
+        oldest = rt.get("oldestDeletableLastModified")
+        when = (f"; oldest deletable file last modified {_when(oldest)}"
+                if oldest else "")
+        echo(f"next cleanup   nothing to delete now{when}")
+
+
 @click.command()
 @click.argument("path", type=click.Path(path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="One JSON document instead of a table.")
 @index_options
 def stat(path: Path, as_json: bool, hash_slots: int | None, index_num: int | None) -> None:
     """Summarise the store at PATH: topics and queues (min/max offsets, message counts), the
-    CommitLog's offsets, dispatch lag, file counts and sizes per kind, the checkpoint, and
+    CommitLog's offsets, dispatch lag, disk usage, the retention watermarks and what a
+    cleanup run now would delete, file counts and sizes per kind, the checkpoint, and
     whether the last shutdown was clean (abort file).
 
     Opens the store read-only: safe while a writer has it open (it shows a snapshot).

@@ -27,7 +27,7 @@ from rocketstore.message import (
     PutMessageStatus,
 )
 from rocketstore.store.checkpoint import StoreCheckpoint
-from rocketstore.store.layout import COMMITLOG_DIR
+from rocketstore.store.layout import COMMIT_LOG_ALLOCATION_CHUNK, COMMITLOG_DIR
 from rocketstore.store.mapped_file_queue import FlushFunction, MappedFileQueue
 from rocketstore.store.services.commit import CommitRealTimeService
 from rocketstore.store.services.durability import DurabilityNotifier, DurableCallback
@@ -68,7 +68,8 @@ class CommitLog:
             os.path.join(root, COMMITLOG_DIR) if config.store_path_commit_log is None
             else config.store_path_commit_log,
             config.mapped_file_size_commit_log, read_only=read_only, preallocate=True,
-            allocate=allocate, prepare=self._prepare_file if self.write_through else None)
+            allocation_chunk=COMMIT_LOG_ALLOCATION_CHUNK, allocate=allocate,
+            prepare=self._prepare_file if self.write_through else None)
         self.writer = record_writer.RecordWriter(config.mapped_file_size_commit_log,
                                                  config.max_message_size, config.store_host)
         # put_message's fast path runs natively (lock, append to the cached last file,
@@ -76,6 +77,7 @@ class CommitLog:
         self.put_path = put_path.PutPath(self.writer, self._append_rolling)
         self.put_lock = self.put_path.lock
         self.closed = False     # set under put_lock at shutdown: later puts are refused
+        self.roll_error: str | None = None     # why the next file could not be created
         self.sync_flush_timeout_s = config.sync_flush_timeout / 1000.0
         self.flush_service: ServiceThread
         if self.sync_flush:
@@ -145,8 +147,11 @@ class CommitLog:
             done += mf.file_size
             result.files_scanned += 1
             pos = 0
+            # past the file's first hole there is no record (see MappedFile: what is
+            # written has blocks; reading a hole on tmpfs would take space)
+            end = max(pos, min(mf.file_size, mf.allocated_position))
             while True:
-                batch = dispatch.dispatch_region(mf, pos, mf.file_size, max_records=8192,
+                batch = dispatch.dispatch_region(mf, pos, end, max_records=8192,
                                                  check_crc=check_crc, tags_codes=False)
                 result.records += len(batch)
                 if on_batch is not None and len(batch):
@@ -196,12 +201,14 @@ class CommitLog:
             return record_writer.put_result(PutMessageStatus.SERVICE_NOT_AVAILABLE)
         mf = self._file_for_append()
         if mf is None:
-            return record_writer.put_result(PutMessageStatus.CREATE_MAPPED_FILE_FAILED)
+            return record_writer.put_result(PutMessageStatus.CREATE_MAPPED_FILE_FAILED,
+                                            self.roll_error)
         result = self.writer.append(mf, msg, queue_id)
         if result is None:
             mf = self._file_for_append()
             if mf is None:
-                return record_writer.put_result(PutMessageStatus.CREATE_MAPPED_FILE_FAILED)
+                return record_writer.put_result(PutMessageStatus.CREATE_MAPPED_FILE_FAILED,
+                                                self.roll_error)
             result = self.writer.append(mf, msg, queue_id)
         return record_writer.put_result(PutMessageStatus.UNKNOWN_ERROR) if result is None else result
 
@@ -237,7 +244,8 @@ class CommitLog:
             while mf is not None and not self.writer.write_batch(mf, result):
                 mf = self._file_for_append()
             if mf is None:    # what was stored stays; the result says where it stopped
-                result = record_writer.fail_batch(result, PutMessageStatus.CREATE_MAPPED_FILE_FAILED)
+                result = record_writer.fail_batch(
+                    result, PutMessageStatus.CREATE_MAPPED_FILE_FAILED, self.roll_error)
         if result.stored:
             end = int(result.commitlog_offsets[result.stored - 1] +
                       result.sizes[result.stored - 1])
@@ -263,11 +271,15 @@ class CommitLog:
         (self.commit_service or self.flush_service).wakeup()
 
     def _file_for_append(self) -> MappedFile | None:
-        """The file appends go to (rolling when the last is full); cached for the next put."""
+        """The file appends go to (rolling when the last is full); cached for the next put.
+        None when the next file cannot be created (roll_error says why)."""
         try:
             self.put_path.file = self.queue.last_file_for_append(0)
-        except OSError:
-            log.exception("creating the next CommitLog file failed")
+            self.roll_error = None
+        except OSError as exc:
+            if self.roll_error is None:     # once per outage: every put would say it
+                log.error("creating the next CommitLog file failed: %s", exc)
+            self.roll_error = f"creating the next CommitLog file failed: {exc}"
             self.put_path.file = None
         return self.put_path.file
 
@@ -302,17 +314,32 @@ class CommitLog:
         return None if size is not None and msg.store_size != size else msg
 
     def scan(self, from_offset: int = 0, *, check_crc: bool = False) -> Iterator[MessageExt]:
-        """Every message from from_offset (a record boundary) to the end, in log order."""
+        """Every message from from_offset (a record boundary) to the end, in log order. It
+        starts at the minimum offset when from_offset is below it, and a file deleted by
+        retention while the scan reads it ends that file: the scan goes on at the new
+        minimum offset."""
         offset = max(from_offset, self.min_offset())
         while True:
             mf = self.queue.find_by_offset(offset)
             if mf is None:
+                low = self.min_offset()
+                if offset < low:        # deleted meanwhile: what is left starts there
+                    offset = low
+                    continue
                 return
             pos = offset - mf.file_from_offset
-            found = record.scan_region(mf, pos, check_crc=check_crc,
-                                       base_offset=mf.file_from_offset)
-            for rel in found.offsets.tolist():
-                yield record.decode_at(mf, rel)
+            try:
+                found = record.scan_region(mf, pos, check_crc=check_crc,
+                                           base_offset=mf.file_from_offset)
+                for rel in found.offsets.tolist():
+                    msg = record.decode_at(mf, rel)
+                    offset = mf.file_from_offset + rel + msg.store_size
+                    yield msg
+            except ValueError:
+                if mf.is_available:
+                    raise
+                offset = max(offset, self.min_offset(), mf.file_from_offset + mf.file_size)
+                continue
             if found.stop_status == "corrupt":
                 raise record.CorruptRecordError(found.reason or "corrupt record",
                                                 mf.file_from_offset + found.stop_position)

@@ -12,7 +12,11 @@ from collections.abc import Callable
 import numpy as np
 
 from rocketstore._native.consume_queue import write_units
-from rocketstore.store.layout import CONSUME_QUEUE_UNIT_SIZE
+from rocketstore.store.layout import (
+    CONSUME_QUEUE_ALLOCATION_MAX,
+    CONSUME_QUEUE_ALLOCATION_MIN,
+    CONSUME_QUEUE_UNIT_SIZE,
+)
 from rocketstore.store.mapped_file_queue import MappedFileQueue
 
 log = logging.getLogger("rocketstore.store")
@@ -33,7 +37,8 @@ class ConsumeQueue:
         self.file_size = file_size
         self.read_only = read_only
         self.queue = MappedFileQueue(os.path.join(root_dir, topic, str(queue_id)), file_size,
-                                     read_only=read_only)
+                                     read_only=read_only,
+                                     allocation_chunk=CONSUME_QUEUE_ALLOCATION_MIN)
         self.max_physic_offset = -1     # end (offset + size) of the newest unit's record
         self.min_logic_offset = 0       # byte offset of the first valid unit
 
@@ -57,7 +62,9 @@ class ConsumeQueue:
         end = files[index].file_from_offset
         max_phy = -1
         for mf in files[index:]:
-            units = _units_of(mf, mf.file_size)
+            # past the file's first hole there is no unit (and on tmpfs reading a hole
+            # would take space the disk may not have)
+            units = _units_of(mf, min(mf.file_size, mf.allocated_position))
             valid = (units["offset"] >= 0) & (units["size"] > 0)
             count = len(units) if valid.all() else int(np.argmin(valid))
             end = mf.file_from_offset + count * UNIT_SIZE
@@ -75,17 +82,25 @@ class ConsumeQueue:
         self.queue.flushed_where = end
 
     def correct_min_offset(self, min_commitlog_offset: int) -> None:
-        """First unit whose message is still in the CommitLog (RocketMQ correctMinOffset)."""
-        mf = self.queue.first_file()
-        if mf is None:
+        """First unit whose message is still in the CommitLog (RocketMQ correctMinOffset),
+        looked for from the first file on (units are in CommitLog order): a queue whose
+        older files were not deleted yet (a crash between the CommitLog's deletion and the
+        queues') still starts at its first unit that can be read."""
+        files = self.queue.files
+        if not files:
             return
-        units = _units_of(mf, mf.read_position)
-        ok = (units["offset"] >= min_commitlog_offset) & (units["size"] > 0) & (
-            units["size"] != BLANK_UNIT_SIZE)
-        if ok.any():
-            self.min_logic_offset = mf.file_from_offset + int(np.argmax(ok)) * UNIT_SIZE
-        else:
-            self.min_logic_offset = mf.file_from_offset + len(units) * UNIT_SIZE
+        for mf in files:
+            units = _units_of(mf, mf.read_position)
+            ok = (units["offset"] >= min_commitlog_offset) & (units["size"] > 0) & (
+                units["size"] != BLANK_UNIT_SIZE)
+            if ok.any():
+                self.min_logic_offset = mf.file_from_offset + int(np.argmax(ok)) * UNIT_SIZE
+                return
+            if mf.read_position < mf.file_size:     # the end of the queue
+                self.min_logic_offset = mf.file_from_offset + len(units) * UNIT_SIZE
+                return
+        last = files[-1]
+        self.min_logic_offset = last.file_from_offset + last.read_position
 
     # ---- writes (dispatch thread only) -----------------------------------------------------
     def put_units(self, phys: np.ndarray, sizes: np.ndarray, tags: np.ndarray,
@@ -106,6 +121,7 @@ class ConsumeQueue:
                 if mf is not last:      # a unit before the last file: already built
                     i += 1
                     continue
+            self._make_room(mf, int(queue_offsets[n - 1]))
             before = mf.wrote_position
             i, self.max_physic_offset, _skipped, _blanks = write_units(
                 mf, phys, sizes, tags, queue_offsets, i, self.max_physic_offset)
@@ -115,6 +131,17 @@ class ConsumeQueue:
                 # next unit belongs to a later file: close this one with blank units
                 self._fill_to_end(mf)
         return written
+
+    def _make_room(self, mf, last_queue_offset: int) -> None:
+        """Blocks on disk for mf's units up to last_queue_offset's (OSError when the disk has
+        no room: the units stay unwritten and dispatch tries again later). The step grows
+        with the file (CONSUME_QUEUE_ALLOCATION_MIN..MAX)."""
+        need = min(self.file_size, (last_queue_offset + 1) * UNIT_SIZE - mf.file_from_offset)
+        have = mf.allocated_position
+        if need > have:
+            mf.allocation_chunk = min(max(have, CONSUME_QUEUE_ALLOCATION_MIN),
+                                      CONSUME_QUEUE_ALLOCATION_MAX)
+            mf.allocate_to(need)
 
     def _fill_to_end(self, mf) -> None:
         count = (self.file_size - mf.wrote_position) // UNIT_SIZE
@@ -154,18 +181,40 @@ class ConsumeQueue:
                 self.max_physic_offset = int(real[-1]["offset"]) + int(real[-1]["size"])
                 return
 
-    def delete_expired(self, min_commitlog_offset: int) -> int:
-        """Delete files whose last unit points below min_commitlog_offset; count deleted."""
-        doomed_before = 0
+    def expired_files(self, min_commitlog_offset: int) -> list:
+        """The oldest files whose last unit points below min_commitlog_offset, never the
+        last file (RocketMQ deleteExpiredFileByOffset's choice)."""
+        doomed = []
         for mf in self.queue.files[:-1]:
             units = _units_of(mf, mf.wrote_position)
             if len(units) and int(units[-1]["offset"]) < min_commitlog_offset:
-                doomed_before = mf.file_from_offset + self.file_size
+                doomed.append(mf)
             else:
                 break
-        deleted = self.queue.delete_before(doomed_before) if doomed_before else 0
+        return doomed
+
+    def delete_expired(self, min_commitlog_offset: int, interval_forcibly_ms: float = 1000,
+                       now_ms: float = -1) -> int:
+        """Delete files whose last unit points below min_commitlog_offset (a file still read
+        waits, see MappedFileQueue.delete_before), then correct the minimum offset; returns
+        the number of files deleted."""
+        doomed = self.expired_files(min_commitlog_offset)
+        deleted = 0
+        if doomed:
+            end = doomed[-1].file_from_offset + self.file_size
+            deleted = self.queue.delete_before(end, interval_forcibly_ms, now_ms)
         self.correct_min_offset(min_commitlog_offset)
         return deleted
+
+    def destroy(self) -> None:
+        """Delete every file of the queue and its directory (a deleted topic)."""
+        for mf in self.queue.files:
+            mf.destroy(0)
+        self.queue.close()
+        try:
+            os.rmdir(self.queue.store_path)
+        except OSError:
+            pass
 
     def flush(self, least_pages: int = 0) -> bool:
         return self.queue.flush(least_pages)

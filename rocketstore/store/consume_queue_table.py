@@ -71,6 +71,12 @@ class ConsumeQueueTable:
                     queues[queue_id] = cq
         return cq
 
+    def remove_topic(self, topic: str) -> list[ConsumeQueue]:
+        """Forget a topic's queues (the caller destroys their files); returns them."""
+        with self._create_lock:
+            queues = self._queues.pop(topic, {})
+        return list(queues.values())
+
     def max_physic_offset(self) -> int:
         """End of the newest record any ConsumeQueue points at (-1 when none)."""
         return max((cq.max_physic_offset for cq in self.all()), default=-1)

@@ -236,12 +236,17 @@ class IndexService:
             return f, self._already_put(end_phy) if end_phy > 0 else 0, end_phy
 
     def roll(self, full: IndexFile) -> IndexFile:
-        """The next file after a full one (which is flushed in the background)."""
+        """The file to go on with after a put was refused: the same one once it has blocks
+        for its next items (make_room; OSError when the disk has no room), else the next
+        file after a full one (which is flushed in the background)."""
         with self._lock:
-            if full.index_count <= 1:       # a fresh file took nothing: can not happen
-                raise RuntimeError(f"index file {full.file_name} accepts no item")
             if self._files and self._files[-1] is not full:
                 return self._files[-1]
+            if full.needs_room:
+                full.make_room()
+                return full
+            if full.index_count <= 1:       # a fresh file took nothing: can not happen
+                raise RuntimeError(f"index file {full.file_name} accepts no item")
             f = self._new_file(full)
             self._schedule_flush(full)
             return f
@@ -289,6 +294,10 @@ class IndexService:
                 nxt, nk = build_index(f, mf, positions, start, key_start)
                 if nxt >= n:
                     break
+                if f.needs_room:            # blocks for the next items first (OSError: none)
+                    f.make_room()
+                    start, key_start = nxt, nk
+                    continue
                 if f.index_count <= 1:      # a fresh file took nothing: can not happen
                     raise RuntimeError(f"index file {f.file_name} accepts no item")
                 full = f

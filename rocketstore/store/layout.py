@@ -22,6 +22,14 @@ INDEX_ITEM_SIZE = 20
 #: size is known.
 INDEX_ITEMS_PER_SLOT = 4
 
+#: Files are sparse and get their blocks on disk as writes need them (MappedFile.allocate_to),
+#: in steps of: (CommitLog segments; the CommitLogPrefaultService allocates further ahead)
+COMMIT_LOG_ALLOCATION_CHUNK = 4 << 20
+#: ConsumeQueue files: from the smallest step up to the largest, each the size allocated so
+#: far, so a queue of a few messages takes 64 KiB and a busy one rarely allocates.
+CONSUME_QUEUE_ALLOCATION_MIN = 64 << 10
+CONSUME_QUEUE_ALLOCATION_MAX = 1 << 20
+
 COMMITLOG_DIR = "commitlog"
 CONSUME_QUEUE_DIR = "consumequeue"
 INDEX_DIR = "index"

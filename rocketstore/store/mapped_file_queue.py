@@ -1,15 +1,18 @@
 """MappedFileQueue: a directory of equal-size segment files named by their start offset.
 
 Readers find files lock-free: the file list is replaced, never mutated in place, so a reader
-holding the old list still sees a consistent sequence.
+holding the old list still sees a consistent sequence. Writers of the list (a roll appending a
+file, retention deleting the oldest, recovery truncating) take a small lock so that neither
+undoes the other's change.
 """
 from __future__ import annotations
 
 import logging
 import os
+import threading
 from collections.abc import Callable
 
-from rocketstore._native.mapped_file import MappedFile
+from rocketstore._native.mapped_file import DEFAULT_ALLOCATION_CHUNK, MappedFile
 from rocketstore.store.layout import (
     SEGMENT_NAME_DIGITS,
     StoreFormatError,
@@ -24,6 +27,15 @@ log = logging.getLogger("rocketstore.store")
 #: not be made so. MappedFile.sync (fdatasync of a write-through file, else msync of the
 #: range) unless a test injects another (see MessageStore.open).
 FlushFunction = Callable[[MappedFile, int, int], None]
+
+
+def last_modified_ms(mf: MappedFile) -> int:
+    """The file's last modification time in ms (RocketMQ getLastModifiedTimestamp); 0 when
+    it is gone."""
+    try:
+        return os.stat(mf.file_name).st_mtime_ns // 1_000_000
+    except OSError:
+        return 0
 
 
 def remove_creating_leftovers(directory: str) -> int:
@@ -47,6 +59,7 @@ class MappedFileQueue:
         *,
         read_only: bool = False,
         preallocate: bool = False,
+        allocation_chunk: int = DEFAULT_ALLOCATION_CHUNK,
         allocate: Callable[[str, str | None, int], MappedFile] | None = None,
         prepare: Callable[[MappedFile], None] | None = None,
     ) -> None:
@@ -56,11 +69,14 @@ class MappedFileQueue:
         self.mapped_file_size = mapped_file_size
         self.read_only = read_only
         self.preallocate = preallocate
+        # files are sparse; blocks on disk come allocation_chunk at a time (MappedFile)
+        self.allocation_chunk = allocation_chunk
         # allocate(path, next_path, size): the AllocateMappedFileService hook; None = direct.
         self._allocate = allocate
         # prepare(file): run on a new file before anyone else sees it (write-through mode)
         self._prepare = prepare
         self._files: list[MappedFile] = []
+        self._files_lock = threading.Lock()     # replacing _files (see the module docstring)
         self.flushed_where = 0
         self.committed_where = 0
         self.store_timestamp = 0    # newest store time made durable by a thorough flush
@@ -97,7 +113,8 @@ class MappedFileQueue:
             if expected is not None and start != expected:
                 raise StoreFormatError(f"gap in {self.store_path}: expected a segment at "
                                        f"{expected}, found {name}")
-            mf = MappedFile(path, self.mapped_file_size, create=False, read_only=self.read_only)
+            mf = MappedFile(path, self.mapped_file_size, create=False, read_only=self.read_only,
+                            allocation_chunk=self.allocation_chunk)
             mf.wrote_position = self.mapped_file_size
             mf.flushed_position = self.mapped_file_size
             mf.committed_position = self.mapped_file_size
@@ -122,8 +139,15 @@ class MappedFileQueue:
         return files[-1] if files else None
 
     def min_offset(self) -> int:
+        """Offset of the first file's first byte; past it when that file is being deleted
+        (shut down, waiting for its readers: RocketMQ getMinOffset)."""
         files = self._files
-        return files[0].file_from_offset if files else 0
+        if not files:
+            return 0
+        first = files[0]
+        if first.is_available or len(files) == 1:
+            return first.file_from_offset
+        return first.file_from_offset + self.mapped_file_size
 
     def max_offset(self) -> int:
         """End of what readers may see (the last file's read position)."""
@@ -185,12 +209,14 @@ class MappedFileQueue:
             mf = self._allocate(path, next_path, self.mapped_file_size)
         else:
             os.makedirs(self.store_path, exist_ok=True)
-            mf = MappedFile(path, self.mapped_file_size, preallocate=self.preallocate)
+            mf = MappedFile(path, self.mapped_file_size, preallocate=self.preallocate,
+                            allocation_chunk=self.allocation_chunk)
         if self._prepare is not None:
             self._prepare(mf)
-        if not files:
-            self.flushed_where = self.committed_where = create_offset
-        self._files = [*files, mf]
+        with self._files_lock:
+            if not self._files:
+                self.flushed_where = self.committed_where = create_offset
+            self._files = [*self._files, mf]
         return mf
 
     # ---- flushing --------------------------------------------------------------------------
@@ -267,21 +293,81 @@ class MappedFileQueue:
                     mf.close()
                 else:
                     mf.destroy(1000)
-        self._files = keep
+        with self._files_lock:
+            self._files = keep
         self.flushed_where = min(self.flushed_where, offset)
         self.committed_where = min(self.committed_where, offset)
         return dropped
 
-    def delete_before(self, offset: int, interval_forcibly_ms: float = 1000) -> int:
-        """Delete whole files that end at or before offset (never the last one); count."""
+    def delete_before(self, offset: int, interval_forcibly_ms: float = 1000,
+                      now_ms: float = -1) -> int:
+        """Delete whole files that end at or before offset (never the last one), oldest
+        first, stopping at one still held by a reader (it is shut down: no new holders; a
+        later call deletes it, forcibly after interval_forcibly_ms). Returns the count."""
+        gone: list[MappedFile] = []
+        for mf in self._files[:-1]:
+            if mf.file_from_offset + self.mapped_file_size > offset:
+                break
+            if not mf.destroy(interval_forcibly_ms, now_ms):
+                break
+            gone.append(mf)
+        self._forget(gone)
+        return len(gone)
+
+    def expired_by_time(self, expired_ms: int, now_ms: int, clean_immediately: bool,
+                        limit: int = 10) -> list[MappedFile]:
+        """The files deleteExpiredFileByTime would take, oldest first: up to limit files
+        (never the last one) last modified expired_ms or more before now_ms, or any when
+        clean_immediately; it stops at the first one that is not, so files are never
+        deleted from the middle."""
+        out: list[MappedFile] = []
+        for mf in self._files[:-1]:
+            if len(out) >= limit:
+                break
+            if not clean_immediately and now_ms < last_modified_ms(mf) + expired_ms:
+                break
+            out.append(mf)
+        return out
+
+    def delete_expired_by_time(self, expired_ms: int, now_ms: int, clean_immediately: bool, *,
+                               delete_interval_s: float = 0.0,
+                               interval_forcibly_ms: float = 0.0, now_mono_ms: float = -1,
+                               pause: Callable[[float], None] | None = None,
+                               limit: int = 10) -> list[MappedFile]:
+        """RocketMQ deleteExpiredFileByTime: delete the files expired_by_time names, oldest
+        first, pausing delete_interval_s between two (pause(seconds)); a file still held by
+        a reader stops the run (it is shut down and deleted later, forcibly after
+        interval_forcibly_ms). Returns the files deleted."""
+        candidates = self.expired_by_time(expired_ms, now_ms, clean_immediately, limit)
+        gone: list[MappedFile] = []
+        for i, mf in enumerate(candidates):
+            if not mf.destroy(interval_forcibly_ms, now_mono_ms):
+                break
+            gone.append(mf)
+            self._forget([mf])
+            if delete_interval_s > 0 and i + 1 < len(candidates) and pause is not None:
+                pause(delete_interval_s)
+        return gone
+
+    def retry_delete_first_file(self, interval_forcibly_ms: float,
+                                now_ms: float = -1) -> bool:
+        """RocketMQ retryDeleteFirstFile: a first file left shut down by a deletion that
+        waited for its readers is destroyed now if it can be (forcibly after the interval).
+        True when one was deleted."""
         files = self._files
-        doomed = [mf for mf in files[:-1]
-                  if mf.file_from_offset + self.mapped_file_size <= offset]
-        gone = [mf for mf in doomed if mf.destroy(interval_forcibly_ms)]
+        if len(files) < 2 or files[0].is_available:
+            return False
+        mf = files[0]
+        if not mf.destroy(interval_forcibly_ms, now_ms):
+            return False
+        self._forget([mf])
+        return True
+
+    def _forget(self, gone: list[MappedFile]) -> None:
         if gone:
             gone_ids = {id(mf) for mf in gone}
-            self._files = [mf for mf in files if id(mf) not in gone_ids]
-        return len(gone)
+            with self._files_lock:
+                self._files = [mf for mf in self._files if id(mf) not in gone_ids]
 
     def close(self) -> None:
         for mf in self._files:

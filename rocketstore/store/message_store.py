@@ -43,6 +43,17 @@ from rocketstore.store.mapped_file_queue import FlushFunction
 from rocketstore.store.reader import ColumnarReads
 from rocketstore.store.recovery import Progress, RecoveryReport, recover
 from rocketstore.store.services.allocate import AllocateMappedFileService
+from rocketstore.store.services.clean import (
+    CleanCommitLogService,
+    CleanConsumeQueueService,
+    CleanFilesService,
+    CleanReport,
+    Clock,
+    DiskUsageProbe,
+    SystemClock,
+    disk_space,
+    disk_used_ratio,
+)
 from rocketstore.store.services.flush_consume_queue import FlushConsumeQueueService
 from rocketstore.store.services.reput import ReputMessageService
 from rocketstore.store.store_lock import StoreLock, lock_holder
@@ -80,7 +91,8 @@ class MessageStore(ColumnarReads):
     from ColumnarReads (rocketstore.store.reader)."""
 
     def __init__(self, root: str | os.PathLike[str], config: StoreConfig | None = None, *,
-                 read_only: bool = False, commit_log_flush: FlushFunction | None = None
+                 read_only: bool = False, commit_log_flush: FlushFunction | None = None,
+                 disk_probe: DiskUsageProbe | None = None, clock: Clock | None = None
                  ) -> None:
         self.root = os.path.abspath(os.fspath(root))
         if config is None:
@@ -116,16 +128,30 @@ class MessageStore(ColumnarReads):
             self.index_service if config.message_index_enable else None)
         self.flush_consume_queue = FlushConsumeQueueService(
             config, self.consume_queues, self.checkpoint, lambda: self.reput.dispatched_timestamp)
+        self.clock: Clock = clock or SystemClock()
+        self.clean_commit_log = CleanCommitLogService(
+            config, self.commit_log.queue,
+            [self.commit_log.queue.store_path, self.consume_queues.root_dir],
+            probe=disk_probe or disk_used_ratio, clock=self.clock,
+            on_disk_state=self._disk_state_changed)
+        self.clean_consume_queue = CleanConsumeQueueService(
+            config, self.commit_log.min_offset, self.consume_queues, self.index_service)
+        self.clean_service = None if ro else CleanFilesService(
+            config, self.clean_commit_log, self.clean_consume_queue)
         self.recovery: RecoveryReport | None = None
         self._lock = StoreLock(self.paths.lock)
         self._running = False
         self._state_lock = threading.Lock()
+        self._disk_full: str | None = None      # why puts are refused (over the watermark)
+        self._put_state_lock = threading.Lock()
 
     # ---- lifecycle -------------------------------------------------------------------------
     @classmethod
     def open(cls, root: str | os.PathLike[str], config: StoreConfig | None = None, *,
              read_only: bool = False, progress: Progress | None = None,
-             commit_log_flush: FlushFunction | None = None) -> MessageStore:
+             commit_log_flush: FlushFunction | None = None,
+             disk_probe: DiskUsageProbe | None = None,
+             clock: Clock | None = None) -> MessageStore:
         """Open (creating if needed) the store at root: load, recover, start the services.
 
         read_only takes no lock, starts no service and never modifies a file: it sees the
@@ -135,8 +161,12 @@ class MessageStore(ColumnarReads):
         of the CommitLog (a seam for tests: slow, failing or recording disks): it is asked
         to make bytes [start, end) of that CommitLog file (a MappedFile; positions in the
         file) durable, returns when they are and raises when they could not be made so. A
-        SYNC_FLUSH put returns PUT_OK only after the call covering its bytes returned."""
-        store = cls(root, config, read_only=read_only, commit_log_flush=commit_log_flush)
+        SYNC_FLUSH put returns PUT_OK only after the call covering its bytes returned.
+        disk_probe(path) -> used fraction replaces the disk usage read by retention and the
+        watermarks (services/clean.py), and clock its time (wall and monotonic ms): seams
+        for tests ("the disk is 87% full", "three days later at 04:00")."""
+        store = cls(root, config, read_only=read_only, commit_log_flush=commit_log_flush,
+                    disk_probe=disk_probe, clock=clock)
         try:
             store.load(progress)
             store.start()
@@ -226,10 +256,30 @@ class MessageStore(ColumnarReads):
             self.commit_log.start()
             self.reput.start()
             self.flush_consume_queue.start()
+            assert self.clean_service is not None
+            self.clean_service.start()      # measures the disk first: full, puts refused
         self._running = True
-        # running and not read-only: the one flag both put paths check
-        self.commit_log.put_path.accepting = not self.read_only
+        self._update_put_path()
         _open_stores.add(self)
+
+    def _update_put_path(self) -> None:
+        """The one flag both put paths check (accepting), and the reason refused puts carry:
+        running, not read-only, and the disk under the warning level."""
+        with self._put_state_lock:
+            path = self.commit_log.put_path
+            if self.read_only:
+                path.refusal = f"store {self.root} is opened read-only"
+            elif not self._running:
+                path.refusal = f"store {self.root} is not running"
+            else:
+                path.refusal = self._disk_full
+            path.accepting = path.refusal is None
+
+    def _disk_state_changed(self, full: bool, reason: str | None) -> None:
+        """CleanCommitLogService: usage crossed disk_space_warning_level_ratio."""
+        self._disk_full = (reason or "disk full") if full else None
+        if self._running:
+            self._update_put_path()
 
     def shutdown(self) -> None:
         """Stop the services in order (dispatch what is left, flush queues, commit and flush
@@ -238,7 +288,9 @@ class MessageStore(ColumnarReads):
             if not self._running and not self._lock.held:
                 return
             self._running = False
-            self.commit_log.put_path.accepting = False
+            self._update_put_path()
+            if self.clean_service is not None:
+                self.clean_service.shutdown()
             self.reput.shutdown()
             self.flush_consume_queue.shutdown()
             self.commit_log.shutdown()
@@ -288,8 +340,11 @@ class MessageStore(ColumnarReads):
         wait_flush=False: as append_message, SYNC_FLUSH's flush is not waited for."""
         if not isinstance(messages, list):
             messages = list(messages)
-        if not self.commit_log.put_path.accepting:
-            return record_writer.rejected_batch(len(messages), PutMessageStatus.SERVICE_NOT_AVAILABLE)
+        path = self.commit_log.put_path
+        if not path.accepting:
+            return record_writer.rejected_batch(len(messages),
+                                                PutMessageStatus.SERVICE_NOT_AVAILABLE,
+                                                path.refusal)
         return self.commit_log.put_messages(messages, queue_ids, wait_flush=wait_flush)
 
     def append_message(self, message: Message, queue_id: int = 0) -> PutMessageResult:
@@ -318,6 +373,66 @@ class MessageStore(ColumnarReads):
 
     def is_os_page_cache_busy(self) -> bool:
         return self.put_lock_held_ms() > self.config.os_page_cache_busy_timeout_mills
+
+    # ---- retention -------------------------------------------------------------------------
+    def clean_files(self, *, dry_run: bool = False, manual: bool = True) -> CleanReport:
+        """A cleanup run now (RocketMQ's cleanFilesPeriodically, services/clean.py): with
+        manual (executeDeleteFilesManually) files older than file_reserved_time hours go
+        whatever the hour; over the watermarks, as the periodic run does. Then the
+        ConsumeQueue and IndexFile files below the new minimum CommitLog offset. dry_run
+        (any store, read-only included) changes nothing and reports what would go."""
+        if dry_run:
+            report = self.clean_commit_log.plan(manual)
+            report.deleted.extend(self.clean_consume_queue.plan(report.min_offset_after))
+            return report
+        if self.read_only or not self._running:
+            raise PermissionError(f"store {self.root} is not open for writing")
+        if manual:
+            self.clean_commit_log.execute_delete_files_manually()
+        assert self.clean_service is not None
+        return self.clean_service.run_cycle()
+
+    def execute_delete_files_manually(self) -> None:
+        """The next 20 periodic runs delete expired files at any hour (RocketMQ's
+        executeDeleteFilesManually, the admin tool's deleteExpiredCommitLog)."""
+        self.clean_commit_log.execute_delete_files_manually()
+
+    @property
+    def disk_full(self) -> str | None:
+        """Why puts are refused for disk space (over disk_space_warning_level_ratio), or
+        None."""
+        return self._disk_full
+
+    def delete_topic(self, topic: str) -> bool:
+        """Delete a topic's ConsumeQueues (files and directories) and forget its queue
+        offsets (RocketMQ's deleteTopics / cleanUnusedTopic for one topic). Its records stay
+        in the CommitLog until retention deletes them; messages put to it later start a new
+        queue at offset 0. Returns False when the store has no queue of it."""
+        if not isinstance(topic, str):
+            raise TypeError(f"topic must be a str, got {type(topic).__name__}")
+        if self.read_only:
+            raise PermissionError(f"store {self.root} is opened read-only")
+        with self.reput.paused():
+            queues = self.consume_queues.remove_topic(topic)
+            for cq in queues:
+                cq.destroy()
+            if queues:
+                try:
+                    os.rmdir(os.path.join(self.consume_queues.root_dir, topic))
+                except OSError:     # something else in it: left alone
+                    pass
+            with self.commit_log.put_lock:
+                self.commit_log.queue_table.remove(topic)
+        if queues:
+            log.info("topic %s deleted: %d ConsumeQueue(s) removed", topic, len(queues))
+        return bool(queues)
+
+    def clean_unused_topics(self, keep: set[str] | frozenset[str]) -> int:
+        """RocketMQ cleanUnusedTopic: delete the queues of every topic not in keep (and not
+        a system topic: SCHEDULE_TOPIC_XXXX, RMQ_SYS_*, retry and DLQ topics stay).
+        Returns the number of topics deleted."""
+        doomed = [t for t in self.topics() if t not in keep and not _is_system_topic(t)]
+        return sum(self.delete_topic(t) for t in doomed)
 
     # ---- reads -----------------------------------------------------------------------------
     def look_message_by_offset(self, commitlog_offset: int) -> MessageExt | None:
@@ -523,6 +638,7 @@ class MessageStore(ColumnarReads):
                       "hashSlots": config.max_hash_slot_num, "indexNum": config.max_index_num,
                       "lastUpdateTimestamp": index_ts, "lastUpdatePhyOffset": index_phy},
             "dispatchBehindBytes": self.dispatch_lag_bytes(),
+            "retention": self.describe_retention(),
             "checkpoint": self.checkpoint.as_dict(),
             "abortFile": abort,
             "writerRunning": writer,
@@ -530,6 +646,17 @@ class MessageStore(ColumnarReads):
             "lastShutdownClean": clean,
             "topics": topics,
         }
+
+    def describe_retention(self) -> dict[str, Any]:
+        """Disk usage of the CommitLog's file system (measured now), the watermarks, why
+        puts are refused (a running writer over the warning level: putsRefused) and what a
+        cleanup run now would delete."""
+        info = self.clean_commit_log.describe()
+        state, _space = self.clean_commit_log.measure()
+        info.update(state.as_dict())
+        info["putsRefused"] = self._disk_full
+        return {**info, "disk": disk_space(self.commit_log.queue.store_path),
+                "nextRun": self.clean_files(dry_run=True, manual=False).as_dict()}
 
     # ---- dispatch --------------------------------------------------------------------------
     def dispatch_behind_bytes(self) -> int:
@@ -551,6 +678,11 @@ class MessageStore(ColumnarReads):
     def __repr__(self) -> str:
         return (f"MessageStore({self.root!r}, running={self._running}, "
                 f"read_only={self.read_only}, max_phy_offset={self.get_max_phy_offset()})")
+
+
+def _is_system_topic(topic: str) -> bool:
+    return (topic == "SCHEDULE_TOPIC_XXXX" or topic.startswith("RMQ_SYS_")
+            or topic.startswith("%RETRY%") or topic.startswith("%DLQ%"))
 
 
 def _files_summary(paths: list[str], file_size: int) -> dict[str, int]:

@@ -754,6 +754,11 @@ def test_write_grouped_units_marks_the_rest_of_a_queue_slow(tmp_path: Path) -> N
     qoffs = np.array([0, 0, 1, 3, 1, 4, 5, 6], np.int64)           # a gap at 2, 5 rolls
     max_phys = np.array([-1, -1], np.int64)
     slow = np.zeros(8, np.uint8)
+    # a new file has no blocks on disk yet: every unit goes to the slow path (which allocates)
+    n = write_grouped_units([f0, None], max_phys, groups, phys, sizes, tags, qoffs, slow)
+    assert slow.tolist() == [1] * 8 and n == 8 and f0.wrote_position == 0
+    f0.allocate_to(f0.file_size)
+    slow[:] = 0
     n = write_grouped_units([f0, None], max_phys, groups, phys, sizes, tags, qoffs, slow)
     assert slow.tolist() == [0, 1, 0, 0, 1, 0, 1, 1] and n == 4
     assert f0.wrote_position == 100 and max_phys.tolist() == [600, -1]

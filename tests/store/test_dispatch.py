@@ -113,8 +113,11 @@ class Driver:
         self.by_offset = {r.commitLogOffset: r for r in refcodec.iter_commitlog(scan or root)}
 
     def cq_file(self, key: tuple[str, int], n: int) -> MappedFile:
+        """A queue's next file, with its blocks on disk (as ConsumeQueue.put_units gives)."""
         size = self.cq_units * 20
-        return MappedFile(self.work / f"{key[0]}-{key[1]}-{n}", size, file_from_offset=n * size)
+        mf = MappedFile(self.work / f"{key[0]}-{key[1]}-{n}", size, file_from_offset=n * size)
+        mf.allocate_to(size)
+        return mf
 
     def run(self, max_records: int = 1 << 30) -> None:
         d = self.d
@@ -177,6 +180,29 @@ def test_pass_writes_the_independent_scans_units(written: Path, tmp_path: Path,
     for key, (cq, _) in drv.queues.items():
         assert cq.max_physic_offset == want[key][-1][0] + want[key][-1][1]
     assert drv.d.file is None and drv.d.queue_count == 0
+
+
+def test_a_unit_past_the_blocks_on_disk_waits_for_them(written: Path, tmp_path: Path) -> None:
+    """A ConsumeQueue file without blocks where the next unit goes stops the pass (as a full
+    file does) instead of writing into a page the disk may have no room for."""
+    drv = Driver(written, tmp_path, 1000)
+    d = drv.d
+    d.set_file(drv.segs[0], 0)
+    assert d.run() == native.NEED_QUEUE
+    raw, qid = d.stop_record()[:2]
+    mf = MappedFile(tmp_path / "sparse-cq", 1000 * 20, file_from_offset=0,
+                    allocation_chunk=4096)
+    assert mf.allocated_position == 0
+    d.add_queue(raw, qid, FakeQueue(), mf, -1)
+    assert d.run() == native.NEED_QUEUE and d.stop_record()[:2] == (raw, qid)
+    assert mf.wrote_position == 0 and d.records == 0
+    assert mf.allocate_to(20) == 4096           # a chunk, page-rounded
+    status = d.run()
+    assert 0 < mf.wrote_position <= mf.allocated_position == 4096 and d.records > 0
+    if status == native.NEED_QUEUE and d.stop_record()[:2] == (raw, qid):
+        assert mf.wrote_position == 4096 - 4096 % 20     # stopped at its blocks' end
+    d.clear()
+    mf.close()
 
 
 @pytest.mark.parametrize("remember_max_phy", [True, False])

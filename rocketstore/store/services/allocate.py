@@ -1,6 +1,10 @@
 """AllocateMappedFileService: creates the next CommitLog file (and the one after) in the
 background, warming it when warm_mapped_file_enable, so a roll rarely waits on file creation.
-A file that cannot be created makes the put return CREATE_MAPPED_FILE_FAILED."""
+
+A new segment is sparse with blocks on disk for its first COMMIT_LOG_ALLOCATION_CHUNK bytes
+(layout.py); the writer and the prefault service allocate the rest as it fills, so a small
+store stays small. A file that cannot be created, or whose first blocks the disk has no room
+for, is not left behind, and the put returns CREATE_MAPPED_FILE_FAILED saying why."""
 from __future__ import annotations
 
 import logging
@@ -9,6 +13,7 @@ import threading
 
 from rocketstore._native.mapped_file import MappedFile
 from rocketstore.config import StoreConfig
+from rocketstore.store.layout import COMMIT_LOG_ALLOCATION_CHUNK
 from rocketstore.store.services.service_thread import ServiceThread
 from rocketstore.store.transient_store_pool import TransientStorePool
 
@@ -40,6 +45,7 @@ class AllocateMappedFileService(ServiceThread):
         self._queue: list[_Request] = []
         self.created = 0
         self.failures = 0
+        self.failing = False        # the last creation failed (logged once until one works)
 
     def _request(self, path: str, size: int) -> _Request:
         with self._lock:
@@ -77,20 +83,32 @@ class AllocateMappedFileService(ServiceThread):
         with self._lock:
             if req in self._queue:
                 self._queue.remove(req)
+        mf: MappedFile | None = None
         try:
             os.makedirs(os.path.dirname(req.path), exist_ok=True)
-            mf = MappedFile(req.path, req.size, preallocate=True)
-            if self.pool is not None:
-                self.pool.lend_to(mf)
+            mf = MappedFile(req.path, req.size, preallocate=True,
+                            allocation_chunk=COMMIT_LOG_ALLOCATION_CHUNK)
             if self.config.warm_mapped_file_enable and req.size >= self.config.mapped_file_size_commit_log:
                 mf.warm(self.config.flush_disk_type,
                         self.config.flush_least_pages_when_warm_mapped_file)
+            if self.pool is not None:
+                self.pool.lend_to(mf)
             req.file = mf
             self.created += 1
+            if self.failing:
+                self.failing = False
+                log.warning("mapped file %s created: file creation works again", req.path)
         except BaseException as exc:  # noqa: BLE001 - reported to the waiting put
+            if mf is not None:      # created, but its blocks could not be had: not kept
+                mf.destroy(0)
             self.failures += 1
             req.error = exc
-            log.error("creating mapped file %s failed: %s", req.path, exc)
+            # once per outage: a full disk fails every put that needs a new file
+            if not self.failing:
+                self.failing = True
+                log.error("creating mapped file %s failed: %s", req.path, exc)
+            else:
+                log.debug("creating mapped file %s failed: %s", req.path, exc)
         finally:
             req.done.set()
 

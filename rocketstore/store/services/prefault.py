@@ -7,7 +7,12 @@ whole segments when they are created (warm_mapped_file_enable, off by default); 
 instead faults in a window of commit_log_prefault_ahead bytes ahead of the writer, so puts
 find their pages mapped and the faults run on another core. The bytes are never changed
 (MappedFile.prefault_follow), so it races with no append, and the loop runs without the GIL:
-it never makes a producer wait."""
+it never makes a producer wait.
+
+Pages get their blocks on disk before they are faulted in (MappedFile.prefault_follow
+allocates the window first), so the writer seldom allocates itself. When the disk has no
+room the service backs off (ROOM_RETRY_S) and the writer's own allocation decides: a put that
+cannot get blocks stores nothing and says CREATE_MAPPED_FILE_FAILED."""
 from __future__ import annotations
 
 from rocketstore._native.mapped_file import MappedFile, StopFlag
@@ -15,6 +20,7 @@ from rocketstore.store.mapped_file_queue import MappedFileQueue
 from rocketstore.store.services.service_thread import ServiceThread
 
 FOLLOW_INTERVAL_S = 0.0005      # how often the native loop looks at the write position
+ROOM_RETRY_S = 0.1              # between allocation attempts while the disk has no room
 
 
 class CommitLogPrefaultService(ServiceThread):
@@ -40,6 +46,9 @@ class CommitLogPrefaultService(ServiceThread):
         if mf is not self._file:
             self._file, self._done = mf, 0
         self._done = mf.prefault_follow(self.ahead, self._done, FOLLOW_INTERVAL_S, self._stop)
+        want = min(mf.wrote_position + self.ahead, mf.file_size)
+        if mf.is_available and mf.allocated_position < want and not self._stop.is_set():
+            self._stopped.wait(ROOM_RETRY_S)    # the allocation failed: the disk is full
 
     def shutdown(self, timeout_s: float = 10.0) -> None:
         self._stop.set()

@@ -9,10 +9,11 @@ busy store producers almost never hand the GIL to it. Extra dispatchers get each
 range as a DispatchBatch (dispatch.dispatch_region)."""
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -33,6 +34,8 @@ log = logging.getLogger("rocketstore.store")
 Dispatcher = Callable[[DispatchBatch], None]
 # listener(topic, queue_id, next_queue_offset): new messages are visible in that queue
 ArrivalListener = Callable[[str, int, int], None]
+
+ROOM_RETRY_S = 0.1      # how often dispatch tries again while the disk has no room
 
 
 class ReputMessageService(ServiceThread):
@@ -58,6 +61,8 @@ class ReputMessageService(ServiceThread):
         self._round_lock = threading.Lock()     # one thread runs passes at a time
         self._follower: threading.Thread | None = None
         self._corrupt_at: int | None = None
+        #: why dispatch waits (a ConsumeQueue or IndexFile could not get blocks on disk)
+        self.room_error: str | None = None
 
     def add_arrival_listener(self, listener: ArrivalListener) -> None:
         """listener(topic, queue_id, next_queue_offset) after new messages reach a queue."""
@@ -135,6 +140,16 @@ class ReputMessageService(ServiceThread):
                 self._follower = None
                 self._native.clear()
 
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """Dispatch stops (the running pass ends and every file it held is released) for the
+        duration, so files can be removed under it (a deleted topic's queues)."""
+        self._stop.set()
+        with self._round_lock:
+            if not self.is_stopped:
+                self._stop.clear()      # the loop's next round waits for this lock
+            yield
+
     def start(self) -> None:
         self._stop.clear()
         super().start()
@@ -161,11 +176,9 @@ class ReputMessageService(ServiceThread):
         if status == native.NO_FILE:
             return self._next_file()
         if status == native.NEED_QUEUE:
-            self._register_queue()
-            return True
+            return self._needs_room(self._register_queue)
         if status == native.NEED_INDEX:
-            self._register_index()
-            return True
+            return self._needs_room(self._register_index)
         if status == native.CORRUPT:
             offset = d.offset
             if self._corrupt_at != offset:
@@ -173,6 +186,23 @@ class ReputMessageService(ServiceThread):
                 log.error("dispatch stopped at CommitLog offset %d: %s", offset, d.stop_reason)
             return False
         raise RuntimeError(f"unknown dispatch stop {status}")
+
+    def _needs_room(self, step: Callable[[], None]) -> bool:
+        """Run a step that may allocate blocks on disk (a ConsumeQueue or IndexFile growing).
+        When the disk has no room it is tried again after ROOM_RETRY_S: dispatch waits, puts
+        are refused by the disk watermarks meanwhile, and nothing is lost."""
+        try:
+            step()
+        except OSError as exc:
+            if self.room_error is None:
+                log.error("dispatch waits for disk space: %s", exc)
+            self.room_error = str(exc)
+            self._stopped.wait(ROOM_RETRY_S)
+            return False
+        if self.room_error is not None:
+            log.warning("dispatch goes on: the disk has room again")
+            self.room_error = None
+        return True
 
     def _next_file(self) -> bool:
         offset = self._native.offset
