@@ -705,8 +705,7 @@ cdef class MappedFile:
         new committed position, give buffer pages behind it back, and drop the buffer once
         the file is committed to its end. One committer at a time (commit_mu); the writer
         only writes at and past wrote_pos >= end. 0 or errno."""
-        cdef int64_t pos
-        cdef int64_t cut
+        cdef int64_t pos, cut, data_end
         cdef ssize_t n
         cdef int err = 0
         pthread_mutex_lock(&self.commit_mu)
@@ -716,14 +715,23 @@ cdef class MappedFile:
             return 0
         if end > self.file_size:
             end = self.file_size
-        while pos < end:
-            n = pwrite(self.fd, self.through_buf + pos, <size_t>(end - pos), pos)
+        data_end = end
+        if end == self.file_size:
+            # the file ends with an END_FILE blank: readers skip what follows its header, so
+            # the zeros after it are not written (nor given blocks past the allocated end)
+            while data_end > pos and self.through_buf[data_end - 1] == 0:
+                data_end -= 1
+        while pos < data_end:
+            n = pwrite(self.fd, self.through_buf + pos, <size_t>(data_end - pos), pos)
             if n < 0:
                 if errno == EINTR:
                     continue
                 err = errno
                 break
             pos += n
+            rs_store_release_i64(&self.committed_pos, pos)
+        if err == 0 and pos < end:
+            pos = end
             rs_store_release_i64(&self.committed_pos, pos)
         if err == 0:
             cut = pos - pos % OS_PAGE_SIZE

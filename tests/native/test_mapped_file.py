@@ -644,3 +644,20 @@ def test_write_through_commits_from_several_threads(tmp_path: Path) -> None:
     expected = b"".join(chunks)
     assert _file_bytes(path, 0, len(expected)) == expected
     f.close()
+
+
+def test_write_through_does_not_write_the_zeros_after_an_end_blank(tmp_path: Path) -> None:
+    """A file closed by an END_FILE blank: the zeros after the blank's header are not written
+    (readers skip them), so a sparse file gets no blocks for them."""
+    size = 4 << 20
+    path = tmp_path / "00000000000000000000"
+    f = MappedFile(path, size)
+    f.enable_write_through()
+    f.append(b"r" * 5000 + b"\x01\x02\x03\x04\xcb\xd4\x31\x94")     # records, blank header
+    f.wrote_position = size                                          # the blank to the end
+    assert f.commit() == (size, None)
+    assert f.read_position == size
+    assert _file_bytes(path, 0, 5008) == b"r" * 5000 + b"\x01\x02\x03\x04\xcb\xd4\x31\x94"
+    # blocks for what the appends allocated (a chunk), not the whole 4 MiB
+    assert os.stat(path).st_blocks * 512 <= f.allocated_position < size
+    f.close()
