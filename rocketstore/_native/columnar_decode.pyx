@@ -24,7 +24,9 @@ from rocketstore._native.includes.scan cimport (
     rs_ascii16, rs_copy32s, rs_ctz64, rs_find_space, rs_load_raw64, rs_scan64,
 )
 from rocketstore._native.properties cimport Pair, parse_props, utf8_sanitize, utf8_valid
-from rocketstore._native.record cimport REC_CORRUPT, REC_OK, RecordInfo, check_record_into
+from rocketstore._native.record cimport (
+    REC_CORRUPT, REC_OK, RecordInfo, TopicCache, check_record_cached, check_record_into,
+)
 
 rs_crc32_init()     # this module's copy of the CRC tables (check_record is inlined here)
 
@@ -504,14 +506,17 @@ cdef void walk_region(Ctx* c, int64_t start, int64_t end, int64_t max_records) n
     cdef int64_t pos = start
     cdef Rec r
     cdef int rc
+    cdef TopicCache topics
+    topics.ptr = NULL
+    topics.len = -1
     memset(&r.info, 0, sizeof(RecordInfo))
     r.info.status = REC_OK
     while pos < end and (max_records < 0 or c.rows < max_records):
         if pos + PREFETCH_AHEAD + 256 <= c.limit:
             rs_prefetch256(c.base + pos + PREFETCH_AHEAD)
-        if check_record_into(c.base + pos, c.limit - pos, c.check_crc,
-                             c.base_offset + pos if c.base_offset >= 0 else -1,
-                             &r.info) != REC_OK:
+        if check_record_cached(c.base + pos, c.limit - pos, c.check_crc,
+                               c.base_offset + pos if c.base_offset >= 0 else -1,
+                               &r.info, &topics) != REC_OK:
             break
         rc = _take(c, c.base + pos, pos, &r)
         if rc:

@@ -29,6 +29,8 @@ cdef struct Target:
     const int64_t* alloc    # its allocated position: units past it go to the slow path
     int64_t max_phy         # the queue's max_physic_offset
     bint blocked            # a record went to the slow path: the rest of the queue follows
+    bint allow_gap          # a unit past the queue's end may be placed (blank units before
+                            # it): only once Python has judged the gap (ConsumeQueue.put_units)
 
 
 cdef inline int _place_unit(Target* t, int64_t phy, int32_t size, int64_t tags,
@@ -41,14 +43,22 @@ cdef inline int _place_unit(Target* t, int64_t phy, int32_t size, int64_t tags,
     cdef int64_t expect, cur
     if phy + size <= t.max_phy:
         return SKIPPED
+    if qoff < 0:
+        return SKIPPED
+    if qoff > 230584300921369395LL:     # 2^63 / 40: a unit position past any int64 file
+        return NEXT_FILE        # no file holds it: Python judges the record
     expect = qoff * UNIT - t.from_offset
-    if expect < 0 or qoff < 0:
+    if expect < 0:
         return SKIPPED
     if expect + UNIT > t.file_size or expect + UNIT > rs_load_i64(t.alloc):
         return NEXT_FILE
     cur = t.wrote[0]
     if expect < cur:
         return SKIPPED
+    if expect > cur and not t.allow_gap:
+        # a queue offset past the queue's next one (units missing before it): Python decides
+        # whether damage explains the gap (ConsumeQueue.put_units)
+        return NEXT_FILE
     while cur < expect:
         _put_unit(t.base + cur, 0, BLANK_SIZE, 0)
         cur += UNIT

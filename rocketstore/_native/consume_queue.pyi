@@ -11,7 +11,10 @@ def write_units(
     queue_offsets: npt.NDArray[np.int64],
     start: int,
     max_physic_offset: int,
-) -> tuple[int, int, int, int]: ...
+    allow_gap: bool = False,
+) -> tuple[int, int, int, int]:
+    """Write units from start; (next index, max physic offset, skipped, blank units). A unit
+    past the queue's end stops the call unless allow_gap."""
 
 def group_records(
     topic_ids: npt.NDArray[np.int32],

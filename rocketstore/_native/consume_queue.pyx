@@ -20,13 +20,16 @@ cdef int _target_of(Target* t, MappedFile mf, int64_t max_phy) except -1:
     t.alloc = &mf.alloc_pos
     t.max_phy = max_phy
     t.blocked = False
+    t.allow_gap = False
     return 0
 
 
 def write_units(MappedFile mf not None, const int64_t[::1] phys, const int32_t[::1] sizes,
                 const int64_t[::1] tags, const int64_t[::1] queue_offsets, Py_ssize_t start,
-                int64_t max_physic_offset):
-    """Write units start.. into mf at their logical positions (see _place_unit).
+                int64_t max_physic_offset, bint allow_gap=False):
+    """Write units start.. into mf at their logical positions (see _place_unit). A unit past
+    the end of the units written is only placed (blank units before it) with allow_gap; else
+    it stops the call as if it belonged to another file.
 
     Returns (next_index, max_physic_offset, skipped, blank_units). next_index < len(phys) means
     the next unit belongs to a later file, or past mf's blocks on disk (allocate_to first)."""
@@ -38,6 +41,7 @@ def write_units(MappedFile mf not None, const int64_t[::1] phys, const int32_t[:
     if sizes.shape[0] != n or tags.shape[0] != n or queue_offsets.shape[0] != n:
         raise ValueError("phys, sizes, tags and queue_offsets must have the same length")
     _target_of(&t, mf, max_physic_offset)
+    t.allow_gap = allow_gap
     if not mf.hold():
         raise ValueError(f"mapped file {mf.file_name} is being destroyed")
     try:

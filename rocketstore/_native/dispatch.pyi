@@ -117,6 +117,8 @@ def dispatch_region(
     max_records: int = 4096,
     check_crc: bool = False,
     tags_codes: bool = True,
+    starts_before: int = -1,
 ) -> DispatchBatch:
     """Decode the records of mf from start (up to end / the readable limit) for dispatch;
-    tags_codes=False leaves the tags codes 0 (the properties are not read)."""
+    tags_codes=False leaves the tags codes 0 (the properties are not read); starts_before
+    >= 0 takes only the records that start before it."""

@@ -41,10 +41,11 @@ from rocketstore._native.mapped_file cimport MappedFile, StopFlag
 from rocketstore._native.properties cimport KeyProps, find_key_props, tags_code_in, tags_code_of
 from rocketstore._native.includes.scan cimport rs_find_pair_end
 from rocketstore._native.record cimport (
-    MIN_RECORD_SIZE, REC_BLANK, REC_CORRUPT, REC_END, REC_OK, SYSFLAG_PREPARED,
-    SYSFLAG_ROLLBACK, SYSFLAG_TRANSACTION_MASK, RecordInfo, check_record_into,
+    END_FILE_MIN_BLANK_LENGTH, MIN_RECORD_SIZE, REC_BLANK, REC_CORRUPT, REC_END, REC_OK, SYSFLAG_PREPARED,
+    SYSFLAG_ROLLBACK, SYSFLAG_TRANSACTION_MASK, RecordInfo, check_record_but_topic_into,
     status_text,
 )
+from rocketstore._native.includes.record_checks cimport rs_topic_legal
 
 import numpy as np
 
@@ -283,6 +284,7 @@ cdef class Dispatcher:
             raise ValueError(f"topic of {n} bytes (at most 127)")
         t.base = NULL
         t.blocked = False
+        t.allow_gap = False
         t.max_phy = max_phy
         if cq is not None:
             if last_file is None:
@@ -431,18 +433,28 @@ cdef class Dispatcher:
             if self.pos >= limit:
                 return S_CAUGHT_UP
             rec = self.base + self.pos
-            status = check_record_into(rec, limit - self.pos, False, self.from_offset + self.pos,
-                                       &info)
+            # the topic's characters are checked where a record's queue is registered (a
+            # registered queue's topic was) and for the transaction records that name none
+            status = check_record_but_topic_into(rec, limit - self.pos, False,
+                                                 self.from_offset + self.pos, &info)
             if status == REC_BLANK:
                 self.pos = self.file_size
                 return S_NO_FILE
             if status == REC_END:
+                if self.pos + END_FILE_MIN_BLANK_LENGTH <= limit:
+                    # zeros where published bytes should hold a record: damage, not the end
+                    self.reason = "no record where data was written (zeroed bytes)"
+                    return S_CORRUPT
                 return S_CAUGHT_UP
             if status == REC_CORRUPT:
                 self.reason = info.reason
                 return S_CORRUPT
             phy = info.phy_offset
             tran = info.sys_flag & SYSFLAG_TRANSACTION_MASK
+            if (tran == SYSFLAG_PREPARED or tran == SYSFLAG_ROLLBACK) and \
+                    not rs_topic_legal(rec + info.topic_offset, info.topic_len):
+                self.reason = "illegal topic"
+                return S_CORRUPT
             find_key_props(rec + info.props_offset, info.props_len, &kp)    # one walk for all
             # the index keys first, their hash slots prefetched: random lines of a large
             # file, loaded while the ConsumeQueue unit is written (below: indexed before)
@@ -469,6 +481,10 @@ cdef class Dispatcher:
                 elif slot != NULL and slot.skip:
                     placed = 0
                 if placed == NEXT_FILE:
+                    if slot == NULL and not rs_topic_legal(rec + info.topic_offset,
+                                                           info.topic_len):
+                        self.reason = "illegal topic"
+                        return S_CORRUPT
                     self.stop_key.queue_id = info.queue_id
                     self.stop_key.topic_len = info.topic_len
                     memcpy(self.stop_key.topic, rec + info.topic_offset, info.topic_len)
@@ -596,10 +612,13 @@ cdef enum:
 
 
 def dispatch_region(MappedFile mf not None, int64_t start, int64_t end=-1, *,
-                    Py_ssize_t max_records=4096, bint check_crc=False, bint tags_codes=True):
+                    Py_ssize_t max_records=4096, bint check_crc=False, bint tags_codes=True,
+                    int64_t starts_before=-1):
     """Decode the records of mf from start (up to end / the readable limit) for dispatch.
     The walk runs without the GIL, so dispatch runs beside producers. tags_codes=False
-    leaves the tags codes 0 (a walk that does not use them skips the properties)."""
+    leaves the tags codes 0 (a walk that does not use them skips the properties).
+    starts_before >= 0: only records that start before it (the walk stops there, status
+    'limit', even inside a record that runs on past it)."""
     cdef int64_t limit, pos
     cdef Py_ssize_t cap, n = 0, t, k, ntopics = 0
     cdef RecordInfo info
@@ -639,9 +658,9 @@ def dispatch_region(MappedFile mf not None, int64_t start, int64_t end=-1, *,
         info.status = REC_OK
         _save = PyEval_SaveThread() if end - start >= RELEASE_GIL_BYTES else NULL
         try:
-            while pos < end and n < cap:
-                if check_record_into(p + pos, end - pos, check_crc, mf.file_from_offset + pos,
-                                     &info) != REC_OK:
+            while pos < end and n < cap and (starts_before < 0 or pos < starts_before):
+                if check_record_but_topic_into(p + pos, end - pos, check_crc,
+                                               mf.file_from_offset + pos, &info) != REC_OK:
                     break
                 rec = p + pos
                 t = -1
@@ -655,6 +674,10 @@ def dispatch_region(MappedFile mf not None, int64_t start, int64_t end=-1, *,
                             t = k
                             break
                     if t < 0:
+                        if not rs_topic_legal(rec + info.topic_offset, info.topic_len):
+                            info.status = REC_CORRUPT       # checked once per topic
+                            info.reason = "illegal topic"
+                            break
                         if ntopics == MAX_BATCH_TOPICS:
                             topics_full = True      # the next round goes on from here
                             break
@@ -693,6 +716,8 @@ def dispatch_region(MappedFile mf not None, int64_t start, int64_t end=-1, *,
         b.stop_position = pos
         if info.status == REC_OK or topics_full:
             b.stop_status = "limit" if pos < end else "end"
+            if starts_before >= 0 and pos >= starts_before and info.status == REC_OK:
+                b.stop_status = "limit"
         else:
             b.stop_status = _STATUS_NAMES[info.status]
             if info.status == REC_CORRUPT:

@@ -491,6 +491,21 @@ cdef class IndexFile:
             self.mapped_file.release()
         return ok
 
+    def put_hash(self, int32_t key_hash, int64_t phy_offset, int64_t store_timestamp):
+        """Put one item whose keyHash is already computed (record_index_key_hashes gives a
+        record's, exactly as dispatch hashes them); False when the file is full."""
+        cdef char* base
+        cdef bint ok
+        self._check_writable()
+        if key_hash < 0:
+            raise ValueError(f"key_hash must be >= 0, got {key_hash}")
+        self._hold_base(&base)
+        try:
+            ok = self._put(base, key_hash, phy_offset, store_timestamp)
+        finally:
+            self.mapped_file.release()
+        return ok
+
     # ---- select ------------------------------------------------------------------------------
     cdef Py_ssize_t _walk(self, const char* base, int32_t key_hash, int32_t start,
                           int64_t* out, Py_ssize_t max_out, int64_t begin, int64_t end,
@@ -674,6 +689,79 @@ cdef class IndexFile:
         finally:
             self.mapped_file.release()
         return removed
+
+    # ---- integrity ---------------------------------------------------------------------------
+    def check(self):
+        """Why the file's slots and items are not what its puts made (None when they are):
+        every item 1..indexCount-1 has keyHash >= 0, timeDiff >= 0 and a phyOffset in
+        [beginPhyOffset, endPhyOffset] not below the previous item's; its prevIndex is the
+        item put before it in the same slot; and every slot holds the newest item of its
+        slot (or a torn put's). Reads the whole file once, without the GIL."""
+        cdef char* base
+        cdef int32_t* heads
+        cdef const char* reason = NULL
+        cdef int32_t n, count, h, prev, s, v, bad = -1
+        cdef int64_t phy, last_phy
+        cdef const char* item
+        count = self._index_count
+        if count < 1 or count > self.index_num:
+            return f"indexCount {count} outside [1, {self.index_num}]"
+        if count > 1 and self._begin_phy > self._end_phy:
+            return f"beginPhyOffset {self._begin_phy} after endPhyOffset {self._end_phy}"
+        if count > 1 and self._begin_ts > self._end_ts:
+            return f"beginTimestamp {self._begin_ts} after endTimestamp {self._end_ts}"
+        heads = <int32_t*>calloc(self.hash_slot_num, sizeof(int32_t))
+        if heads == NULL:
+            raise MemoryError()
+        try:
+            self._hold_base(&base)
+            try:
+                with nogil:
+                    last_phy = self._begin_phy
+                    for n in range(1, count):
+                        item = base + self.items_at + <int64_t>n * ITEM_SIZE
+                        h = rs_get_i32(item)
+                        phy = rs_get_i64(item + 4)
+                        prev = rs_get_i32(item + 16)
+                        if h < 0:
+                            reason = "negative keyHash"
+                        elif rs_get_i32(item + 12) < 0:
+                            reason = "negative timeDiff"
+                        elif phy < last_phy or phy > self._end_phy or \
+                                (n == 1 and phy != self._begin_phy):
+                            reason = "phyOffset out of order or outside the header's range"
+                        elif prev != heads[h % self.hash_slot_num]:
+                            reason = "prevIndex is not the slot's previous item"
+                        if reason != NULL:
+                            bad = n
+                            break
+                        heads[h % self.hash_slot_num] = n
+                        last_phy = phy
+                    if reason == NULL and count > 1 and last_phy != self._end_phy:
+                        reason = "endPhyOffset is not the last item's phyOffset"
+                    if reason == NULL:
+                        for s in range(self.hash_slot_num):
+                            v = rs_get_i32(base + HEADER_SIZE + <int64_t>s * SLOT_SIZE)
+                            if v == heads[s]:
+                                continue
+                            if v == count and count < self.index_num:
+                                # a torn put: item `count` written and linked, the counter not
+                                item = base + self.items_at + <int64_t>count * ITEM_SIZE
+                                h = rs_get_i32(item)
+                                if h >= 0 and h % self.hash_slot_num == s and \
+                                        rs_get_i32(item + 16) == heads[s]:
+                                    continue
+                            reason = "hash slot does not point to its newest item"
+                            bad = s
+                            break
+            finally:
+                self.mapped_file.release()
+        finally:
+            free(heads)
+        if reason == NULL:
+            return None
+        text = (<bytes>reason).decode()
+        return f"{'hash slot' if text.startswith('hash slot') else 'item'} {bad}: {text}"
 
     # ---- lifecycle ---------------------------------------------------------------------------
     def flush(self):

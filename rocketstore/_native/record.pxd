@@ -5,6 +5,7 @@ from libc.string cimport memset
 
 from rocketstore._native.includes.byteorder cimport rs_get_i32, rs_get_i64, rs_get_u16, rs_get_u32
 from rocketstore._native.includes.crc32 cimport rs_crc32
+from rocketstore._native.includes.record_checks cimport rs_short_equal, rs_topic_legal
 
 # Record layout constants (offsets for IPv4 hosts).
 cdef enum:
@@ -14,6 +15,7 @@ cdef enum:
     END_FILE_MIN_BLANK_LENGTH = 8
     MAX_TOPIC_LENGTH = 127
     MAX_PROPERTIES_LENGTH = 32767
+    MAX_PORT = 65535
     SYSFLAG_TRANSACTION_MASK = 0xC
     SYSFLAG_PREPARED = 0x4
     SYSFLAG_ROLLBACK = 0xC
@@ -67,6 +69,10 @@ cdef inline const char* record_layout(const char* p, int64_t avail, RecordInfo* 
     if off + 8 + sh + 4 + 4 + 8 + 4 > r.size:
         return "header runs past the record"
     r.store_ts = rs_get_i64(p + off)
+    # host ports are not covered by the CRC: a TCP port (its two high bytes zero), or the
+    # record is damaged
+    if rs_get_u16(p + 48 + bh) | rs_get_u16(p + off + 8 + sh):
+        return "host port out of range"
     off += 8 + sh + 4 + 4 + 8
     r.body_len = rs_get_i32(p + off)
     off += 4
@@ -97,6 +103,49 @@ cdef inline int check_record_into(const char* p, int64_t avail, bint check_crc,
     """Validate the record at p with avail readable bytes into r and return r.status; never
     reads outside [p, p+avail). Only status and reason (and size, for a blank) are set when
     the record is not REC_OK: check_record gives a zeroed rest."""
+    if check_record_but_topic_into(p, avail, check_crc, expected_phy, r) != REC_OK:
+        return r.status
+    if not rs_topic_legal(p + r.topic_offset, r.topic_len):
+        return _illegal_topic(r)
+    return REC_OK
+
+
+cdef struct TopicCache:
+    # the last topic found legal (in memory the caller holds), so a walk checks each
+    # distinct run of topics once
+    const char* ptr
+    int32_t len
+
+
+cdef inline int check_record_cached(const char* p, int64_t avail, bint check_crc,
+                                    int64_t expected_phy, RecordInfo* r,
+                                    TopicCache* tc) noexcept nogil:
+    """check_record_into, the topic checked only when it differs from the last legal one."""
+    cdef const char* t
+    if check_record_but_topic_into(p, avail, check_crc, expected_phy, r) != REC_OK:
+        return r.status
+    t = p + r.topic_offset
+    if r.topic_len == tc.len and rs_short_equal(t, tc.ptr, r.topic_len):
+        return REC_OK
+    if not rs_topic_legal(t, r.topic_len):
+        return _illegal_topic(r)
+    tc.ptr = t
+    tc.len = r.topic_len
+    return REC_OK
+
+
+cdef inline int _illegal_topic(RecordInfo* r) noexcept nogil:
+    # the CRC covers the body only: a damaged topic must not name a queue
+    r.status = REC_CORRUPT
+    r.reason = "illegal topic"
+    return REC_CORRUPT
+
+
+cdef inline int check_record_but_topic_into(const char* p, int64_t avail, bint check_crc,
+                                            int64_t expected_phy, RecordInfo* r
+                                            ) noexcept nogil:
+    """check_record_into but for the topic's characters, which the caller checks (once per
+    distinct topic: rs_topic_legal)."""
     cdef uint32_t magic
     r.reason = NULL
     if avail < 8:
@@ -126,6 +175,9 @@ cdef inline int check_record_into(const char* p, int64_t avail, bint check_crc,
         return REC_CORRUPT
     if expected_phy >= 0 and r.phy_offset != expected_phy:
         r.reason = "physical offset does not match the record's position"
+        return REC_CORRUPT
+    if (r.queue_offset | r.queue_id) < 0:
+        r.reason = "negative queue id or queue offset"
         return REC_CORRUPT
     if check_crc and (rs_crc32(0, p + r.body_offset, r.body_len) & 0x7FFFFFFF) != rs_get_u32(p + 8):
         r.reason = "body CRC mismatch"

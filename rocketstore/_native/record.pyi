@@ -131,3 +131,15 @@ def scan_region(
 ) -> ScanResult:
     """Walk records from start to end, a blank, the end of data, a corrupt record or
     max_records; never reads outside the buffer."""
+
+def find_record(
+    buffer: Buffer | MappedFile,
+    start: int = 0,
+    end: int = -1,
+    *,
+    check_crc: bool = True,
+    base_offset: int = 0,
+    segment_end: int = -1,
+) -> int:
+    """The first position >= start where a valid record (PHYSICALOFFSET base_offset + its
+    position) or a blank filling the segment exactly starts; -1 when none."""

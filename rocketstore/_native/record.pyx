@@ -3,12 +3,13 @@
 zero-copy views) and scans that walk a region record by record. The record's layout and the
 validation every decoder inlines are in record.pxd."""
 cimport cython
-from libc.stdint cimport int32_t, int64_t
+from libc.stdint cimport int32_t, int64_t, uint32_t
 from libc.string cimport memset
 
 from rocketstore._native.hosts cimport HOST_TEXT, format_host_into, msg_id_text
 from rocketstore._native.includes.byteorder cimport rs_get_i32, rs_get_i64
 from rocketstore._native.includes.crc32 cimport rs_crc32_init
+from rocketstore._native.includes.record_checks cimport rs_find_either_byte
 from rocketstore._native.includes.python cimport PyUnicode_DecodeASCII, PyUnicode_DecodeUTF8
 from rocketstore._native.mapped_file cimport MappedFile
 from rocketstore._native.properties cimport properties_dict, tags_code_of
@@ -199,7 +200,7 @@ def decode_at(MappedFile mf not None, int64_t pos, *, bint check_crc=False):
         if pos < 0 or pos >= limit:
             raise ValueError(f"position {pos} outside the written part [0, {limit}) "
                              f"of {mf.file_name}")
-        info = check_record(mf.base + pos, limit - pos, check_crc, -1)
+        info = check_record(mf.base + pos, limit - pos, check_crc, mf.file_from_offset + pos)
         if info.status != REC_OK:
             raise CorruptRecordError(status_text(info), mf.file_from_offset + pos)
         return _decode(mf.view(pos, info.size), mf.base + pos, info)
@@ -303,14 +304,17 @@ cdef void _scan(const char* p, int64_t start, int64_t end, bint check_crc, int64
     cdef int64_t pos = start
     cdef Py_ssize_t count = 0
     cdef RecordInfo info
+    cdef TopicCache topics
+    topics.ptr = NULL
+    topics.len = -1
     memset(&info, 0, sizeof(RecordInfo))
     info.status = REC_OK
     with nogil:
         while pos < end and count < cap:
             # into one RecordInfo: no zeroing and no copy per record
-            if check_record_into(p + pos, end - pos, check_crc,
-                                 base_offset + pos if base_offset >= 0 else -1,
-                                 &info) != REC_OK:
+            if check_record_cached(p + pos, end - pos, check_crc,
+                                   base_offset + pos if base_offset >= 0 else -1,
+                                   &info, &topics) != REC_OK:
                 break
             offsets[count] = pos
             sizes[count] = info.size
@@ -320,3 +324,72 @@ cdef void _scan(const char* p, int64_t start, int64_t end, bint check_crc, int64
     count_out[0] = count
     info_out[0] = info
     pos_out[0] = pos
+
+
+# first bytes of the two magic codes (big-endian): a record's MAGICCODE, an END_FILE blank's
+cdef enum:
+    MESSAGE_MAGIC_BYTE0 = 0xDA
+    BLANK_MAGIC_BYTE0 = 0xCB
+
+
+cdef int64_t _find_record(const char* p, int64_t start, int64_t end, int64_t segment_end,
+                          bint check_crc, int64_t base_offset) noexcept nogil:
+    """The first position q in [start, end) where a valid record starts (PHYSICALOFFSET equal
+    to base_offset + q, so a record only matches at its own position) or where an END_FILE
+    blank fills the rest of the segment exactly (size == segment_end - q); -1 when none."""
+    cdef int64_t q = start, at
+    cdef RecordInfo info
+    cdef uint32_t magic
+    while q + 8 <= end:
+        # candidates: a magic code's first byte at q + 4
+        at = rs_find_either_byte(p + q + 4, end - q - 4, MESSAGE_MAGIC_BYTE0, BLANK_MAGIC_BYTE0)
+        q += at
+        if q + 8 > end:
+            return -1
+        magic = rs_get_u32(p + q + 4)
+        if magic == MESSAGE_MAGIC:
+            if check_record_into(p + q, end - q, check_crc, base_offset + q, &info) == REC_OK:
+                return q
+        elif magic == BLANK_MAGIC:
+            if <int64_t>rs_get_i32(p + q) == segment_end - q:
+                return q
+        q += 1
+    return -1
+
+
+def find_record(buffer, int64_t start=0, int64_t end=-1, *, bint check_crc=True,
+                int64_t base_offset=0, int64_t segment_end=-1):
+    """Where records resume after damage: the first position q >= start (and < end, default
+    the buffer's end / the MappedFile's readable limit) where a valid record starts whose
+    PHYSICALOFFSET is base_offset + q, or an END_FILE blank that fills the segment exactly
+    (segment_end, default end, is where the segment ends); -1 when there is none. Works on
+    bytes or a MappedFile; never reads outside it; the search runs without the GIL."""
+    cdef const unsigned char[::1] v
+    cdef const char* p
+    cdef int64_t n, found
+    cdef MappedFile mf = None
+    if isinstance(buffer, MappedFile):
+        mf = <MappedFile>buffer
+        if not mf.hold():
+            raise ValueError(f"mapped file {mf.file_name} is being destroyed")
+        p = mf.base
+        n = mf.read_limit()
+    else:
+        v = buffer
+        n = v.shape[0]
+        p = <const char*>&v[0] if n > 0 else NULL
+    try:
+        if end < 0 or end > n:
+            end = n
+        if segment_end < 0:
+            segment_end = end
+        if start < 0:
+            raise ValueError(f"start {start} is negative")
+        if start >= end or p == NULL:
+            return -1
+        with nogil:
+            found = _find_record(p, start, end, segment_end, check_crc, base_offset)
+        return found
+    finally:
+        if mf is not None:
+            mf.release()

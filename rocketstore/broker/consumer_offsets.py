@@ -59,7 +59,11 @@ def _parse_table(text: str, path: str) -> dict[str, dict[int, int]]:
     for topic_group, queues in table.items():
         if not isinstance(queues, dict):
             raise ValueError(f"{path}: offsetTable[{topic_group!r}] is not an object")
-        out[str(topic_group)] = {int(q): int(o) for q, o in queues.items()}
+        try:
+            out[str(topic_group)] = {int(q): int(o) for q, o in queues.items()}
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise ValueError(f"{path}: offsetTable[{topic_group!r}] holds a queue id or "
+                             f"offset that is not an integer ({exc})") from None
     return out
 
 

@@ -2,6 +2,7 @@
 
 - :mod:`rocketstore.cli.store`: ``dump``, ``stat``, ``query``, ``get``, ``view``, ``recover``,
   ``offsets`` (a store on disk, opened read-only unless the command must write).
+- :mod:`rocketstore.cli.integrity`: ``verify`` and ``salvage``.
 - :mod:`rocketstore.cli.export`: ``export`` (Parquet) and ``spark-ingest``.
 - :mod:`rocketstore.cli.demo`: ``demo``, a realistic workload written and verified.
 - :mod:`rocketstore.cli.admin`: ``admin``, mqadmin's most used commands over the wire.
@@ -24,6 +25,7 @@ from rocketstore.cli.clean import clean
 from rocketstore.cli.common import describe_error, fail
 from rocketstore.cli.demo import demo
 from rocketstore.cli.export import export_command, spark_ingest_command
+from rocketstore.cli.integrity import salvage, verify
 from rocketstore.cli.servers import broker, namesrv
 from rocketstore.cli.store import dump, get_command, offsets, query, recover, stat, view
 from rocketstore.store.layout import StoreFormatError
@@ -91,6 +93,11 @@ class _Group(click.Group):
             raise  # click ends quietly on a closed pipe
         except _ONE_LINE_ERRORS as exc:
             raise fail(describe_error(exc), exc) from None
+        except (click.exceptions.ClickException, click.exceptions.Exit,
+                click.exceptions.Abort):
+            raise
+        except Exception as exc:  # noqa: BLE001 - never a traceback: one line (--verbose logs it)
+            raise fail(f"{type(exc).__name__}: {describe_error(exc)}", exc) from None
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -113,6 +120,6 @@ def main(ctx: click.Context, verbose: bool) -> None:
     _setup_logging(ctx, verbose)
 
 
-for _command in (demo, dump, stat, query, get_command, view, recover, offsets, clean,
-                 export_command, spark_ingest_command, namesrv, broker, admin_group):
+for _command in (demo, dump, stat, query, get_command, view, recover, offsets, verify, salvage,
+                 clean, export_command, spark_ingest_command, namesrv, broker, admin_group):
     main.add_command(_command)

@@ -211,18 +211,58 @@ def verbose() -> bool:
 
 @contextmanager
 def quiet_store_warnings() -> Iterator[None]:
-    """Without --verbose, leave it to the command to report a corrupt record (the store's own
-    recovery warning about it would say the same thing twice)."""
+    """Without --verbose, leave it to the command to report damage (the store's own log
+    lines about it would say the same thing twice): the store logs nothing below CRITICAL."""
     if verbose():
         yield
         return
     store_log = logging.getLogger("rocketstore.store")
     level = store_log.level
-    store_log.setLevel(logging.ERROR)
+    store_log.setLevel(logging.CRITICAL)
     try:
         yield
     finally:
         store_log.setLevel(level)
+
+
+# ---- damage ------------------------------------------------------------------------------
+
+
+def damage_lines(damage: dict[str, Any]) -> list[str]:
+    """MessageStore.damage_report() as stat's table lines."""
+    lines = []
+    for r in damage["commitLog"]:
+        lines.append(f"damage         CommitLog [{r['start']:,}, {r['end']:,}) "
+                     f"({r['bytes']:,} bytes: {r['reason']}): kept, unreadable")
+    tail = damage["tornTail"]
+    if tail:
+        lines.append(f"damage         torn tail at {tail['offset']:,} ({tail['reason']}): "
+                     "invalid bytes after the last valid record")
+    for q in damage["consumeQueues"]:
+        lines.append(f"damage         ConsumeQueue {q}")
+    for f in damage["indexFiles"]:
+        lines.append(f"damage         IndexFile {f['name']}: {f['reason']}")
+    for p in damage["files"]:
+        lines.append(f"damage         {p}")
+    return lines
+
+
+def damage_summary(damage: dict[str, Any]) -> str:
+    """One line: what damage_report() found."""
+    parts = []
+    if damage["commitLog"]:
+        parts.append(f"{len(damage['commitLog'])} damaged CommitLog range(s), "
+                     f"{damage['commitLogDamagedBytes']:,} bytes (first at offset "
+                     f"{damage['commitLog'][0]['start']})")
+    if damage["tornTail"]:
+        parts.append(f"a torn tail at offset {damage['tornTail']['offset']}")
+    if damage["consumeQueues"]:
+        parts.append(f"{len(damage['consumeQueues'])} damaged ConsumeQueue(s)")
+    if damage["indexFiles"]:
+        parts.append(f"{len(damage['indexFiles'])} damaged IndexFile(s)")
+    if damage["files"]:
+        parts.append(f"{len(damage['files'])} damaged file(s): {damage['files'][0]}")
+    return "damage found: " + "; ".join(parts)
 
 
 # ---- output --------------------------------------------------------------------------------

@@ -30,6 +30,8 @@ from rocketstore.cli.common import (
     binary_stdout,
     camel_case_keys,
     checked_topic,
+    damage_lines,
+    damage_summary,
     describe_error,
     echo_json,
     existing_store,
@@ -45,6 +47,7 @@ from rocketstore.cli.common import (
     size_text,
     write_messages,
 )
+from rocketstore.store.damage import DamagedRange
 from rocketstore.store.layout import index_files
 
 log = logging.getLogger(__name__)
@@ -128,7 +131,8 @@ def _dump_records(store: MessageStore, out: IO[bytes], from_offset: int, limit: 
 
     start = max(from_offset, store.get_min_phy_offset())
     end = store.get_max_phy_offset()
-    records = store.scan(from_offset, check_crc=check_crc)
+    skipped: list[DamagedRange] = []
+    records = store.scan(from_offset, check_crc=check_crc, on_damage=skipped.append)
     with progress_bar(progress, total=max(0, end - start), unit="B", unit_scale=True,
                       unit_divisor=1024, desc="dumping") as bar:
         while written != limit:
@@ -155,13 +159,19 @@ def _dump_records(store: MessageStore, out: IO[bytes], from_offset: int, limit: 
                 bar.update(msg.commitlog_offset + msg.store_size - start - bar.n)
     write_pending()
     out.flush()
-    # A read-only store stops at the first corrupt record it finds when opening (it never
-    # repairs): the scan ends there quietly, so say it here unless --limit stopped us first.
+    # Damage is skipped (every valid record after it is dumped) and reported here, once, with
+    # a non-zero exit; so is a torn tail (invalid bytes after the last valid record), unless
+    # --limit stopped us first.
     rec = store.recovery
-    if (written != limit and rec is not None and rec.stop_status == "corrupt"
-            and from_offset <= rec.end_offset):
-        raise fail(f"corrupt CommitLog data: {rec.stop_reason or 'corrupt record'} at offset "
-                   f"{rec.end_offset} ({written} records before it were dumped)")
+    problems = [f"damaged CommitLog range at offset {r.start}..{r.end} ({r.size:,} bytes: "
+                f"{r.reason}) skipped" for r in dict.fromkeys(skipped)]
+    if written != limit and rec is not None:
+        if rec.stop_status == "corrupt" and from_offset <= rec.end_offset:
+            problems.append(f"corrupt CommitLog data after the last valid record: "
+                            f"{rec.stop_reason or 'corrupt record'} at offset {rec.end_offset}")
+        problems += [p for p in rec.problems if p.startswith("segment")]
+    if problems:
+        raise fail(f"{'; '.join(problems)} ({written} records dumped)")
     return written
 
 
@@ -203,8 +213,6 @@ def _print_stat(st: dict[str, Any]) -> None:
         echo("last shutdown  clean (no abort file)")
     echo(f"commitlog      offsets {cl['minOffset']:,} .. {cl['maxOffset']:,}; {cl['files']} "
          f"file(s), {size_text(cl['bytes'])} ({_file_size(cl['fileSize'])} each)")
-    if cl["endStatus"] != "end":
-        echo(f"               ends at an invalid record ({cl['endReason'] or cl['endStatus']})")
     echo(f"consumequeue   {cq['queues']} queue(s), {cq['files']} file(s), "
          f"{size_text(cq['bytes'])} ({_file_size(cq['fileSize'])} each)")
     echo(f"index          {ix['files']} file(s), {size_text(ix['bytes'])} ({ix['hashSlots']:,} "
@@ -212,6 +220,8 @@ def _print_stat(st: dict[str, Any]) -> None:
          f"{_when(ix['lastUpdateTimestamp'])} at offset {ix['lastUpdatePhyOffset']:,}")
     echo(f"dispatch lag   {st['dispatchBehindBytes']:,} bytes")
     _print_retention(st["retention"])
+    for line in damage_lines(st["damage"]):
+        echo(line)
     ck = st["checkpoint"]
     echo(f"checkpoint     physic {_when(ck['physicMsgTimestamp'])}, logics "
          f"{_when(ck['logicsMsgTimestamp'])}, index {_when(ck['indexMsgTimestamp'])}")
@@ -272,14 +282,18 @@ def stat(path: Path, as_json: bool, hash_slots: int | None, index_num: int | Non
     whether the last shutdown was clean (abort file).
 
     Opens the store read-only: safe while a writer has it open (it shows a snapshot).
+    Exits with 1 when it finds damage (listed under "damage"; `rocketstore verify` checks
+    every record and index entry).
     """
     location, config = existing_store(path, hash_slots, index_num)
-    with open_store(location.root, config, read_only=True) as store:
+    with quiet_store_warnings(), open_store(location.root, config, read_only=True) as store:
         st = store.describe()
     if as_json:
         echo_json(st)
     else:
         _print_stat(st)
+    if st["damage"]["damaged"]:
+        raise fail(damage_summary(st["damage"]))
 
 
 # ---- query, get, view ----------------------------------------------------------------------
@@ -426,6 +440,15 @@ def _print_recovery(report: RecoveryReport, root: Path, dry_run: bool, clean: bo
              f"{report.stop_reason or report.stop_status}")
     verb = "would give up" if dry_run else "gave up"
     echo(f"truncated    {verb} {report.truncated_bytes:,} CommitLog byte(s) after the end")
+    for r in report.damaged_ranges:
+        echo(f"damaged      [{r['start']:,}, {r['end']:,}) ({r['bytes']:,} bytes: "
+             f"{r['reason']}): kept, unreadable")
+    for q in report.queues_repaired:
+        echo(f"queue        {q}: {'would be rebuilt' if dry_run else 'rebuilt'}")
+    for f in report.index_files_repaired:
+        echo(f"index        {f}")
+    for p in report.problems:
+        echo(f"problem      {p}")
     if not dry_run:
         echo(f"dispatched   {report.dispatched_records:,} record(s) to ConsumeQueue/IndexFile "
              f"in {report.dispatch_s * 1000:,.1f} ms")
@@ -455,6 +478,12 @@ def recover(path: Path, as_json: bool, dry_run: bool, progress: bool | None,
     invalid one is cut from the CommitLog, ConsumeQueues and IndexFiles, and the replayed
     range is dispatched again). Then it shuts down cleanly (checkpoint written, abort file
     removed) and reports what it did. The store must not be open for writing elsewhere.
+
+    Damage in the middle of the CommitLog is never cut away: it is kept, unreadable, and
+    reported; only a torn tail (invalid bytes after the last valid record) is given up.
+    Exits with 1 when the CommitLog holds damage, and with --dry-run also when recovery would
+    change anything (a torn tail, a ConsumeQueue or IndexFile to rebuild); `rocketstore
+    salvage` copies every valid record into a new store.
     """
     location, config = existing_store(path, hash_slots, index_num)
     root = location.root
@@ -462,9 +491,11 @@ def recover(path: Path, as_json: bool, dry_run: bool, progress: bool | None,
             "(stat, query, get, view and dump read a store while it runs)")
     with progress_bar(progress, total=0, unit="B", unit_scale=True, unit_divisor=1024,
                       desc="recovering") as bar:
-        with open_store(root, config, read_only=dry_run, progress=follow_with(bar),
-                        locked_hint=hint) as store:
+        with quiet_store_warnings(), open_store(root, config, read_only=dry_run,
+                                                progress=follow_with(bar),
+                                                locked_hint=hint) as store:
             report = store.recovery
+            damage = store.damage_report()
     if report is None:
         raise fail(f"the store at {root} reported no recovery")
     clean = dry_run or not Path(location.paths.abort).exists()
@@ -474,6 +505,10 @@ def recover(path: Path, as_json: bool, dry_run: bool, progress: bool | None,
         _print_recovery(report, root, dry_run, clean)
     if not clean:
         raise fail(f"the store at {root} did not shut down cleanly (abort file left)")
+    # a dry run fails on anything recovery would find or change; a real one on what it could
+    # not undo (damage in the CommitLog, kept unreadable)
+    if damage["damaged"] if dry_run else damage["commitLog"]:
+        raise fail(damage_summary(damage))
 
 
 # ---- offsets -------------------------------------------------------------------------------

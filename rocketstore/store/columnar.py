@@ -17,8 +17,9 @@ Range contract (what Spark's batch partitions stand on):
   next segment. Reads stop at the end of the log as it is when the read starts: the store's
   ``max_offset()``, or the end of the first segment that is not full if that comes first (a
   consistent prefix: records are published only after they are written).
-- A corrupt record inside the range raises ``CorruptRecordError`` (after the batches before it
-  were yielded).
+- Damaged ranges of the log (README "Integrity": known, or found on the way) are skipped,
+  each logged at ERROR: every valid record around them is returned. Alignment finds record
+  boundaries across them too.
 
 Batches: each holds the records of at most ``batch_bytes`` bytes of CommitLog (by start
 offset) within one segment, so no batch crosses a segment; none is empty. A column never holds
@@ -32,6 +33,7 @@ segment files (the batch holds its segment, as ``MappedFile.view`` does; see
 from __future__ import annotations
 
 import collections
+import logging
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Protocol
@@ -77,6 +79,8 @@ __all__ = [
     "schema",
 ]
 
+log = logging.getLogger("rocketstore.store")
+
 DEFAULT_BATCH_BYTES = 64 << 20
 PARALLEL_CHUNK_BYTES = 8 << 20      # read_range(threads > 1): the unit of work per thread
 
@@ -109,9 +113,23 @@ def _file_at(files: list[MappedFile], offset: int) -> MappedFile | None:
     return None
 
 
-def _align_sorted(files: list[MappedFile], offsets: list[int], lo: int, hi: int) -> list[int]:
+def _record_starts(store: HasCommitLog, mf: MappedFile) -> np.ndarray:
+    """File-relative positions of every valid record of mf, walked natively across damage
+    (CommitLog.batches), ascending."""
+    base = mf.file_from_offset
+    found = record.scan_region(mf, 0, mf.read_position, check_crc=False, base_offset=base)
+    if found.stop_status in ("end", "blank") and not store.commit_log.damage.overlapping(
+            base, base + mf.file_size):
+        return found.offsets
+    parts = [np.asarray(b.positions) for b in store.commit_log.batches(
+        base, base + mf.file_size, tags_codes=False) if b.mapped_file is mf]
+    return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+
+
+def _align_sorted(store: HasCommitLog, files: list[MappedFile], offsets: list[int], lo: int,
+                  hi: int) -> list[int]:
     """align_to_record for ascending offsets, each segment scanned at most once."""
-    scans: dict[int, record.ScanResult] = {}
+    scans: dict[int, np.ndarray] = {}
     out = []
     for offset in offsets:
         off = min(max(offset, lo), hi)
@@ -121,25 +139,19 @@ def _align_sorted(files: list[MappedFile], offsets: list[int], lo: int, hi: int)
             continue
         base = mf.file_from_offset
         rel = off - base
-        if rel == 0:                    # a segment starts with a record (or is empty)
-            out.append(off)
+        if rel == 0 and store.commit_log.damage.covering(off) is None:
+            out.append(off)             # a segment starts with a record (or is empty)
             continue
-        found = scans.get(base)
-        if found is None:
-            found = scans[base] = record.scan_region(mf, 0, mf.read_position, check_crc=False,
-                                                     base_offset=base)
-        k = int(np.searchsorted(found.offsets, rel, side="left"))
-        if k < len(found.offsets):
-            res = base + int(found.offsets[k])
-        elif found.stop_status == "corrupt":
-            if rel > found.stop_position:
-                raise record.CorruptRecordError(found.reason or "corrupt record",
-                                                base + found.stop_position)
-            res = base + found.stop_position
-        elif found.stop_status == "blank" or mf is not files[-1]:
+        starts = scans.get(base)
+        if starts is None:
+            starts = scans[base] = _record_starts(store, mf)
+        k = int(np.searchsorted(starts, rel, side="left"))
+        if k < len(starts):
+            res = base + int(starts[k])
+        elif mf is not files[-1]:
             res = base + mf.file_size   # nothing more starts in this segment: the next one
         else:
-            res = base + found.stop_position    # the end of the data
+            res = hi                    # the end of the data
         out.append(min(res, hi))
     return out
 
@@ -156,7 +168,7 @@ def align_to_record(store: HasCommitLog, offset: int) -> int:
     [offset, align_to_record(offset)). Raises CorruptRecordError if a corrupt record precedes
     offset in its segment."""
     files, lo, hi = _visible(store)
-    return _align_sorted(files, [offset], lo, hi)[0]
+    return _align_sorted(store, files, [offset], lo, hi)[0]
 
 
 def plan_ranges(store: HasCommitLog, partition_bytes: int, start_offset: int | None = None,
@@ -173,7 +185,7 @@ def plan_ranges(store: HasCommitLog, partition_bytes: int, start_offset: int | N
     if start >= end:
         return []
     cuts = [*range(start, end, partition_bytes), end]
-    aligned = _align_sorted(files, cuts, lo, hi)
+    aligned = _align_sorted(store, files, cuts, lo, hi)
     return [(a, b) for a, b in zip(aligned[:-1], aligned[1:], strict=True) if b > a]
 
 
@@ -202,10 +214,10 @@ def read_range(store: HasCommitLog, start_offset: int, end_offset: int | None = 
     end = hi if end_offset is None else min(hi, end_offset)
     pos = max(lo, start_offset)
     if align and pos < end:
-        pos = _align_sorted(files, [pos], lo, hi)[0]
+        pos = _align_sorted(store, files, [pos], lo, hi)[0]
     options = (include_body, batch_bytes, check_crc, spark, body_view)
     if threads == 1:
-        yield from _read_serial(files, pos, end, *options)
+        yield from _read_serial(store, files, pos, end, *options)
         return
     # chunks of at most PARALLEL_CHUNK_BYTES: a few big chunks leave threads idle while the
     # first one decodes (64 MiB chunks made 2 threads slower than 1 on 270 MB)
@@ -214,32 +226,56 @@ def read_range(store: HasCommitLog, start_offset: int, end_offset: int | None = 
         pending: collections.deque = collections.deque()
         for a, b in ranges:
             pending.append(pool.submit(lambda a=a, b=b: list(
-                _read_serial(files, a, b, *options))))
+                _read_serial(store, files, a, b, *options))))
             if len(pending) > threads:       # bounded look-ahead: memory stays small
                 yield from pending.popleft().result()
         while pending:
             yield from pending.popleft().result()
 
 
-def _read_serial(files: list[MappedFile], pos: int, end: int, include_body: bool,
-                 batch_bytes: int, check_crc: bool, spark: bool,
+def _read_serial(store: HasCommitLog, files: list[MappedFile], pos: int, end: int,
+                 include_body: bool, batch_bytes: int, check_crc: bool, spark: bool,
                  body_view: bool) -> Iterator[pa.RecordBatch]:
-    """read_range's walk from a record boundary pos to end, one thread."""
+    """read_range's walk from a record boundary pos to end, one thread; damaged ranges are
+    skipped (logged at ERROR)."""
+    commit_log = store.commit_log
+    first = pos         # the caller's start: no record there is their error, not damage
     while pos < end:
+        damaged = commit_log.damage.covering(pos) if commit_log.damage else None
+        if damaged is not None:
+            log.error("read_range skips damaged CommitLog range %s", damaged)
+            pos = damaged.end
+            continue
         mf = _file_at(files, pos)
         if mf is None:
             return
         base = mf.file_from_offset
         rel = pos - base
         rel_end = min(end - base, mf.file_size)
-        chunk_end = min(rel_end, rel + batch_bytes)
+        ahead = commit_log.damage.overlapping(pos, base + rel_end) if commit_log.damage else []
+        chunk_end = min(rel_end, rel + batch_bytes,
+                        *(r.start - base for r in ahead[:1]))
         res = decode_region(mf, rel, chunk_end, base_offset=base, include_body=include_body,
                             check_crc=check_crc, spark=spark, body_view=body_view)
         batch, next_rel, status = res
         if batch.num_rows:
             yield batch
-        if status == "corrupt":
-            raise record.CorruptRecordError(res.reason or "corrupt record", base + next_rel)
+        if status == "corrupt" or (status == "end" and next_rel < min(chunk_end,
+                                                                      mf.read_position)):
+            # bad bytes, or zeros where published data should be: damage
+            if base + next_rel == first and rel != 0:
+                raise record.CorruptRecordError(res.reason or "no record starts here",
+                                                first)
+            damaged = commit_log.find_damage(base + next_rel, res.reason)
+            if damaged.end <= base + next_rel:
+                raise record.CorruptRecordError(res.reason or "corrupt record",
+                                                base + next_rel)
+            log.error("read_range skips damaged CommitLog range %s", damaged)
+            pos = damaged.end
+            continue
+        if ahead and next_rel >= chunk_end and chunk_end == ahead[0].start - base:
+            pos = ahead[0].start
+            continue
         if status == "blank" or (status == "end" and next_rel < chunk_end):
             if mf is files[-1]:
                 return                        # the end of the data

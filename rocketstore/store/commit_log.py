@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import logging
 import os
+import struct
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+import numpy as np
 
 from rocketstore._native import (
     dispatch,
@@ -27,6 +30,7 @@ from rocketstore.message import (
     PutMessageStatus,
 )
 from rocketstore.store.checkpoint import StoreCheckpoint
+from rocketstore.store.damage import CommitLogDamage, DamagedRange
 from rocketstore.store.layout import COMMIT_LOG_ALLOCATION_CHUNK, COMMITLOG_DIR
 from rocketstore.store.mapped_file_queue import FlushFunction, MappedFileQueue
 from rocketstore.store.services.commit import CommitRealTimeService
@@ -39,16 +43,50 @@ from rocketstore.store.transient_store_pool import TransientStorePool
 
 log = logging.getLogger("rocketstore.store")
 
+BLANK_MAGIC = 0xCBD43194
+
 
 @dataclass
 class LogScan:
-    """What a walk over the CommitLog found: where valid data ends and why it stopped."""
+    """What a walk over the CommitLog found: where its valid data ends (after the last valid
+    record), the damaged ranges before that end, and what follows it (the torn tail)."""
 
     records: int = 0
     end_offset: int = 0
-    stop_status: str = "end"
+    stop_status: str = "end"        # 'end': nothing after the end but unwritten space
+                                    # 'corrupt': invalid bytes after the last valid record
     stop_reason: str | None = None
     files_scanned: int = 0
+    damaged: list[DamagedRange] = field(default_factory=list)
+    tail: list[DamagedRange] = field(default_factory=list)  # invalid bytes after the end
+
+
+#: why a walk found no record where one should start, by the walk's stop status
+_ZEROS = "no record where data was written (zeroed bytes)"
+
+
+def _readable_end(mf: MappedFile) -> int:
+    """Where a walk of mf ends: its read position, or its first hole before that (nothing
+    is written past the blocks a file has; reading a hole on tmpfs would take space)."""
+    return max(0, min(mf.read_position, mf.allocated_position))
+
+
+def _fills_segment(mf: MappedFile, pos: int, segment: int) -> bool:
+    """Whether an END_FILE blank at pos fills the rest of the segment exactly. A walk bounded
+    by the file's blocks (_readable_end) sees a blank whose size reaches into the hole after
+    it as too long; it is the segment's valid end (the writer gives it blocks for 8 bytes)."""
+    if pos + 8 > _readable_end(mf):
+        return False
+    size, magic = struct.unpack(">iI", mf.read(pos, 8))
+    return magic == BLANK_MAGIC and size == segment - pos
+
+
+def _report_damage(on_damage: Callable[[DamagedRange], None] | None, damaged: DamagedRange,
+                   what: str) -> None:
+    if on_damage is not None:
+        on_damage(damaged)
+    else:
+        log.error("%s skips damaged CommitLog range %s", what, damaged)
 
 
 class CommitLog:
@@ -74,6 +112,8 @@ class CommitLog:
                                                  config.max_message_size, config.store_host)
         # put_message's fast path runs natively (lock, append to the cached last file,
         # result); _append_rolling is its slow path, put_path.after its post-lock hook
+        #: the log's damaged ranges (recovery and the readers add them; see damage.py)
+        self.damage = CommitLogDamage()
         self.put_path = put_path.PutPath(self.writer, self._append_rolling)
         self.put_lock = self.put_path.lock
         self.closed = False     # set under put_lock at shutdown: later puts are refused
@@ -132,43 +172,92 @@ class CommitLog:
     # ---- recovery --------------------------------------------------------------------------
     def scan_files(self, first_index: int, *, check_crc: bool,
                    progress: Callable[[int, int], None] | None = None,
-                   on_batch: Callable[[dispatch.DispatchBatch], None] | None = None) -> LogScan:
-        """Walk records from files[first_index] on; stop at the end of data, or at the first
-        corrupt record. progress(done, total) is called per file with byte counts; on_batch
-        sees the valid records decoded for dispatch (topic, queue, queue offset...; no tags
-        codes: recovery does not need them)."""
+                   on_batch: Callable[[dispatch.DispatchBatch], None] | None = None,
+                   search_last_file: bool = True, known_end: int | None = None,
+                   tags_codes: bool = False) -> LogScan:
+        """Walk records from files[first_index] on to the end of the log. Where a record
+        fails validation (or zeros stand where one should start), look for the next valid
+        one (record.find_record: a record whose PHYSICALOFFSET is its position); a bad region
+        followed by valid data is damage (LogScan.damaged), only what follows the last valid
+        record is the tail (tags_codes: decode them for on_batch too). search_last_file
+        False: in the last file, bad bytes end the walk
+        (a reader beside a writer: what lies past the last record may be a record being
+        written). known_end: where the log ended at the last clean shutdown; a walk that
+        stops there cleanly does not search the unwritten rest of the file. progress(done,
+        total) is called per file with byte counts; on_batch sees the valid records decoded
+        for dispatch (no tags codes: recovery does not need them)."""
         files = self.queue.files
-        result = LogScan(end_offset=files[first_index].file_from_offset if files else 0)
+        segment = self.queue.mapped_file_size
+        start = files[first_index].file_from_offset if files else 0
+        result = LogScan(end_offset=start)
         total = sum(mf.file_size for mf in files[first_index:])
         done = 0
+        pending: list[DamagedRange] = []        # bad bytes since the last valid record
+        expected = start
+
+        def valid_data(end: int) -> None:
+            result.damaged.extend(pending)
+            pending.clear()
+            result.end_offset = end
+
         for mf in files[first_index:]:
             if progress is not None:
                 progress(done, total)
             done += mf.file_size
             result.files_scanned += 1
+            base = mf.file_from_offset
+            if base > expected:
+                pending.append(DamagedRange(expected, base, "segment file missing"))
+            expected = base + segment
+            is_last = mf is files[-1]
             pos = 0
             # past the file's first hole there is no record (see MappedFile: what is
             # written has blocks; reading a hole on tmpfs would take space)
-            end = max(pos, min(mf.file_size, mf.allocated_position))
+            data_end = _readable_end(mf)
             while True:
-                batch = dispatch.dispatch_region(mf, pos, end, max_records=8192,
-                                                 check_crc=check_crc, tags_codes=False)
-                result.records += len(batch)
-                if on_batch is not None and len(batch):
-                    on_batch(batch)
+                batch = dispatch.dispatch_region(mf, pos, data_end, max_records=8192,
+                                                 check_crc=check_crc, tags_codes=tags_codes)
+                if len(batch):
+                    result.records += len(batch)
+                    if on_batch is not None:
+                        on_batch(batch)
+                    valid_data(base + batch.stop_position)
                 pos = batch.stop_position
-                if batch.stop_status != "limit":
+                if batch.stop_status == "limit":
+                    continue
+                if batch.stop_status == "blank" or (batch.stop_status == "corrupt" and
+                                                    _fills_segment(mf, pos, segment)):
+                    valid_data(base + segment)
                     break
-            result.end_offset = mf.file_from_offset + pos
-            if batch.stop_status == "blank":
-                result.end_offset = mf.file_from_offset + mf.file_size
-                continue
-            result.stop_status = "end" if batch.stop_status in ("end", "limit") else \
-                batch.stop_status
-            result.stop_reason = batch.reason
-            break
+                if pos >= data_end:
+                    if mf.file_size < segment or (data_end < segment and not is_last):
+                        # a segment file cut short, or one with nothing past a hole
+                        pending.append(DamagedRange(base + data_end, base + segment,
+                                                    "segment file cut short"))
+                    break
+                reason = batch.reason or _ZEROS
+                if is_last and (not search_last_file or known_end == base + pos):
+                    # not searched: a writer may be appending there, or the log ends where
+                    # the last clean shutdown left it
+                    pending.append(DamagedRange(base + pos, base + data_end, reason))
+                    break
+                found = record.find_record(mf, pos + 1, data_end, check_crc=check_crc,
+                                           base_offset=base, segment_end=segment)
+                if found < 0:
+                    pending.append(DamagedRange(base + pos, base + segment, reason))
+                    break
+                pending.append(DamagedRange(base + pos, base + found, reason))
+                pos = found
         if progress is not None:
             progress(total, total)
+        # what follows the last valid record: unwritten space (zeros up to the end, where no
+        # clean shutdown saw more), or a torn tail
+        unwritten = len(pending) == 1 and pending[0].reason == _ZEROS and (
+            known_end is None or known_end <= pending[0].start)
+        result.tail = [] if unwritten else pending
+        if result.tail:
+            result.stop_status = "corrupt"
+            result.stop_reason = result.tail[0].reason
         return result
 
     def set_end(self, end_offset: int, *, zero_tail: bool) -> int:
@@ -178,6 +267,7 @@ class CommitLog:
         for mf in self.queue.files:
             if mf.file_from_offset + mf.file_size <= end_offset:
                 mf.wrote_position = mf.committed_position = mf.flushed_position = mf.file_size
+        self.damage.drop_from(end_offset)
         dropped = self.queue.truncate_dirty(end_offset, zero_tail=zero_tail and not self.read_only)
         self.queue.flushed_where = self.queue.committed_where = end_offset
         last = self.queue.last_file()
@@ -302,50 +392,255 @@ class CommitLog:
         return view if view is not None and len(view) == size else None
 
     def look_message_by_offset(self, offset: int, size: int | None = None) -> MessageExt | None:
-        """The message whose record starts at offset (None past the end, or when size is
-        given and the record there is not that long). Raises CorruptRecordError."""
+        """The message whose record starts at offset (None past the end, in a damaged range,
+        or when size is given and the record there is not that long). Raises
+        CorruptRecordError when the bytes there are not a valid record."""
         mf = self.queue.find_by_offset(offset)
         if mf is None:
             return None
         pos = offset - mf.file_from_offset
         if pos >= mf.read_position or (size is not None and pos + size > mf.read_position):
             return None
+        if self.damage and self.damage.covering(offset) is not None:
+            return None
         msg = record.decode_at(mf, pos)
         return None if size is not None and msg.store_size != size else msg
 
-    def scan(self, from_offset: int = 0, *, check_crc: bool = False) -> Iterator[MessageExt]:
+    def record_at(self, offset: int) -> tuple[str, int, str | None]:
+        """(status, size, reason) of what starts at offset, as record.record_status says
+        (the body CRC unchecked, PHYSICALOFFSET checked): 'end' where nothing is readable."""
+        data = self.queue.read_view(offset)
+        if data is None:
+            return ("end", 0, None)
+        try:
+            return record.record_status(data, 0, check_crc=False, expected_phy=offset)
+        finally:
+            data.release()
+
+    def find_damage(self, offset: int, reason: str | None = None) -> DamagedRange:
+        """The damaged range that starts at offset (a position where no valid record starts,
+        e.g. where a walk stopped): known, or found now (it ends where the next valid record
+        or a blank that ends its segment starts, at its file's end otherwise) and added to
+        ``damage``."""
+        known = self.damage.covering(offset)
+        if known is not None:
+            return known
+        mf = self.queue.find_by_offset(offset)
+        segment = self.queue.mapped_file_size
+        if mf is None:
+            files = self.queue.files
+            later = [f.file_from_offset for f in files if f.file_from_offset > offset]
+            end = later[0] if later else offset + 1
+            return self.damage.add(offset, end, reason or "segment file missing") or \
+                DamagedRange(offset, end, reason or "segment file missing")
+        base = mf.file_from_offset
+        data_end = _readable_end(mf)
+        found = record.find_record(mf, offset - base + 1, data_end,
+                                   check_crc=self.config.check_crc_on_recover,
+                                   base_offset=base, segment_end=segment)
+        if reason is None:
+            reason = self.record_at(offset)[2] or _ZEROS
+        if found >= 0:
+            end = base + found
+        elif mf is self.queue.files[-1]:
+            end = base + data_end
+        else:
+            end = base + segment
+        added = self.damage.add(offset, end, reason)
+        return added or self.damage.covering(offset) or DamagedRange(offset, end, reason)
+
+    def scan(self, from_offset: int = 0, *, check_crc: bool = False,
+             on_damage: Callable[[DamagedRange], None] | None = None) -> Iterator[MessageExt]:
         """Every message from from_offset (a record boundary) to the end, in log order. It
         starts at the minimum offset when from_offset is below it, and a file deleted by
         retention while the scan reads it ends that file: the scan goes on at the new
-        minimum offset."""
+        minimum offset. Damaged ranges (known, or found on the way) are skipped: each is
+        passed to on_damage, or logged at ERROR. CorruptRecordError when no record starts
+        at from_offset (inside a segment: a caller's wrong offset is not damage)."""
         offset = max(from_offset, self.min_offset())
-        while True:
-            mf = self.queue.find_by_offset(offset)
-            if mf is None:
+        segment = self.queue.mapped_file_size
+        first = offset     # the caller's start: no record there is their error, not damage
+        while offset < self.max_offset():
+            damaged = self.damage.covering(offset) if self.damage else None
+            mf = None if damaged is not None else self.queue.find_by_offset(offset)
+            if damaged is None and mf is None:
                 low = self.min_offset()
                 if offset < low:        # deleted meanwhile: what is left starts there
                     offset = low
                     continue
-                return
-            pos = offset - mf.file_from_offset
+                damaged = self.find_damage(offset)
+            if damaged is not None:
+                _report_damage(on_damage, damaged, "scan")
+                offset = max(damaged.end, offset + 1)
+                continue
+            assert mf is not None
+            base = mf.file_from_offset
+            pos = offset - base
+            end = _readable_end(mf)
+            ahead = self.damage.overlapping(offset, base + end) if self.damage else []
+            if ahead:
+                end = ahead[0].start - base
             try:
-                found = record.scan_region(mf, pos, check_crc=check_crc,
-                                           base_offset=mf.file_from_offset)
+                found = record.scan_region(mf, pos, end, check_crc=check_crc, base_offset=base)
                 for rel in found.offsets.tolist():
                     msg = record.decode_at(mf, rel)
-                    offset = mf.file_from_offset + rel + msg.store_size
+                    offset = base + rel + msg.store_size
                     yield msg
             except ValueError:
                 if mf.is_available:
                     raise
-                offset = max(offset, self.min_offset(), mf.file_from_offset + mf.file_size)
+                offset = max(offset, self.min_offset(), base + mf.file_size)
                 continue
-            if found.stop_status == "corrupt":
-                raise record.CorruptRecordError(found.reason or "corrupt record",
-                                                mf.file_from_offset + found.stop_position)
-            if found.stop_status != "blank":
+            stop = base + found.stop_position
+            if found.stop_status == "blank" or (found.stop_status == "corrupt" and
+                                                _fills_segment(mf, found.stop_position,
+                                                               segment)):
+                offset = base + segment
+            elif found.stop_position >= end:
+                if ahead:
+                    offset = ahead[0].start
+                elif _readable_end(mf) > end:   # a writer appended meanwhile: go on
+                    offset = stop
+                elif mf is self.queue.files[-1]:
+                    return
+                elif end < segment:     # a file cut short (or with a hole): the rest
+                    damaged = self.damage.add(stop, base + segment, "segment file cut short") \
+                        or DamagedRange(stop, base + segment, "segment file cut short")
+                    _report_damage(on_damage, damaged, "scan")
+                    offset = base + segment
+                else:
+                    offset = base + segment
+            else:
+                if stop == first and first != base:
+                    raise record.CorruptRecordError(
+                        f"no record starts at {first} ({found.reason or 'zeroed bytes'})",
+                        first)
+                damaged = self.find_damage(stop, found.reason)
+                _report_damage(on_damage, damaged, "scan")
+                offset = max(damaged.end, stop + 1)
+
+    def batches(self, start: int = 0, end: int | None = None, *, check_crc: bool = False,
+                tags_codes: bool = True, max_records: int = 65536
+                ) -> Iterator[dispatch.DispatchBatch]:
+        """The records that start in [start, end) (a record boundary; end: the log's end) as
+        DispatchBatch columns, decoded natively, in log order; damaged ranges (known, or found
+        on the way and added to ``damage``) are skipped."""
+        offset = max(start, self.min_offset())
+        segment = self.queue.mapped_file_size
+        while True:
+            stop = self.max_offset() if end is None else min(end, self.max_offset())
+            if offset >= stop:
                 return
-            offset = mf.file_from_offset + mf.file_size
+            damaged = self.damage.covering(offset) if self.damage else None
+            if damaged is not None:
+                offset = max(damaged.end, offset + 1)
+                continue
+            mf = self.queue.find_by_offset(offset)
+            if mf is None:
+                low = self.min_offset()
+                if offset < low:        # deleted by retention meanwhile
+                    offset = low
+                    continue
+                offset = max(self.find_damage(offset).end, offset + 1)
+                continue
+            base = mf.file_from_offset
+            limit = _readable_end(mf)
+            ahead = self.damage.overlapping(offset, base + limit) if self.damage else []
+            if ahead:
+                limit = ahead[0].start - base
+            try:
+                batch = dispatch.dispatch_region(mf, offset - base, limit,
+                                                 max_records=max_records, check_crc=check_crc,
+                                                 tags_codes=tags_codes,
+                                                 starts_before=stop - base)
+            except ValueError:
+                if mf.is_available:
+                    raise
+                offset = max(offset, self.min_offset(), base + mf.file_size)
+                continue
+            if len(batch):
+                yield batch
+            at = base + batch.stop_position
+            if at >= stop:
+                return
+            if batch.stop_status == "limit":
+                offset = at
+            elif batch.stop_status == "blank" or (batch.stop_status == "corrupt" and
+                                                  _fills_segment(mf, batch.stop_position,
+                                                                 segment)):
+                offset = base + segment
+            elif batch.stop_position >= limit:
+                if ahead:
+                    offset = ahead[0].start
+                elif _readable_end(mf) > limit:     # a writer appended meanwhile: go on
+                    offset = at
+                elif mf is self.queue.files[-1]:
+                    return
+                else:
+                    offset = base + segment
+            else:
+                offset = max(self.find_damage(at, batch.reason).end, at + 1)
+
+    def find_keyed(self, topic: str, key: str, start: int, end: int | None) -> Iterator[int]:
+        """Offsets of the records of topic in [start, end) whose UNIQ_KEY or a KEYS token is
+        key (rolled-back transactions excluded, as the index has them): what an IndexFile
+        over that range would find, read from the CommitLog."""
+        for batch in self.batches(start, end, tags_codes=False):
+            if topic not in batch.topics:
+                continue
+            rows = np.flatnonzero((batch.topic_ids == batch.topics.index(topic))
+                                  & ((batch.sys_flags & 0xC) != 0xC))
+            mf = batch.mapped_file
+            for i in rows.tolist():
+                msg = record.decode_at(mf, int(batch.positions[i]))
+                if msg.uniq_key == key or key in msg.keys:
+                    yield int(batch.phy_offsets[i])
+
+    def find_queue_record(self, topic: str, queue_id: int, queue_offset: int, start: int,
+                          end: int) -> tuple[int, int, int] | None:
+        """(offset, size, tags code) of the record of topic:queue_id at queue_offset among
+        the records that start in [start, end), walked natively; None when none does (a
+        reader's way around a damaged ConsumeQueue unit)."""
+        offset = max(start, self.min_offset())
+        end = min(end, self.max_offset())
+        segment = self.queue.mapped_file_size
+        while offset < end:
+            damaged = self.damage.covering(offset) if self.damage else None
+            if damaged is not None:
+                offset = damaged.end
+                continue
+            mf = self.queue.find_by_offset(offset)
+            if mf is None:
+                offset = self.find_damage(offset).end
+                continue
+            base = mf.file_from_offset
+            stop_at = _readable_end(mf)
+            try:
+                batch = dispatch.dispatch_region(mf, offset - base, stop_at,
+                                                 max_records=65536, starts_before=end - base)
+            except ValueError:      # deleted by retention meanwhile
+                return None
+            if len(batch) and topic in batch.topics:
+                rows = np.flatnonzero(
+                    (batch.topic_ids == batch.topics.index(topic))
+                    & (batch.queue_ids == queue_id) & (batch.queue_offsets == queue_offset)
+                    & ((batch.sys_flags & 0xC) != 0x4) & ((batch.sys_flags & 0xC) != 0xC))
+                if len(rows):
+                    i = int(rows[0])
+                    return (int(batch.phy_offsets[i]), int(batch.sizes[i]),
+                            int(batch.tags_codes[i]))
+            if base + batch.stop_position >= end:
+                return None
+            if batch.stop_status == "limit":
+                offset = base + batch.stop_position
+            elif batch.stop_status == "blank" or batch.stop_position >= stop_at or (
+                    batch.stop_status == "corrupt" and _fills_segment(mf, batch.stop_position,
+                                                                      segment)):
+                offset = base + segment
+            else:
+                offset = max(self.find_damage(base + batch.stop_position, batch.reason).end,
+                             base + batch.stop_position + 1)
+        return None
 
     def flush(self, least_pages: int = 0) -> bool:
         return self.queue.flush(least_pages)

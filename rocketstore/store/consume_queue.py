@@ -41,6 +41,18 @@ class ConsumeQueue:
                                      allocation_chunk=CONSUME_QUEUE_ALLOCATION_MIN)
         self.max_physic_offset = -1     # end (offset + size) of the newest unit's record
         self.min_logic_offset = 0       # byte offset of the first valid unit
+        # Read-only stores cannot rebuild a damaged queue in its files: units found in the
+        # CommitLog stand in for them in memory (see recovery): `overlay` holds the units
+        # from logical offset `overlay_start` on (past the files' valid end), `corrections`
+        # single units whose file copy points at the wrong record.
+        self.overlay_start = -1
+        self.overlay: np.ndarray | None = None
+        self.corrections: dict[int, tuple[int, int, int]] = {}
+        self.rejected: list[int] = []   # put_units: indexes of the units it refused (gaps)
+        #: put_units asks it whether a unit past the queue's end may leave a gap (the
+        #: records in between are damage): gap_allowed(queue, phy, queue_offset) -> bool.
+        #: None: gaps are allowed (no store around to judge).
+        self.gap_allowed: Callable[[ConsumeQueue, int, int], bool] | None = None
 
     def __repr__(self) -> str:
         return (f"ConsumeQueue({self.topic!r}, {self.queue_id}, "
@@ -51,6 +63,14 @@ class ConsumeQueue:
         self.queue.load()
         if self.queue.files:
             self.min_logic_offset = self.queue.files[0].file_from_offset
+
+    @property
+    def damaged_from(self) -> int | None:
+        """The first logical offset whose unit a file cut short or a missing file lost
+        (load found it), or None."""
+        holes = [at // UNIT_SIZE for at in self.queue.missing_from
+                 if at // UNIT_SIZE >= self.min_offset]
+        return min(holes) if holes else None
 
     def recover(self) -> None:
         """Find the last valid unit, scanning from the third-last file (RocketMQ recover()).
@@ -81,6 +101,62 @@ class ConsumeQueue:
         self.queue.truncate_dirty(end, zero_tail=not self.read_only)
         self.queue.flushed_where = end
 
+    def check_end(self, unit_ok: Callable[[int, int, int, int], bool]) -> list[int]:
+        """Drop the newest units whose record does not check out (unit_ok(queue_offset, phy,
+        size, tags) False), so the queue ends at a unit that points at its record and
+        max_physic_offset at a record's end. Returns the CommitLog offsets the dropped units
+        pointed at (files are only changed when writable)."""
+        dropped: list[int] = []
+        while True:
+            end = self.file_max_offset
+            if end <= self.min_offset:
+                break
+            unit = self.get_unit(end - 1)
+            if unit is None or unit[1] == BLANK_UNIT_SIZE or unit_ok(end - 1, *unit):
+                break
+            self._cut_file_units(end - 1)
+            dropped.append(unit[0])
+        if dropped:
+            self._recompute_max_physic_offset()
+        return dropped
+
+    def cut_at(self, queue_offset: int) -> None:
+        """Drop the units from queue_offset on (a writable queue zeroes them, so they are
+        written again by dispatch), then recompute max_physic_offset."""
+        self._cut_file_units(queue_offset)
+        self._recompute_max_physic_offset()
+
+    def _cut_file_units(self, queue_offset: int) -> None:
+        cut = queue_offset * UNIT_SIZE
+        for mf in self.queue.files:
+            if mf.file_from_offset + mf.file_size <= cut:
+                mf.wrote_position = mf.committed_position = mf.flushed_position = mf.file_size
+        self.queue.truncate_dirty(cut, zero_tail=not self.read_only)
+        self.queue.flushed_where = min(self.queue.flushed_where, cut)
+
+    @property
+    def file_max_offset(self) -> int:
+        """The end of the units in the files (without the overlay)."""
+        return self.queue.max_offset() // UNIT_SIZE
+
+    def set_overlay(self, start: int, units: np.ndarray) -> None:
+        """Serve the units from logical offset start on from `units` (read-only stores)."""
+        self.overlay_start = start
+        self.overlay = units
+
+    def fix_unit(self, queue_offset: int, phy: int, size: int, tags: int) -> None:
+        """The unit at queue_offset points at the wrong record: serve (phy, size, tags)
+        instead; a writable queue rewrites it in its file too."""
+        self.corrections[queue_offset] = (phy, size, tags)
+        if self.read_only:
+            return
+        mf = self.queue.find_by_offset(queue_offset * UNIT_SIZE)
+        if mf is None:
+            return
+        unit = np.zeros(1, UNIT_DTYPE)
+        unit[0] = (phy, size, tags)
+        mf.write_at(queue_offset * UNIT_SIZE - mf.file_from_offset, unit.tobytes())
+
     def correct_min_offset(self, min_commitlog_offset: int) -> None:
         """First unit whose message is still in the CommitLog (RocketMQ correctMinOffset),
         looked for from the first file on (units are in CommitLog order): a queue whose
@@ -105,11 +181,24 @@ class ConsumeQueue:
     # ---- writes (dispatch thread only) -----------------------------------------------------
     def put_units(self, phys: np.ndarray, sizes: np.ndarray, tags: np.ndarray,
                   queue_offsets: np.ndarray) -> int:
-        """Append units for records in queue order; returns how many were written."""
+        """Append units for records in queue order; returns how many were written. A unit
+        past the queue's end (units missing before it) is written only when gap_allowed
+        says damage explains the gap; otherwise it is skipped (rejected holds its index)."""
         written = 0
         i, n = 0, len(phys)
+        self.rejected = []
         while i < n:
-            expect = int(queue_offsets[i]) * UNIT_SIZE
+            qoff = int(queue_offsets[i])
+            allow_gap = False
+            if int(phys[i]) + int(sizes[i]) > self.max_physic_offset and \
+                    qoff > self.file_max_offset and (self.queue.files or qoff > 0):
+                if self.gap_allowed is not None and not self.gap_allowed(self, int(phys[i]),
+                                                                         qoff):
+                    self.rejected.append(i)
+                    i += 1
+                    continue
+                allow_gap = True
+            expect = qoff * UNIT_SIZE
             last = self.queue.last_file()
             if last is None or expect >= last.file_from_offset + self.file_size:
                 mf = self.queue.last_file_for_append(expect)
@@ -123,6 +212,15 @@ class ConsumeQueue:
                     continue
             self._make_room(mf, int(queue_offsets[n - 1]))
             before = mf.wrote_position
+            if allow_gap:       # this one unit may leave a gap; the rest are judged again
+                nxt, self.max_physic_offset, _skipped, _blanks = write_units(
+                    mf, phys[:i + 1], sizes[:i + 1], tags[:i + 1], queue_offsets[:i + 1], i,
+                    self.max_physic_offset, True)
+                written += (mf.wrote_position - before) // UNIT_SIZE
+                if nxt > i:
+                    i = nxt
+                    continue
+                before = mf.wrote_position
             i, self.max_physic_offset, _skipped, _blanks = write_units(
                 mf, phys, sizes, tags, queue_offsets, i, self.max_physic_offset)
             written += (mf.wrote_position - before) // UNIT_SIZE
@@ -229,15 +327,46 @@ class ConsumeQueue:
 
     @property
     def max_offset(self) -> int:
+        overlay = self.overlay
+        if overlay is not None:
+            return self.overlay_start + len(overlay)
         return self.queue.max_offset() // UNIT_SIZE
 
     def read_units(self, offset: int, max_count: int) -> np.ndarray | None:
         """Up to max_count units from logical offset, within one file (a zero-copy view that
-        pins the file); None when offset is not readable."""
+        pins the file, or a copy where corrections apply); None when offset is not
+        readable."""
+        overlay = self.overlay
+        if overlay is not None and offset >= self.overlay_start:
+            units = overlay[offset - self.overlay_start:offset - self.overlay_start + max_count]
+            return units if len(units) else None
+        if overlay is not None:
+            max_count = min(max_count, self.overlay_start - offset)
         view = self.queue.read_view(offset * UNIT_SIZE, max_count * UNIT_SIZE)
         if view is None:
             return None
-        return np.frombuffer(view[:len(view) - len(view) % UNIT_SIZE], UNIT_DTYPE)
+        units = np.frombuffer(view[:len(view) - len(view) % UNIT_SIZE], UNIT_DTYPE)
+        if self.corrections:
+            fixes = [(q, u) for q, u in self.corrections.items()
+                     if offset <= q < offset + len(units)]
+            if fixes:
+                units = units.copy()
+                for q, u in fixes:
+                    units[q - offset] = u
+        return units
+
+    def units_between(self, start: int, end: int) -> np.ndarray:
+        """The units [start, end) as one array (a copy across files; shorter when the queue
+        ends before end)."""
+        parts = []
+        at = start
+        while at < end:
+            units = self.read_units(at, end - at)
+            if units is None or not len(units):
+                break
+            parts.append(units)
+            at += len(units)
+        return np.concatenate(parts) if parts else np.zeros(0, UNIT_DTYPE)
 
     def get_unit(self, offset: int) -> tuple[int, int, int] | None:
         """(commitlog offset, size, tags code) of the unit at logical offset, or None."""

@@ -10,6 +10,7 @@ import numpy as np
 
 from rocketstore._native.consume_queue import group_records, write_grouped_units
 from rocketstore._native.dispatch import DispatchBatch
+from rocketstore._native.message import validate_topic
 from rocketstore._native.topic_queue_table import MAX_QUEUE_ID
 from rocketstore.store.consume_queue import ConsumeQueue
 from rocketstore.store.layout import CONSUME_QUEUE_DIR
@@ -24,23 +25,47 @@ class ConsumeQueueTable:
         self.read_only = read_only
         self._queues: dict[str, dict[int, ConsumeQueue]] = {}
         self._create_lock = threading.Lock()
+        #: given to every queue (ConsumeQueue.gap_allowed): the store's judge of gaps
+        self.gap_allowed = None
+        #: directories load() could not take as queues (logged at ERROR; describe() lists them)
+        self.problems: list[str] = []
 
     def load(self) -> None:
-        """Open every consumequeue/<topic>/<queueId>/ found on disk."""
+        """Open every consumequeue/<topic>/<queueId>/ found on disk. A directory that is not
+        a legal topic or queue id is skipped (ERROR): no record can name it, so it holds no
+        unit of a readable message."""
         if not os.path.isdir(self.root_dir):
             return
         for topic in sorted(os.listdir(self.root_dir)):
             topic_dir = os.path.join(self.root_dir, topic)
             if not os.path.isdir(topic_dir):
                 continue
+            try:
+                validate_topic(topic)
+            except ValueError as exc:
+                self._problem(f"ignoring {topic_dir}: not a topic ({exc})")
+                continue
             for name in sorted(os.listdir(topic_dir)):
                 if not name.isdigit() or int(name) > MAX_QUEUE_ID:
-                    log.warning("ignoring %s: not a queue id", os.path.join(topic_dir, name))
+                    self._problem(f"ignoring {os.path.join(topic_dir, name)}: not a queue id")
                     continue
-                cq = ConsumeQueue(topic, int(name), self.root_dir, self.file_size,
-                                  read_only=self.read_only)
-                cq.load()
+                cq = self._new_queue(topic, int(name))
+                try:
+                    cq.load()
+                except BaseException:
+                    self.close()
+                    raise
                 self._queues.setdefault(topic, {})[int(name)] = cq
+
+    def _problem(self, text: str) -> None:
+        log.error("%s", text)
+        self.problems.append(text)
+
+    def _new_queue(self, topic: str, queue_id: int) -> ConsumeQueue:
+        cq = ConsumeQueue(topic, queue_id, self.root_dir, self.file_size,
+                          read_only=self.read_only)
+        cq.gap_allowed = self.gap_allowed
+        return cq
 
     def recover(self) -> None:
         for cq in self.all():
@@ -65,8 +90,7 @@ class ConsumeQueueTable:
                 queues = self._queues.setdefault(topic, {})
                 cq = queues.get(queue_id)
                 if cq is None:
-                    cq = ConsumeQueue(topic, queue_id, self.root_dir, self.file_size,
-                                      read_only=self.read_only)
+                    cq = self._new_queue(topic, queue_id)
                     cq.load()
                     queues[queue_id] = cq
         return cq

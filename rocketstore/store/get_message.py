@@ -1,6 +1,7 @@
 """Queue reads: RocketMQ's DefaultMessageStore.getMessage over a ConsumeQueue and the CommitLog."""
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass, field
 
@@ -8,11 +9,14 @@ from rocketstore._native import record
 from rocketstore.config import StoreConfig
 from rocketstore.message import GetMessageStatus, MessageExt
 from rocketstore.store.commit_log import CommitLog
-from rocketstore.store.consume_queue import BLANK_UNIT_SIZE
+from rocketstore.store.consume_queue import BLANK_UNIT_SIZE, ConsumeQueue
 from rocketstore.store.consume_queue_table import ConsumeQueueTable
+from rocketstore.store.damage import DamagedRange
 from rocketstore.store.subscription import parse_subscription
 
 MAX_FILTER_MESSAGE_COUNT = 16000
+
+log = logging.getLogger("rocketstore.store")
 
 
 def _physical_memory() -> int:
@@ -34,6 +38,11 @@ class GetMessageResult:
     messages: list[MessageExt] = field(default_factory=list)
     buffer_total_size: int = 0
     suggest_pulling_from_slave: bool = False
+    #: (queue offset, CommitLog range) of the units this pull skipped because their record
+    #: is damaged (README "Integrity"); the pull goes on past them. Status FOUND when other
+    #: messages came back, NO_MATCHED_MESSAGE when none did (a consumer pulls on from
+    #: next_begin_offset either way).
+    damaged: list[tuple[int, DamagedRange]] = field(default_factory=list)
 
     @property
     def message_count(self) -> int:
@@ -98,6 +107,7 @@ def get_message(config: StoreConfig, commit_log: CommitLog, queues: ConsumeQueue
     buffer_total = 0
     messages = result.messages
     i = 0
+    min_phy = commit_log.min_offset()
     # Work in chunks so a small pull does not convert 16,000 units to Python ints.
     chunk = max(32, max_msgs * 2)
     done = False
@@ -105,8 +115,9 @@ def get_message(config: StoreConfig, commit_log: CommitLog, queues: ConsumeQueue
         part = units[start:start + chunk]
         for phy, size, tags_code in zip(part["offset"].tolist(), part["size"].tolist(),
                                         part["tags_code"].tolist(), strict=True):
+            qoff = offset + i
             max_phy_pulling = phy
-            if size == BLANK_UNIT_SIZE or size <= 0:
+            if size == BLANK_UNIT_SIZE:
                 i += 1
                 continue
             if next_phy_file_start >= 0 and phy < next_phy_file_start:
@@ -121,18 +132,28 @@ def get_message(config: StoreConfig, commit_log: CommitLog, queues: ConsumeQueue
                 if not messages:
                     result.status = GetMessageStatus.NO_MATCHED_MESSAGE
                 continue
-            msg = _message_at(commit_log, phy, size)
-            if msg is None:
+            msg = None if phy < min_phy or size <= 0 else _message_at(commit_log, phy, size)
+            if msg is None and 0 <= phy < min_phy and size > 0:
+                # deleted with its CommitLog file (retention): RocketMQ's answer
                 if not messages:
                     result.status = GetMessageStatus.MESSAGE_WAS_REMOVING
                 next_phy_file_start = _roll_next_file(commit_log, phy)
                 continue
+            if msg is None or msg.queue_offset != qoff or msg.queue_id != queue_id or \
+                    msg.topic != topic:
+                # the unit does not point at its record: a damaged unit (the record is
+                # found in the CommitLog) or a damaged record (skipped, reported)
+                msg = _repair_unit(commit_log, cq, qoff, phy, size, result)
+                if msg is None:
+                    continue
+                if not sub.matches_code(msg.tags_code):
+                    continue
             if not sub.matches_tag(msg.tags):
                 if not messages:
                     result.status = GetMessageStatus.NO_MATCHED_MESSAGE
                 continue
             messages.append(msg)
-            buffer_total += size
+            buffer_total += msg.store_size
             result.status = GetMessageStatus.FOUND
             next_phy_file_start = -1
         if done:
@@ -163,6 +184,59 @@ def _message_at(commit_log: CommitLog, phy: int, size: int) -> MessageExt | None
         return commit_log.look_message_by_offset(phy, size)
     except (record.CorruptRecordError, ValueError):
         return None
+
+
+def _unit_ok(commit_log: CommitLog, cq: ConsumeQueue, qoff: int) -> tuple[int, int] | None:
+    """(phy, size) of the unit at qoff when it points at its record, else None."""
+    unit = cq.get_unit(qoff)
+    if unit is None or unit[1] == BLANK_UNIT_SIZE or unit[1] <= 0:
+        return None
+    msg = _message_at(commit_log, unit[0], unit[1])
+    if msg is None or msg.queue_offset != qoff or msg.queue_id != cq.queue_id or \
+            msg.topic != cq.topic:
+        return None
+    return unit[0], unit[1]
+
+
+def _repair_unit(commit_log: CommitLog, cq: ConsumeQueue, qoff: int, phy: int, size: int,
+                 result: GetMessageResult) -> MessageExt | None:
+    """The record of unit qoff, whose unit (phy, size) points elsewhere: looked up in the
+    CommitLog between the records of the nearest units that check out, and the unit fixed
+    (ConsumeQueue.fix_unit). None when the record is not there: its bytes are damaged (the
+    skip is added to result.damaged and logged)."""
+    low = commit_log.min_offset()
+    for back in range(1, 9):
+        if qoff - back < cq.min_offset:
+            break
+        good = _unit_ok(commit_log, cq, qoff - back)
+        if good is not None:
+            low = good[0] + good[1]
+            break
+    high = commit_log.max_offset()
+    for ahead in range(1, 9):
+        if qoff + ahead >= cq.max_offset:
+            break
+        good = _unit_ok(commit_log, cq, qoff + ahead)
+        if good is not None:
+            high = good[0]
+            break
+    found = commit_log.find_queue_record(cq.topic, cq.queue_id, qoff, low, high)
+    if found is not None:
+        log.error("ConsumeQueue %s:%d unit %d pointed at %d (%d bytes), not at its record "
+                  "(at %d): unit rebuilt from the CommitLog", cq.topic, cq.queue_id, qoff,
+                  phy, size, found[0])
+        cq.fix_unit(qoff, *found)
+        return _message_at(commit_log, found[0], found[1])
+    # the walk between the neighbours found (and marked) any damage there from record
+    # boundaries; the unit's own offset may be garbage, so it never marks damage itself
+    known = commit_log.damage.overlapping(low, high)
+    damaged = known[0] if known else DamagedRange(
+        low, high, f"the record of {cq.topic}:{cq.queue_id} offset {qoff} is not in the "
+                   "CommitLog")
+    log.error("get_message %s:%d skips offset %d: its record is damaged, CommitLog range %s",
+              cq.topic, cq.queue_id, qoff, damaged)
+    result.damaged.append((qoff, damaged))
+    return None
 
 
 def _roll_next_file(commit_log: CommitLog, phy: int) -> int:

@@ -28,6 +28,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
@@ -38,13 +39,14 @@ from rocketstore._native.index_file import (
     build_index,
     index_key_hash,
     query_files,
+    record_index_key_hashes,
 )
 from rocketstore._native.mapped_file import MappedFile
 from rocketstore.config import StoreConfig
 from rocketstore.store.layout import INDEX_DIR, is_index_file_name
 from rocketstore.store.mapped_file_queue import remove_creating_leftovers
 
-__all__ = ["IndexBatch", "IndexFileCorruptError", "IndexService", "index_file_name"]
+__all__ = ["IndexBatch", "IndexFileCorruptError", "IndexHole", "IndexService", "index_file_name"]
 
 log = logging.getLogger("rocketstore.store")
 
@@ -52,6 +54,17 @@ log = logging.getLogger("rocketstore.store")
 #: before the record's. query() widens its window by this much; verify() checks exactly.
 TIME_GRANULARITY_MS = 1000
 _LONG_MAX = 2**63 - 1
+
+
+@dataclass(frozen=True)
+class IndexHole:
+    """The CommitLog range [start, end] (end None: to the log's end; start -1: from its
+    start) whose keys were in the damaged index file `name`."""
+
+    name: str
+    start: int
+    end: int | None
+    reason: str
 
 
 class IndexBatch(Protocol):
@@ -116,6 +129,15 @@ class IndexService:
         #: ms a destroyed file waits for readers before it is detached (RocketMQ: 3000).
         self.destroy_interval_ms = 3000.0
         self._files: tuple[IndexFile, ...] = ()
+        #: CommitLog ranges whose index file is damaged (see load): queries over them read
+        #: the CommitLog until a writer rebuilds them
+        self.holes: list[IndexHole] = []
+        self._checked: set[int] = set()     # ids of files IndexFile.check() passed
+        #: told (name, why) when a query finds a file damaged (the store keeps it on disk)
+        self.on_damaged: Callable[[str, str], None] | None = None
+        #: IndexFiles found damaged (name -> why) and what was done: rebuilt from the
+        #: CommitLog (writable), or queries over their range go to the CommitLog (read-only)
+        self.damaged_files: dict[str, str] = {}
         self._lock = threading.RLock()
         self._flushers: list[threading.Thread] = []
 
@@ -138,28 +160,48 @@ class IndexService:
                       and os.path.isfile(os.path.join(self.store_path, n)))
 
     def load(self, last_exit_ok: bool, checkpoint_index_ts: int = 0,
-             *, drop_corrupt: bool = False) -> None:
+             *, drop_corrupt: bool = False, tolerate_damage: bool = False,
+             damaged: dict[str, str] | None = None) -> None:
         """IndexService.load: open every index file, oldest first. After an unclean exit, a
         file whose endTimestamp is newer than the checkpoint's index timestamp is dropped (its
-        records get re-dispatched). A corrupt file raises IndexFileCorruptError, or with
-        drop_corrupt is deleted (logged) so its records can be indexed again."""
+        records get re-dispatched). A corrupt file (header out of range, wrong size) raises
+        IndexFileCorruptError, or with drop_corrupt is deleted (logged) so its records can be
+        indexed again.
+
+        tolerate_damage (what a store does): a corrupt file, one named in `damaged` (found
+        damaged by an earlier run) and, when writable, a newest file whose slots and items
+        fail IndexFile.check() are damage: their CommitLog ranges become ``holes``. A writer
+        deletes such files (rebuild_holes() indexes their ranges again; the newest one's is
+        dispatched again); a reader leaves them and answers queries over their ranges from
+        the CommitLog."""
+        damaged = dict(damaged or {})
         with self._lock:
             if self._files:
                 raise RuntimeError("index files are already loaded")
             if not self.read_only and os.path.isdir(self.store_path):
                 remove_creating_leftovers(self.store_path)
             loaded: list[IndexFile] = []
+            bad: list[tuple[str, str]] = []
             try:
                 for name in self._file_names():
                     path = os.path.join(self.store_path, name)
                     try:
                         f = IndexFile.load(path, self.hash_slot_num, self.index_num,
                                            read_only=self.read_only)
-                    except IndexFileCorruptError:
+                    except IndexFileCorruptError as exc:
+                        if tolerate_damage:
+                            bad.append((name, exc.reason))
+                            if not self.read_only:
+                                os.remove(path)
+                            continue
                         if not drop_corrupt or self.read_only:
                             raise
-                        log.exception("dropping corrupt index file %s", path)
+                        log.error("dropping corrupt index file %s: %s", path, exc.reason)
                         os.remove(path)
+                        continue
+                    if tolerate_damage and name in damaged:
+                        bad.append((name, damaged[name]))
+                        self._drop_loaded(f)
                         continue
                     if f.index_count <= 1 and not self.read_only:
                         # no item: a file created just before a crash (its header never
@@ -177,11 +219,128 @@ class IndexService:
                             f.destroy(0)
                         continue
                     loaded.append(f)
+                if tolerate_damage and not self.read_only and loaded:
+                    # the file dispatch goes on writing into is checked in full now
+                    why = loaded[-1].check()
+                    if why is not None:
+                        newest = loaded.pop()
+                        bad.append((os.path.basename(newest.file_name), why))
+                        self._drop_loaded(newest)
             except BaseException:
                 for f in loaded:
                     f.close()
                 raise
             self._files = tuple(loaded)
+            self._checked = {id(loaded[-1])} if loaded and not self.read_only else set()
+            for name, why in bad:
+                self._add_hole(name, why)
+
+    def _drop_loaded(self, f: IndexFile) -> None:
+        if self.read_only:
+            f.close()
+        else:
+            f.destroy(0)
+
+    def _add_hole(self, name: str, reason: str) -> IndexHole:
+        """Record the CommitLog range of a damaged file `name` that is not (or no longer) in
+        the file list: from the end of the good file before it to the start of the one after
+        it (None: the log's end)."""
+        before = [f for f in self._files if os.path.basename(f.file_name) < name]
+        after = [f for f in self._files if os.path.basename(f.file_name) > name]
+        hole = IndexHole(name, before[-1].end_phy_offset if before else -1,
+                         after[0].begin_phy_offset if after else None, reason)
+        self.holes = sorted([*self.holes, hole], key=lambda h: h.name)
+        self.damaged_files[name] = reason
+        log.error("index file %s is damaged (%s): %s", os.path.join(self.store_path, name),
+                  reason, "queries over its CommitLog range read the CommitLog"
+                  if self.read_only else "its range is indexed again")
+        return hole
+
+    def rebuild_holes(self, batches: Callable[[int, int | None], Any]) -> list[str]:
+        """Index the CommitLog range of every damaged file between good ones again, into a
+        new file of the same name (a writer, after recovery; the range after the newest good
+        file is dispatch's), with exactly the items the file had: the keys of the record at
+        each end that its neighbours hold are left to them. batches(start, end) yields the
+        DispatchBatches of the records that start in [start, end) (end None: the log's
+        end). Returns what was done, one line per file."""
+        self._check_writable()
+        done: list[str] = []
+        with self._lock:
+            for hole in list(self.holes):
+                if hole.end is None:
+                    done.append(f"{hole.name}: indexed again by dispatch ({hole.reason})")
+                    self.holes.remove(hole)
+                    continue
+                made = self._rebuild(hole, batches)
+                self._files = tuple(sorted((*self._files, *made),
+                                           key=lambda g: os.path.basename(g.file_name)))
+                self._checked.update(id(g) for g in made)
+                self.holes.remove(hole)
+                self.damaged_files.pop(hole.name, None)
+                start = max(hole.start, 0)
+                done.append(f"{hole.name}: rebuilt from CommitLog [{start}, {hole.end}] "
+                            f"({hole.reason})")
+                log.error("index file %s rebuilt from the CommitLog range [%d, %d]",
+                          hole.name, start, hole.end)
+        return done
+
+    def _rebuild(self, hole: IndexHole, batches: Callable[[int, int | None], Any]
+                 ) -> list[IndexFile]:
+        assert hole.end is not None
+        before = [f for f in self._files if os.path.basename(f.file_name) < hole.name]
+        after = [f for f in self._files if os.path.basename(f.file_name) > hole.name]
+        prev = before[-1] if before else None
+        start = max(hole.start, 0)
+        # the first record's keys already in prev, the last record's in the next file
+        first_keys = prev.trailing_items(start) if prev is not None and \
+            prev.end_phy_offset == start else 0
+        next_keys = 0
+        if after:
+            nxt = after[0]
+            while next_keys + 1 < nxt.index_count and \
+                    nxt.read_item(next_keys + 1)[1] == hole.end:
+                next_keys += 1
+        made = [IndexFile.create(os.path.join(self.store_path, hole.name),
+                                 self.hash_slot_num, self.index_num,
+                                 prev.end_phy_offset if prev is not None else 0,
+                                 prev.end_timestamp if prev is not None else 0)]
+        limit = os.path.basename(after[0].file_name) if after else None
+
+        def roll() -> bool:
+            name = _next_name(os.path.basename(made[-1].file_name))
+            if limit is not None and name >= limit:
+                log.error("index file %s: the rebuilt range does not fit before %s; the rest "
+                          "of it is not indexed", hole.name, limit)
+                return False
+            made.append(IndexFile.create(os.path.join(self.store_path, name),
+                                         self.hash_slot_num, self.index_num,
+                                         made[-1].end_phy_offset, made[-1].end_timestamp))
+            return True
+
+        key_start = first_keys
+        for batch in batches(start, hole.end + 1):
+            positions = np.ascontiguousarray(batch.positions, dtype=np.int64)
+            phys = np.asarray(batch.phy_offsets)
+            inner = positions[phys < hole.end]
+            nxt_i, nk = build_index(made[-1], batch.mapped_file, inner, 0, key_start)
+            while nxt_i < len(inner):
+                if not roll():
+                    return made
+                nxt_i, nk = build_index(made[-1], batch.mapped_file, inner, nxt_i, nk)
+            key_start = 0
+            for i in np.flatnonzero(phys == hole.end).tolist():
+                # the record the next file starts with: only the keys it does not hold
+                pos = int(positions[i])
+                hashes = record_index_key_hashes(batch.mapped_file, pos)
+                ts = int(batch.store_timestamps[i])
+                for h in hashes[first_keys if hole.end == start else 0:
+                                len(hashes) - next_keys]:
+                    while not made[-1].put_hash(h, hole.end, ts):
+                        if not roll():
+                            return made
+        for g in made:
+            g.flush()
+        return made
 
     def _new_file(self, prev: IndexFile | None) -> IndexFile:
         """getAndCreateLastIndexFile: a file named by now (strictly after the newest name, so
@@ -338,6 +497,8 @@ class IndexService:
         key_hash = index_key_hash(f"{topic}#{key}")
         seen: set[int] = set()
         for f in reversed(self._files):
+            if not self._passes_check(f):
+                continue
             if f.is_time_matched(wbegin, end):
                 item = -1
                 while len(out) < max_num:
@@ -352,6 +513,26 @@ class IndexService:
             if f.begin_timestamp < wbegin or len(out) >= max_num:
                 break
         return out
+
+    def _passes_check(self, f: IndexFile) -> bool:
+        """IndexFile.check() once per file, at its first query (files are checked lazily: a
+        full check reads the whole file). A damaged file leaves the list; its range becomes
+        a hole that queries read from the CommitLog."""
+        if id(f) in self._checked:
+            return True
+        why = f.check()
+        if why is None:
+            self._checked.add(id(f))
+            return True
+        name = os.path.basename(f.file_name)
+        with self._lock:
+            if f in self._files:
+                self._files = tuple(g for g in self._files if g is not f)
+                self._add_hole(name, why)
+                f.close()       # unmapped once the queries walking it let go
+        if self.on_damaged is not None:
+            self.on_damaged(name, why)
+        return False
 
     def index_last_update(self) -> tuple[int, int]:
         """(endTimestamp, endPhyOffset) of the newest file (QueryOffsetResult's

@@ -186,10 +186,9 @@ def detect_geometry(root: str | os.PathLike[str], commitlog: str | None = None, 
     paths = StorePaths.of(root, commitlog)
     found: dict[str, int] = {}
     segments = segment_files(paths.commitlog)
-    if segments:
-        size = os.path.getsize(segments[0])
-        if size > 0:
-            found["mapped_file_size_commit_log"] = size
+    size = _segment_size(segments)
+    if size:
+        found["mapped_file_size_commit_log"] = size
     cq_size = _first_consume_queue_file_size(paths)
     if cq_size:
         found["mapped_file_size_consume_queue"] = cq_size
@@ -209,11 +208,31 @@ def detect_geometry(root: str | os.PathLike[str], commitlog: str | None = None, 
     return found
 
 
+def _segment_size(segments: list[str]) -> int:
+    """The segment size of a file queue: the distance between consecutive names (a damaged
+    file cut short does not tell it), else the largest file's size; 0 when unknown."""
+    starts = [int(os.path.basename(p)) for p in segments]
+    steps = [b - a for a, b in zip(starts, starts[1:], strict=False) if b > a]
+    if steps:
+        return min(steps)
+    sizes = [os.path.getsize(p) for p in segments]
+    return max(sizes, default=0)
+
+
 def _first_consume_queue_file_size(paths: StorePaths) -> int:
+    """The ConsumeQueue file size: the distance between consecutive file names of a queue
+    (a damaged file cut short does not tell it), else the largest file that holds whole
+    units; 0 when there is none."""
+    steps: list[int] = []
+    largest = 0
     for topic in _dirs(paths.consume_queue_root):
         for queue in _dirs(os.path.join(paths.consume_queue_root, topic)):
-            for path in segment_files(os.path.join(paths.consume_queue_root, topic, queue)):
+            files = segment_files(os.path.join(paths.consume_queue_root, topic, queue))
+            starts = [int(os.path.basename(p)) for p in files]
+            steps += [b - a for a, b in zip(starts, starts[1:], strict=False)
+                      if b > a and (b - a) % CONSUME_QUEUE_UNIT_SIZE == 0]
+            for path in files:
                 size = os.path.getsize(path)
-                if size > 0 and size % CONSUME_QUEUE_UNIT_SIZE == 0:
-                    return size
-    return 0
+                if size % CONSUME_QUEUE_UNIT_SIZE == 0:
+                    largest = max(largest, size)
+    return min(steps) if steps else largest

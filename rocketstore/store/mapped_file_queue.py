@@ -7,6 +7,7 @@ undoes the other's change.
 """
 from __future__ import annotations
 
+import bisect
 import logging
 import os
 import threading
@@ -51,6 +52,10 @@ def remove_creating_leftovers(directory: str) -> int:
     return removed
 
 
+def _start_of(mf: MappedFile) -> int:
+    return mf.file_from_offset
+
+
 class MappedFileQueue:
     def __init__(
         self,
@@ -76,6 +81,8 @@ class MappedFileQueue:
         # prepare(file): run on a new file before anyone else sees it (write-through mode)
         self._prepare = prepare
         self._files: list[MappedFile] = []
+        self.problems: list[str] = []      # short or missing segments found by load()
+        self.missing_from: list[int] = []  # where each such hole begins (queue offsets)
         self._files_lock = threading.Lock()     # replacing _files (see the module docstring)
         self.flushed_where = 0
         self.committed_where = 0
@@ -83,7 +90,14 @@ class MappedFileQueue:
 
     # ---- loading ---------------------------------------------------------------------------
     def load(self) -> None:
-        """Open every segment in order; reject foreign names, wrong sizes and gaps."""
+        """Open every segment in order. Foreign names, files of another size than a segment
+        (longer) and misaligned names are refused (StoreFormatError). A segment cut short is
+        damage, not a reason to refuse the store: a writer extends it to its size with zeros,
+        a reader maps what is there (an empty one not at all); a missing segment leaves a
+        gap. Both are logged at ERROR and listed in ``problems``; the CommitLog's recovery
+        reports the bytes as damaged (or as a torn tail at the end)."""
+        self.problems = []
+        self.missing_from = []
         if not os.path.isdir(self.store_path):
             if self.read_only:
                 self._files = []
@@ -94,33 +108,61 @@ class MappedFileQueue:
         names = sorted(os.listdir(self.store_path))
         files: list[MappedFile] = []
         expected: int | None = None
-        for name in names:
-            path = os.path.join(self.store_path, name)
-            if not os.path.isfile(path) or name.startswith("."):
-                continue
-            if not is_segment_name(name):
-                raise StoreFormatError(f"unexpected file {path}: segment names are "
-                                       f"{SEGMENT_NAME_DIGITS}-digit start offsets")
-            start = int(name)
-            size = os.path.getsize(path)
-            if size != self.mapped_file_size:
-                raise StoreFormatError(
-                    f"segment {path} is {size} bytes; every segment here must be "
-                    f"{self.mapped_file_size} bytes (check mapped_file_size_* in the config)")
-            if start % self.mapped_file_size:
-                raise StoreFormatError(f"segment {path} starts at {start}, not a multiple of "
-                                       f"the segment size {self.mapped_file_size}")
-            if expected is not None and start != expected:
-                raise StoreFormatError(f"gap in {self.store_path}: expected a segment at "
-                                       f"{expected}, found {name}")
-            mf = MappedFile(path, self.mapped_file_size, create=False, read_only=self.read_only,
-                            allocation_chunk=self.allocation_chunk)
-            mf.wrote_position = self.mapped_file_size
-            mf.flushed_position = self.mapped_file_size
-            mf.committed_position = self.mapped_file_size
-            files.append(mf)
-            expected = start + self.mapped_file_size
+        try:
+            for name in names:
+                path = os.path.join(self.store_path, name)
+                if not os.path.isfile(path) or name.startswith("."):
+                    continue
+                if not is_segment_name(name):
+                    raise StoreFormatError(f"unexpected file {path}: segment names are "
+                                           f"{SEGMENT_NAME_DIGITS}-digit start offsets")
+                start = int(name)
+                size = os.path.getsize(path)
+                if size > self.mapped_file_size:
+                    raise StoreFormatError(
+                        f"segment {path} is {size} bytes; every segment here must be "
+                        f"{self.mapped_file_size} bytes (check mapped_file_size_* in the "
+                        "config)")
+                if start % self.mapped_file_size:
+                    raise StoreFormatError(f"segment {path} starts at {start}, not a multiple "
+                                           f"of the segment size {self.mapped_file_size}")
+                if expected is not None and start != expected:
+                    self._problem(f"segments missing in {self.store_path}: [{expected}, "
+                                  f"{start}) has no file")
+                    self.missing_from.append(expected)
+                mapped = self.mapped_file_size
+                if size < self.mapped_file_size:
+                    self.missing_from.append(start + size)
+                    if self.read_only:
+                        self._problem(f"segment {path} is {size:,} bytes, not "
+                                      f"{self.mapped_file_size:,}: read up to its end")
+                        mapped = size
+                    else:
+                        self._problem(f"segment {path} is {size:,} bytes, not "
+                                      f"{self.mapped_file_size:,}: extended with zeros")
+                        os.truncate(path, self.mapped_file_size)
+                expected = start + self.mapped_file_size
+                if mapped == 0:
+                    continue
+                mf = MappedFile(path, mapped, create=False, read_only=self.read_only,
+                                allocation_chunk=self.allocation_chunk)
+                mf.wrote_position = mapped
+                mf.flushed_position = mapped
+                mf.committed_position = mapped
+                files.append(mf)
+        except BaseException:
+            for mf in files:
+                mf.close()
+            raise
         self._files = files
+
+    def _problem(self, text: str) -> None:
+        log.error("%s", text)
+        self.problems.append(text)
+
+    def is_complete(self, mf: MappedFile) -> bool:
+        """Whether mf maps a whole segment (a short file read-only maps less)."""
+        return mf.file_size == self.mapped_file_size
 
     # ---- lookup ----------------------------------------------------------------------------
     @property
@@ -171,10 +213,18 @@ class MappedFileQueue:
             return None
         first = files[0].file_from_offset
         index = (offset - first) // self.mapped_file_size
-        if 0 <= index < len(files) and offset >= first:
-            mf = files[index]
-            if mf.file_from_offset <= offset < mf.file_from_offset + self.mapped_file_size:
-                return mf
+        if offset >= first:
+            if index < len(files):
+                mf = files[index]
+                if mf.file_from_offset <= offset < mf.file_from_offset + mf.file_size:
+                    return mf
+            last = files[-1]
+            if last.file_from_offset - first != (len(files) - 1) * self.mapped_file_size:
+                # a gap (a missing segment): the arithmetic does not hold, search
+                i = bisect.bisect_right(files, offset, key=_start_of) - 1
+                if i >= 0 and files[i].file_from_offset <= offset < \
+                        files[i].file_from_offset + files[i].file_size:
+                    return files[i]
         return files[0] if return_first_on_not_found else None
 
     def read_view(self, offset: int, max_bytes: int | None = None) -> memoryview | None:
@@ -291,8 +341,10 @@ class MappedFileQueue:
                 dropped += self.mapped_file_size
                 if self.read_only:
                     mf.close()
-                else:
-                    mf.destroy(1000)
+                elif not mf.destroy(1000):
+                    # still held (a reader, the dispatcher): detach it now, so the file is
+                    # gone and cannot come back at the next open
+                    mf.destroy(0)
         with self._files_lock:
             self._files = keep
         self.flushed_where = min(self.flushed_where, offset)

@@ -29,6 +29,7 @@ from rocketstore.store.checkpoint import StoreCheckpoint
 from rocketstore.store.commit_log import CommitLog
 from rocketstore.store.consume_queue import ConsumeQueue
 from rocketstore.store.consume_queue_table import ConsumeQueueTable
+from rocketstore.store.damage import DAMAGE_FILE, DamagedRange, DamageFile
 from rocketstore.store.get_message import GetMessageResult
 from rocketstore.store.index_service import IndexService
 from rocketstore.store.layout import (
@@ -41,7 +42,7 @@ from rocketstore.store.layout import (
 )
 from rocketstore.store.mapped_file_queue import FlushFunction
 from rocketstore.store.reader import ColumnarReads
-from rocketstore.store.recovery import Progress, RecoveryReport, recover
+from rocketstore.store.recovery import Progress, RecoveryReport, gap_explained, recover
 from rocketstore.store.services.allocate import AllocateMappedFileService
 from rocketstore.store.services.clean import (
     CleanCommitLogService,
@@ -123,6 +124,7 @@ class MessageStore(ColumnarReads):
                                                 read_only=ro)
         self.index_service = IndexService(config, self.root, read_only=ro)
         self.index_service.on_file_full = self._index_file_full
+        self.index_service.on_damaged = self._index_file_damaged
         self.reput = ReputMessageService(
             self.commit_log, self.consume_queues,
             self.index_service if config.message_index_enable else None)
@@ -139,6 +141,9 @@ class MessageStore(ColumnarReads):
         self.clean_service = None if ro else CleanFilesService(
             config, self.clean_commit_log, self.clean_consume_queue)
         self.recovery: RecoveryReport | None = None
+        self.clean_end: int | None = None
+        self._damage_file = DamageFile(self.paths.config_file(DAMAGE_FILE))
+        self._damaged_index_files: dict[str, str] = {}
         self._lock = StoreLock(self.paths.lock)
         self._running = False
         self._state_lock = threading.Lock()
@@ -171,9 +176,30 @@ class MessageStore(ColumnarReads):
             store.load(progress)
             store.start()
         except BaseException:
-            store._lock.release()
+            store._release_after_failed_open()
             raise
         return store
+
+    def _release_after_failed_open(self) -> None:
+        """Close every file and mapping load() opened and drop the lock: a failed open
+        leaves nothing behind for the garbage collector."""
+        self.commit_log.put_path.accepting = False
+        services = [self.reput, self.flush_consume_queue, self.commit_log.flush_service,
+                    self.commit_log.commit_service, self.commit_log.prefault_service,
+                    self.allocate_service]
+        steps = [s.shutdown for s in services if s is not None]
+        steps += [self.reput.release_files, self.commit_log.queue.close,
+                  self.consume_queues.close, self.index_service.shutdown,
+                  self.checkpoint.close]
+        if self.pool is not None:
+            steps.append(self.pool.destroy)
+        for step in steps:
+            try:
+                step()
+            except Exception:  # noqa: BLE001 - the open's own error is the one to raise
+                log.debug("closing after a failed open", exc_info=True)
+        _open_stores.discard(self)
+        self._lock.release()
 
     def load(self, progress: Progress | None = None) -> None:
         if self.read_only:
@@ -184,7 +210,16 @@ class MessageStore(ColumnarReads):
             self._lock.acquire()
         self.checkpoint.load()
         abnormal = os.path.exists(self._abort_path)
-        expected = None if abnormal else self._read_queue_offsets()
+        shutdown_state = None if abnormal else self._read_queue_offsets()
+        expected = None if shutdown_state is None else shutdown_state[0]
+        known_end = None if shutdown_state is None else shutdown_state[1]
+        #: where the CommitLog ended at the last clean shutdown (None: unknown)
+        self.clean_end = known_end
+        ranges, self._damaged_index_files = self._damage_file.load()
+        self.commit_log.damage.replace(0, 2**63 - 1, ranges)
+        if not self.read_only:
+            self.commit_log.damage.on_change = self._damage_found
+        self.consume_queues.gap_allowed = self._queue_gap_allowed
         self.commit_log.load()
         self.consume_queues.load()
         loaded_before = self.index_service.file_names()
@@ -192,7 +227,7 @@ class MessageStore(ColumnarReads):
         # keeps every index file (the writer's newest one included).
         self.index_service.load(not abnormal or self.read_only,
                                 self.checkpoint.index_msg_timestamp,
-                                drop_corrupt=not self.read_only)
+                                tolerate_damage=True, damaged=self._damaged_index_files)
         reindex_from = None
         if self.config.message_index_enable and \
                 len(self.index_service.files) < len(loaded_before):
@@ -200,28 +235,73 @@ class MessageStore(ColumnarReads):
             # where the newest remaining one ends (already-indexed records are skipped)
             files = self.index_service.files
             reindex_from = files[-1].end_phy_offset if files else 0
+        # a reader beside a running writer does not look past the last valid record: the
+        # writer may be appending there
+        writer_elsewhere = self.read_only and lock_holder(self.paths.lock)[0] is not False
         self.recovery = recover(self.config, self.commit_log, self.consume_queues, self.reput,
                                 self.checkpoint, abnormal=abnormal, read_only=self.read_only,
                                 progress=progress, expected_queue_offsets=expected,
-                                reindex_from=reindex_from, index=self.index_service)
+                                reindex_from=reindex_from, index=self.index_service,
+                                known_end=known_end, search_last_file=not writer_elsewhere)
+        if not self.read_only and self.config.message_index_enable:
+            self.recovery.index_files_repaired = self.index_service.rebuild_holes(
+                lambda start, end: self.commit_log.batches(start, end))
+            for name in list(self._damaged_index_files):
+                if name not in self.index_service.damaged_files:
+                    del self._damaged_index_files[name]
+        if self.checkpoint.problem:
+            self.recovery.problems.append(f"checkpoint: {self.checkpoint.problem}")
+        if self._damage_file.problem:
+            self.recovery.problems.append(f"{DAMAGE_FILE}: {self._damage_file.problem}")
+        if not self.read_only:
+            self._save_damage()
+
+    # ---- damage ----------------------------------------------------------------------------
+    @property
+    def damaged_ranges(self) -> list[DamagedRange]:
+        """The CommitLog's damaged ranges known now: unreadable, skipped by every reader."""
+        return list(self.commit_log.damage)
+
+    def _damage_found(self, damaged: DamagedRange) -> None:
+        """A reader or dispatch found new damage in a writable store: keep it on disk."""
+        log.error("CommitLog damage at %s: kept, unreadable, skipped by readers", damaged)
+        self._save_damage()
+
+    def _save_damage(self) -> None:
+        try:
+            self._damage_file.save(self.commit_log.damage, self._damaged_index_files)
+        except OSError as exc:
+            log.error("cannot record the damaged ranges in %s: %s", self._damage_file.path,
+                      exc)
+
+    def _index_file_damaged(self, name: str, why: str) -> None:
+        """A query found an IndexFile damaged: a writer keeps the name so that its next open
+        rebuilds the file (queries read the CommitLog over its range meanwhile)."""
+        if not self.read_only:
+            self._damaged_index_files[name] = why
+            self._save_damage()
+
+    def _queue_gap_allowed(self, cq: ConsumeQueue, phy: int, queue_offset: int) -> bool:
+        """ConsumeQueue.gap_allowed: a record whose queue offset is past its queue's next
+        one leaves a gap only where damaged bytes (or retention) can hold the records
+        missing in between; otherwise its QUEUEOFFSET is the damage: the record is marked
+        damaged and gets no unit (never a ConsumeQueue file created up to it)."""
+        end = cq.file_max_offset
+        after = cq.max_physic_offset if cq.queue.files and end > cq.min_offset else -1
+        if gap_explained(self.commit_log, after, phy, queue_offset - end):
+            return True
+        status, size, _reason = self.commit_log.record_at(phy)
+        self.commit_log.damage.add(phy, phy + (size if status == "ok" else 1),
+                                   f"queue offset {queue_offset} of {cq.topic}:{cq.queue_id} "
+                                   f"is past the queue's next ({end})")
+        return False
 
     @property
     def _queue_offsets_path(self) -> str:
         return self.paths.config_file("queueOffsets.json")
 
-    def _read_queue_offsets(self) -> dict[str, dict[str, int]] | None:
-        """Each queue's next offset as recorded at the last clean shutdown (a rocketstore
-        file; RocketMQ ignores it). Unreadable: None, and recovery trusts the queues."""
-        try:
-            with open(self._queue_offsets_path, encoding="utf-8") as f:
-                data = json.load(f)
-            table = data["queueOffsets"]
-            return {str(t): {str(q): int(o) for q, o in qs.items()} for t, qs in table.items()}
-        except FileNotFoundError:
-            return None
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            log.warning("ignoring unreadable %s: %s", self._queue_offsets_path, exc)
-            return None
+    def _read_queue_offsets(self) -> tuple[dict[str, dict[str, int]], int | None] | None:
+        return read_shutdown_state(self._queue_offsets_path)
 
     def _write_queue_offsets(self) -> None:
         table: dict[str, dict[str, int]] = {}
@@ -230,7 +310,8 @@ class MessageStore(ColumnarReads):
         os.makedirs(os.path.dirname(self._queue_offsets_path), exist_ok=True)
         tmp = self._queue_offsets_path + ".tmp"
         with open(tmp, "w", encoding="utf-8") as f:
-            json.dump({"queueOffsets": table}, f, sort_keys=True)
+            json.dump({"queueOffsets": table,
+                       "commitLogEnd": self.commit_log.max_offset()}, f, sort_keys=True)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, self._queue_offsets_path)
@@ -441,11 +522,13 @@ class MessageStore(ColumnarReads):
             raise ValueError(f"commitlog_offset must be >= 0, got {commitlog_offset}")
         return self.commit_log.look_message_by_offset(commitlog_offset)
 
-    def scan(self, from_offset: int = 0, *, check_crc: bool = False) -> Iterator[MessageExt]:
-        """Every message from from_offset (a record boundary) in CommitLog order."""
+    def scan(self, from_offset: int = 0, *, check_crc: bool = False,
+             on_damage: Callable[[DamagedRange], None] | None = None) -> Iterator[MessageExt]:
+        """Every message from from_offset (a record boundary) in CommitLog order. Damaged
+        ranges are skipped: each is given to on_damage, or logged at ERROR."""
         if from_offset < 0:
             raise ValueError(f"from_offset must be >= 0, got {from_offset}")
-        return self.commit_log.scan(from_offset, check_crc=check_crc)
+        return self.commit_log.scan(from_offset, check_crc=check_crc, on_damage=on_damage)
 
     def get_commitlog_data(self, offset: int) -> memoryview | None:
         return self.commit_log.get_data(offset)
@@ -545,9 +628,18 @@ class MessageStore(ColumnarReads):
             return True
 
         offsets = self.index_service.query(topic, key, max_num, begin, end, verify)
+        for hole in list(self.index_service.holes):
+            # a damaged IndexFile's range: the CommitLog answers
+            if len(offsets) >= max_num:
+                break
+            end_phy = None if hole.end is None else hole.end + 1
+            for phy in self.commit_log.find_keyed(topic, key, max(hole.start, 0), end_phy):
+                if phy not in found and verify(phy):
+                    offsets.append(phy)
         ts, phy = self.index_service.index_last_update()
-        return QueryMessageResult([found[o] for o in sorted(set(offsets)) if o in found], ts,
-                                  phy)
+        cap = min(max_num, self.config.max_msgs_num_batch)     # the newest ones
+        messages = [found[o] for o in sorted(set(offsets)) if o in found]
+        return QueryMessageResult(messages[-cap:], ts, phy)
 
     def view_message(self, msg_id: str) -> MessageExt | None:
         """The message of an offsetMsgId (store host + CommitLog offset)."""
@@ -565,14 +657,10 @@ class MessageStore(ColumnarReads):
         when one does. None too for offsets outside [min, max) offset: no data to check."""
         if offset < self.get_min_phy_offset() or offset >= self.get_max_phy_offset():
             return None
-        data = self.commit_log.get_data(offset)
-        if data is None:
-            return None
-        try:
-            status, _size, reason = record.record_status(data, 0, check_crc=False,
-                                                         expected_phy=offset)
-        finally:
-            data.release()
+        damaged = self.commit_log.damage.covering(offset)
+        if damaged is not None:
+            return f"inside the damaged range {damaged}"
+        status, _size, reason = self.commit_log.record_at(offset)
         if status in ("ok", "blank"):
             return None
         return reason or "no record (end of data)"
@@ -639,6 +727,7 @@ class MessageStore(ColumnarReads):
                       "lastUpdateTimestamp": index_ts, "lastUpdatePhyOffset": index_phy},
             "dispatchBehindBytes": self.dispatch_lag_bytes(),
             "retention": self.describe_retention(),
+            "damage": self.damage_report(),
             "checkpoint": self.checkpoint.as_dict(),
             "abortFile": abort,
             "writerRunning": writer,
@@ -657,6 +746,32 @@ class MessageStore(ColumnarReads):
         info["putsRefused"] = self._disk_full
         return {**info, "disk": disk_space(self.commit_log.queue.store_path),
                 "nextRun": self.clean_files(dry_run=True, manual=False).as_dict()}
+
+    def damage_report(self) -> dict[str, Any]:
+        """What is damaged and how the store works around it (README "Integrity"), as
+        JSON-able data: the CommitLog's damaged ranges (unreadable, skipped by every reader),
+        the torn tail recovery gave up, ConsumeQueues and IndexFiles rebuilt or served from
+        the CommitLog, and files found short, missing or unreadable. ``damaged`` says whether
+        anything is."""
+        rec = self.recovery
+        ranges = [r.as_dict() for r in self.commit_log.damage]
+        tail = None
+        if rec is not None and rec.stop_status == "corrupt":
+            tail = {"offset": rec.end_offset, "reason": rec.stop_reason,
+                    "truncatedBytes": rec.truncated_bytes}
+        queues = list(rec.queues_repaired) if rec is not None else []
+        index = dict(self._damaged_index_files)
+        index.update(self.index_service.damaged_files)
+        files = list(rec.problems) if rec is not None else []
+        return {
+            "damaged": bool(ranges or tail or queues or index or files),
+            "commitLog": ranges,
+            "commitLogDamagedBytes": sum(r["bytes"] for r in ranges),
+            "tornTail": tail,
+            "consumeQueues": queues,
+            "indexFiles": [{"name": n, "reason": why} for n, why in sorted(index.items())],
+            "files": files,
+        }
 
     # ---- dispatch --------------------------------------------------------------------------
     def dispatch_behind_bytes(self) -> int:
@@ -678,6 +793,28 @@ class MessageStore(ColumnarReads):
     def __repr__(self) -> str:
         return (f"MessageStore({self.root!r}, running={self._running}, "
                 f"read_only={self.read_only}, max_phy_offset={self.get_max_phy_offset()})")
+
+
+def read_shutdown_state(path: str) -> tuple[dict[str, dict[str, int]], int | None] | None:
+    """Each queue's next offset and the CommitLog's end as recorded at the last clean
+    shutdown in config/queueOffsets.json (a rocketstore file; RocketMQ ignores it).
+    Missing or unreadable: None (logged), and recovery trusts the queues (and searches the
+    rest of the last CommitLog file)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+        table = data["queueOffsets"]
+        offsets = {str(t): {str(q): int(o) for q, o in qs.items()}
+                   for t, qs in table.items()}
+        if any(o < 0 for qs in offsets.values() for o in qs.values()):
+            raise ValueError("negative queue offset")
+        end = data.get("commitLogEnd")
+        return offsets, int(end) if end is not None else None
+    except FileNotFoundError:
+        return None
+    except (ValueError, KeyError, TypeError, AttributeError, OverflowError) as exc:
+        log.error("ignoring unreadable %s: %s", path, exc)
+        return None
 
 
 def _is_system_topic(topic: str) -> bool:

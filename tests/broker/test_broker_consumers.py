@@ -202,7 +202,7 @@ def test_sync_flush_sends_are_answered_when_durable_while_other_requests_flow(ar
             assert not any(s.done() for s in sends)         # waiting for the flush ...
             t0 = loop.time()
             r = await cl.call(RequestCode.GET_MAX_OFFSET, {"topic": "sf", "queueId": 0})
-            assert r.code == 0 and loop.time() - t0 < 1     # ... while the loop serves others
+            assert r.code == 0 and loop.time() - t0 < 3     # ... while the loop serves others
             # WAIT=false: answered without waiting for durability
             r = await cl.call(SEND, send_fields("sf", 1, props(WAIT="false")), b"no-wait")
             assert r.code == 0

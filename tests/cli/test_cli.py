@@ -170,21 +170,32 @@ def test_dump_of_a_corrupt_record_names_its_offset(
         tail = 1 + len(record["topic"].encode()) + 2 + len(record["propertiesString"].encode())
         flip(rocketmq_store, offset + record["storeSize"] - tail - 1, 0x01)
     result = run("dump", rocketmq_store)
-    assert_clean_error(result, f"offset {offset}", "corrupt")
+    assert_clean_error(result, f"offset {offset}", "damaged")
     if where == "body":
         assert "CRC" in result.stderr
-    # Everything before the corrupt record was written out, intact.
-    assert parse_lines(result) == [expected_record(m) for m in fixture_messages[:index]]
+    # Every record but the damaged one was written out, intact: damage is skipped, never the
+    # end of the dump (the error comes after the records).
+    assert parse_lines(result) == [expected_record(m) for i, m in enumerate(fixture_messages)
+                                   if i != index]
     # --limit that stops before the corrupt record is a clean dump.
     ok = run("dump", rocketmq_store, "--limit", str(index))
     assert ok.exit_code == 0, ok.stderr
     assert len(parse_lines(ok)) == index
 
 
-def test_dump_of_a_truncated_segment(rocketmq_store: Path) -> None:
+def test_dump_of_a_truncated_segment(rocketmq_store: Path,
+                                     fixture_messages: list[dict[str, Any]]) -> None:
+    """A segment cut short: the records in the part that is left and in every later segment
+    are dumped; the error names the segment and the damaged range."""
     seg = rocketmq_store / "commitlog" / f"{2 * SEGMENT:020d}"
     os.truncate(seg, 1000)
-    assert_clean_error(run("dump", rocketmq_store), seg.name)
+    result = run("dump", rocketmq_store)
+    lost = [m for m in fixture_messages
+            if m["commitLogOffset"] + m["storeSize"] > 2 * SEGMENT + 1000
+            and m["commitLogOffset"] < 3 * SEGMENT]
+    assert_clean_error(result, seg.name, f"offset {lost[0]['commitLogOffset']}..{3 * SEGMENT}")
+    assert parse_lines(result) == [expected_record(m) for m in fixture_messages
+                                   if m not in lost]
 
 
 def test_dump_of_an_empty_store_prints_nothing(tmp_path: Path) -> None:

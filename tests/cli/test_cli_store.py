@@ -362,7 +362,11 @@ def test_recover_cuts_a_torn_tail(rocketmq_store: Path,
         f.seek(last["commitLogOffset"] % 65536 + 4)
         f.write(b"\0\0\0\0")
     (rocketmq_store / "abort").touch()
-    dry = ok("recover", rocketmq_store, "--dry-run").stdout
+    result = run("recover", rocketmq_store, "--dry-run")
+    # a dry run that finds something to give up says so with its exit code
+    assert result.exit_code == 1 and "Traceback" not in result.stderr
+    assert f"torn tail at offset {last['commitLogOffset']}" in result.stderr
+    dry = result.stdout
     assert "recovery     abnormal" in dry
     assert f"stopped      at an invalid record at {last['commitLogOffset']:,}" in dry
     assert "would give up" in dry and "nothing was changed" in dry
@@ -479,14 +483,19 @@ def test_view_of_a_client_msg_id_points_to_query(rocketmq_store: Path,
 
 
 def test_store_warnings_are_one_line_too(rocketmq_store: Path) -> None:
-    """The store logs what recovery repairs with the exception; the command line shows its
-    message, not a traceback (--verbose does)."""
+    """What recovery repairs is in the command's report; with --verbose the store's own log
+    lines show too, one line each (never a traceback)."""
     index_file = sorted((rocketmq_store / "index").iterdir())[0]
     with index_file.open("r+b") as f:
         f.write(b"\xff" * 40)
     result = ok("recover", rocketmq_store)
-    assert "dropping corrupt index file" in result.stderr and "indexCount" in result.stderr
-    assert all(line.startswith("rocketstore: ") for line in result.stderr.splitlines())
+    assert f"index        {index_file.name}: rebuilt from CommitLog" in result.stdout
+    assert "indexCount" in result.stdout
+    with index_file.open("r+b") as f:
+        f.write(b"\xff" * 40)
+    result = ok("-v", "recover", rocketmq_store)
+    assert "is damaged (indexCount" in result.stderr and "Traceback" not in result.stderr
+    assert all(" rocketstore." in line for line in result.stderr.splitlines())
 
 
 # ---- JSON keys -----------------------------------------------------------------------------

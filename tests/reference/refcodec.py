@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import ipaddress
+import re
 import struct
 import zlib
 from collections.abc import Iterator, Mapping
@@ -41,6 +42,9 @@ JSON_FIELDS = (
     "bornHost", "storeTimestamp", "storeHost", "body_b64",
 )
 # fmt: on
+
+
+TOPIC_RE = re.compile(r"[%|a-zA-Z0-9_-]{1,127}")
 
 
 class RefDecodeError(ValueError):
@@ -232,6 +236,13 @@ def decode_record(buf: bytes, pos: int = 0, *, check_crc: bool = True) -> RefRec
         raise RefDecodeError(f"TOTALSIZE {total} != sum of the parts {cur} at {pos}")
     if props_str.endswith("\x00"):     # rocketstore's rule: a NUL-ended tail is a torn record
         raise RefDecodeError(f"properties end in NUL (torn record) at {pos}")
+    # the header fields the CRC does not cover must be what a writer can write
+    if not 0 <= born_port <= 65535 or not 0 <= store_port <= 65535:
+        raise RefDecodeError(f"host port {born_port}/{store_port} out of range at {pos}")
+    if not TOPIC_RE.fullmatch(topic):
+        raise RefDecodeError(f"illegal topic {topic!r} at {pos}")
+    if queue_id < 0 or queue_offset < 0:
+        raise RefDecodeError(f"negative queue id or offset at {pos}")
     if check_crc and crc != body_crc(body):
         raise RefDecodeError(f"BODYCRC {crc} != {body_crc(body)} at {pos}")
     props = parse_properties(props_str)
@@ -360,6 +371,100 @@ def iter_commitlog(store_dir: str | Path) -> Iterator[RefRecord]:
                 )
             yield rec
             pos += rec.storeSize
+
+
+@dataclass
+class LogWalk:
+    """What walk_commitlog found: the valid records, the damaged ranges between them, and
+    where the valid data ends (bytes after it are the torn tail)."""
+
+    records: list[RefRecord]
+    damaged: list[tuple[int, int]]
+    end: int
+
+
+def _valid_at(data: bytes, base: int, pos: int, segment: int, check_crc: bool) -> str | None:
+    """'record' or 'blank' when a valid record (PHYSICALOFFSET == its position) or an END_FILE
+    blank that fills the segment exactly starts at pos, else None."""
+    if len(data) - pos < 8:
+        return None
+    total, magic = struct.unpack_from(">iI", data, pos)
+    if magic == BLANK_MAGIC:
+        return "blank" if total == segment - pos else None
+    if magic != MESSAGE_MAGIC:
+        return None
+    try:
+        rec = decode_record(data, pos, check_crc=check_crc)
+    except RefDecodeError:
+        return None
+    return "record" if rec.commitLogOffset == base + pos else None
+
+
+def walk_commitlog(store_dir: str | Path, segment: int | None = None,
+                   check_crc: bool = True) -> LogWalk:
+    """Every valid record of ``<store_dir>/commitlog`` under rocketstore's damage policy:
+    where a record is invalid (or zeros stand where one should start), the walk goes on at
+    the next position holding a valid record or a blank that ends the segment; a bad region
+    followed by valid data is damage, bad bytes after the last valid record are the tail.
+    segment: the segment size (default: the largest file's)."""
+    segs = _segments(Path(store_dir) / "commitlog")
+    if segment is None:
+        segment = max((p.stat().st_size for p in segs), default=0)
+    records: list[RefRecord] = []
+    damaged: list[tuple[int, int]] = []
+    pending: list[tuple[int, int]] = []
+    end = int(segs[0].name) if segs else 0
+    expected = end
+    for seg in segs:
+        base, data = int(seg.name), seg.read_bytes()
+        if base > expected:
+            pending.append((expected, base))
+        expected = base + segment
+        pos = 0
+        while pos < len(data):
+            kind = _valid_at(data, base, pos, segment, check_crc)
+            if kind == "blank":
+                damaged += pending
+                pending = []
+                end = base + segment
+                pos = len(data)
+                break
+            if kind == "record":
+                rec = decode_record(data, pos, check_crc=check_crc)
+                records.append(rec)
+                damaged += pending
+                pending = []
+                pos += rec.storeSize
+                end = base + pos
+                continue
+            # resynchronise: the next position where a valid record or blank starts
+            q = pos + 1
+            while True:
+                candidates = [i - 4 for i in (data.find(struct.pack(">I", MESSAGE_MAGIC), q + 4),
+                                              data.find(struct.pack(">I", BLANK_MAGIC), q + 4))
+                              if i >= 0]
+                if not candidates:
+                    q = -1
+                    break
+                q = min(candidates)
+                if _valid_at(data, base, q, segment, check_crc):
+                    break
+                q += 1
+            if q < 0:
+                pending.append((base + pos, base + segment))
+                break
+            pending.append((base + pos, base + q))
+            pos = q
+        else:
+            if len(data) < segment:
+                pending.append((base + len(data), base + segment))
+    merged: list[tuple[int, int]] = []
+    for a, b in damaged:
+        if merged and merged[-1][1] >= a:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], b))
+        else:
+            merged.append((a, b))
+    return LogWalk(records, merged, end)
 
 
 def read_consume_queue(queue_dir: str | Path) -> list[tuple[int, int, int]]:

@@ -130,18 +130,30 @@ def first_change(base: dict[str, Any], root: Path) -> int | None:
 
 
 def check_store_matches(store: MessageStore, root: Path, kept: list[refcodec.RefRecord],
-                        base: dict[str, Any], *, label: str, check_index: bool = True) -> None:
-    """The store holds exactly `kept` (byte for byte), its ConsumeQueues and IndexFile agree."""
+                        base: dict[str, Any], *, label: str, check_index: bool = True,
+                        damaged: list[tuple[int, int]] = ()) -> None:
+    """The store holds exactly `kept` (byte for byte, but for records whose bytes changed in
+    ways no check can see), its ConsumeQueues and IndexFile agree. `damaged`: the CommitLog
+    ranges the store must report as damaged (records lost there leave gaps in their queues:
+    blank units, or units that point into the damage)."""
     end = kept[-1].commitLogOffset + kept[-1].storeSize if kept else 0
-    # CommitLog: native scan and reference decode of the files both give exactly `kept`
+    # CommitLog: native scan and reference walk of the files both give exactly `kept`; the
+    # scan skips the damage (found at open, or by the scan itself when recovery did not
+    # walk that far back)
     native = list(store.scan(check_crc=True))
+    assert [(r.start, r.end) for r in store.damaged_ranges] == list(damaged), (
+        label, store.damaged_ranges, damaged)
     assert [m.commitlog_offset for m in native] == [r.commitLogOffset for r in kept], label
     for m, r in zip(native, kept, strict=True):
+        assert bytes(m.record) == r.encode() or not damaged, label
         o = r.commitLogOffset
-        assert bytes(m.record) == base["bytes"][f"{o - o % CL:020d}"][o % CL:o % CL + r.storeSize]
-    ref = list(refcodec.iter_commitlog(root))
-    assert [r.commitLogOffset for r in ref] == [r.commitLogOffset for r in kept], label
+        if not damaged:
+            assert bytes(m.record) == base["bytes"][f"{o - o % CL:020d}"][o % CL:o % CL + r.storeSize]
+    ref = refcodec.walk_commitlog(root, CL)
+    assert [r.commitLogOffset for r in ref.records] == [r.commitLogOffset for r in kept], label
+    assert ref.damaged == list(damaged), label
     # nothing after the end: the rest of the end file is zero, no later file
+    end = max(end, ref.end)
     last_seg = end - end % CL
     for seg in segments(root):
         assert int(seg.name) <= max(last_seg, 0), f"{label}: {seg.name} after the end {end}"
@@ -149,21 +161,35 @@ def check_store_matches(store: MessageStore, root: Path, kept: list[refcodec.Ref
     if seg.exists() and end % CL:
         tail = seg.read_bytes()[end % CL:]
         assert tail.count(0) == len(tail), f"{label}: bytes left after the end {end}"
-    # ConsumeQueues: dense, every unit is its kept record
+
+    def in_damage(phy: int) -> bool:
+        return any(lo <= phy < hi for lo, hi in damaged)
+
+    # ConsumeQueues: every kept record has its unit; offsets of records lost in damage are
+    # blanks or point into the damage
     queues: dict[tuple[str, int], list[refcodec.RefRecord]] = defaultdict(list)
     for r in kept:
         queues[(r.topic, r.queueId)].append(r)
     for topic in cw.TOPICS:
         for qid in range(cw.QUEUES):
             recs = queues.get((topic, qid), [])
-            assert [r.queueOffset for r in recs] == list(range(len(recs)))
-            assert store.get_max_offset_in_queue(topic, qid) == len(recs), (label, topic, qid)
-            assert store.next_queue_offset(topic, qid) == len(recs), (label, topic, qid)
-            units = []
-            for k in range(len(recs)):
-                units.append(store.consume_queues.find(topic, qid).get_unit(k))
-            assert units == [(r.commitLogOffset, r.storeSize, r.tagsCode) for r in recs], (
-                label, topic, qid)
+            by_qoff = {r.queueOffset: r for r in recs}
+            assert [r.queueOffset for r in recs] == sorted(by_qoff), (label, topic, qid)
+            top = store.get_max_offset_in_queue(topic, qid)
+            assert top >= (max(by_qoff) + 1 if by_qoff else 0), (label, topic, qid)
+            assert store.next_queue_offset(topic, qid) == top, (label, topic, qid)
+            cq = store.consume_queues.find(topic, qid)
+            units = [cq.get_unit(k) for k in range(top)] if top else []
+            for k, unit in enumerate(units):
+                if k in by_qoff:
+                    r = by_qoff[k]
+                    assert unit == (r.commitLogOffset, r.storeSize, r.tagsCode), (
+                        label, topic, qid, k)
+                else:
+                    assert damaged and (unit[1] == 0x7FFFFFFF or in_damage(unit[0])), (
+                        label, topic, qid, k, unit)
+            if not damaged:
+                assert top == len(recs), (label, topic, qid)
             qdir = root / "consumequeue" / topic / str(qid)
             if qdir.is_dir():
                 assert refcodec.read_consume_queue(qdir) == units, (label, topic, qid)
@@ -179,12 +205,38 @@ def check_store_matches(store: MessageStore, root: Path, kept: list[refcodec.Ref
                 assert all(o in kept_offsets for o in found), (label, key, found)
 
 
+def expected_after_damage(base: dict[str, Any], root: Path, label: str
+                          ) -> tuple[list[refcodec.RefRecord], list[tuple[int, int]]]:
+    """(records kept, damaged ranges) under the damage policy, from an independent walk of
+    the damaged files; checks that the walk keeps every base record whose bytes are intact
+    (damage never costs an intact record) and invents none."""
+    walk = refcodec.walk_commitlog(root, CL)
+    base_offsets = {r.commitLogOffset for r in base["records"]}
+    kept = {r.commitLogOffset for r in walk.records}
+    assert kept <= base_offsets, label
+    for r in base["records"]:
+        o = r.commitLogOffset
+        seg = root / "commitlog" / f"{o - o % CL:020d}"
+        if seg.exists() and r.commitLogOffset + r.storeSize <= walk.end:
+            now = seg.read_bytes()[o % CL:o % CL + r.storeSize]
+            if now == base["bytes"][seg.name][o % CL:o % CL + r.storeSize]:
+                assert o in kept, f"{label}: intact record at {o} not kept"
+    return walk.records, walk.damaged
+
+
 def put_after_recovery(store: MessageStore, kept: list[refcodec.RefRecord], label: str,
                        *, check_index: bool = True) -> None:
     """New puts get the next queue offsets, are dispatched, and (check_index) indexed."""
     counts: dict[tuple[str, int], int] = defaultdict(int)
     for r in kept:
-        counts[(r.topic, r.queueId)] += 1
+        key = (r.topic, r.queueId)
+        counts[key] = max(counts[key], r.queueOffset + 1)
+    if store.damaged_ranges:
+        # a queue whose newest record was lost in damage keeps its unit (it points into the
+        # damage): its next offset is past it
+        for key in list(counts):
+            assert store.next_queue_offset(*key) >= counts[key], (label, key)
+            counts[key] = store.next_queue_offset(*key)
     results = []
     for i in range(12):
         msg, qid, d = message("after", i)

@@ -171,28 +171,20 @@ def test_load_missing_directory(tmp_path: Path) -> None:
     assert (tmp_path / "made").is_dir() and q2.files == []
 
 
-@pytest.mark.parametrize(
-    "case",
-    ["gap", "foreign", "short_name", "wrong_size", "empty_file", "misaligned"],
-)
+@pytest.mark.parametrize("case", ["foreign", "short_name", "too_long", "misaligned"])
 def test_load_rejects_bad_sequences(tmp_path: Path, case: str) -> None:
+    """Files that are not segments of this queue at all refuse the store, naming them."""
     d = tmp_path / "commitlog"
     _make_segments(d, [0, SEG])
-    if case == "gap":
-        _make_segments(d, [3 * SEG])
-        culprit = segment_name(3 * SEG)
-    elif case == "foreign":
+    if case == "foreign":
         (d / "notes.txt").write_text("hello")
         culprit = "notes.txt"
     elif case == "short_name":
         (d / "131072").write_bytes(bytes(SEG))
         culprit = "131072"
-    elif case == "wrong_size":
-        (d / segment_name(SEG)).write_bytes(bytes(SEG - 1))
+    elif case == "too_long":
+        (d / segment_name(SEG)).write_bytes(bytes(SEG + 1))
         culprit = segment_name(SEG)
-    elif case == "empty_file":
-        (d / segment_name(2 * SEG)).write_bytes(b"")
-        culprit = segment_name(2 * SEG)
     else:
         (d / segment_name(2 * SEG + 1)).write_bytes(bytes(SEG))
         culprit = segment_name(2 * SEG + 1)
@@ -203,12 +195,47 @@ def test_load_rejects_bad_sequences(tmp_path: Path, case: str) -> None:
     # the store refuses to open it the same way, and releases its lock for a retry
     with pytest.raises(StoreFormatError, match=culprit):
         open_store(tmp_path)
-    if case in ("foreign", "short_name", "misaligned", "empty_file", "gap"):
+    if case in ("foreign", "short_name", "misaligned"):
         os.remove(d / culprit)
     else:
         (d / culprit).write_bytes(bytes(SEG))
     with open_store(tmp_path) as store:
         assert store.get_max_phy_offset() == 0
+
+
+@pytest.mark.parametrize("read_only", [False, True], ids=["writable", "read-only"])
+@pytest.mark.parametrize("case", ["gap", "short", "empty_file"])
+def test_load_takes_damaged_sequences(tmp_path: Path, case: str, read_only: bool) -> None:
+    """Segments cut short, empty or missing are damage, not a reason to refuse the store:
+    a writer extends a short file to its size with zeros, a reader maps what is there; each
+    is named in `problems` (and logged at ERROR)."""
+    d = tmp_path / "commitlog"
+    _make_segments(d, [0, SEG])
+    if case == "gap":
+        _make_segments(d, [3 * SEG])
+        culprit = f"[{2 * SEG}, {3 * SEG})"
+    elif case == "short":
+        (d / segment_name(SEG)).write_bytes(bytes(SEG - 100))
+        culprit = segment_name(SEG)
+    else:
+        (d / segment_name(2 * SEG)).write_bytes(b"")
+        culprit = segment_name(2 * SEG)
+    q = MappedFileQueue(d, SEG, read_only=read_only)
+    q.load()
+    try:
+        assert len(q.problems) == 1 and culprit in q.problems[0]
+        if case == "short":
+            assert q.files[1].file_size == (SEG - 100 if read_only else SEG)
+            assert (d / culprit).stat().st_size == (SEG - 100 if read_only else SEG)
+            assert q.find_by_offset(2 * SEG - 50) is (None if read_only else q.files[1])
+        if case == "gap":
+            assert [mf.file_from_offset for mf in q.files] == [0, SEG, 3 * SEG]
+            assert q.find_by_offset(3 * SEG + 5) is q.files[2]
+            assert q.find_by_offset(2 * SEG + 5) is None
+        if case == "empty_file" and read_only:
+            assert [mf.file_from_offset for mf in q.files] == [0, SEG]
+    finally:
+        q.close()
 
 
 def test_existing_store_opens_with_its_own_segment_size(tmp_path: Path) -> None:
@@ -385,33 +412,42 @@ def _store_with_corrupt_record(root: Path) -> list:
     return results
 
 
-def test_writer_open_stops_at_the_recovered_end(tmp_path: Path) -> None:
+def test_writer_open_keeps_the_records_after_damage(tmp_path: Path) -> None:
+    """A damaged record in the middle of the log is damage, not the end: the writable open
+    keeps every other record (before and after it), marks its bytes unreadable, and appends
+    at the log's real end."""
     results = _store_with_corrupt_record(tmp_path)
-    bad = results[5].commitlog_offset
+    bad, after = results[5].commitlog_offset, results[6].commitlog_offset
+    end = results[-1].commitlog_offset + results[-1].wrote_bytes
     with open_store(tmp_path) as store:
-        assert store.recovery.abnormal and store.recovery.stop_status == "corrupt"
-        assert store.recovery.end_offset == bad == store.get_max_phy_offset()
-        assert store.look_message_by_offset(results[60].commitlog_offset) is None
+        rep = store.recovery
+        assert rep.abnormal and rep.stop_status == "end" and rep.truncated_bytes == 0
+        assert rep.end_offset == end == store.get_max_phy_offset()
+        assert [(d["start"], d["end"]) for d in rep.damaged_ranges] == [(bad, after)]
+        assert "CRC" in rep.damaged_ranges[0]["reason"]
+        assert store.look_message_by_offset(results[60].commitlog_offset) is not None
+        assert store.look_message_by_offset(bad) is None
         assert [m.commitlog_offset for m in store.scan(check_crc=True)] == [
-            r.commitlog_offset for r in results[:5]
+            r.commitlog_offset for i, r in enumerate(results) if i != 5
         ]
         r = store.put_message(Message("T", b"next"), 0)
-        assert r.commitlog_offset == bad and r.queue_offset == 5
+        assert r.commitlog_offset == end and r.queue_offset == 70
 
 
-def test_read_only_open_stops_at_the_recovered_end(tmp_path: Path) -> None:
+def test_read_only_open_keeps_the_records_after_damage(tmp_path: Path) -> None:
     results = _store_with_corrupt_record(tmp_path)
     bad = results[5].commitlog_offset
+    end = results[-1].commitlog_offset + results[-1].wrote_bytes
     before = [p.read_bytes() for p in segment_paths(tmp_path)]
     with open_store(tmp_path, read_only=True) as store:
-        assert store.recovery.end_offset == bad
+        assert store.recovery.end_offset == end == store.get_max_phy_offset()
+        assert [d["start"] for d in store.recovery.damaged_ranges] == [bad]
         assert [m.commitlog_offset for m in store.scan(check_crc=True)] == [
-            r.commitlog_offset for r in results[:5]
+            r.commitlog_offset for i, r in enumerate(results) if i != 5
         ]
         assert [p.read_bytes() for p in segment_paths(tmp_path)] == before  # untouched
-        assert store.get_max_phy_offset() == bad
-        assert store.look_message_by_offset(results[60].commitlog_offset) is None
-        assert list(store.scan(results[40].commitlog_offset)) == []
+        assert store.look_message_by_offset(results[60].commitlog_offset) is not None
+        assert len(list(store.scan(results[40].commitlog_offset))) == 30
 
 
 def test_prefault_service_runs_ahead_of_the_writer(tmp_path: Path) -> None:

@@ -663,22 +663,25 @@ def test_corrupt_consume_queue_never_crashes(pristine: Path, tmp_path: Path, see
     assert opened >= len(cases) // 3, notes
 
 
-def test_truncated_consume_queue_file_raises_a_clear_error(pristine: Path,
-                                                           tmp_path: Path) -> None:
+def test_truncated_consume_queue_file_is_rebuilt(pristine: Path, tmp_path: Path) -> None:
+    """A ConsumeQueue file cut short is damage of a derived file: a read-only open serves
+    the queue from the CommitLog, a writable open rebuilds it (it used to refuse the store)."""
     root = copy_of(pristine, tmp_path)
     path = cq_files(root)[("alpha", 0)][0]
     path.write_bytes(path.read_bytes()[:1234])
-    with pytest.raises(ValueError, match="alpha"):
-        open_store(root)
-    # the lock is released: a repaired store (ConsumeQueues removed: rebuilt) opens
-    shutil.rmtree(root / "consumequeue")
+    expected = expected_units(root)
+    with MessageStore.open(root, make_config(root), read_only=True) as store:
+        assert [m.commitlog_offset for m in pull_all(store, "alpha", 0)] == [
+            u[0] for u in expected[("alpha", 0)]]
     with open_store(root) as store:
-        assert store_units(store) == expected_units(root)
+        assert store_units(store) == expected
 
 
 def test_flipped_unit_never_serves_a_foreign_record(pristine: Path, tmp_path: Path) -> None:
-    """A unit whose size no longer matches its record: get_message skips it (RocketMQ
-    checks the size through the record it maps) instead of returning garbage."""
+    """A unit whose size no longer matches its record: get_message never serves garbage
+    for it; it checks the record the unit points at (size, topic, queue, queue offset),
+    finds the unit's true record in the CommitLog and fixes the unit, so every message of
+    the queue is served, each once, in queue order."""
     root = copy_of(pristine, tmp_path)
     path = cq_files(root)[("beta", 0)][0]
     data = bytearray(path.read_bytes())
@@ -686,19 +689,13 @@ def test_flipped_unit_never_serves_a_foreign_record(pristine: Path, tmp_path: Pa
     struct.pack_into(">qiq", data, 5 * 20, off, size + 1, code)
     path.write_bytes(bytes(data))
     expected = expected_units(root)[("beta", 0)]
-    with open_store(root) as store:
-        got = []
-        offset = 0
-        while offset < len(expected):
-            r = store.get_message("g", "beta", 0, offset)
-            got += [m.commitlog_offset for m in r.messages]
-            assert r.next_begin_offset > offset
-            offset = r.next_begin_offset
-        assert off not in got
-        assert set(got) <= {u[0] for u in expected}
-        assert np.isin([u[0] for u in expected[:5]], got).all()
-
-
+    for read_only in (True, False):
+        with MessageStore.open(root, make_config(root), read_only=read_only) as store:
+            got = [m.commitlog_offset for m in pull_all(store, "beta", 0)]
+            assert got == [u[0] for u in expected], read_only
+            assert store.consume_queues.find("beta", 0).get_unit(5) == expected[5]
+    data = path.read_bytes()
+    assert struct.unpack_from(">qiq", data, 5 * 20) == expected[5]     # the writer fixed it
 def test_zeroed_tail_is_redispatched_without_recorded_queue_offsets(
         rocketmq_store: Path, fixture_consumequeue: list[dict[str, Any]]) -> None:
     """A store without config/queueOffsets.json (written by RocketMQ): a zeroed tail of a
@@ -760,16 +757,17 @@ def test_write_grouped_units_marks_the_rest_of_a_queue_slow(tmp_path: Path) -> N
     f0.allocate_to(f0.file_size)
     slow[:] = 0
     n = write_grouped_units([f0, None], max_phys, groups, phys, sizes, tags, qoffs, slow)
-    assert slow.tolist() == [0, 1, 0, 0, 1, 0, 1, 1] and n == 4
-    assert f0.wrote_position == 100 and max_phys.tolist() == [600, -1]
-    units = np.frombuffer(f0.read(0, 100), np.dtype([("o", ">i8"), ("s", ">i4"), ("t", ">i8")]))
-    assert units["o"].tolist() == [0, 200, 0, 300, 500]
-    assert units["s"].tolist() == [100, 100, 0x7FFFFFFF, 100, 100]   # blank fills the gap
+    # the unit past the queue's end (offset 3 after 1) goes to Python (ConsumeQueue.put_units
+    # judges gaps), and so does the rest of its queue
+    assert slow.tolist() == [0, 1, 0, 1, 1, 1, 1, 1] and n == 6
+    assert f0.wrote_position == 40 and max_phys.tolist() == [300, -1]
+    units = np.frombuffer(f0.read(0, 40), np.dtype([("o", ">i8"), ("s", ">i4"), ("t", ">i8")]))
+    assert units["o"].tolist() == [0, 200] and units["s"].tolist() == [100, 100]
     # the same again: everything is already there (idempotent re-dispatch)
     slow[:] = 0
-    max_phys = np.array([600, -1], np.int64)
+    max_phys = np.array([300, -1], np.int64)
     write_grouped_units([f0, None], max_phys, groups, phys, sizes, tags, qoffs, slow)
-    assert f0.wrote_position == 100 and slow.tolist() == [0, 1, 0, 0, 1, 0, 1, 1]
+    assert f0.wrote_position == 40 and slow.tolist() == [0, 1, 0, 1, 1, 1, 1, 1]
     with pytest.raises(ValueError):
         write_grouped_units([f0], max_phys, groups, phys, sizes, tags, qoffs, slow)
     f0.close()

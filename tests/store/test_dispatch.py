@@ -26,12 +26,14 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 import helpers
+import numpy as np
 import pytest
 import refcodec
 from test_consume_queue import expected_units, fill, store_units
 
 from rocketstore import Message
 from rocketstore._native import dispatch as native
+from rocketstore._native.consume_queue import write_units
 from rocketstore._native.index_file import IndexFile, record_index_key_hashes
 from rocketstore._native.mapped_file import MappedFile, StopFlag
 
@@ -141,6 +143,15 @@ class Driver:
                 key = (raw.decode(), qid)
                 if key not in self.queues:
                     self.queues[key] = (FakeQueue(), [self.cq_file(key, 0)])
+                elif qoff * 20 < len(self.queues[key][1]) * self.cq_units * 20:
+                    # a unit past the queue's end in its last file: a gap, which Python
+                    # judges (ConsumeQueue.put_units); here it is allowed
+                    last = self.queues[key][1][-1]
+                    write_units(last, np.array([phy], np.int64), np.array([size], np.int32),
+                                np.array([tags], np.int64), np.array([qoff], np.int64), 0,
+                                d.queue_max_phy(raw, qid, -1), True)
+                    d.add_queue(raw, qid, self.queues[key][0], last, phy + size)
+                    continue
                 else:           # its last file is full: the next one
                     files = self.queues[key][1]
                     files.append(self.cq_file(key, len(files)))

@@ -40,7 +40,7 @@ def test_append_does_not_wait_and_the_callback_comes_after_the_flush(tmp_path):
                     got.set()
 
             store.on_durable(end, callback)
-        assert time.monotonic() - t0 < 0.5          # nobody waited for the gated flush
+        assert time.monotonic() - t0 < 3.0          # nobody waited for the gated flush (5 s)
         time.sleep(0.1)
         assert answers == []                         # not durable yet: no answer
         gate.set()
@@ -73,7 +73,7 @@ def test_a_flush_that_does_not_come_in_time_answers_false(tmp_path):
                          lambda ok: (box.append(ok), done.set()))
         assert done.wait(3)
         assert box == [False]
-        assert 0.1 <= time.monotonic() - t0 < 0.55
+        assert 0.1 <= time.monotonic() - t0 < 1.5      # the timeout, not the 2 s flush
     finally:
         stuck.set()
         store.shutdown()

@@ -131,13 +131,28 @@ def test_recovery_report_normal_and_corrupt(base_store, tmp_path):
     _zero_checkpoint(root)
     with open_store(root) as store:
         rep = store.recovery
-        kept = [r for r in records if r.commitLogOffset < victim.commitLogOffset]
-        check_store_matches(store, root, kept, base_store, label="crc")
-    assert rep.abnormal and rep.stop_status == "corrupt"
-    assert "CRC" in (rep.stop_reason or "")
-    assert rep.end_offset == victim.commitLogOffset
+        kept = [r for r in records if r.commitLogOffset != victim.commitLogOffset]
+        damaged = [(victim.commitLogOffset, victim.commitLogOffset + victim.storeSize)]
+        check_store_matches(store, root, kept, base_store, label="crc", damaged=damaged)
+    # damage in the middle: kept, reported; the log's end stays where it was
+    assert rep.abnormal and rep.stop_status == "end" and rep.truncated_bytes == 0
+    assert [(d["start"], d["end"]) for d in rep.damaged_ranges] == damaged
+    assert "CRC" in str(rep.damaged_ranges[0]["reason"]) and rep.damaged
+    assert rep.damaged_bytes == victim.storeSize
+    assert rep.end_offset == records[-1].commitLogOffset + records[-1].storeSize
     assert rep.records == len(kept) and rep.files_scanned == nfiles
-    assert rep.truncated_bytes == CL - (victim.commitLogOffset - last_start)
+    # a body bit flipped in the last record: a torn tail, given up
+    root = copy_store(base_store, tmp_path / "tail")
+    last = records[-1]
+    pos = last.commitLogOffset + 88
+    old = (root / "commitlog" / f"{last_start:020d}").read_bytes()[pos - last_start]
+    write_at(root, pos, bytes([old ^ 0x10]))
+    with open_store(root) as store:
+        rep = store.recovery
+        check_store_matches(store, root, records[:-1], base_store, label="crc tail")
+    assert rep.stop_status == "corrupt" and "CRC" in (rep.stop_reason or "")
+    assert rep.end_offset == last.commitLogOffset and not rep.damaged
+    assert rep.truncated_bytes == CL - (last.commitLogOffset - last_start)
 
 
 def test_body_crc_helper_matches_refcodec():

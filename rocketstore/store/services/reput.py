@@ -140,6 +140,11 @@ class ReputMessageService(ServiceThread):
                 self._follower = None
                 self._native.clear()
 
+    def release_files(self) -> None:
+        """Let go of every file a pass holds (a store that failed to open)."""
+        with self._round_lock:
+            self._native.clear()
+
     @contextlib.contextmanager
     def paused(self) -> Iterator[None]:
         """Dispatch stops (the running pass ends and every file it held is released) for the
@@ -180,11 +185,19 @@ class ReputMessageService(ServiceThread):
         if status == native.NEED_INDEX:
             return self._needs_room(self._register_index)
         if status == native.CORRUPT:
+            # damage: skip it (known, or found now: up to the next valid record); records
+            # after it are dispatched (README "Integrity")
             offset = d.offset
-            if self._corrupt_at != offset:
-                self._corrupt_at = offset
-                log.error("dispatch stopped at CommitLog offset %d: %s", offset, d.stop_reason)
-            return False
+            damaged = self.commit_log.find_damage(offset, d.stop_reason)
+            if damaged.end <= offset:
+                if self._corrupt_at != offset:
+                    self._corrupt_at = offset
+                    log.error("dispatch stopped at CommitLog offset %d: %s", offset,
+                              d.stop_reason)
+                return False
+            log.error("dispatch skips damaged CommitLog range %s", damaged)
+            d.set_offset(damaged.end)
+            return True
         raise RuntimeError(f"unknown dispatch stop {status}")
 
     def _needs_room(self, step: Callable[[], None]) -> bool:
@@ -213,9 +226,14 @@ class ReputMessageService(ServiceThread):
             if offset != self._native.offset:
                 self._native.set_offset(offset)
             return False
-        mf = self.commit_log.queue.find_by_offset(offset)
-        if mf is None:
-            return False
+        damaged = self.commit_log.damage.covering(offset) if self.commit_log.damage else None
+        mf = None if damaged is not None else self.commit_log.queue.find_by_offset(offset)
+        if mf is None:      # a damaged range or a missing file: on past it
+            damaged = damaged or self.commit_log.find_damage(offset)
+            if damaged.end <= offset:
+                return False
+            self._native.set_offset(damaged.end)
+            return True
         self._native.set_file(mf, offset - mf.file_from_offset)
         return True
 
@@ -228,10 +246,13 @@ class ReputMessageService(ServiceThread):
             return
         cq = self.consume_queues.find_or_create(topic, queue_id)
         cq.max_physic_offset = self._native.queue_max_phy(raw, queue_id, cq.max_physic_offset)
-        # the unit that did not fit (or the queue's first): ConsumeQueue rolls or creates files
+        # the unit that did not fit, the queue's first, or one past the queue's end:
+        # ConsumeQueue rolls or creates files, and judges gaps
         cq.put_units(np.array([phy], np.int64), np.array([size], np.int32),
                      np.array([tags], np.int64), np.array([qoff], np.int64))
         self._native.add_queue(raw, queue_id, cq, cq.queue.last_file(), cq.max_physic_offset)
+        if cq.rejected:     # its queue offset is the damage: the record is skipped
+            self._native.set_offset(phy + size)
 
     def _register_index(self) -> None:
         index = self.index_service
