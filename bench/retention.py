@@ -10,7 +10,8 @@ twice, interleaved:
   deleting     a cleanup run deletes the old segments meanwhile (file_reserved_time 0, the
                run started by hand as `rocketstore clean` does, delete_commit_log_files_interval
                100 ms between files, RocketMQ's default), with ConsumeQueue and IndexFile
-               files following; only the puts made while the run ran are counted
+               files following; only the puts made while the run ran are counted, and
+               in the quiet phase those of the same stretch of time from its start
 The ratio p99(deleting) / p99(quiet) is the target (<= 2). Runs alternate the order of the
 two phases; the median of --repeat runs is reported.
 
@@ -20,7 +21,7 @@ written with os.write in the same run (--delete-gib to change the size).
 
 The script never asserts on the targets; it prints PASS/MISS.
 Usage: python bench/retention.py [--quick] [--rate 5000] [--seconds 4] [--repeat 3]
-                                 [--segment 67108864] [--old 8] [--delete-gib 1]
+                                 [--segment 67108864] [--old 10] [--delete-gib 1]
                                  [--dir DIR] [--json out.json]
 """
 from __future__ import annotations
@@ -64,6 +65,12 @@ def prefill(store: MessageStore, nbytes: int) -> None:
         for m in batch:     # the store added a UNIQ_KEY: the next batch gets new ones
             m.properties.pop("UNIQ_KEY", None)
     assert store.wait_dispatched(120)
+    # and flushed: a file being flushed is held, and a deletion waits for its holders
+    deadline = time.monotonic() + 300
+    queue = store.commit_log.queue
+    while queue.flushed_where < queue.max_wrote_offset() and time.monotonic() < deadline:
+        store.commit_log.flush_service.wakeup()
+        time.sleep(0.05)
 
 
 def produce(store: MessageStore, rate: float, seconds: float) -> tuple[np.ndarray, np.ndarray]:
@@ -108,6 +115,8 @@ def latency_run(dirs: C.TempDirs, args: argparse.Namespace, order: int) -> dict[
         old = len(store.commit_log.queue.files) - 1
         out: dict[str, Any] = {"old_segments": old}
         phases = ["quiet", "deleting"] if order % 2 == 0 else ["deleting", "quiet"]
+        window: tuple[int, int] | None = None      # the deletion, from its phase's start
+        samples: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         for phase in phases:
             cleaner = None
             report: dict[str, Any] = {}
@@ -121,17 +130,22 @@ def latency_run(dirs: C.TempDirs, args: argparse.Namespace, order: int) -> dict[
                 cleaner = threading.Thread(target=clean)
                 cleaner.start()
             starts, lat = produce(store, args.rate, args.seconds)
-            whole = lat
+            samples[phase] = (starts, lat)
             if cleaner is not None:
                 cleaner.join()
                 out["deleted_files"] = len(report["deleted"])
                 out["deleted_commitlog"] = sum(d.kind == "commitlog" for d in report["deleted"])
                 out["delete_seconds"] = (report["end"] - report["start"]) / 1e9
-                # the puts that ran while the cleanup did
-                lat = lat[(starts >= report["start"]) & (starts <= report["end"])]
-            out[phase] = {"p50": pct(lat, 50), "p99": pct(lat, 99), "p999": pct(lat, 99.9),
-                          "max": float(lat.max()) / 1000.0, "n": len(lat),
-                          "p99_whole_phase": pct(whole, 99)}
+                window = (report["start"] - int(starts[0]), report["end"] - int(starts[0]))
+        # the puts made while the cleanup ran, against those made in the same stretch of
+        # the quiet phase (same length, same offset from the phase's start)
+        assert window is not None
+        for phase, (starts, lat) in samples.items():
+            rel = starts - starts[0]
+            part = lat[(rel >= window[0]) & (rel <= window[1])]
+            out[phase] = {"p50": pct(part, 50), "p99": pct(part, 99), "p999": pct(part, 99.9),
+                          "max": float(part.max()) / 1000.0, "n": len(part),
+                          "p99_whole_phase": pct(lat, 99)}
         return out
     finally:
         store.shutdown()
@@ -177,7 +191,8 @@ def main() -> None:
     ap.add_argument("--rate", type=float, default=5000.0, help="puts per second")
     ap.add_argument("--seconds", type=float, default=4.0, help="length of each phase")
     ap.add_argument("--segment", type=int, default=64 << 20, help="CommitLog segment bytes")
-    ap.add_argument("--old", type=int, default=8, help="old segments deleted by a run")
+    ap.add_argument("--old", type=int, default=10,
+                    help="old segments written first (a run deletes at most 10)")
     ap.add_argument("--delete-gib", type=float, default=1.0,
                     help="size of the segment whose deletion is timed (0 skips)")
     ap.add_argument("--repeat", type=int, default=3)

@@ -79,6 +79,14 @@ class _Spec:
     check: Callable[[str], str] | None = None  # validates (and may normalise) a str value
 
 
+def is_ascii_int(text: str, *, signed: bool = False) -> bool:
+    """Whether text is a decimal integer in ASCII digits (one leading '-' when signed):
+    str.isdigit() also takes digits such as '¹' that int() refuses."""
+    if signed and text.startswith("-"):
+        text = text[1:]
+    return text.isascii() and text.isdigit()
+
+
 def _bool(default: bool, *, key: str | None = None) -> Any:
     return field(default=default, metadata={"spec": _Spec("bool", key=key)})
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import enum
+import re
 
 from rocketstore._native.hosts import format_host, make_msg_id, parse_host, parse_msg_id
 from rocketstore._native.message import Message, new_uniq_key, validate_topic
@@ -75,6 +76,6 @@ def queue_key(topic: str, queue_id: int) -> str:
 
 def split_queue_key(key: str) -> tuple[str, int]:
     topic, sep, qid = key.rpartition(":")
-    if not sep or not topic or not qid.lstrip("-").isdigit():
+    if not sep or not topic or not re.fullmatch(r"-?[0-9]+", qid):
         raise ValueError(f"{key!r} is not a 'topic:queueId' key")
     return topic, int(qid)

@@ -214,7 +214,7 @@ cdef class MappedFile:
         path = os.fspath(path)
         name = os.path.basename(path)
         if file_from_offset is None:
-            file_from_offset = int(name) if name.isdigit() else 0
+            file_from_offset = int(name) if (name.isascii() and name.isdigit()) else 0
         self.file_name = path
         self.file_from_offset = file_from_offset
         self.file_size = file_size

@@ -254,7 +254,7 @@ cdef class Message:
     @property
     def delay_level(self):
         value = self._props.get("DELAY")
-        return int(value) if value and value.isdigit() else 0
+        return int(value) if value and (value.isascii() and value.isdigit()) else 0
 
     def __repr__(self):
         return (f"Message(topic={self.topic!r}, body=<{len(self.body)} bytes>, "

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from rocketstore.config import is_ascii_int
 from rocketstore.remoting import RemotingConnection
 
 log = logging.getLogger("rocketstore.broker")
@@ -40,7 +41,7 @@ def enum_name(value: Any, names: tuple[str, ...], what: str) -> str:
     """A Java enum sent by name (Java clients) or by ordinal (the C++ client)."""
     if isinstance(value, bool):
         raise ValueError(f"{what} must be one of {names}, got {value!r}")
-    if isinstance(value, int) or (isinstance(value, str) and value.isdigit()):
+    if isinstance(value, int) or (isinstance(value, str) and is_ascii_int(value)):
         index = int(value)
         if 0 <= index < len(names):
             return names[index]
@@ -71,7 +72,7 @@ class SubscriptionData:
         tags = data.get("tagsSet") or []
         codes = data.get("codeSet") or []
         version = data.get("subVersion", 0)
-        if isinstance(version, str) and version.lstrip("-").isdigit():
+        if isinstance(version, str) and is_ascii_int(version, signed=True):
             version = int(version)
         if isinstance(version, bool) or not isinstance(version, int):
             raise ValueError(f"subVersion must be an integer, got {version!r:.60}")

@@ -19,6 +19,7 @@ from typing import Any
 
 from rocketstore.broker.config import BrokerConfig
 from rocketstore.broker.config_file import JsonConfigFile, dumps_pretty
+from rocketstore.config import is_ascii_int
 from rocketstore.namesrv import DataVersion
 
 log = logging.getLogger("rocketstore.broker")
@@ -71,7 +72,7 @@ class SubscriptionGroupConfig:
                 if not isinstance(value, bool):
                     raise ValueError(f"{key} must be true or false, got {value!r}")
             elif kind == "int":
-                if isinstance(value, str) and value.lstrip("-").isdigit():
+                if isinstance(value, str) and is_ascii_int(value, signed=True):
                     value = int(value)
                 if isinstance(value, bool) or not isinstance(value, int):
                     raise ValueError(f"{key} must be an integer, got {value!r}")

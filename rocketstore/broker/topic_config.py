@@ -24,6 +24,7 @@ from typing import Any
 
 from rocketstore.broker.config import PERM_INHERIT, PERM_READ, PERM_WRITE, BrokerConfig
 from rocketstore.broker.config_file import JsonConfigFile, dumps_pretty
+from rocketstore.config import is_ascii_int
 from rocketstore.message import validate_topic
 from rocketstore.namesrv import DataVersion
 
@@ -109,7 +110,7 @@ class TopicConfig:
         def number(key: str, default: int) -> int:
             value = data.get(key, default)
             if isinstance(value, bool) or not isinstance(value, int):
-                if isinstance(value, str) and value.lstrip("-").isdigit():
+                if isinstance(value, str) and is_ascii_int(value, signed=True):
                     return int(value)
                 raise ValueError(f"topic {name!r}: {key} must be an integer, got {value!r}")
             return value

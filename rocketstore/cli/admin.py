@@ -25,6 +25,7 @@ from rocketstore.client import (
     MQClientError,
     Producer,
 )
+from rocketstore.config import is_ascii_int
 from rocketstore.remoting.errors import RemotingError
 
 DEFAULT_NAMESRV = "127.0.0.1:9876"
@@ -279,7 +280,7 @@ def _parse_time(text: str) -> int:
     """ms since the epoch, 'now', or yyyy-MM-dd#HH:mm:ss:SSS (mqadmin's form)."""
     if text == "now":
         return int(time.time() * 1000)
-    if text.lstrip("-").isdigit():
+    if is_ascii_int(text, signed=True):
         return int(text)
     for fmt in ("%Y-%m-%d#%H:%M:%S:%f", "%Y-%m-%d#%H:%M:%S", "%Y-%m-%d %H:%M:%S"):
         try:

@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from rocketstore.cli.common import (
+    disk_usage_option,
     echo_json,
     existing_store,
     index_options,
@@ -45,9 +46,10 @@ def print_report(report: dict[str, Any], *, dry_run: bool) -> None:
               help="Hours a CommitLog file is kept after its last change (RocketMQ's "
                    "fileReservedTime; default 72).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON document instead of text.")
+@disk_usage_option
 @index_options
 def clean(path: Path, dry_run: bool, file_reserved_time: int | None, as_json: bool,
-          hash_slots: int | None, index_num: int | None) -> None:
+          disk_usage: float | None, hash_slots: int | None, index_num: int | None) -> None:
     """Run a cleanup pass on the store at PATH now, as RocketMQ's periodic one does when asked
     by hand: CommitLog files last modified more than --file-reserved-time hours ago are
     deleted, oldest first, never the newest, at most 10 a run; over the forced disk watermark
@@ -56,8 +58,12 @@ def clean(path: Path, dry_run: bool, file_reserved_time: int | None, as_json: bo
     OFFSET_TOO_SMALL and move on.
 
     Without --dry-run it opens the store for writing (recovery first): stop the process that
-    has it open, or let that process's own cleanup do it.
+    has it open, or let that process's own cleanup do it. --disk-usage only plans: it needs
+    --dry-run.
     """
+    if disk_usage is not None and not dry_run:
+        raise click.UsageError("--disk-usage only plans what would go: use it with --dry-run "
+                               "(a real run measures the disk)")
     settings: dict[str, Any] = {}
     if file_reserved_time is not None:
         settings["file_reserved_time"] = file_reserved_time
@@ -65,7 +71,8 @@ def clean(path: Path, dry_run: bool, file_reserved_time: int | None, as_json: bo
     hint = (f"the store at {location.root} is open in another process: stop it first "
             f"(`rocketstore clean --dry-run` works beside it)")
     with quiet_store_warnings(), open_store(location.root, config, read_only=dry_run,
-                                            locked_hint=hint) as store:
+                                            locked_hint=hint,
+                                            disk_used_percent=disk_usage) as store:
         report = store.clean_files(dry_run=dry_run).as_dict()
     if as_json:
         echo_json(report)

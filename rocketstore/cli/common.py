@@ -191,9 +191,14 @@ def existing_store(path: Path, hash_slots: int | None = None, index_num: int | N
 @contextmanager
 def open_store(root: Path, config: StoreConfig, *, read_only: bool,
                progress: Callable[[int, int], None] | None = None,
-               locked_hint: str | None = None) -> Iterator[MessageStore]:
+               locked_hint: str | None = None,
+               disk_used_percent: float | None = None) -> Iterator[MessageStore]:
+    """MessageStore.open with the CLI's errors. disk_used_percent: retention takes the disk to
+    be that full instead of measuring it (--disk-usage)."""
+    probe = None if disk_used_percent is None else assumed_disk_usage(disk_used_percent)
     try:
-        store = MessageStore.open(root, config, read_only=read_only, progress=progress)
+        store = MessageStore.open(root, config, read_only=read_only, progress=progress,
+                                  disk_probe=probe)
     except StoreLockedError as exc:
         raise fail(locked_hint or f"{exc}", exc) from None
     except CorruptRecordError as exc:
@@ -202,6 +207,25 @@ def open_store(root: Path, config: StoreConfig, *, read_only: bool,
         raise fail(f"cannot open the store at {root}: {describe_error(exc)}", exc) from None
     with store:
         yield store
+
+
+def assumed_disk_usage(percent: float) -> Callable[[str], float]:
+    """A disk-usage probe that answers percent for every path."""
+    ratio = percent / 100.0
+
+    def probe(path: str) -> float:
+        return ratio
+    return probe
+
+
+def disk_usage_option(command: Callable[..., Any]) -> Callable[..., Any]:
+    """--disk-usage PERCENT: plan retention as if the disk were that full."""
+    return click.option(
+        "--disk-usage", "disk_usage", type=click.FloatRange(0, 100), default=None,
+        metavar="PERCENT",
+        help="Take the disk to be PERCENT used instead of measuring it, to see what "
+             "retention does at that usage (over 75% expired files go at any hour, over "
+             "85% the oldest go before they expire).")(command)
 
 
 def verbose() -> bool:

@@ -33,6 +33,7 @@ from rocketstore.cli.common import (
     damage_lines,
     damage_summary,
     describe_error,
+    disk_usage_option,
     echo_json,
     existing_store,
     fail,
@@ -197,7 +198,7 @@ def _clip(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
-def _print_stat(st: dict[str, Any]) -> None:
+def _print_stat(st: dict[str, Any], disk_assumed: bool = False) -> None:
     echo = click.echo
     cl, cq, ix = st["commitLog"], st["consumeQueue"], st["index"]
     echo(f"store          {st['store']}")
@@ -219,7 +220,7 @@ def _print_stat(st: dict[str, Any]) -> None:
          f"hash slots, {ix['indexNum']:,} items each); last update "
          f"{_when(ix['lastUpdateTimestamp'])} at offset {ix['lastUpdatePhyOffset']:,}")
     echo(f"dispatch lag   {st['dispatchBehindBytes']:,} bytes")
-    _print_retention(st["retention"])
+    _print_retention(st["retention"], disk_assumed)
     for line in damage_lines(st["damage"]):
         echo(line)
     ck = st["checkpoint"]
@@ -240,12 +241,18 @@ def _print_stat(st: dict[str, Any]) -> None:
                                                   zip(r[1:], widths[1:], strict=True)]))
 
 
-def _print_retention(rt: dict[str, Any]) -> None:
+def _print_retention(rt: dict[str, Any], assumed: bool = False) -> None:
     echo = click.echo
     disk = rt.get("disk")
     used = rt["usedRatio"]
     usage = f"{used:.1%} used" if used >= 0 else "usage unknown"
-    if disk:
+    if assumed:
+        usage += " (taken from --disk-usage"
+        if disk:
+            usage += (f"; measured: {size_text(disk['used'])} of {size_text(disk['total'])}, "
+                      f"{size_text(disk['free'])} free")
+        usage += ")"
+    elif disk:
         usage += (f" ({size_text(disk['used'])} of {size_text(disk['total'])}, "
                   f"{size_text(disk['free'])} free)")
     state = ("FULL: puts refused" if rt["diskFull"] else
@@ -274,8 +281,10 @@ def _print_retention(rt: dict[str, Any]) -> None:
 @click.command()
 @click.argument("path", type=click.Path(path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="One JSON document instead of a table.")
+@disk_usage_option
 @index_options
-def stat(path: Path, as_json: bool, hash_slots: int | None, index_num: int | None) -> None:
+def stat(path: Path, as_json: bool, disk_usage: float | None, hash_slots: int | None,
+         index_num: int | None) -> None:
     """Summarise the store at PATH: topics and queues (min/max offsets, message counts), the
     CommitLog's offsets, dispatch lag, disk usage, the retention watermarks and what a
     cleanup run now would delete, file counts and sizes per kind, the checkpoint, and
@@ -286,12 +295,13 @@ def stat(path: Path, as_json: bool, hash_slots: int | None, index_num: int | Non
     every record and index entry).
     """
     location, config = existing_store(path, hash_slots, index_num)
-    with quiet_store_warnings(), open_store(location.root, config, read_only=True) as store:
+    with quiet_store_warnings(), open_store(location.root, config, read_only=True,
+                                            disk_used_percent=disk_usage) as store:
         st = store.describe()
     if as_json:
         echo_json(st)
     else:
-        _print_stat(st)
+        _print_stat(st, disk_assumed=disk_usage is not None)
     if st["damage"]["damaged"]:
         raise fail(damage_summary(st["damage"]))
 

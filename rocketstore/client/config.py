@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 from typing import IO, Any, TypeVar
 
-from rocketstore.config import parse_properties
+from rocketstore.config import is_ascii_int, parse_properties
 
 C = TypeVar("C", bound="ClientConfig")
 
@@ -86,7 +86,7 @@ def parse_namesrv_addr(text: str | None) -> list[str]:
     addresses = [part.strip() for part in re.split(r"[;,]", text) if part.strip()]
     for address in addresses:
         host, sep, port = address.rpartition(":")
-        if not sep or not host or not port.isdigit() or not 0 < int(port) <= 65535:
+        if not sep or not host or not is_ascii_int(port) or not 0 < int(port) <= 65535:
             raise ValueError(f"namesrv_addr: {address!r} is not host:port")
     return addresses
 

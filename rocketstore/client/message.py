@@ -20,6 +20,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from rocketstore.config import is_ascii_int
+
 #: RocketMQ's Validators: topic names.
 MAX_TOPIC_LENGTH = 127
 _TOPIC_RE = re.compile(r"[%|a-zA-Z0-9_-]{1,127}")
@@ -240,7 +242,7 @@ class Message:
     @property
     def delay_time_level(self) -> int:
         text = self.properties.get(MessageConst.DELAY_TIME_LEVEL)
-        return int(text) if text and text.isdigit() else 0
+        return int(text) if text and is_ascii_int(text) else 0
 
     @delay_time_level.setter
     def delay_time_level(self, level: int) -> None:

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from rocketstore.client.message import MessageQueue
+from rocketstore.config import is_ascii_int
 from rocketstore.remoting.protocol import MASTER_ID, PERM_READ, PERM_WRITE, TopicRouteData
 
 
@@ -54,7 +55,7 @@ def publish_info_from_route(topic: str, route: TopicRouteData) -> TopicPublishIn
     if route.order_topic_conf:
         for item in route.order_topic_conf.split(";"):
             broker_name, _, count = item.partition(":")
-            if broker_name and count.isdigit():
+            if broker_name and is_ascii_int(count):
                 info.message_queues.extend(MessageQueue(topic, broker_name, i) for i in range(int(count)))
         info.order_topic = True
         return info

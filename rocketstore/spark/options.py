@@ -32,6 +32,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from rocketstore.config import is_ascii_int
 from rocketstore.message import queue_key
 
 DEFAULT_PARTITION_BYTES = 256 << 20
@@ -72,7 +73,7 @@ def parse_queue_key(key: str, option: str = "offsets") -> tuple[str, int]:
     if not isinstance(key, str) or ":" not in key:
         raise OptionError(f"option {option!r}: key {key!r} is not 'topic:queueId'")
     topic, _, qid = key.rpartition(":")
-    if not topic or not qid.isdigit():
+    if not topic or not is_ascii_int(qid):
         raise OptionError(f"option {option!r}: key {key!r} is not 'topic:queueId' "
                           "(queueId a non-negative integer)")
     return topic, int(qid)

@@ -241,7 +241,7 @@ def _read_serial(store: HasCommitLog, files: list[MappedFile], pos: int, end: in
     commit_log = store.commit_log
     first = pos         # the caller's start: no record there is their error, not damage
     while pos < end:
-        damaged = commit_log.damage.covering(pos) if commit_log.damage else None
+        damaged = commit_log.damage.covering(pos) if commit_log.damage.ranges else None
         if damaged is not None:
             log.error("read_range skips damaged CommitLog range %s", damaged)
             pos = damaged.end
@@ -252,7 +252,7 @@ def _read_serial(store: HasCommitLog, files: list[MappedFile], pos: int, end: in
         base = mf.file_from_offset
         rel = pos - base
         rel_end = min(end - base, mf.file_size)
-        ahead = commit_log.damage.overlapping(pos, base + rel_end) if commit_log.damage else []
+        ahead = commit_log.damage.overlapping(pos, base + rel_end) if commit_log.damage.ranges else []
         chunk_end = min(rel_end, rel + batch_bytes,
                         *(r.start - base for r in ahead[:1]))
         res = decode_region(mf, rel, chunk_end, base_offset=base, include_body=include_body,

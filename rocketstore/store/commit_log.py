@@ -5,6 +5,7 @@ record in place. Readers go lock-free through positions published after the byte
 """
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import struct
@@ -46,6 +47,23 @@ log = logging.getLogger("rocketstore.store")
 BLANK_MAGIC = 0xCBD43194
 
 
+#: the errnos that mean the file system has no room for what is asked (a full disk, a quota)
+NO_ROOM_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+
+def os_errno(exc: BaseException) -> int | None:
+    """The errno of exc or of the first exception in its chain that has one (a file made on
+    the allocation thread fails there; the put sees an error raised from it)."""
+    seen: BaseException | None = exc
+    for _ in range(8):
+        if seen is None:
+            return None
+        if isinstance(seen, OSError) and seen.errno is not None:
+            return int(seen.errno)
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
 @dataclass
 class LogScan:
     """What a walk over the CommitLog found: where its valid data ends (after the last valid
@@ -69,6 +87,12 @@ def _readable_end(mf: MappedFile) -> int:
     """Where a walk of mf ends: its read position, or its first hole before that (nothing
     is written past the blocks a file has; reading a hole on tmpfs would take space)."""
     return max(0, min(mf.read_position, mf.allocated_position))
+
+
+def _commit_pending(mf: MappedFile) -> bool:
+    """Whether mf holds appended bytes that readers may not see yet (a write buffer not yet
+    committed): the readable log ends there for now, even when a newer file exists."""
+    return mf.wrote_position > mf.read_position
 
 
 def _fills_segment(mf: MappedFile, pos: int, segment: int) -> bool:
@@ -367,9 +391,15 @@ class CommitLog:
             self.put_path.file = self.queue.last_file_for_append(0)
             self.roll_error = None
         except OSError as exc:
+            code = os_errno(exc)
+            if code in NO_ROOM_ERRNOS:      # as the writer says when a file cannot grow
+                reason = (f"no room on disk for CommitLog file {self.queue.next_file_path()}: "
+                          f"{os.strerror(code)}")
+            else:
+                reason = f"creating the next CommitLog file failed: {exc}"
             if self.roll_error is None:     # once per outage: every put would say it
-                log.error("creating the next CommitLog file failed: %s", exc)
-            self.roll_error = f"creating the next CommitLog file failed: {exc}"
+                log.error("%s: puts fail with CREATE_MAPPED_FILE_FAILED until it works", reason)
+            self.roll_error = reason
             self.put_path.file = None
         return self.put_path.file
 
@@ -392,18 +422,26 @@ class CommitLog:
         return view if view is not None and len(view) == size else None
 
     def look_message_by_offset(self, offset: int, size: int | None = None) -> MessageExt | None:
-        """The message whose record starts at offset (None past the end, in a damaged range,
-        or when size is given and the record there is not that long). Raises
-        CorruptRecordError when the bytes there are not a valid record."""
+        """The message whose record starts at offset (None past the end, below the minimum
+        offset (deleted, or in a file being deleted), in a damaged range, or when size is
+        given and the record there is not that long). Raises CorruptRecordError when the
+        bytes there are not a valid record."""
+        if offset < self.min_offset():
+            return None
         mf = self.queue.find_by_offset(offset)
         if mf is None:
             return None
         pos = offset - mf.file_from_offset
         if pos >= mf.read_position or (size is not None and pos + size > mf.read_position):
             return None
-        if self.damage and self.damage.covering(offset) is not None:
+        if self.damage.ranges and self.damage.covering(offset) is not None:
             return None
-        msg = record.decode_at(mf, pos)
+        try:
+            msg = record.decode_at(mf, pos)
+        except ValueError:
+            if mf.is_available:
+                raise
+            return None         # deleted by retention meanwhile
         return None if size is not None and msg.store_size != size else msg
 
     def record_at(self, offset: int) -> tuple[str, int, str | None]:
@@ -461,7 +499,7 @@ class CommitLog:
         segment = self.queue.mapped_file_size
         first = offset     # the caller's start: no record there is their error, not damage
         while offset < self.max_offset():
-            damaged = self.damage.covering(offset) if self.damage else None
+            damaged = self.damage.covering(offset) if self.damage.ranges else None
             mf = None if damaged is not None else self.queue.find_by_offset(offset)
             if damaged is None and mf is None:
                 low = self.min_offset()
@@ -477,7 +515,7 @@ class CommitLog:
             base = mf.file_from_offset
             pos = offset - base
             end = _readable_end(mf)
-            ahead = self.damage.overlapping(offset, base + end) if self.damage else []
+            ahead = self.damage.overlapping(offset, base + end) if self.damage.ranges else []
             if ahead:
                 end = ahead[0].start - base
             try:
@@ -501,7 +539,7 @@ class CommitLog:
                     offset = ahead[0].start
                 elif _readable_end(mf) > end:   # a writer appended meanwhile: go on
                     offset = stop
-                elif mf is self.queue.files[-1]:
+                elif mf is self.queue.files[-1] or _commit_pending(mf):
                     return
                 elif end < segment:     # a file cut short (or with a hole): the rest
                     damaged = self.damage.add(stop, base + segment, "segment file cut short") \
@@ -531,7 +569,7 @@ class CommitLog:
             stop = self.max_offset() if end is None else min(end, self.max_offset())
             if offset >= stop:
                 return
-            damaged = self.damage.covering(offset) if self.damage else None
+            damaged = self.damage.covering(offset) if self.damage.ranges else None
             if damaged is not None:
                 offset = max(damaged.end, offset + 1)
                 continue
@@ -545,7 +583,7 @@ class CommitLog:
                 continue
             base = mf.file_from_offset
             limit = _readable_end(mf)
-            ahead = self.damage.overlapping(offset, base + limit) if self.damage else []
+            ahead = self.damage.overlapping(offset, base + limit) if self.damage.ranges else []
             if ahead:
                 limit = ahead[0].start - base
             try:
@@ -574,7 +612,7 @@ class CommitLog:
                     offset = ahead[0].start
                 elif _readable_end(mf) > limit:     # a writer appended meanwhile: go on
                     offset = at
-                elif mf is self.queue.files[-1]:
+                elif mf is self.queue.files[-1] or _commit_pending(mf):
                     return
                 else:
                     offset = base + segment
@@ -605,7 +643,7 @@ class CommitLog:
         end = min(end, self.max_offset())
         segment = self.queue.mapped_file_size
         while offset < end:
-            damaged = self.damage.covering(offset) if self.damage else None
+            damaged = self.damage.covering(offset) if self.damage.ranges else None
             if damaged is not None:
                 offset = damaged.end
                 continue

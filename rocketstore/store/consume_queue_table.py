@@ -12,6 +12,7 @@ from rocketstore._native.consume_queue import group_records, write_grouped_units
 from rocketstore._native.dispatch import DispatchBatch
 from rocketstore._native.message import validate_topic
 from rocketstore._native.topic_queue_table import MAX_QUEUE_ID
+from rocketstore.config import is_ascii_int
 from rocketstore.store.consume_queue import ConsumeQueue
 from rocketstore.store.layout import CONSUME_QUEUE_DIR
 
@@ -46,7 +47,7 @@ class ConsumeQueueTable:
                 self._problem(f"ignoring {topic_dir}: not a topic ({exc})")
                 continue
             for name in sorted(os.listdir(topic_dir)):
-                if not name.isdigit() or int(name) > MAX_QUEUE_ID:
+                if not is_ascii_int(name) or int(name) > MAX_QUEUE_ID:
                     self._problem(f"ignoring {os.path.join(topic_dir, name)}: not a queue id")
                     continue
                 cq = self._new_queue(topic, int(name))

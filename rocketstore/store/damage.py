@@ -50,7 +50,8 @@ class CommitLogDamage:
 
     def __init__(self, ranges: Iterable[DamagedRange] = ()) -> None:
         self._lock = threading.Lock()
-        self._ranges: tuple[DamagedRange, ...] = ()
+        #: the ranges, sorted (a plain attribute: hot paths test it for emptiness)
+        self.ranges: tuple[DamagedRange, ...] = ()
         self._starts: tuple[int, ...] = ()
         #: called with each range added (the store persists and reports them)
         self.on_change: Any = None
@@ -58,24 +59,20 @@ class CommitLogDamage:
             self.add(r.start, r.end, r.reason, notify=False)
 
     def __bool__(self) -> bool:
-        return bool(self._ranges)
+        return bool(self.ranges)
 
     def __len__(self) -> int:
-        return len(self._ranges)
+        return len(self.ranges)
 
     def __iter__(self):
-        return iter(self._ranges)
-
-    @property
-    def ranges(self) -> tuple[DamagedRange, ...]:
-        return self._ranges
+        return iter(self.ranges)
 
     def total_bytes(self) -> int:
-        return sum(r.size for r in self._ranges)
+        return sum(r.size for r in self.ranges)
 
     def covering(self, offset: int) -> DamagedRange | None:
         """The range that holds offset, or None."""
-        ranges = self._ranges
+        ranges = self.ranges
         if not ranges:
             return None
         i = bisect.bisect_right(self._starts, offset) - 1
@@ -85,7 +82,7 @@ class CommitLogDamage:
 
     def overlapping(self, start: int, end: int) -> list[DamagedRange]:
         """The ranges that share a byte with [start, end)."""
-        ranges = self._ranges
+        ranges = self.ranges
         if not ranges or end <= start:
             return []
         i = max(0, bisect.bisect_right(self._starts, start) - 1)
@@ -113,7 +110,7 @@ class CommitLogDamage:
                 return None
             merged_start, merged_end, reasons = start, end, [reason]
             keep = []
-            for r in self._ranges:
+            for r in self.ranges:
                 if r.end < merged_start or r.start > merged_end:
                     keep.append(r)
                 else:
@@ -132,7 +129,7 @@ class CommitLogDamage:
         """Forget the ranges within [start, end) and add `ranges` (a scan of that part of the
         log found them again): ranges a scan no longer sees (bytes since repaired) go."""
         with self._lock:
-            keep = [r for r in self._ranges if r.end <= start or r.start >= end]
+            keep = [r for r in self.ranges if r.end <= start or r.start >= end]
             self._publish(keep)
         for r in ranges:
             self.add(r.start, r.end, r.reason, notify=False)
@@ -141,7 +138,7 @@ class CommitLogDamage:
         """Forget what lies at or after offset (the log's end moved there)."""
         with self._lock:
             keep = []
-            for r in self._ranges:
+            for r in self.ranges:
                 if r.start >= offset:
                     continue
                 keep.append(r if r.end <= offset else DamagedRange(r.start, offset, r.reason))
@@ -150,10 +147,10 @@ class CommitLogDamage:
     def drop_before(self, offset: int) -> None:
         """Forget what lies before offset (retention deleted those files)."""
         with self._lock:
-            self._publish([r for r in self._ranges if r.end > offset])
+            self._publish([r for r in self.ranges if r.end > offset])
 
     def _publish(self, ranges: list[DamagedRange]) -> None:
-        self._ranges = tuple(ranges)
+        self.ranges = tuple(ranges)
         self._starts = tuple(r.start for r in ranges)
 
 

@@ -146,6 +146,7 @@ def get_message(config: StoreConfig, commit_log: CommitLog, queues: ConsumeQueue
                 msg = _repair_unit(commit_log, cq, qoff, phy, size, result)
                 if msg is None:
                     continue
+                size = msg.store_size
                 if not sub.matches_code(msg.tags_code):
                     continue
             if not sub.matches_tag(msg.tags):
@@ -153,7 +154,7 @@ def get_message(config: StoreConfig, commit_log: CommitLog, queues: ConsumeQueue
                     result.status = GetMessageStatus.NO_MATCHED_MESSAGE
                 continue
             messages.append(msg)
-            buffer_total += msg.store_size
+            buffer_total += size
             result.status = GetMessageStatus.FOUND
             next_phy_file_start = -1
         if done:

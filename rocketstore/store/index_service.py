@@ -496,8 +496,9 @@ class IndexService:
         wbegin = max(begin - (TIME_GRANULARITY_MS - 1), -(2**63))
         key_hash = index_key_hash(f"{topic}#{key}")
         seen: set[int] = set()
+        checked = self._checked
         for f in reversed(self._files):
-            if not self._passes_check(f):
+            if id(f) not in checked and not self._passes_check(f):
                 continue
             if f.is_time_matched(wbegin, end):
                 item = -1

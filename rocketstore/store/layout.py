@@ -13,6 +13,8 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from rocketstore.config import is_ascii_int
+
 SEGMENT_NAME_DIGITS = 20
 CONSUME_QUEUE_UNIT_SIZE = 20
 INDEX_HEADER_SIZE = 40
@@ -49,11 +51,11 @@ def segment_name(offset: int) -> str:
 
 
 def is_segment_name(name: str) -> bool:
-    return len(name) == SEGMENT_NAME_DIGITS and name.isdigit()
+    return len(name) == SEGMENT_NAME_DIGITS and is_ascii_int(name)
 
 
 def is_index_file_name(name: str) -> bool:
-    return name.isdigit()
+    return is_ascii_int(name)
 
 
 def index_file_size(hash_slots: int, items: int) -> int:

@@ -240,6 +240,17 @@ class MappedFileQueue:
         return mf.view(pos, limit - pos if max_bytes is None else min(max_bytes, limit - pos))
 
     # ---- growth ----------------------------------------------------------------------------
+    def _next_file_offset(self, last: MappedFile | None, start_offset: int) -> int:
+        if last is None:
+            return start_offset - start_offset % self.mapped_file_size
+        return int(last.file_from_offset + self.mapped_file_size)
+
+    def next_file_path(self, start_offset: int = 0) -> str:
+        """The path of the file last_file_for_append would create next."""
+        files = self._files
+        return os.path.join(self.store_path, segment_name(
+            self._next_file_offset(files[-1] if files else None, start_offset)))
+
     def last_file_for_append(self, start_offset: int = 0) -> MappedFile:
         """The file to append to, creating the next one when the last is full (or none)."""
         files = self._files
@@ -248,10 +259,7 @@ class MappedFileQueue:
             return last
         if self.read_only:
             raise PermissionError(f"{self.store_path} is opened read-only")
-        if last is None:
-            create_offset = start_offset - start_offset % self.mapped_file_size
-        else:
-            create_offset = last.file_from_offset + self.mapped_file_size
+        create_offset = self._next_file_offset(last, start_offset)
         path = os.path.join(self.store_path, segment_name(create_offset))
         next_path = os.path.join(self.store_path,
                                  segment_name(create_offset + self.mapped_file_size))

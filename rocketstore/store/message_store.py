@@ -307,14 +307,21 @@ class MessageStore(ColumnarReads):
         table: dict[str, dict[str, int]] = {}
         for cq in self.consume_queues.all():
             table.setdefault(cq.topic, {})[str(cq.queue_id)] = cq.max_offset
-        os.makedirs(os.path.dirname(self._queue_offsets_path), exist_ok=True)
         tmp = self._queue_offsets_path + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump({"queueOffsets": table,
-                       "commitLogEnd": self.commit_log.max_offset()}, f, sort_keys=True)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self._queue_offsets_path)
+        try:
+            os.makedirs(os.path.dirname(self._queue_offsets_path), exist_ok=True)
+            with open(tmp, "w", encoding="utf-8") as f:
+                json.dump({"queueOffsets": table,
+                           "commitLogEnd": self.commit_log.max_offset()}, f, sort_keys=True)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self._queue_offsets_path)
+        except OSError as exc:      # a full disk: the next open checks the queues itself
+            log.warning("could not write %s: %s", self._queue_offsets_path, exc)
+            try:
+                os.remove(tmp)
+            except OSError:
+                pass
 
     def _index_file_full(self, end_timestamp: int) -> None:
         # full files are flushed on their own threads: keep the newest time, whatever order
@@ -615,7 +622,14 @@ class MessageStore(ColumnarReads):
             raise ValueError(f"begin {begin} is after end {end}")
         found: dict[int, MessageExt] = {}
 
+        damage = self.commit_log.damage
+
         def verify(phy: int) -> bool:
+            damaged = damage.covering(phy) if damage.ranges else None
+            if damaged is not None:
+                log.error("query_message %s#%s skips CommitLog offset %d: in the damaged "
+                          "range %s", topic, key, phy, damaged)
+                return False
             try:
                 msg = self.commit_log.look_message_by_offset(phy)
             except (record.CorruptRecordError, ValueError):
@@ -628,7 +642,7 @@ class MessageStore(ColumnarReads):
             return True
 
         offsets = self.index_service.query(topic, key, max_num, begin, end, verify)
-        for hole in list(self.index_service.holes):
+        for hole in self.index_service.holes[:] if self.index_service.holes else ():
             # a damaged IndexFile's range: the CommitLog answers
             if len(offsets) >= max_num:
                 break
@@ -645,6 +659,11 @@ class MessageStore(ColumnarReads):
         """The message of an offsetMsgId (store host + CommitLog offset)."""
         _host, offset = hosts.parse_msg_id(msg_id)
         if offset < self.commit_log.min_offset() or offset >= self.commit_log.max_offset():
+            return None
+        damaged = self.commit_log.damage.covering(offset)
+        if damaged is not None:
+            log.error("view_message %s: CommitLog offset %d is in the damaged range %s",
+                      msg_id, offset, damaged)
             return None
         try:
             return self.commit_log.look_message_by_offset(offset)

@@ -4,6 +4,8 @@ from __future__ import annotations
 import fcntl
 import os
 
+from rocketstore.config import is_ascii_int
+
 
 class StoreLockedError(RuntimeError):
     """Another process (or another MessageStore here) has the store open for writing."""
@@ -56,5 +58,5 @@ def lock_holder(path: str) -> tuple[bool | None, int | None]:
         # "1: FLOCK  ADVISORY  WRITE 3708 fe:00:2146418 0 EOF" ("1: -> FLOCK ..." waits)
         fields = line.split()
         if len(fields) >= 6 and fields[1] == "FLOCK" and fields[5] == wanted:
-            return True, int(fields[4]) if fields[4].isdigit() else None
+            return True, int(fields[4]) if is_ascii_int(fields[4]) else None
     return False, None

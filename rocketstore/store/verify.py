@@ -21,7 +21,7 @@ import numpy as np
 
 from rocketstore._native import dispatch
 from rocketstore._native.index_file import IndexFile, IndexFileCorruptError, record_index_key_hashes
-from rocketstore.config import StoreConfig
+from rocketstore.config import StoreConfig, is_ascii_int
 from rocketstore.store.consume_queue import BLANK_UNIT_SIZE, UNIT_DTYPE, ConsumeQueue
 from rocketstore.store.damage import DamagedRange
 from rocketstore.store.layout import INDEX_HEADER_SIZE, INDEX_SLOT_SIZE
@@ -257,7 +257,7 @@ def _check_index(store: MessageStore, starts: np.ndarray, report: VerifyReport) 
     for path in sorted(os.listdir(store.index_service.store_path)
                        if os.path.isdir(store.index_service.store_path) else []):
         full = os.path.join(store.index_service.store_path, path)
-        if not path.isdigit() or not os.path.isfile(full):
+        if not is_ascii_int(path) or not os.path.isfile(full):
             continue
         report.index_files += 1
         try:

@@ -709,3 +709,29 @@ def test_stream_reader_offsets_without_spark(multi_store):
         {"path": str(root), "topics": "audit",
          "startingOffsets": '{"audit:0": 7}'})).initialOffset()
     assert given == {"audit:0": 7}
+
+
+def test_reads_start_at_the_min_offset_after_retention(spark, tmp_path):
+    """Once retention deleted the oldest segments, a batch read covers exactly what is left
+    (from the minimum CommitLog offset) and a stream starting 'earliest' starts each queue at
+    its new minimum offset."""
+    root = tmp_path / "retained"
+    config = _config(root, file_reserved_time=0, commit_log_prefault_ahead=0)
+    with MessageStore.open(root, config) as store:
+        for i in range(300):
+            store.put_message(Message("orders", b"b" * 600, keys=[f"k{i}"]), i % 3)
+        assert store.wait_dispatched()
+        store.clean_files()
+        min_phy = store.get_min_phy_offset()
+        mins = {f"orders:{q}": store.get_min_offset_in_queue("orders", q) for q in range(3)}
+        left = sorted(m.commitlog_offset for m in store.scan())
+    assert min_phy > 0 and all(v > 0 for v in mins.values()) and left[0] >= min_phy
+    got = _rows(_read(spark, root, partitionBytes=20_000).toArrow())
+    assert sorted(r["commitlog_offset"] for r in got) == left
+    reader = RocketstoreStreamReader(StreamOptions.parse({"path": str(root)}))
+    start = reader.initialOffset()
+    assert start == mins
+    end = reader.latestOffset(start, reader.getDefaultReadLimit())
+    rows = [r for p in reader.partitions(start, end) for b in reader.read(p)
+            for r in _rows(pa.Table.from_batches([b]))]
+    assert sorted(r["commitlog_offset"] for r in rows) == left

@@ -148,12 +148,21 @@ def allocation(mount: str, flush: str, segment: int) -> dict[str, Any]:
                                    0)
         out["batch"] = [batch.status.name, batch.stored, batch.reason]
         out["while_full"] = dict(p.statuses)
-        out["reasons"] = sorted(p.reasons)
+        last = store.commit_log.queue.last_file()
+        out["last_segment"] = [last.file_from_offset, last.is_full, last.file_size]
+        no_room = "no room on disk for CommitLog file "
+        out["full_segments"] = sorted({os.path.basename(r[len(no_room):]) for r in p.reasons
+                                       if r.startswith(no_room)})
+        out["reasons"] = sorted({no_room.strip() if r.startswith(no_room) else r
+                                 for r in p.reasons})
         os.remove(os.path.join(mount, "ballast"))
         ok_before = p.statuses["PUT_OK"]
         p.until(lambda r: False, limit=100)
         out["after_free_ok"] = p.statuses["PUT_OK"] - ok_before
         out["dispatched"] = store.wait_dispatched(30)
+        fill(os.path.join(mount, "ballast"))     # and the shutdown meets a full disk
+    os.remove(os.path.join(mount, "ballast"))
+    out["clean_shutdown"] = not os.path.exists(os.path.join(root, "abort"))
     out["readback"] = check_readable(root, config, p.acked)
     out["acked"] = len(p.acked)
     return out

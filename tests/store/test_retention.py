@@ -310,6 +310,8 @@ def test_a_held_segment_waits_for_its_reader_or_is_forced(env) -> None:
     assert not first.is_available          # no new holders
     assert bytes(view[:64]) == data        # the reader still reads its bytes
     assert store.get_min_phy_offset() == int(names[1])      # readers are sent past it
+    assert store.look_message_by_offset(0) is None
+    assert list(store.scan())[0].commitlog_offset == int(names[1])
     view.release()                          # the reader lets go: the next run deletes
     report = cycle(store)
     assert report.deleted[0].path == first.file_name
@@ -482,6 +484,9 @@ def test_sigkill_during_deletion_loses_nothing_unexpired(tmp_path: Path) -> None
             min_phy = store.get_min_phy_offset()
             kept = {seq: a for seq, a in acked.items() if a[2] >= min_phy}
             assert kept, f"round {round_no}: nothing left to check"
+            # the segment being written is never deleted: the newest acknowledged one stays
+            newest = max(a[2] for a in acked.values())
+            assert newest >= min_phy, (round_no, newest, min_phy)
             for seq, (qid, qoff, phy) in kept.items():
                 msg = store.look_message_by_offset(phy)
                 assert msg is not None and bytes(msg.body) == child.body(seq), (round_no, seq)
@@ -494,3 +499,13 @@ def test_sigkill_during_deletion_loses_nothing_unexpired(tmp_path: Path) -> None
             for seq in [s for s, a in acked.items() if a[2] < min_phy]:
                 del acked[seq]          # expired and deleted by retention
     assert len(killed_after) == 30
+
+
+def test_disk_usage_is_what_df_shows(tmp_path: Path) -> None:
+    from rocketstore.store.services.clean import disk_used_ratio
+
+    st = os.statvfs(tmp_path)
+    used = st.f_blocks - st.f_bfree
+    assert disk_used_ratio(str(tmp_path / "not" / "there")) == pytest.approx(
+        used / (used + st.f_bavail), abs=0.01)
+    assert 0.0 <= disk_used_ratio(str(tmp_path)) <= 1.0

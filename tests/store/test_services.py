@@ -94,6 +94,47 @@ def test_wait_dispatched_waits_for_the_commit(tmp_path):
             f"dispatched ({res.status.name})")
 
 
+def test_uncommitted_bytes_of_an_older_file_are_not_damage(tmp_path, monkeypatch):
+    """Regression: with the transient store pool, a writer that rolled to a new file before
+    the commit service committed the old one left the old file's read position short of its
+    segment; scan() took that for a file cut short and recorded it as damage (every later
+    read skipped those records), and batches() skipped them without a word. The commit
+    service is held back here to keep that moment still."""
+    root = tmp_path / "store"
+    store = open_store(root, transient_store_pool_enable=True, transient_store_pool_size=4,
+                       commit_commit_log_least_pages=0)
+    service = store.commit_log.commit_service
+    try:
+        fill(store, "uc", 10)
+        assert store.wait_dispatched(5.0)
+        committed = store.get_max_phy_offset()
+        monkeypatch.setattr(service, "commit", lambda thorough=False: None)
+        rs = []
+        for i in range(500):                # until the writer rolls into a second file
+            msg, qid, _ = message("uc2", i)
+            rs.append(store.put_message(msg, qid))
+            assert rs[-1].status == PutMessageStatus.PUT_OK
+            if len(store.commit_log.queue.files) == 2:
+                break
+        first = store.commit_log.queue.files[0]
+        assert len(store.commit_log.queue.files) == 2
+        assert first.read_position == committed < first.wrote_position
+        seen = [m.commitlog_offset for m in store.scan()]
+        assert seen and max(seen) < committed
+        assert store.damaged_ranges == []
+        ends = [int(b.phy_offsets[-1]) for b in store.commit_log.batches(0)]
+        assert ends and max(ends) < committed
+        assert store.damaged_ranges == []
+    finally:
+        monkeypatch.undo()
+        store.shutdown()
+    # the shutdown commits everything: every record readable, nothing marked damaged
+    with open_store(root) as store:
+        assert store.damaged_ranges == []
+        offsets = [m.commitlog_offset for m in store.scan()]
+        assert offsets[-len(rs):] == [r.commitlog_offset for r in rs]
+
+
 @pytest.mark.parametrize("pool", [True, False], ids=["pool", "no-pool"])
 def test_concurrent_readers_never_see_garbage(tmp_path, pool):
     """Readers racing a writer (and the commit service) see whole, valid records only."""

@@ -29,6 +29,7 @@ from rocketstore.broker.config import PERM_READ, PERM_WRITE
 from rocketstore.broker.rebalance_lock import MessageQueueKey, RebalanceLockManager
 from rocketstore.broker.subscription_group import SubscriptionGroupManager
 from rocketstore.broker.topic_config import TopicConfigManager, retry_topic
+from rocketstore.config import is_ascii_int
 from rocketstore.remoting import (
     RemotingCommand,
     RemotingConnection,
@@ -68,7 +69,7 @@ def _message_queues(items: Any) -> list[MessageQueueKey]:
         if not isinstance(item, dict) or not isinstance(item.get("topic"), str):
             raise BodyError(f"mqSet entries must be message queues, got {item!r:.80}")
         queue_id = item.get("queueId")
-        if isinstance(queue_id, str) and queue_id.isdigit():
+        if isinstance(queue_id, str) and is_ascii_int(queue_id):
             queue_id = int(queue_id)
         if isinstance(queue_id, bool) or not isinstance(queue_id, int):
             raise BodyError(f"mqSet queueId must be an integer, got {queue_id!r:.40}")

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from rocketstore._native.mapped_file import MappedFile
-from rocketstore.config import StoreConfig
+from rocketstore.config import StoreConfig, is_ascii_int
 from rocketstore.store.mapped_file_queue import MappedFileQueue, last_modified_ms
 from rocketstore.store.services.service_thread import ServiceThread
 
@@ -58,10 +58,12 @@ DiskUsageProbe = Callable[[str], float]
 
 
 def disk_used_ratio(path: str) -> float:
-    """UtilAll.getDiskPartitionSpaceUsedPercent: (size - free) / size of the file system
-    holding path (its nearest existing parent); -1 when it cannot be read. Free is what an
-    unprivileged writer can still use (statvfs f_bavail, as df counts it): blocks reserved
-    for root count as used, where Java's File.getFreeSpace counts them free."""
+    """UtilAll.getDiskPartitionSpaceUsedPercent, as df counts it: used / (used + available)
+    of the file system holding path (its nearest existing parent), where used is what is
+    allocated and available what an unprivileged writer can still have; -1 when it cannot
+    be read. It reaches 1.0 exactly when a write would fail with ENOSPC. (RocketMQ divides
+    by the whole size and counts the blocks reserved for root as free, so on a file system
+    with a large reservation its ratio never reaches its watermarks.)"""
     path = os.path.abspath(path)
     while not os.path.exists(path):
         parent = os.path.dirname(path)
@@ -72,9 +74,10 @@ def disk_used_ratio(path: str) -> float:
         st = os.statvfs(path)
     except OSError:
         return -1.0
-    if st.f_blocks <= 0:
+    used = st.f_blocks - st.f_bfree
+    if used + st.f_bavail <= 0:
         return -1.0
-    return (st.f_blocks - st.f_bavail) / st.f_blocks
+    return used / (used + st.f_bavail)
 
 
 def disk_space(path: str) -> dict[str, int] | None:
@@ -116,7 +119,7 @@ def local_hour(wall_ms: int) -> int:
 def is_it_time_to_do(when: str, wall_ms: int) -> bool:
     """UtilAll.isItTimeToDo: the local hour is one of when's ';'-separated hours."""
     hour = local_hour(wall_ms)
-    return any(int(h) == hour for h in when.split(";") if h.strip().isdigit())
+    return any(int(h) == hour for h in when.split(";") if is_ascii_int(h.strip()))
 
 
 @dataclass

@@ -226,7 +226,7 @@ class ReputMessageService(ServiceThread):
             if offset != self._native.offset:
                 self._native.set_offset(offset)
             return False
-        damaged = self.commit_log.damage.covering(offset) if self.commit_log.damage else None
+        damaged = self.commit_log.damage.covering(offset) if self.commit_log.damage.ranges else None
         mf = None if damaged is not None else self.commit_log.queue.find_by_offset(offset)
         if mf is None:      # a damaged range or a missing file: on past it
             damaged = damaged or self.commit_log.find_damage(offset)
