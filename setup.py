@@ -1,5 +1,6 @@
 """Build the Cython extensions (rocketstore/_native/*.pyx, the remoting codec in
-rocketstore/remoting/_*.pyx, the clients' record decoder rocketstore/client/_records.pyx) and
+rocketstore/remoting/_*.pyx, the clients' record decoder rocketstore/client/_records.pyx, the
+broker's native send path rocketstore/broker/_send_path.pyx) and
 the C helpers in src/.
 
 The helpers (src/*.c) are compiled once into a static library that every extension links;
@@ -74,7 +75,21 @@ def client(name: str) -> Extension:
     )
 
 
+def broker(name: str) -> Extension:
+    """The broker's native request paths: over the native layer and the remoting codec."""
+    return Extension(
+        f"rocketstore.broker.{name}",
+        [f"rocketstore/broker/{name}.pyx"],
+        include_dirs=["src", numpy.get_include()],
+        depends=C_DEPENDS,
+        define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
+        extra_compile_args=COMPILE_ARGS,
+        extra_link_args=COMPILE_ARGS if DEBUG else [],
+    )
+
+
 REMOTING_MODULES = ["_command", "_frames", "_headers", "_pump"]
+BROKER_MODULES = ["_send_path"]
 CLIENT_MODULES = ["_records"]
 MODULES = [os.path.splitext(os.path.basename(p))[0] for p in sorted(glob.glob("rocketstore/_native/*.pyx"))]
 
@@ -83,7 +98,7 @@ setup(
     cmdclass={"build_ext": BuildExtWithHelpers},
     ext_modules=cythonize(
         [native(m) for m in MODULES] + [remoting(m) for m in REMOTING_MODULES]
-        + [client(m) for m in CLIENT_MODULES],
+        + [client(m) for m in CLIENT_MODULES] + [broker(m) for m in BROKER_MODULES],
         compiler_directives={"language_level": "3", "embedsignature": True},
         include_path=["."],
     ),

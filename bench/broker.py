@@ -479,6 +479,153 @@ def measure_sends(args: argparse.Namespace, dirs: C.TempDirs, rows: list[Row]) -
             broker_row.note = "broker not in this checkout"
 
 
+# ---- (g): where a send's CPU goes, in process ----------------------------------------------
+
+
+class _Sink:
+    """A transport that only counts what is written to it."""
+
+    def __init__(self) -> None:
+        self.written = 0
+
+    def write(self, data: bytes) -> None:
+        self.written += len(data)
+
+
+class _Ctx:
+    """What a send processor reads of its connection."""
+
+    def __init__(self, now: float) -> None:
+        self.remote_address = "127.0.0.1:40000"
+        self.received_at = now
+        self.attributes: dict[str, Any] = {}
+
+
+def _per_op_ns(count: int, once: Callable[[], None], repeat: int,
+               setup: Callable[[], None] | None = None) -> float:
+    """The calling thread's CPU ns per op of once() (which does ``count`` ops), best of repeat;
+    setup() runs before each, untimed."""
+    best = float("inf")
+    for _ in range(repeat):
+        if setup is not None:
+            setup()
+        gc.collect()
+        gc.disable()
+        try:
+            t0 = time.thread_time_ns()
+            once()
+            best = min(best, time.thread_time_ns() - t0)
+        finally:
+            gc.enable()
+    return best / count
+
+
+async def _send_parts(args: argparse.Namespace, dirs: C.TempDirs, size: int) -> list[tuple[str, float]]:
+    import orjson
+
+    from rocketstore import Message
+    from rocketstore.broker import BrokerConfig, BrokerController
+    from rocketstore.config import StoreConfig
+    from rocketstore.remoting import FrameWriter
+
+    body = os.urandom(size)
+    count = args.parts_count
+    chunk = 64
+    block, frame_size = send_block(body, args.queues, count)
+    header_length = _LENGTH.unpack_from(block, 4)[0] & 0xFFFFFF
+    headers = [bytes(block[i * frame_size + 8: i * frame_size + 8 + header_length]) for i in range(count)]
+    reads = [block[i: i + chunk * frame_size] for i in range(0, len(block), chunk * frame_size)]
+    out: list[tuple[str, float]] = []
+
+    def echo_split() -> None:
+        echo = BareEchoProtocol()
+        echo.connection_made(_Sink())  # type: ignore[arg-type]
+        for data in reads:
+            echo.data_received(data)
+    out.append(("bare echo: split a read into frames and write them (the echo server's Python work)",
+                _per_op_ns(count, echo_split, args.repeat)))
+
+    def decode() -> None:
+        decoder = FrameDecoder()
+        for data in reads:
+            decoder.feed(data)
+    out.append(("FrameDecoder.feed: frame -> RemotingCommand (orjson parse of the header included)",
+                _per_op_ns(count, decode, args.repeat)))
+
+    def parse() -> None:
+        loads = orjson.loads
+        for header in headers:
+            loads(header)
+    out.append(("  of which orjson.loads of the JSON header alone", _per_op_ns(count, parse, args.repeat)))
+
+    root = dirs.new(f"send-parts-{size}")
+    # a run is descheduled on a busy machine: no send may count as waiting too long in the queue
+    config = BrokerConfig(listen_port=0, wait_time_mills_in_send_queue=3_600_000,
+                          store=StoreConfig(store_path_root_dir=os.path.join(root, "store")))
+    broker = BrokerController(config)
+    await broker.start()
+    try:
+        loop = asyncio.get_running_loop()
+        server = broker.server
+        native = server._processors.handlers[RequestCode.SEND_MESSAGE_V2]
+        python = broker.send_processor.send_message_v2
+        replies: list[Any] = []
+        requests: list[Any] = []
+
+        def decode_requests() -> None:
+            decoder = FrameDecoder()
+            requests[:] = [r for data in reads for r in decoder.feed(data)]
+            replies.clear()
+
+        def sends(handler: Callable[[Any, Any], Any]) -> Callable[[], None]:
+            def once() -> None:
+                ctx = _Ctx(loop.time())
+                for start in range(0, len(requests), chunk):
+                    ctx.received_at = loop.time()
+                    for request in requests[start:start + chunk]:
+                        replies.append(handler(ctx, request))
+            return once
+        for name, handler in (("broker SEND_MESSAGE_V2, native SendPath (checks, properties, Message, put, stats, reply)", native),
+                              ("broker SEND_MESSAGE_V2, Python processor (the same in Python)", python)):
+            ns = _per_op_ns(count, sends(handler), args.repeat, decode_requests)
+            bad = [r for r in replies if getattr(r, "code", None) != ResponseCode.SUCCESS]
+            if bad:
+                raise RuntimeError(f"{len(bad)} sends failed, e.g. {bad[0]!r}")
+            out.append((name, ns))
+        store = broker.store
+        messages = [Message(TOPIC, body, tags="TagA") for _ in range(count)]
+
+        def put() -> None:
+            append = store.append_message
+            for i, message in enumerate(messages):
+                append(message, i % args.queues)
+        out.append(("  of which the store's append_message (message built beforehand)",
+                    _per_op_ns(count, put, args.repeat)))
+        reply_list = list(replies)
+
+        def encode_replies() -> None:
+            writer = FrameWriter()
+            for start in range(0, len(reply_list), chunk):
+                for reply in reply_list[start:start + chunk]:
+                    writer.add(reply)
+                writer.take()
+        out.append(("FrameWriter.add: the reply encoded (orjson for its ext fields)",
+                    _per_op_ns(count, encode_replies, args.repeat)))
+    finally:
+        await broker.stop()
+        dirs.remove(root)
+    return out
+
+
+def measure_send_parts(args: argparse.Namespace, dirs: C.TempDirs) -> dict[int, list[tuple[str, float]]]:
+    results = {}
+    for size in args.sizes:
+        results[size] = run(_send_parts(args, dirs, size))
+        for name, ns in results[size]:
+            print(f"  {size} B  {ns:8.0f} ns  {name}", flush=True)
+    return results
+
+
 # ---- (c): backlog ----------------------------------------------------------------------------
 
 
@@ -893,7 +1040,8 @@ def report(args: argparse.Namespace, rows: list[Row], latency: dict[str, Any], i
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", default="a,b,c,d,e", help="parts to run (a and b run together)")
+    parser.add_argument("--only", default="a,b,c,d,e,g", help="parts to run (a and b run together)")
+    parser.add_argument("--parts-count", type=int, default=50_000, help="sends of (g)")
     parser.add_argument("--quick", action="store_true", help="smaller counts and windows")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=5.0, help="measured window of (a)/(b)")
@@ -943,17 +1091,28 @@ def main(argv: list[str] | None = None) -> None:
         if "e" in parts:
             print("(e) C++ client ...", flush=True)
             measure_cpp(args, dirs, rows)
+        send_parts = {}
+        if "g" in parts and args.broker:
+            print("(g) a send's CPU by step, in process (calling thread's CPU, best of --repeat) ...", flush=True)
+            send_parts = measure_send_parts(args, dirs)
     info["load_after"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
     print()
     print(f"load average before {info['load_before']}, after {info['load_after']}; "
           f"{args.connections} connections x {args.inflight} in flight; {args.repeat} runs each")
     print()
     print(report(args, rows, latency, info))
+    if send_parts:
+        print()
+        print(C.markdown_table(["part", "body", "step", "CPU ns per send"],
+                               [["(g)", f"{size} B", name, f"{ns:,.0f}"]
+                                for size, steps in send_parts.items() for name, ns in steps],
+                               align="llrr"))
     if args.json:
         C.write_json(args.json, {
             "machine": info, "args": {k: v for k, v in vars(args).items() if k != "serve_echo"},
             "rows": [row.__dict__ | {"median": row.rate, "cpu_median": row.cpu} for row in rows],
-            "latency": latency})
+            "latency": latency,
+            "send_parts": {str(size): dict(steps) for size, steps in send_parts.items()}})
 
 
 if __name__ == "__main__":

@@ -67,8 +67,11 @@ class BrokerController:
     """A broker over a MessageStore; see the module docstring."""
 
     def __init__(self, config: BrokerConfig,
-                 store_opener: Callable[[str, Any], MessageStore] | None = None) -> None:
+                 store_opener: Callable[[str, Any], MessageStore] | None = None, *,
+                 native_send: bool = True) -> None:
         self.config = config
+        #: SEND_MESSAGE / V2 through the native SendPath (False: the Python processor only)
+        self._native_send = native_send
         self.root = os.path.abspath(config.store.store_path_root_dir)
         #: opens the store (a seam for tests: an injected flush function, a slow disk)
         self._store_opener = store_opener or (lambda root, cfg: MessageStore.open(root, cfg))
@@ -167,7 +170,10 @@ class BrokerController:
             servers.append(self.fast_server)
         for server in servers:
             for processor in processors:
-                processor.register_with(server)
+                if processor is self.send_processor:
+                    self.send_processor.register_with(server, native=self._native_send)
+                else:
+                    processor.register_with(server)
             server.register_default_processor(None)
         if self.fast_server is not None:
             try:

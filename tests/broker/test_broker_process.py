@@ -90,3 +90,17 @@ def test_broker_command_refuses_a_bad_config(tmp_path: Path) -> None:
     result = subprocess.run([sys.executable, "-m", "rocketstore", "broker", "-c", str(props)],
                             capture_output=True, text=True, env=child_env(), cwd=CHILD_CWD, timeout=60)
     assert result.returncode == 2 and "flushDiskType" in result.stderr
+
+
+def test_the_broker_process_freezes_what_its_start_built() -> None:
+    import gc
+
+    from rocketstore.broker.startup import freeze_startup_objects
+
+    before = gc.get_freeze_count()
+    try:
+        freeze_startup_objects()
+        assert gc.get_freeze_count() > before
+        assert gc.get_count()[0] < 100     # collected first: nothing young was frozen with it
+    finally:
+        gc.unfreeze()

@@ -27,6 +27,7 @@ from rocketstore._native.send_header import (
     decode_send_header,
     parse_properties_text,
 )
+from rocketstore.broker._send_path import SendPath
 from rocketstore.broker.config import PERM_READ, PERM_WRITE, BrokerConfig
 from rocketstore.broker.message_writer import MessageWriter
 from rocketstore.broker.stats import BrokerStats
@@ -43,6 +44,7 @@ from rocketstore.broker.topic_config import (
 from rocketstore.message import (
     Message,
     MessageProperty,
+    PutMessageResult,
     PutMessageStatus,
     validate_topic,
 )
@@ -151,9 +153,18 @@ class SendMessageProcessor:
         self._page_cache_busy_ns = self.store.config.os_page_cache_busy_timeout_mills * 1_000_000
         self._reply_extra = {"MSG_REGION": config.region_id, "TRACE_ON": "true" if config.trace_on else "false"}
 
-    def register_with(self, server: RemotingServer) -> None:
-        server.register_processor(RequestCode.SEND_MESSAGE, self.send_message)
-        server.register_processor(RequestCode.SEND_MESSAGE_V2, self.send_message_v2)
+    def register_with(self, server: RemotingServer, *, native: bool = True) -> None:
+        """native: SEND_MESSAGE and SEND_MESSAGE_V2 go to :class:`SendPath`, which serves
+        their common case in one native call and hands every other send to :meth:`_send`
+        (False: every send runs in Python)."""
+        if native:
+            for code, v2 in ((RequestCode.SEND_MESSAGE, False), (RequestCode.SEND_MESSAGE_V2, True)):
+                server.register_processor(code, SendPath(
+                    self, v2, topic_table=self.topics.table,
+                    not_allowed_topics=NOT_ALLOWED_SEND_TOPICS, append=self.store.append_message))
+        else:
+            server.register_processor(RequestCode.SEND_MESSAGE, self.send_message)
+            server.register_processor(RequestCode.SEND_MESSAGE_V2, self.send_message_v2)
         server.register_processor(RequestCode.SEND_BATCH_MESSAGE, self.send_batch_message)
 
     # ---- entry points ----
@@ -249,15 +260,24 @@ class SendMessageProcessor:
         # above), so the constructor's per-property checks would find nothing
         message.properties = properties
         result = self.writer.put(message, queue_id)
-        status = result.status_code
-        if status != PutMessageStatus.PUT_OK:
-            return put_response(request, status, result.reason)
+        if result.status_code != PutMessageStatus.PUT_OK:
+            return self.refused_put(request, result)
         self.stats.record_put(topic, 1, result.wrote_bytes)
         response = create_response(request, ext_fields={
             "msgId": result.msg_id, "queueId": str(queue_id),
             "queueOffset": str(result.queue_offset), **self._reply_extra})
         if not self.writer.needs_flush_wait(properties):
             return response
+        return self.durable_reply(request, response, result)
+
+    def refused_put(self, request: RemotingCommand, result: PutMessageResult) -> RemotingCommand:
+        """The reply to a send the store did not take."""
+        return put_response(request, result.status_code, result.reason)
+
+    def durable_reply(self, request: RemotingCommand, response: RemotingCommand,
+                      result: PutMessageResult) -> Any:
+        """SYNC_FLUSH: ``response`` once the put's bytes are durable, FLUSH_DISK_TIMEOUT with
+        the same fields when that flush timed out."""
         return self.writer.when_durable(
             result.commitlog_offset + result.wrote_bytes,
             lambda durable: response if durable else self._flush_timeout(request, response))
