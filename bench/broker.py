@@ -29,6 +29,13 @@ Parts (the letters of the issue):
     ``send_sync`` through a name server, HOME in a temp dir.
 (f) the broker process's CPU seconds (user + system from /proc/PID/stat) per 100,000
     messages over the measured windows of (a) and (c).
+(g) where a send's CPU goes, in this process, by the calling thread's CPU time (best of
+    ``--repeat``, ``--parts-count`` sends, 64 a read): the echo server's own per-frame work,
+    FrameDecoder.feed (and orjson's parse of the header alone), the broker's send handler
+    (the native SendPath and the Python processor, on a BrokerController in this process,
+    decoded requests given), the store's append_message of a prebuilt message, and the
+    reply's encoding. Information: what a send costs by step, and which steps any broker that
+    parses JSON headers with a library and stores the record must pay.
 
 Targets: (a) >= 0.5 of (b)'s echo; (c) >= 0.5 of get_message; (d) p99 <= 2 ms. Every figure is
 the median of ``--repeat`` runs, interleaved with its reference (echo, broker, echo, ...).
@@ -1100,13 +1107,14 @@ def main(argv: list[str] | None = None) -> None:
     print(f"load average before {info['load_before']}, after {info['load_after']}; "
           f"{args.connections} connections x {args.inflight} in flight; {args.repeat} runs each")
     print()
-    print(report(args, rows, latency, info))
+    if rows or latency:
+        print(report(args, rows, latency, info))
     if send_parts:
         print()
         print(C.markdown_table(["part", "body", "step", "CPU ns per send"],
                                [["(g)", f"{size} B", name, f"{ns:,.0f}"]
                                 for size, steps in send_parts.items() for name, ns in steps],
-                               align="llrr"))
+                               align="lllr"))
     if args.json:
         C.write_json(args.json, {
             "machine": info, "args": {k: v for k, v in vars(args).items() if k != "serve_echo"},

@@ -36,10 +36,11 @@ cdef struct Target:
 cdef inline int _place_unit(Target* t, int64_t phy, int32_t size, int64_t tags,
                             int64_t qoff, Py_ssize_t* blanks) noexcept nogil:
     """ConsumeQueue.putMessagePositionInfo for one unit of t's file: a record already covered
-    (offset + size <= max_phy, or its unit already written, or before the file) is skipped,
-    so re-dispatch is idempotent; a gap before the unit is filled with blank units so that
-    position = queue offset * 20 always holds; a unit past the file, or past the blocks the
-    file has on disk (the slow path allocates them), is NEXT_FILE."""
+    (offset + size <= max_phy) is skipped, so re-dispatch is idempotent; a gap before the
+    unit is filled with blank units so that position = queue offset * 20 always holds; a unit
+    past the file, or past the blocks the file has on disk (the slow path allocates them), or
+    one the queue already has for a record past max_phy (a damaged QUEUEOFFSET), is
+    NEXT_FILE: Python decides."""
     cdef int64_t expect, cur
     if phy + size <= t.max_phy:
         return SKIPPED
@@ -49,12 +50,14 @@ cdef inline int _place_unit(Target* t, int64_t phy, int32_t size, int64_t tags,
         return NEXT_FILE        # no file holds it: Python judges the record
     expect = qoff * UNIT - t.from_offset
     if expect < 0:
-        return SKIPPED
+        return NEXT_FILE        # a unit of an earlier file, for a record past the newest
     if expect + UNIT > t.file_size or expect + UNIT > rs_load_i64(t.alloc):
         return NEXT_FILE
     cur = t.wrote[0]
     if expect < cur:
-        return SKIPPED
+        # a record past the queue's newest one claims a queue offset the queue has: its
+        # QUEUEOFFSET is damage (Python marks it: ConsumeQueue.put_units)
+        return NEXT_FILE
     if expect > cur and not t.allow_gap:
         # a queue offset past the queue's next one (units missing before it): Python decides
         # whether damage explains the gap (ConsumeQueue.put_units)

@@ -480,8 +480,8 @@ class CommitLog:
             reason = self.record_at(offset)[2] or _ZEROS
         if found >= 0:
             end = base + found
-        elif mf is self.queue.files[-1]:
-            end = base + data_end
+        elif mf is self.queue.files[-1] or _commit_pending(mf):
+            end = base + data_end       # what follows may be a record being written
         else:
             end = base + segment
         added = self.damage.add(offset, end, reason)

@@ -53,6 +53,10 @@ class ConsumeQueue:
         #: records in between are damage): gap_allowed(queue, phy, queue_offset) -> bool.
         #: None: gaps are allowed (no store around to judge).
         self.gap_allowed: Callable[[ConsumeQueue, int, int], bool] | None = None
+        #: put_units tells it of a record past the queue's newest one that claims a queue
+        #: offset the queue already has (its QUEUEOFFSET is damage; the record gets no
+        #: unit): offset_taken(queue, phy, size, queue_offset). None: nobody to tell.
+        self.offset_taken: Callable[[ConsumeQueue, int, int, int], None] | None = None
 
     def __repr__(self) -> str:
         return (f"ConsumeQueue({self.topic!r}, {self.queue_id}, "
@@ -189,6 +193,18 @@ class ConsumeQueue:
         self.rejected = []
         while i < n:
             qoff = int(queue_offsets[i])
+            phy_end = int(phys[i]) + int(sizes[i])
+            if phy_end > self.max_physic_offset and 0 <= qoff < self.file_max_offset:
+                # a record after the queue's newest claims a queue offset it already has
+                unit = self.get_unit(qoff)
+                if unit is not None and unit[0] == int(phys[i]):
+                    self.max_physic_offset = phy_end    # its own unit: the end was behind
+                    continue
+                if self.offset_taken is not None:
+                    self.offset_taken(self, int(phys[i]), int(sizes[i]), qoff)
+                self.rejected.append(i)
+                i += 1
+                continue
             allow_gap = False
             if int(phys[i]) + int(sizes[i]) > self.max_physic_offset and \
                     qoff > self.file_max_offset and (self.queue.files or qoff > 0):

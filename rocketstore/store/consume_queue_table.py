@@ -28,6 +28,8 @@ class ConsumeQueueTable:
         self._create_lock = threading.Lock()
         #: given to every queue (ConsumeQueue.gap_allowed): the store's judge of gaps
         self.gap_allowed = None
+        #: given to every queue (ConsumeQueue.offset_taken): told of duplicate queue offsets
+        self.offset_taken = None
         #: directories load() could not take as queues (logged at ERROR; describe() lists them)
         self.problems: list[str] = []
 
@@ -66,6 +68,7 @@ class ConsumeQueueTable:
         cq = ConsumeQueue(topic, queue_id, self.root_dir, self.file_size,
                           read_only=self.read_only)
         cq.gap_allowed = self.gap_allowed
+        cq.offset_taken = self.offset_taken
         return cq
 
     def recover(self) -> None:

@@ -220,6 +220,7 @@ class MessageStore(ColumnarReads):
         if not self.read_only:
             self.commit_log.damage.on_change = self._damage_found
         self.consume_queues.gap_allowed = self._queue_gap_allowed
+        self.consume_queues.offset_taken = self._queue_offset_taken
         self.commit_log.load()
         self.consume_queues.load()
         loaded_before = self.index_service.file_names()
@@ -295,6 +296,17 @@ class MessageStore(ColumnarReads):
                                    f"queue offset {queue_offset} of {cq.topic}:{cq.queue_id} "
                                    f"is past the queue's next ({end})")
         return False
+
+    def _queue_offset_taken(self, cq: ConsumeQueue, phy: int, size: int,
+                            queue_offset: int) -> None:
+        """ConsumeQueue.offset_taken: a record after its queue's newest one whose queue
+        offset the queue already has (a duplicate, or one that went backwards): its
+        QUEUEOFFSET is the damage, never the records after it."""
+        unit = cq.get_unit(queue_offset)
+        held = f"the record at {unit[0]}" if unit is not None else "an earlier record"
+        self.commit_log.damage.add(phy, phy + size,
+                                   f"queue offset {queue_offset} of {cq.topic}:{cq.queue_id} "
+                                   f"belongs to {held}")
 
     @property
     def _queue_offsets_path(self) -> str:
@@ -656,7 +668,15 @@ class MessageStore(ColumnarReads):
         return QueryMessageResult(messages[-cap:], ts, phy)
 
     def view_message(self, msg_id: str) -> MessageExt | None:
-        """The message of an offsetMsgId (store host + CommitLog offset)."""
+        """The message of an offsetMsgId (store host + CommitLog offset); None when there is
+        none. ValueError when msg_id is not 32 or 56 hex characters."""
+        if isinstance(msg_id, str) and len(msg_id) in (32, 56):
+            try:
+                port = int(msg_id[-24:-16], 16)
+            except ValueError:
+                port = 0        # not hexadecimal: parse_msg_id names it
+            if port > 65535:    # names no store (a client msgId often does)
+                return None
         _host, offset = hosts.parse_msg_id(msg_id)
         if offset < self.commit_log.min_offset() or offset >= self.commit_log.max_offset():
             return None

@@ -236,7 +236,7 @@ def _overlay_queues(commit_log: CommitLog, queues: ConsumeQueueTable,
             rows = np.flatnonzero(counted & (batch.topic_ids == topic_id))
             for i in rows.tolist():
                 key = (topic, int(batch.queue_ids[i]))
-                if key in found and int(batch.queue_offsets[i]) >= wanted[key]:
+                if key in found:
                     found[key].append((int(batch.queue_offsets[i]), int(batch.phy_offsets[i]),
                                        int(batch.sizes[i]), int(batch.tags_codes[i])))
     for key, first in wanted.items():
@@ -245,7 +245,12 @@ def _overlay_queues(commit_log: CommitLog, queues: ConsumeQueueTable,
         units: dict[int, tuple[int, int, int]] = {}
         expect = first
         for qoff, phy, size, tags in found[key]:
-            if qoff < expect or qoff in units:
+            if qoff < expect:
+                if phy >= max(prev_end, 0) and qoff >= 0:
+                    # after the queue's newest record, a queue offset it already has: the
+                    # QUEUEOFFSET is the damage, never the records after it
+                    commit_log.damage.add(phy, phy + size, f"queue offset {qoff} of "
+                                          f"{key[0]}:{key[1]} belongs to an earlier record")
                 continue
             if not gap_explained(commit_log, prev_end, phy, qoff - expect):
                 commit_log.damage.add(phy, phy + size, f"queue offset {qoff} of {key[0]}:"

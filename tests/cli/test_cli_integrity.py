@@ -107,3 +107,57 @@ def test_salvage_copies_every_valid_record(rocketmq_store: Path, tmp_path: Path,
         victim["queueOffset"]
     again = run("salvage", rocketmq_store, out)
     assert again.exit_code == 1 and "must be a new or empty directory" in again.stderr
+
+
+def test_every_command_on_a_damaged_store_answers_in_one_line(
+        rocketmq_store: Path, tmp_path: Path, fixture_messages: list[dict[str, Any]]) -> None:
+    """Damage in every kind of file at once (a CommitLog record, a cut last segment, an
+    IndexFile header, ConsumeQueue units, consumerOffset.json): every command that reads a
+    store serves what is intact or fails with one line, never a traceback; the commands that
+    find damage say so with exit code 1."""
+    victim = fixture_messages[300]
+    _break_magic(rocketmq_store, victim["commitLogOffset"])
+    last = sorted((rocketmq_store / "commitlog").iterdir())[-1]
+    os.chmod(last, 0o600)
+    os.truncate(last, 1000)
+    index = sorted((rocketmq_store / "index").iterdir())[0]
+    with index.open("r+b") as f:
+        f.seek(36)
+        f.write(struct.pack(">i", -7))          # indexCount
+    cq = sorted((rocketmq_store / "consumequeue").glob("orders/*/*"))[0]
+    with cq.open("r+b") as f:
+        f.write(bytes(60))                      # the first three units
+    (rocketmq_store / "config").mkdir(exist_ok=True)
+    (rocketmq_store / "config" / "consumerOffset.json").write_text('{"offsetTable": {')
+    first = fixture_messages[0]
+    commands: list[tuple[Any, ...]] = [
+        ("stat", rocketmq_store), ("stat", rocketmq_store, "--json"),
+        ("dump", rocketmq_store, "--no-body"),
+        ("get", rocketmq_store, "-t", first["topic"], "-q", first["queueId"], "--offset", 0),
+        ("query", rocketmq_store, "-t", first["topic"], "-k", first["uniqKey"]),
+        ("view", rocketmq_store, first["msgId"]), ("offsets", rocketmq_store),
+        ("recover", rocketmq_store, "--dry-run"), ("verify", rocketmq_store),
+        ("verify", rocketmq_store, "--json"), ("clean", rocketmq_store, "--dry-run"),
+        ("export", rocketmq_store, tmp_path / "parquet"),
+        ("salvage", rocketmq_store, tmp_path / "salvaged"),
+    ]
+    codes = {}
+    for args in commands:
+        result = run(*args)
+        label = " ".join(str(a) for a in args[:1] + args[2:])
+        assert result.exit_code in (0, 1), (label, result.exit_code, result.stderr)
+        assert "Traceback" not in result.stderr + result.stdout, label
+        errors = [x for x in result.stderr.splitlines() if x.startswith("Error: ")]
+        assert len(errors) == (result.exit_code == 1), (label, result.stderr)
+        assert not any(x.startswith((" ", "\t")) for x in result.stderr.splitlines()), label
+        codes[label] = result.exit_code
+    for label in ("stat", "stat --json", "dump --no-body", "recover --dry-run", "verify",
+                  "offsets"):
+        assert codes[label] == 1, (label, codes)
+    # what is intact is still served, around every damaged file
+    got = json.loads(run("view", rocketmq_store, first["msgId"]).stdout)
+    assert got["commitLogOffset"] == first["commitLogOffset"]
+    dumped = [json.loads(x)["commitLogOffset"]
+              for x in run("dump", rocketmq_store, "--no-body").stdout.splitlines()]
+    assert first["commitLogOffset"] in dumped and victim["commitLogOffset"] not in dumped
+    assert run("verify", tmp_path / "salvaged").exit_code == 0

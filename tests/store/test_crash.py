@@ -182,20 +182,11 @@ class WriterRun:
     errors: list[str] = field(default_factory=list)
 
 
-#: how many of a killed writer's last output lines a kill may have torn (one per thread)
-TORN_LINES_AT_THE_END = 8
-
-
 def parse_output(path: str) -> WriterRun:
     run = WriterRun()
     if not os.path.exists(path):
         return run
-    # A kill can cut a write(2) short where its line crosses a page of the file, and another
-    # thread's line then follows the torn one: the last lines may be torn (those acks are not
-    # checked); a line that does not parse anywhere else is an error of the writer.
-    lines = Path(path).read_text().split("\n")[:-1]   # the part after the last newline is torn
-    torn_from = len(lines) - TORN_LINES_AT_THE_END
-    for i, line in enumerate(lines):
+    for line in Path(path).read_text().splitlines():
         parts = line.split()
         if not parts:
             continue
@@ -204,15 +195,11 @@ def parse_output(path: str) -> WriterRun:
         elif parts[0] == "DONE":
             run.done = True
         elif parts[0] == "OK":
-            try:
-                wid, tid, seq, off, size, qid, qoff, mid = parts[1:]
-                acked = Acked(int(off), int(size), int(qid), int(qoff), mid)
-                key = (wid, int(tid), int(seq))
-            except ValueError:
-                if i < torn_from:
-                    raise
+            if len(parts) < 9:      # a line the kill cut short: not an acknowledgement
                 continue
-            run.acked[key] = acked
+            wid, tid, seq, off, size, qid, qoff, mid = parts[1:9]
+            run.acked[(wid, int(tid), int(seq))] = Acked(int(off), int(size), int(qid),
+                                                         int(qoff), mid)
         elif parts[0] == "ERROR":
             run.errors.append(line)
     return run

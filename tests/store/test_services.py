@@ -135,12 +135,57 @@ def test_uncommitted_bytes_of_an_older_file_are_not_damage(tmp_path, monkeypatch
         assert offsets[-len(rs):] == [r.commitlog_offset for r in rs]
 
 
-@pytest.mark.parametrize("pool", [True, False], ids=["pool", "no-pool"])
-def test_concurrent_readers_never_see_garbage(tmp_path, pool):
-    """Readers racing a writer (and the commit service) see whole, valid records only."""
+def test_damage_in_a_file_still_being_committed_ends_at_its_committed_end(tmp_path,
+                                                                          monkeypatch):
+    """A damaged record with no valid record after it in the committed part of an older file
+    (the rest not committed yet): the damaged range ends at the committed end, not at the
+    segment's end, so the records the commit brings are read once they are there."""
     root = tmp_path / "store"
-    changes = dict(transient_store_pool_enable=True, transient_store_pool_size=2,
-                   commit_interval_commit_log=5) if pool else {}
+    store = open_store(root, transient_store_pool_enable=True, transient_store_pool_size=4,
+                       commit_commit_log_least_pages=0)
+    service = store.commit_log.commit_service
+    try:
+        before = fill(store, "dc", 10)
+        assert store.wait_dispatched(5.0)
+        committed = store.get_max_phy_offset()
+        monkeypatch.setattr(service, "commit", lambda thorough=False: None)
+        rs = []
+        for i in range(500):                # until the writer rolls into a second file
+            msg, qid, _ = message("dc2", i)
+            rs.append(store.put_message(msg, qid))
+            if len(store.commit_log.queue.files) == 2:
+                break
+        assert store.commit_log.queue.files[0].read_position == committed
+        victim = before[-1]                 # the last committed record: nothing valid after
+        with open(root / "commitlog" / f"{0:020d}", "r+b") as f:
+            f.seek(victim.commitlog_offset + 4)
+            f.write(b"\xde\xad\xbe\xef")
+        seen = [m.commitlog_offset for m in store.scan()]
+        assert seen == [r.commitlog_offset for r in before[:-1]]
+        assert [(d.start, d.end) for d in store.damaged_ranges] == [
+            (victim.commitlog_offset, committed)]
+        monkeypatch.undo()
+        service.commit(thorough=True)
+        service.commit(thorough=True)
+        later = [m.commitlog_offset for m in store.scan()]
+        assert later == [r.commitlog_offset for r in before[:-1] + rs]
+    finally:
+        monkeypatch.undo()
+        store.shutdown()
+
+
+@pytest.mark.parametrize("mode", ["pool", "no-pool", "write-through"])
+def test_concurrent_readers_never_see_garbage(tmp_path, mode):
+    """Readers racing a writer (and the commit service, or SYNC_FLUSH's write-through
+    commits, whose rolled files end with a blank's header and a hole) see whole, valid
+    records only."""
+    root = tmp_path / "store"
+    changes = {
+        "pool": dict(transient_store_pool_enable=True, transient_store_pool_size=2,
+                     commit_interval_commit_log=5),
+        "no-pool": {},
+        "write-through": dict(flush_disk_type="SYNC_FLUSH"),
+    }[mode]
     store = open_store(root, **changes)
     stop = threading.Event()
     problems: list[str] = []
@@ -187,8 +232,10 @@ def test_concurrent_readers_never_see_garbage(tmp_path, pool):
         stop.set()
         for t in readers:
             t.join()
+        damaged = store.commit_log.damage.ranges
         store.shutdown()
     assert not problems, problems[:5]
+    assert not damaged, damaged     # bytes not committed yet are not damage
     assert seen["scan"] > 0 and seen["get"] > 0
 
 
