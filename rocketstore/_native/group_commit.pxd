@@ -3,6 +3,8 @@ cimport cython
 from libc.stdint cimport int64_t
 from posix.time cimport timespec
 
+from rocketstore._native.mapped_file cimport MappedFile
+
 
 cdef extern from "<pthread.h>" nogil:
     ctypedef struct pthread_mutex_t:
@@ -49,7 +51,13 @@ cdef class GroupCommit:
     cdef double sync_total_s          # time native rounds spent making them durable
     cdef public int wake_chains       # a flush wakes this many waiters, each woken one
                                       # the next (0: all at once)
+    cdef bint flushing                # a round runs (the flush thread's or a leader's)
+    cdef bint file_ready              # run() holds cur_file: producers may lead rounds on it
+    cdef MappedFile cur_file
+    cdef int round_err                # errno of a failed round not raised yet
+    cdef bint round_err_write         # ... and whether the write (not the sync) failed
 
     cdef bint _wait_flushed(self, int64_t offset, double timeout_s) noexcept nogil
     cdef void _kick(self) noexcept nogil
     cdef void _wait_work(self, double until) noexcept nogil
+    cdef int _round(self, MappedFile mf, bint leader) noexcept nogil

@@ -1,18 +1,24 @@
 # cython: language_level=3, boundscheck=True, wraparound=False, cdivision=True
 """GroupCommit: the SYNC_FLUSH hand-off between producers and the flush thread, in C.
 
+A flush round takes everything written to the current CommitLog file so far (producers that
+arrive while a round runs ride the next one; nobody lingers), writes it to the file (pwrite
+from the write-through buffer), makes it durable (fdatasync; msync of the range for a file
+written through its mapping), publishes the new durable offset and wakes the producers it
+covers. One round runs at a time. While the flush thread waits inside run() on a file, a
+producer that finds no round running does the round itself, on its own thread (the leader):
+a lone producer pays the disk and nothing else, no hand-off to another thread and back.
+Under load the flush thread runs the rounds back to back, and a leader that leaves waiters
+behind hands them to it.
+
 Producers wait, with the GIL released, on a futex until the published durable offset reaches
-theirs (or their timeout passes). A finished flush wakes one of the producers it covers and
+theirs (or their timeout passes). A finished round wakes one of the producers it covers and
 each woken producer first wakes the next (wake_chains; 0: all at once): woken all at once,
-they would queue for the GIL, each waking (and sleeping) once more on its way, and wake-ups
-of later ones wait behind the earlier ones' work anyway. The flush thread's rounds on one CommitLog file run without
-the GIL too: wait until a producer waits, take everything written so far (producers that
-arrive while a round runs ride the next one; nobody lingers), write it to the file (pwrite
-from the write-through buffer), make it durable (fdatasync; msync of the range for a file
-written through its mapping), publish the new offset and wake everyone it covers. The thread
-comes back to Python only when the file is full (the roll to the next one), when idle, every
-``max_busy_s`` under load, or when asked to (shutdown). Nothing here touches Python objects
-while the GIL is released.
+they would queue for the GIL, each waking (and sleeping) once more on its way.
+
+The flush thread comes back to Python only when the file is full (the roll to the next one),
+when idle, every ``max_busy_s`` under load, or when asked to (shutdown); leaders stop when it
+does. Nothing here touches Python objects while the GIL is released.
 """
 import os
 
@@ -154,7 +160,14 @@ cdef class GroupCommit:
             if offset > self.requested:
                 self.requested = offset
             self.pending += 1
-            if self.flusher_state == FLUSHER_IDLE:
+            if (self.file_ready and not self.flushing and not self.interrupted
+                    and self.round_err == 0
+                    and offset <= self.cur_file.file_from_offset + self.cur_file.file_size):
+                # no round running: this producer does it (returns with mu held)
+                self._round(self.cur_file, True)
+                pthread_mutex_unlock(&self.mu)
+                continue
+            if self.flusher_state == FLUSHER_IDLE and not self.flushing:
                 self.flusher_state = FLUSHER_BUSY
                 pthread_cond_signal(&self.work_cv)
             word = &self.done_seq[(self.started + 1) & 3]   # the next flush to start
@@ -202,37 +215,97 @@ cdef class GroupCommit:
         """Under mu: wait for a request (or kick/interrupt/close) until `until`."""
         cdef timespec ts
         _deadline(&ts, until)
-        while (self.requested <= self.flushed_where and not self.kicked
+        while (((self.requested <= self.flushed_where and not self.kicked) or self.flushing)
                and not self.interrupted and not self.closed):
             self.flusher_state = FLUSHER_IDLE
             if pthread_cond_timedwait(&self.work_cv, &self.mu, &ts) == ETIMEDOUT:
                 break
         self.flusher_state = FLUSHER_BUSY
 
+    cdef int _round(self, MappedFile mf, bint leader) noexcept nogil:
+        """One flush round on mf. Called with mu held and no round running; releases mu for
+        the write and the sync, returns with it held. 0, or the errno of the failed call
+        (also kept in round_err, for the flush thread to raise)."""
+        cdef int64_t size = mf.file_size
+        cdef int64_t target, ts, gen
+        cdef int err = 0
+        cdef bint wrote_fail = False
+        cdef double t0, t1
+        self.flushing = True
+        self.kicked = False
+        self.pending = 0
+        self.started += 1
+        gen = self.started
+        pthread_mutex_unlock(&self.mu)
+        # the store timestamp first: the round covers at least that record
+        ts = rs_load_acquire_i64(&mf.store_ts)
+        target = rs_load_acquire_i64(&mf.wrote_pos)
+        if target > size:
+            target = size
+        t0 = _now()
+        if mf.buffered:
+            err = mf.write_through_to(target)
+            wrote_fail = err != 0
+        t1 = _now()
+        if err == 0 and target > mf.flushed_pos:
+            err = mf.sync_range(mf.flushed_pos, target)
+            if err == 0:
+                mf.flushed_pos = target
+        pthread_mutex_lock(&self.mu)
+        self.flushing = False
+        if err != 0:
+            self.round_err = err
+            self.round_err_write = wrote_fail
+        else:
+            self.write_total_s += t1 - t0
+            self.sync_total_s += _now() - t1
+            if mf.file_from_offset + target > self.flushed_where:
+                self.flush_count += 1
+                if ts > 0:
+                    rs_store_release_i64(&self.newest_ts, ts)
+                rs_store_release_i64(&self.flushed_where, mf.file_from_offset + target)
+        # under mu: no lost wake-up. Also after a failure: its waiters ask the next round.
+        rs_futex_bump_and_wake_n(&self.done_seq[gen & 3],
+                                 self.wake_chains if self.wake_chains > 0 else 0x7fffffff)
+        if leader and (self.requested > self.flushed_where or err != 0 or target >= size
+                       or not self.file_ready):
+            # the flush thread takes over: waiters left behind, an error to raise, the roll
+            # to the next file, or run() waiting for this round to end
+            pthread_cond_signal(&self.work_cv)
+        return err
+
     def run(self, MappedFile mf not None, double idle_s, double max_busy_s):
         """Flush rounds on mf, the CommitLog file holding the durable offset, with the GIL
         released: wait for a producer, commit [committed, wrote) of a write-through file
         (pwrite) and make [flushed, wrote) durable (fdatasync, or msync of the range for a
-        file written through its mapping), publish, wake who it covers. Returns RUN_FULL
-        when mf is durable to its end, RUN_IDLE after idle_s without a waiting producer,
-        RUN_BUSY after max_busy_s, RUN_INTERRUPTED, or RUN_UNAVAILABLE (closed, read-only,
-        a transient pool buffer); raises OSError when the write or the sync fails."""
-        cdef int64_t base_offset = mf.file_from_offset
+        file written through its mapping), publish, wake who it covers. While it runs,
+        producers may run rounds on mf themselves (see the module docstring). Returns
+        RUN_FULL when mf is durable to its end, RUN_IDLE after idle_s without a waiting
+        producer, RUN_BUSY after max_busy_s, RUN_INTERRUPTED, or RUN_UNAVAILABLE (closed,
+        read-only, a transient pool buffer); raises OSError when the write or the sync
+        fails."""
         cdef int64_t size = mf.file_size
-        cdef int64_t target, ts
         cdef int result = 0, err = 0
         cdef bint wrote_fail = False
-        cdef int64_t gen
-        cdef double now, started, busy_until, t0, t1
+        cdef double now, busy_until
         if (mf.read_only or (mf.buffered and not mf.write_through) or mf.base == NULL
                 or not mf.hold()):
             return C_RUN_UNAVAILABLE
+        self.cur_file = mf
         try:
             with nogil:
-                started = _now()
-                busy_until = started + max_busy_s
+                busy_until = _now() + max_busy_s
                 pthread_mutex_lock(&self.mu)
+                self.file_ready = not self.closed
                 while result == 0:
+                    if self.round_err != 0:             # a leader's round failed
+                        err = self.round_err
+                        wrote_fail = self.round_err_write
+                        self.round_err = 0
+                        break
+                    if mf.flushed_pos >= size:
+                        result = C_RUN_FULL
+                        break
                     now = _now()
                     if now >= busy_until:
                         result = C_RUN_BUSY
@@ -242,49 +315,23 @@ cdef class GroupCommit:
                         self.interrupted = False
                         result = C_RUN_INTERRUPTED
                         break
+                    if self.flushing or self.round_err != 0 or mf.flushed_pos >= size:
+                        continue                        # timed out behind a leader, or see above
                     if self.requested <= self.flushed_where and not self.kicked:
                         result = C_RUN_IDLE if _now() < busy_until else C_RUN_BUSY
                         break
-                    self.kicked = False
-                    self.pending = 0
-                    self.started += 1
-                    gen = self.started
-                    pthread_mutex_unlock(&self.mu)
-                    # the store timestamp first: the flush covers at least that record
-                    ts = rs_load_acquire_i64(&mf.store_ts)
-                    target = rs_load_acquire_i64(&mf.wrote_pos)
-                    if target > size:
-                        target = size
-                    t0 = _now()
-                    if mf.buffered:
-                        err = mf.write_through_to(target)
-                        if err != 0:
-                            wrote_fail = True
-                            pthread_mutex_lock(&self.mu)
-                            break
-                    t1 = _now()
-                    if target > mf.flushed_pos:
-                        err = mf.sync_range(mf.flushed_pos, target)
-                        if err != 0:
-                            pthread_mutex_lock(&self.mu)
-                            break
-                        mf.flushed_pos = target
-                    pthread_mutex_lock(&self.mu)
-                    self.write_total_s += t1 - t0
-                    self.sync_total_s += _now() - t1
-                    if base_offset + target > self.flushed_where:
-                        self.flush_count += 1
-                        if ts > 0:
-                            rs_store_release_i64(&self.newest_ts, ts)
-                        rs_store_release_i64(&self.flushed_where, base_offset + target)
-                    # under mu: no lost wake-up
-                    rs_futex_bump_and_wake_n(
-                        &self.done_seq[gen & 3],
-                        self.wake_chains if self.wake_chains > 0 else 0x7fffffff)
-                    if target >= size:
-                        result = C_RUN_FULL
+                    err = self._round(mf, False)
+                    if err != 0:
+                        wrote_fail = self.round_err_write
+                        self.round_err = 0
+                        break
+                # no leader may use mf once this returns (and lets go of it)
+                self.file_ready = False
+                while self.flushing:
+                    pthread_cond_wait(&self.work_cv, &self.mu)
                 pthread_mutex_unlock(&self.mu)
         finally:
+            self.cur_file = None
             mf.release()
         if err != 0:
             call = "pwrite" if wrote_fail else "fdatasync" if mf.write_through else "msync"

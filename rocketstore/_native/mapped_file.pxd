@@ -3,6 +3,15 @@
 from libc.stdint cimport int64_t
 
 
+cdef extern from "<pthread.h>" nogil:
+    ctypedef struct pthread_mutex_t:
+        pass
+    int pthread_mutex_init(pthread_mutex_t*, void*)
+    int pthread_mutex_destroy(pthread_mutex_t*)
+    int pthread_mutex_lock(pthread_mutex_t*)
+    int pthread_mutex_unlock(pthread_mutex_t*)
+
+
 cdef class MappedFile:
     cdef readonly str file_name
     cdef readonly int64_t file_from_offset
@@ -14,6 +23,8 @@ cdef class MappedFile:
     cdef object write_buffer   # keeps that pool buffer alive while it is lent to us
     cdef char* through_buf     # write-through: anonymous buffer owned here (NULL: none)
     cdef int64_t released_pos  # write-through: buffer pages below this were given back
+    cdef pthread_mutex_t commit_mu   # write-through: one committer at a time (a flush round,
+                                     # MappedFile.commit/flush from Python)
     cdef bint buffered         # appends land outside the mapping: readers stop at committed
     cdef readonly bint write_through  # committed by pwrite, made durable by fdatasync
     cdef int fd

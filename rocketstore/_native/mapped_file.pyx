@@ -195,6 +195,7 @@ cdef class MappedFile:
         self.fd = -1
         self.base = NULL
         self.available = False
+        pthread_mutex_init(&self.commit_mu, NULL)
 
     def __init__(self, path, int64_t file_size, *, bint create=True, bint read_only=False,
                  file_from_offset=None, bint preallocate=False,
@@ -263,6 +264,7 @@ cdef class MappedFile:
 
     def __dealloc__(self):
         self._drop_through_buffer()
+        pthread_mutex_destroy(&self.commit_mu)
         if self.base != NULL:
             munmap(self.base, <size_t>self.file_size)
             self.base = NULL
@@ -634,7 +636,8 @@ cdef class MappedFile:
         start, end = self.dirty_range(least_pages)
         if end > start:
             self.sync(start, end)
-            self.flushed_pos = end
+            if end > self.flushed_pos:      # a flush round may have gone further meanwhile
+                self.flushed_pos = end
         return self.flushed_pos
 
     def sync(self, int64_t start, int64_t end):
@@ -700,31 +703,48 @@ cdef class MappedFile:
     cdef int write_through_to(self, int64_t end) noexcept nogil:
         """pwrite [committed, end) from the write-through buffer into the file, publish the
         new committed position, give buffer pages behind it back, and drop the buffer once
-        the file is committed to its end. Only one thread commits a file at a time (the
-        flush thread); the writer only writes at and past wrote_pos >= end. 0 or errno."""
-        cdef int64_t pos = self.committed_pos
-        cdef int64_t cut
+        the file is committed to its end. One committer at a time (commit_mu); the writer
+        only writes at and past wrote_pos >= end. 0 or errno."""
+        cdef int64_t pos, cut, data_end
         cdef ssize_t n
+        cdef int err = 0
+        pthread_mutex_lock(&self.commit_mu)
+        pos = self.committed_pos
         if self.through_buf == NULL:
+            pthread_mutex_unlock(&self.commit_mu)
             return 0
         if end > self.file_size:
             end = self.file_size
-        while pos < end:
-            n = pwrite(self.fd, self.through_buf + pos, <size_t>(end - pos), pos)
+        data_end = end
+        if end == self.file_size:
+            # the file ends with an END_FILE blank: readers skip what follows its header, so
+            # the zeros after it are not written (nor given blocks past the allocated end)
+            while data_end > pos and self.through_buf[data_end - 1] == 0:
+                data_end -= 1
+        while pos < data_end:
+            n = pwrite(self.fd, self.through_buf + pos, <size_t>(data_end - pos), pos)
             if n < 0:
                 if errno == EINTR:
                     continue
-                return errno
+                err = errno
+                break
             pos += n
             rs_store_release_i64(&self.committed_pos, pos)
-        cut = pos - pos % OS_PAGE_SIZE
-        if cut - self.released_pos >= RELEASE_CHUNK:
-            madvise(self.through_buf + self.released_pos, <size_t>(cut - self.released_pos),
-                    MADV_DONTNEED)
-            self.released_pos = cut
-        if pos >= self.file_size:
-            self._drop_through_buffer()
-        return 0
+        if err == 0 and pos < end:
+            pos = end
+            rs_store_release_i64(&self.committed_pos, pos)
+        if err == 0:
+            cut = pos - pos % OS_PAGE_SIZE
+            if cut < self.released_pos:     # positions moved back (a truncation)
+                self.released_pos = cut
+            if cut - self.released_pos >= RELEASE_CHUNK:
+                madvise(self.through_buf + self.released_pos,
+                        <size_t>(cut - self.released_pos), MADV_DONTNEED)
+                self.released_pos = cut
+            if pos >= self.file_size:
+                self._drop_through_buffer()
+        pthread_mutex_unlock(&self.commit_mu)
+        return err
 
     cdef void _drop_through_buffer(self) noexcept nogil:
         """The file is committed to its end (or closing): appends are over, give the

@@ -610,3 +610,54 @@ def test_sync_checks_its_range(mf: MappedFile) -> None:
     for start, end in ((-1, 5), (5, 4), (0, SIZE + 1)):
         with pytest.raises(ValueError, match="outside"):
             mf.sync(start, end)
+
+
+def test_write_through_commits_from_several_threads(tmp_path: Path) -> None:
+    """commit() from several threads while one appends (a flush round beside a flush from
+    Python): one committer at a time, every byte reaches the file once, the buffer is given
+    back once the file is committed to its end, and nothing crashes."""
+    import threading
+    size = 8 << 20
+    path = tmp_path / "00000000000000000000"
+    f = MappedFile(path, size)
+    f.enable_write_through()
+    chunks = [os.urandom(4000) for _ in range(size // 4000)]
+    stop = threading.Event()
+
+    def committer() -> None:
+        while not stop.is_set():
+            f.commit()
+
+    threads = [threading.Thread(target=committer) for _ in range(3)]
+    for t in threads:
+        t.start()
+    try:
+        for c in chunks:
+            assert f.append(c)
+        assert f.append(b"z" * (size - f.wrote_position))
+        f.flush()
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+    assert f.read_position == size and f.flushed_position == size
+    expected = b"".join(chunks)
+    assert _file_bytes(path, 0, len(expected)) == expected
+    f.close()
+
+
+def test_write_through_does_not_write_the_zeros_after_an_end_blank(tmp_path: Path) -> None:
+    """A file closed by an END_FILE blank: the zeros after the blank's header are not written
+    (readers skip them), so a sparse file gets no blocks for them."""
+    size = 4 << 20
+    path = tmp_path / "00000000000000000000"
+    f = MappedFile(path, size)
+    f.enable_write_through()
+    f.append(b"r" * 5000 + b"\x01\x02\x03\x04\xcb\xd4\x31\x94")     # records, blank header
+    f.wrote_position = size                                          # the blank to the end
+    assert f.commit() == (size, None)
+    assert f.read_position == size
+    assert _file_bytes(path, 0, 5008) == b"r" * 5000 + b"\x01\x02\x03\x04\xcb\xd4\x31\x94"
+    # blocks for what the appends allocated (a chunk), not the whole 4 MiB
+    assert os.stat(path).st_blocks * 512 <= f.allocated_position < size
+    f.close()
