@@ -189,5 +189,7 @@ def parse_msg_id(str msg_id not None):
         raise ValueError(f"msg_id {msg_id!r} is not hexadecimal") from None
     alen = len(raw) - 12
     port = int.from_bytes(raw[alen:alen + 4], "big")
+    if port > 65535:
+        raise ValueError(f"msg_id {msg_id!r} names port {port}, not a TCP port (0-65535)")
     offset = int.from_bytes(raw[alen + 4:], "big", signed=True)
     return format_host(raw[:alen], port), offset

@@ -668,7 +668,15 @@ class MessageStore(ColumnarReads):
         return QueryMessageResult(messages[-cap:], ts, phy)
 
     def view_message(self, msg_id: str) -> MessageExt | None:
-        """The message of an offsetMsgId (store host + CommitLog offset)."""
+        """The message of an offsetMsgId (store host + CommitLog offset); None when there is
+        none. ValueError when msg_id is not 32 or 56 hex characters."""
+        if isinstance(msg_id, str) and len(msg_id) in (32, 56):
+            try:
+                port = int(msg_id[-24:-16], 16)
+            except ValueError:
+                port = 0        # not hexadecimal: parse_msg_id names it
+            if port > 65535:    # names no store (a client msgId often does)
+                return None
         _host, offset = hosts.parse_msg_id(msg_id)
         if offset < self.commit_log.min_offset() or offset >= self.commit_log.max_offset():
             return None

@@ -131,7 +131,8 @@ def test_parse_host_rejects_with_value_error(bad: str) -> None:
         hosts.parse_host(bad)
 
 
-@pytest.mark.parametrize("bad", ["", "XYZ", "00" * 15, "G" * 32])
+@pytest.mark.parametrize("bad", ["", "XYZ", "00" * 15, "G" * 32,
+                                 "C0A8000A" + "00010000" + "00" * 8])   # port 65536
 def test_parse_msg_id_rejects(bad: str) -> None:
     with pytest.raises(ValueError):
         hosts.parse_msg_id(bad)

@@ -195,6 +195,8 @@ def parse_output(path: str) -> WriterRun:
         elif parts[0] == "DONE":
             run.done = True
         elif parts[0] == "OK":
+            if len(parts) < 9:      # a line the kill cut short: not an acknowledgement
+                continue
             wid, tid, seq, off, size, qid, qoff, mid = parts[1:9]
             run.acked[(wid, int(tid), int(seq))] = Acked(int(off), int(size), int(qid),
                                                          int(qoff), mid)

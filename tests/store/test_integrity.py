@@ -195,7 +195,7 @@ def test_bad_page_through_the_command_line(two_segments, tmp_path):
 # ---- 2. a damaged IndexFile that is not the newest --------------------------------------
 
 
-def test_damaged_older_index_file_is_read_around_then_rebuilt(tmp_path):
+def test_damaged_older_index_file_is_read_around_then_rebuilt(tmp_path, caplog):
     """A damaged header in an IndexFile that is not the newest: stat, get, dump and query
     refused the store; a writable open dropped the file (a traceback, exit 0) and indexed
     again only from the newest remaining file's end: the dropped file's keys were lost."""
@@ -231,10 +231,11 @@ def test_damaged_older_index_file_is_read_around_then_rebuilt(tmp_path):
     with _open(root, read_only=True, **INDEX) as store:
         assert names[1] in store.index_service.damaged_files
         check(store)                # the damaged file's range comes from the CommitLog
-    with _open(root, **INDEX) as store:
+    with caplog.at_level(logging.WARNING), _open(root, **INDEX) as store:
         assert any(names[1] in x for x in store.recovery.index_files_repaired)
         check(store)
         assert not store.index_service.holes
+    assert not [r for r in caplog.records if r.exc_info], "a traceback in the log"
     # rebuilt with exactly the items it had (the neighbours keep the keys they hold)
     assert victim.read_bytes() == original
     with _open(root, read_only=True, **INDEX) as store:
@@ -356,10 +357,17 @@ def test_store_host_port_out_of_range_is_damage(tmp_path):
     results = _write(root, 20)
     phy, size = _record_fields(results, 7)
     _patch(root, phy + 56 + 8 + 4, struct.pack(">I", 0x9000_0000))
+    # the id such a record would have: its port is no TCP port (no such message, no overflow)
+    damaged_id = results[7].msg_id[:8] + "90000000" + results[7].msg_id[16:]
     with _open(root, read_only=True) as store:
-        assert [(d.start, d.end) for d in store.damaged_ranges] == [(phy, phy + size)]
+        assert store.view_message(damaged_id) is None
         assert store.view_message(results[7].msg_id) is None
         assert store.view_message(results[8].msg_id).commitlog_offset == results[8].commitlog_offset
+        assert [(d.start, d.end) for d in store.damaged_ranges] == [(phy, phy + size)]
+    view = cli_run("view", root, damaged_id)
+    errors = [x for x in view.stderr.splitlines() if x.startswith("Error: ")]
+    assert view.exit_code == 1 and len(errors) == 1, view.stderr
+    assert f"no message with offset msgId {damaged_id}" in errors[0]
 
 
 def _open_files_under(root: Path) -> tuple[int, int]:
