@@ -18,7 +18,7 @@ class SendPath:
         processor: Any,
         v2: bool,
         *,
-        topic_table: dict[str, Any],
+        topics: Any,
         not_allowed_topics: Collection[str],
         append: Callable[[Message, int], PutMessageResult],
     ) -> None: ...

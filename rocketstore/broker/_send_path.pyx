@@ -63,7 +63,7 @@ cdef class SendPath:
     cdef bint fast_failure
     cdef bint broker_writeable
     cdef bint reject_transaction
-    cdef dict topic_table
+    cdef object topics
     cdef object not_allowed
     cdef object stats
     cdef object writer
@@ -79,19 +79,17 @@ cdef class SendPath:
     cdef object last_host
     cdef tuple queue_id_texts
 
-    def __init__(self, processor, bint v2, *, topic_table, not_allowed_topics, append):
+    def __init__(self, processor, bint v2, *, topics, not_allowed_topics, append):
         """``append(message, queue_id)`` stores a message without waiting for a flush (the
         broker's MessageWriter.put without its delay redirect, which this path never needs);
-        ``topic_table`` is the live topic name -> TopicConfig dict."""
-        if type(topic_table) is not dict:
-            raise TypeError("topic_table must be a dict")
+        ``topics.table`` is the live topic name -> TopicConfig dict (read at every send)."""
         self.processor = processor
         self.v2 = v2
         self.config = processor.config   # frozen: its values are read once
         self.fast_failure = self.config.broker_fast_failure_enable
         self.broker_writeable = self.config.broker_permission & _PERM_WRITE
         self.reject_transaction = self.config.reject_transaction_message
-        self.topic_table = topic_table
+        self.topics = topics
         self.not_allowed = not_allowed_topics
         self.stats = processor.stats
         self.writer = processor.writer
@@ -153,7 +151,10 @@ cdef class SendPath:
             self.valid_topics.add(topic)
         if topic in self.not_allowed or (<str>topic).startswith(_RETRY_PREFIX):
             return None
-        found = PyDict_GetItem(self.topic_table, topic)
+        table = self.topics.table
+        if type(table) is not dict:
+            return None
+        found = PyDict_GetItem(<dict>table, topic)
         if found == NULL:
             return None
         topic_config = <object>found

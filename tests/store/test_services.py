@@ -94,6 +94,26 @@ def test_wait_dispatched_waits_for_the_commit(tmp_path):
             f"dispatched ({res.status.name})")
 
 
+def roll_with_commit_held(store, monkeypatch, wid: str) -> tuple[list, int, list]:
+    """Puts committed and dispatched, then, with the commit service held back (no commit
+    until monkeypatch.undo()), puts until the writer rolls into a second file: (the committed
+    puts' results, the committed end, the held puts' results)."""
+    before = fill(store, wid, 10)
+    assert store.wait_dispatched(5.0)
+    committed = store.get_max_phy_offset()
+    monkeypatch.setattr(store.commit_log.commit_service, "commit",
+                        lambda thorough=False: None)
+    held = []
+    for i in range(500):
+        msg, qid, _ = message(wid + "2", i)
+        held.append(store.put_message(msg, qid))
+        assert held[-1].status == PutMessageStatus.PUT_OK
+        if len(store.commit_log.queue.files) == 2:
+            break
+    assert len(store.commit_log.queue.files) == 2
+    return before, committed, held
+
+
 def test_uncommitted_bytes_of_an_older_file_are_not_damage(tmp_path, monkeypatch):
     """Regression: with the transient store pool, a writer that rolled to a new file before
     the commit service committed the old one left the old file's read position short of its
@@ -103,21 +123,9 @@ def test_uncommitted_bytes_of_an_older_file_are_not_damage(tmp_path, monkeypatch
     root = tmp_path / "store"
     store = open_store(root, transient_store_pool_enable=True, transient_store_pool_size=4,
                        commit_commit_log_least_pages=0)
-    service = store.commit_log.commit_service
     try:
-        fill(store, "uc", 10)
-        assert store.wait_dispatched(5.0)
-        committed = store.get_max_phy_offset()
-        monkeypatch.setattr(service, "commit", lambda thorough=False: None)
-        rs = []
-        for i in range(500):                # until the writer rolls into a second file
-            msg, qid, _ = message("uc2", i)
-            rs.append(store.put_message(msg, qid))
-            assert rs[-1].status == PutMessageStatus.PUT_OK
-            if len(store.commit_log.queue.files) == 2:
-                break
+        _, committed, rs = roll_with_commit_held(store, monkeypatch, "uc")
         first = store.commit_log.queue.files[0]
-        assert len(store.commit_log.queue.files) == 2
         assert first.read_position == committed < first.wrote_position
         seen = [m.commitlog_offset for m in store.scan()]
         assert seen and max(seen) < committed
@@ -145,16 +153,7 @@ def test_damage_in_a_file_still_being_committed_ends_at_its_committed_end(tmp_pa
                        commit_commit_log_least_pages=0)
     service = store.commit_log.commit_service
     try:
-        before = fill(store, "dc", 10)
-        assert store.wait_dispatched(5.0)
-        committed = store.get_max_phy_offset()
-        monkeypatch.setattr(service, "commit", lambda thorough=False: None)
-        rs = []
-        for i in range(500):                # until the writer rolls into a second file
-            msg, qid, _ = message("dc2", i)
-            rs.append(store.put_message(msg, qid))
-            if len(store.commit_log.queue.files) == 2:
-                break
+        before, committed, rs = roll_with_commit_held(store, monkeypatch, "dc")
         assert store.commit_log.queue.files[0].read_position == committed
         victim = before[-1]                 # the last committed record: nothing valid after
         with open(root / "commitlog" / f"{0:020d}", "r+b") as f:

@@ -160,7 +160,7 @@ class SendMessageProcessor:
         if native:
             for code, v2 in ((RequestCode.SEND_MESSAGE, False), (RequestCode.SEND_MESSAGE_V2, True)):
                 server.register_processor(code, SendPath(
-                    self, v2, topic_table=self.topics.table,
+                    self, v2, topics=self.topics,
                     not_allowed_topics=NOT_ALLOWED_SEND_TOPICS, append=self.store.append_message))
         else:
             server.register_processor(RequestCode.SEND_MESSAGE, self.send_message)
