@@ -69,5 +69,6 @@ cdef class PutPath:
     cdef readonly GroupCommit sync_group    # SYNC_FLUSH: puts wait here for their flush
     cdef double sync_timeout_s
 
+    cdef object _call(self, Message message, int queue_id)
     cdef object _put(self, Message message, int queue_id)
     cdef object _await_flush(self, object result, Message message)

@@ -47,5 +47,8 @@ class PutPath:
         self, writer: RecordWriter, slow: Callable[[Message, int], PutMessageResult]
     ) -> None: ...
     def __call__(self, message: Message, queue_id: int = 0) -> PutMessageResult: ...
+    def put(self, message: Message, queue_id: int = 0) -> PutMessageResult:
+        """The same as calling the put path, called without an argument tuple (a bound
+        method is a vectorcall): MessageStore.put_message."""
     def append(self, message: Message, queue_id: int = 0) -> PutMessageResult:
         """The put without the after hook: appended, not waited for."""

@@ -84,6 +84,15 @@ cdef class PutPath:
         self.sync_timeout_s = timeout_s
 
     def __call__(self, Message message not None, int queue_id=0):
+        return self._call(message, queue_id)
+
+    def put(self, Message message not None, int queue_id=0):
+        """The same as calling the put path. A bound method is called the vectorcall way (no
+        argument tuple per call, unlike an object's __call__): MessageStore.put_message is
+        this method."""
+        return self._call(message, queue_id)
+
+    cdef object _call(self, Message message, int queue_id):
         cdef object result = self._put(message, queue_id)
         if self.sync_group is not None:
             return self._await_flush(result, message)
