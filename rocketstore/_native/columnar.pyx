@@ -75,7 +75,7 @@ from rocketstore._native.columnar_buffers cimport (
 from rocketstore._native.columnar_decode cimport (
     HEADROOM_MAX, MAX_BYTES, Ctx, Totals, ctx_free, ctx_init, walk_positions, walk_region,
 )
-from rocketstore._native.mapped_file cimport MappedFile
+from rocketstore._native.mapped_file cimport MappedFile, ReadSource
 from rocketstore._native.record cimport REC_CORRUPT, REC_OK, status_text
 
 import numpy as np
@@ -300,39 +300,11 @@ cdef int64_t _base_offset_arg(object base_offset) except? -2:
     return base_offset
 
 
-@cython.final
-cdef class _Source:
-    """The bytes being decoded: a held MappedFile (up to its read position) or a buffer."""
-    cdef MappedFile mf
-    cdef object obj
-    cdef const unsigned char[::1] view
-    cdef const char* base
-    cdef int64_t limit
-
-    def __cinit__(self, source):
-        self.obj = source
-        if isinstance(source, MappedFile):
-            mf = <MappedFile>source
-            if not mf.hold():
-                raise ValueError(f"mapped file {mf.file_name} is being destroyed")
-            self.mf = mf
-            self.base = mf.base
-            self.limit = mf.read_limit()
-        else:
-            self.view = source
-            self.limit = self.view.shape[0]
-            self.base = <const char*>&self.view[0] if self.limit > 0 else NULL
-
-    cdef void release(self):
-        if self.mf is not None:
-            self.mf.release()
-            self.mf = None
-
-    cdef object arrow(self):
-        """A pa.Buffer over the readable bytes that keeps them (a MappedFile: held) alive."""
-        if self.mf is not None:
-            return pa.py_buffer(self.mf.view(0, self.limit))
-        return pa.py_buffer(self.obj)
+cdef object _arrow_buffer(ReadSource src):
+    """A pa.Buffer over src's readable bytes that keeps them (a MappedFile: held) alive."""
+    if src.mf is not None:
+        return pa.py_buffer(src.mf.view(0, src.limit))
+    return pa.py_buffer(src.obj)
 
 
 def decode_region(source, int64_t start, int64_t end=-1, *, base_offset,
@@ -365,12 +337,12 @@ def decode_region(source, int64_t start, int64_t end=-1, *, base_offset,
     """
     global _rows_per_byte
     cdef Ctx c
-    cdef _Source src
+    cdef ReadSource src
     cdef int64_t bo = _base_offset_arg(base_offset)
     cdef str status
     ctx_init(&c, bo, include_body, check_crc, spark, max_batch_bytes, body_view)
     try:
-        src = _Source(source)
+        src = ReadSource(source)
         try:
             c.base = src.base
             c.limit = src.limit
@@ -386,7 +358,7 @@ def decode_region(source, int64_t start, int64_t end=-1, *, base_offset,
                 walk_region(&c, start, end, max_records)
             if c.oom:
                 raise MemoryError()
-            batch = _build_batch(&c, src.arrow() if c.body_view else None)
+            batch = _build_batch(&c, _arrow_buffer(src) if c.body_view else None)
             if c.rows > 0 and c.stop_pos > start:
                 _rows_per_byte = <double>c.rows / (c.stop_pos - start)
         finally:
@@ -419,7 +391,7 @@ def decode_positions(source, positions, *, base_offset, bint include_body=True,
     raises BatchTooLargeError (``.fits`` leading positions fit): split and retry.
     """
     cdef Ctx c
-    cdef _Source src
+    cdef ReadSource src
     cdef int64_t bo = _base_offset_arg(base_offset)
     cdef cnp.ndarray pos_arr = np.ascontiguousarray(positions, dtype=np.int64)
     cdef int64_t n
@@ -428,7 +400,7 @@ def decode_positions(source, positions, *, base_offset, bint include_body=True,
     n = pos_arr.shape[0]
     ctx_init(&c, bo, include_body, check_crc, spark, max_batch_bytes, body_view)
     try:
-        src = _Source(source)
+        src = ReadSource(source)
         try:
             c.base = src.base
             c.limit = src.limit
@@ -449,7 +421,7 @@ def decode_positions(source, positions, *, base_offset, bint include_body=True,
                         f"a time", c.bad_index)
                 raise CorruptRecordError(f"positions[{c.bad_index}]: {status_text(c.stop_info)}",
                                          bad + bo if bo >= 0 else bad)
-            return _build_batch(&c, src.arrow() if c.body_view else None)
+            return _build_batch(&c, _arrow_buffer(src) if c.body_view else None)
         finally:
             src.release()
     finally:

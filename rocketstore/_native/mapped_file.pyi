@@ -2,7 +2,7 @@
 
 import os
 
-from typing_extensions import Buffer, disjoint_base
+from typing_extensions import Buffer, Self, disjoint_base
 
 DEFAULT_ALLOCATION_CHUNK: int
 """Default allocation step of a file, bytes."""
@@ -17,6 +17,14 @@ class StopFlag:
     def set(self) -> None: ...
     def clear(self) -> None: ...
     def is_set(self) -> bool: ...
+
+@disjoint_base
+class ReadSource:
+    """The bytes a native reader walks: a held MappedFile or a bytes-like buffer."""
+
+    @property
+    def obj(self) -> object: ...
+    def __new__(cls, source: object) -> Self: ...
 
 @disjoint_base
 class MappedFile:

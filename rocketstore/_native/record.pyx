@@ -11,7 +11,7 @@ from rocketstore._native.includes.byteorder cimport rs_get_i32, rs_get_i64
 from rocketstore._native.includes.crc32 cimport rs_crc32_init
 from rocketstore._native.includes.record_checks cimport rs_find_either_byte
 from rocketstore._native.includes.python cimport PyUnicode_DecodeASCII, PyUnicode_DecodeUTF8
-from rocketstore._native.mapped_file cimport MappedFile
+from rocketstore._native.mapped_file cimport MappedFile, ReadSource
 from rocketstore._native.properties cimport properties_dict, tags_code_of
 
 import numpy as np
@@ -251,23 +251,13 @@ def scan_region(buffer, int64_t start=0, int64_t end=-1, *, bint check_crc=True,
     data, a corrupt record or max_records. With base_offset >= 0 each record's PHYSICALOFFSET
     must equal base_offset + its position. Works on bytes or on MappedFile (up to its
     readable position). Never reads outside the buffer."""
-    cdef const unsigned char[::1] v
-    cdef const char* p
-    cdef int64_t n, pos
+    cdef int64_t pos
     cdef RecordInfo info
     cdef Py_ssize_t count = 0, cap
-    cdef MappedFile mf = None
     cdef ScanResult res = ScanResult.__new__(ScanResult)
-    if isinstance(buffer, MappedFile):
-        mf = <MappedFile>buffer
-        if not mf.hold():
-            raise ValueError(f"mapped file {mf.file_name} is being destroyed")
-        p = mf.base
-        n = mf.read_limit()
-    else:
-        v = buffer
-        n = v.shape[0]
-        p = <const char*>&v[0] if n > 0 else NULL
+    cdef ReadSource src = ReadSource(buffer)
+    cdef const char* p = src.base
+    cdef int64_t n = src.limit
     try:
         if end < 0 or end > n:
             end = n
@@ -294,8 +284,7 @@ def scan_region(buffer, int64_t start=0, int64_t end=-1, *, bint check_crc=True,
             res.reason = None if info.status in (REC_OK, REC_END) else status_text(info)
         return res
     finally:
-        if mf is not None:
-            mf.release()
+        src.release()
 
 
 cdef void _scan(const char* p, int64_t start, int64_t end, bint check_crc, int64_t base_offset,
@@ -364,20 +353,10 @@ def find_record(buffer, int64_t start=0, int64_t end=-1, *, bint check_crc=True,
     PHYSICALOFFSET is base_offset + q, or an END_FILE blank that fills the segment exactly
     (segment_end, default end, is where the segment ends); -1 when there is none. Works on
     bytes or a MappedFile; never reads outside it; the search runs without the GIL."""
-    cdef const unsigned char[::1] v
-    cdef const char* p
-    cdef int64_t n, found
-    cdef MappedFile mf = None
-    if isinstance(buffer, MappedFile):
-        mf = <MappedFile>buffer
-        if not mf.hold():
-            raise ValueError(f"mapped file {mf.file_name} is being destroyed")
-        p = mf.base
-        n = mf.read_limit()
-    else:
-        v = buffer
-        n = v.shape[0]
-        p = <const char*>&v[0] if n > 0 else NULL
+    cdef int64_t found
+    cdef ReadSource src = ReadSource(buffer)
+    cdef const char* p = src.base
+    cdef int64_t n = src.limit
     try:
         if end < 0 or end > n:
             end = n
@@ -391,5 +370,4 @@ def find_record(buffer, int64_t start=0, int64_t end=-1, *, bint check_crc=True,
             found = _find_record(p, start, end, segment_end, check_crc, base_offset)
         return found
     finally:
-        if mf is not None:
-            mf.release()
+        src.release()

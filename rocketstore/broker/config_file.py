@@ -21,6 +21,8 @@ from typing import Any
 
 import orjson
 
+from rocketstore.namesrv import DataVersion
+
 log = logging.getLogger("rocketstore.broker")
 
 _BARE_INT_KEY = re.compile(rb"([{,]\s*)(-?\d+)(\s*:)")
@@ -87,6 +89,25 @@ class JsonConfigFile:
         if first_error is not None:
             raise ValueError(f"{self.path} (and its .bak) cannot be read: {first_error}")
         return None
+
+    def load_table(self, key: str) -> tuple[dict[str, Any], DataVersion | None]:
+        """A RocketMQ table file's entries under key and its dataVersion ({} and None when
+        there is no file); ValueError naming the file and the field when either is malformed."""
+        data = self.load()
+        if data is None:
+            return {}, None
+        if not isinstance(data, dict):
+            raise ValueError(f"{self.path}: expected an object")
+        table = data.get(key) or {}
+        if not isinstance(table, dict):
+            raise ValueError(f"{self.path}: {key} must be an object")
+        version = data.get("dataVersion") or {}
+        if not isinstance(version, dict):
+            return table, None
+        try:
+            return table, DataVersion.from_json(version)
+        except ValueError as exc:
+            raise ValueError(f"{self.path}: {exc}") from None
 
     def write(self, data: bytes) -> None:
         with self._write_lock:

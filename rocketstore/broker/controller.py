@@ -161,7 +161,10 @@ class BrokerController:
             QueryMessageProcessor(store),
             self.client_processor,
             SendBackProcessor(self.config, writer, self.topics, self.groups),
-            AdminBrokerProcessor(self),
+            AdminBrokerProcessor(self.config, store, topics=self.topics, groups=self.groups,
+                                 offsets=self.offsets, consumers=self.consumers,
+                                 producers=self.producers, stats=self.stats,
+                                 schedule=self.schedule, hold_service=self.hold_service),
         ]
         servers = [self.server]
         if fast_port is not None:

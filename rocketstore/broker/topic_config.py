@@ -165,25 +165,14 @@ class TopicConfigManager:
     # ---- persistence ----
 
     def load(self) -> None:
-        data = self.file.load()
-        if data is None:
-            return
-        if not isinstance(data, dict):
-            raise ValueError(f"{self.file.path}: expected an object")
-        table = data.get("topicConfigTable") or {}
-        if not isinstance(table, dict):
-            raise ValueError(f"{self.file.path}: topicConfigTable must be an object")
+        table, version = self.file.load_table("topicConfigTable")
         for name, entry in table.items():
             try:
                 self.table[name] = TopicConfig.from_json(name, entry)
             except ValueError as exc:
                 raise ValueError(f"{self.file.path}: {exc}") from None
-        version = data.get("dataVersion") or {}
-        if isinstance(version, dict):
-            counter = version.get("counter", 0)
-            if isinstance(counter, dict):
-                counter = counter.get("value", 0)
-            self.data_version = DataVersion(int(version.get("timestamp", 0) or 0), int(counter or 0))
+        if version is not None:
+            self.data_version = version
 
     def encode(self) -> bytes:
         return dumps_pretty({

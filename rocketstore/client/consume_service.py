@@ -24,20 +24,40 @@ import enum
 import inspect
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from rocketstore.client.message import MessageConst, MessageExt, MessageQueue
 from rocketstore.client.process_queue import ProcessQueue
 
 if TYPE_CHECKING:
-    from rocketstore.client.push_consumer import AsyncPushConsumer
+    from rocketstore.client.config import PushConsumerConfig
+    from rocketstore.client.offset_store import OffsetStore
 
 log = logging.getLogger("rocketstore.client")
 
 #: A message the broker would not take back is consumed again here after this long.
 _LOCAL_RETRY_DELAY = 5.0
+
+
+class ListenerConsumer(Protocol):
+    """What a consume service needs of the push consumer it runs the listener for."""
+
+    config: PushConsumerConfig
+    offset_store: OffsetStore | None
+
+    @property
+    def running(self) -> bool: ...
+
+    @property
+    def clustering(self) -> bool: ...
+
+    def reset_retry_topic(self, messages: Iterable[MessageExt]) -> None: ...
+
+    async def send_message_back(self, msg: MessageExt, delay_level: int) -> bool: ...
+
+    async def lock(self, mq: MessageQueue) -> bool: ...
 
 
 class ConsumeStatus(enum.Enum):
@@ -116,7 +136,7 @@ def _stamp(messages: list[MessageExt]) -> None:
 
 
 class ConsumeConcurrentlyService:
-    def __init__(self, consumer: AsyncPushConsumer, listener: Listener,
+    def __init__(self, consumer: ListenerConsumer, listener: Listener,
                  executor: concurrent.futures.Executor) -> None:
         self.consumer = consumer
         self.runner = _ListenerRunner(listener, executor)
@@ -172,7 +192,7 @@ class ConsumeConcurrentlyService:
 
 
 class ConsumeOrderlyService:
-    def __init__(self, consumer: AsyncPushConsumer, listener: Listener,
+    def __init__(self, consumer: ListenerConsumer, listener: Listener,
                  executor: concurrent.futures.Executor) -> None:
         self.consumer = consumer
         self.runner = _ListenerRunner(listener, executor)

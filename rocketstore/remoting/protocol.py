@@ -62,6 +62,16 @@ class DataVersion:
     def to_json(self) -> dict[str, int]:
         return {"counter": self.counter, "timestamp": self.timestamp}
 
+    @classmethod
+    def from_json(cls, version: dict[str, Any]) -> DataVersion:
+        """RocketMQ's dataVersion object; its counter may be an AtomicLong's {"value": n}.
+        BodyError names the field that is not an integer."""
+        counter = version.get("counter", 0)
+        if type(counter) is dict:
+            counter = counter.get("value", 0)
+        return cls(timestamp=_int(version.get("timestamp", 0) or 0, "dataVersion.timestamp"),
+                   counter=_int(counter or 0, "dataVersion.counter"))
+
 
 @dataclass(frozen=True)
 class QueueData:
@@ -158,7 +168,7 @@ def decode_register_broker_body(body: bytes) -> RegisterBrokerBody:
     version = wrapper.get("dataVersion") or {}
     if type(version) is not dict:
         raise BodyError("topicConfigSerializeWrapper.dataVersion must be an object")
-    data_version = _data_version(version)
+    data_version = DataVersion.from_json(version)
     filters = data.get("filterServerList") or []
     if type(filters) is not list or not all(isinstance(item, str) for item in filters):
         raise BodyError("filterServerList must be a list of addresses")
@@ -166,16 +176,6 @@ def decode_register_broker_body(body: bytes) -> RegisterBrokerBody:
         topic_config_table={name: _check_topic_config(name, config) for name, config in table.items()},
         data_version=data_version,
         filter_server_list=filters,
-    )
-
-
-def _data_version(version: dict[str, Any]) -> DataVersion:
-    counter = version.get("counter", 0)
-    if type(counter) is dict:  # AtomicLong written as an object by some serializers
-        counter = counter.get("value", 0)
-    return DataVersion(
-        timestamp=_int(version.get("timestamp", 0) or 0, "dataVersion.timestamp"),
-        counter=_int(counter or 0, "dataVersion.counter"),
     )
 
 
@@ -189,7 +189,7 @@ def decode_data_version(body: bytes) -> DataVersion:
         raise BodyError(f"DataVersion is not valid JSON: {exc}") from None
     if type(data) is not dict:
         raise BodyError("DataVersion must be a JSON object")
-    return _data_version(data)
+    return DataVersion.from_json(data)
 
 
 def body_crc32(body: bytes) -> int:

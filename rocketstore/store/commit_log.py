@@ -487,6 +487,36 @@ class CommitLog:
         added = self.damage.add(offset, end, reason)
         return added or self.damage.covering(offset) or DamagedRange(offset, end, reason)
 
+    def _after_region(self, mf: MappedFile, stop_rel: int, status: str, reason: str | None,
+                      limit: int, ahead: list[DamagedRange], first: int | None = None
+                      ) -> tuple[int | None, DamagedRange | None]:
+        """Where a walk of mf goes on after a native pass over [.., limit) stopped at stop_rel
+        with status: the next offset (None: the readable log ends here for now) and the
+        damage found there, if any. first: the walk's own start, where a stop is the
+        caller's wrong offset (CorruptRecordError), not damage."""
+        base = mf.file_from_offset
+        segment = self.queue.mapped_file_size
+        stop = base + stop_rel
+        if status == "blank" or (status == "corrupt" and _fills_segment(mf, stop_rel, segment)):
+            return base + segment, None
+        if stop_rel >= limit:
+            if ahead:
+                return ahead[0].start, None
+            if _readable_end(mf) > limit:       # a writer appended meanwhile: go on
+                return stop, None
+            if mf is self.queue.files[-1] or _commit_pending(mf):
+                return None, None
+            if limit < segment:     # a file cut short (or with a hole): the rest
+                reason = "segment file cut short"
+                return base + segment, (self.damage.add(stop, base + segment, reason)
+                                        or DamagedRange(stop, base + segment, reason))
+            return base + segment, None
+        if stop == first and first != base:
+            raise record.CorruptRecordError(
+                f"no record starts at {first} ({reason or 'zeroed bytes'})", first)
+        damaged = self.find_damage(stop, reason)
+        return max(damaged.end, stop + 1), damaged
+
     def scan(self, from_offset: int = 0, *, check_crc: bool = False,
              on_damage: Callable[[DamagedRange], None] | None = None) -> Iterator[MessageExt]:
         """Every message from from_offset (a record boundary) to the end, in log order. It
@@ -496,7 +526,6 @@ class CommitLog:
         passed to on_damage, or logged at ERROR. CorruptRecordError when no record starts
         at from_offset (inside a segment: a caller's wrong offset is not damage)."""
         offset = max(from_offset, self.min_offset())
-        segment = self.queue.mapped_file_size
         first = offset     # the caller's start: no record there is their error, not damage
         while offset < self.max_offset():
             damaged = self.damage.covering(offset) if self.damage.ranges else None
@@ -529,33 +558,13 @@ class CommitLog:
                     raise
                 offset = max(offset, self.min_offset(), base + mf.file_size)
                 continue
-            stop = base + found.stop_position
-            if found.stop_status == "blank" or (found.stop_status == "corrupt" and
-                                                _fills_segment(mf, found.stop_position,
-                                                               segment)):
-                offset = base + segment
-            elif found.stop_position >= end:
-                if ahead:
-                    offset = ahead[0].start
-                elif _readable_end(mf) > end:   # a writer appended meanwhile: go on
-                    offset = stop
-                elif mf is self.queue.files[-1] or _commit_pending(mf):
-                    return
-                elif end < segment:     # a file cut short (or with a hole): the rest
-                    damaged = self.damage.add(stop, base + segment, "segment file cut short") \
-                        or DamagedRange(stop, base + segment, "segment file cut short")
-                    _report_damage(on_damage, damaged, "scan")
-                    offset = base + segment
-                else:
-                    offset = base + segment
-            else:
-                if stop == first and first != base:
-                    raise record.CorruptRecordError(
-                        f"no record starts at {first} ({found.reason or 'zeroed bytes'})",
-                        first)
-                damaged = self.find_damage(stop, found.reason)
+            after, damaged = self._after_region(mf, found.stop_position, found.stop_status,
+                                                found.reason, end, ahead, first)
+            if damaged is not None:
                 _report_damage(on_damage, damaged, "scan")
-                offset = max(damaged.end, stop + 1)
+            if after is None:
+                return
+            offset = after
 
     def batches(self, start: int = 0, end: int | None = None, *, check_crc: bool = False,
                 tags_codes: bool = True, max_records: int = 65536
@@ -564,7 +573,6 @@ class CommitLog:
         DispatchBatch columns, decoded natively, in log order; damaged ranges (known, or found
         on the way and added to ``damage``) are skipped."""
         offset = max(start, self.min_offset())
-        segment = self.queue.mapped_file_size
         while True:
             stop = self.max_offset() if end is None else min(end, self.max_offset())
             if offset >= stop:
@@ -603,21 +611,12 @@ class CommitLog:
                 return
             if batch.stop_status == "limit":
                 offset = at
-            elif batch.stop_status == "blank" or (batch.stop_status == "corrupt" and
-                                                  _fills_segment(mf, batch.stop_position,
-                                                                 segment)):
-                offset = base + segment
-            elif batch.stop_position >= limit:
-                if ahead:
-                    offset = ahead[0].start
-                elif _readable_end(mf) > limit:     # a writer appended meanwhile: go on
-                    offset = at
-                elif mf is self.queue.files[-1] or _commit_pending(mf):
-                    return
-                else:
-                    offset = base + segment
-            else:
-                offset = max(self.find_damage(at, batch.reason).end, at + 1)
+                continue
+            after, _ = self._after_region(mf, batch.stop_position, batch.stop_status,
+                                          batch.reason, limit, ahead)
+            if after is None:
+                return
+            offset = after
 
     def find_keyed(self, topic: str, key: str, start: int, end: int | None) -> Iterator[int]:
         """Offsets of the records of topic in [start, end) whose UNIQ_KEY or a KEYS token is

@@ -135,6 +135,21 @@ def test_subscription_groups_and_offsets(tmp_path: Path) -> None:
     assert reread.query_queues("g", "t") == {0: 5, 1: 7}
 
 
+@pytest.mark.parametrize("version, field", [
+    ('{"counter":1,"timestamp":"soon"}', "dataVersion.timestamp"),
+    ('{"counter":{"value":[1]},"timestamp":5}', "dataVersion.counter"),
+])
+def test_table_files_with_a_bad_data_version_name_file_and_field(tmp_path: Path, version: str,
+                                                                  field: str) -> None:
+    for name, key, manager in (("topics.json", "topicConfigTable", TopicConfigManager),
+                               ("sub.json", "subscriptionGroupTable", SubscriptionGroupManager)):
+        path = tmp_path / name
+        path.write_text(f'{{"dataVersion":{version},"{key}":{{}}}}')
+        with pytest.raises(ValueError, match=f"{name}: {field} must be an integer"):
+            manager(BrokerConfig(), JsonConfigFile(str(path))).load()
+        assert path.read_text().startswith('{"dataVersion"')      # left as it was
+
+
 def test_fastjson_object_keys() -> None:
     body = fastjson_dumps({"offsetTable": {message_queue_key("T", "b", 1): {"maxOffset": 3}}})
     assert body == b'{"offsetTable":{{"brokerName":"b","queueId":1,"topic":"T"}:{"maxOffset":3}}}'

@@ -62,8 +62,12 @@ def test_clustering_group_of_two_gets_every_message_once(tmp_path: Path) -> None
         first.start()
         second.start()
         try:
-            # both members own queues once the group has rebalanced
-            assert wait_for(lambda: len(first.core.process_queues) and len(second.core.process_queues), 20)
+            # the group has settled once both members own queues and no queue is owned twice
+            # (a member that rebalanced first holds every queue until it rebalances again)
+            def settled() -> bool:
+                mine, theirs = set(first.core.process_queues), set(second.core.process_queues)
+                return bool(mine and theirs and not mine & theirs)
+            assert wait_for(settled, 30)
             sent = {f"m-{i}".encode() for i in range(200)}
             for body in sorted(sent):
                 producer.send(Message(topic, body, tags="x"))

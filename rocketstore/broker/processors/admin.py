@@ -47,7 +47,15 @@ from rocketstore.remoting.fastjson import dumps_object_keys as fastjson_dumps
 from rocketstore.remoting.headers import get_bool, get_int, get_str, require_int, require_str
 
 if TYPE_CHECKING:
-    from rocketstore.broker.controller import BrokerController
+    from rocketstore.broker.client_manager import ConsumerManager, ProducerManager
+    from rocketstore.broker.config import BrokerConfig
+    from rocketstore.broker.consumer_offset_manager import ConsumerOffsetManager
+    from rocketstore.broker.long_polling import PullRequestHoldService
+    from rocketstore.broker.schedule import ScheduleMessageService
+    from rocketstore.broker.stats import BrokerStats
+    from rocketstore.broker.subscription_group import SubscriptionGroupManager
+    from rocketstore.broker.topic_config import TopicConfigManager
+    from rocketstore.store.message_store import MessageStore
 
 log = logging.getLogger("rocketstore.broker")
 
@@ -62,17 +70,20 @@ def message_queue_key(topic: str, broker_name: str, queue_id: int) -> tuple[tupl
 
 
 class AdminBrokerProcessor:
-    def __init__(self, controller: BrokerController) -> None:
-        self.controller = controller
-        self.config = controller.config
-        assert controller.store is not None
-        self.store = controller.store
-        self.topics = controller.topics
-        self.groups = controller.groups
-        self.offsets = controller.offsets
-        self.consumers = controller.consumers
-        self.producers = controller.producers
-        self.stats = controller.stats
+    def __init__(self, config: BrokerConfig, store: MessageStore, *, topics: TopicConfigManager,
+                 groups: SubscriptionGroupManager, offsets: ConsumerOffsetManager,
+                 consumers: ConsumerManager, producers: ProducerManager, stats: BrokerStats,
+                 schedule: ScheduleMessageService, hold_service: PullRequestHoldService) -> None:
+        self.config = config
+        self.store = store
+        self.topics = topics
+        self.groups = groups
+        self.offsets = offsets
+        self.consumers = consumers
+        self.producers = producers
+        self.stats = stats
+        self.schedule = schedule
+        self.hold_service = hold_service
 
     def register_with(self, server: RemotingServer) -> None:
         for code, handler in (
@@ -196,8 +207,7 @@ class AdminBrokerProcessor:
             "putMessageTimesTotal": str(stats.put_messages),
             "putMessageSizeTotal": str(stats.put_bytes),
             "busyRejections": str(stats.busy_rejections),
-            "heldPullRequests": str(self.controller.hold_service.held_count
-                                    if self.controller.hold_service else 0),
+            "heldPullRequests": str(self.hold_service.held_count),
         }
         return create_response(request, body=orjson.dumps({"table": table}))
 
@@ -209,9 +219,7 @@ class AdminBrokerProcessor:
         return create_response(request, body=orjson.dumps({"offsetTable": table}))
 
     def get_all_delay_offset(self, ctx: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
-        schedule = self.controller.schedule
-        body = schedule.offset_table_json() if schedule is not None else b'{"offsetTable":{}}'
-        return create_response(request, body=body)
+        return create_response(request, body=self.schedule.offset_table_json())
 
     def get_topic_stats_info(self, ctx: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         topic = require_str(request.ext_fields, "topic")
