@@ -22,4 +22,4 @@ cdef class SendRequestHeader:
 # The same as decode_send_header / parse_properties_text, for native callers (no Python call)
 cdef SendRequestHeader read_send_header(dict ext, bint v2)
 cdef dict read_properties_text(object text)
-cdef SendRequestHeader read_send_struct(object fields, bint v2)
+cdef SendRequestHeader read_send_struct(tuple fields, bint v2)

@@ -157,26 +157,28 @@ cdef SendRequestHeader read_send_header(dict ext, bint v2):
     return h
 
 
-cdef SendRequestHeader read_send_struct(object fields, bint v2):
-    """The SEND header of a typed decode of its ext fields (the frame decoder's SEND path:
-    attributes named as SendRequestHeader's, every value a str or None, the required ones
-    present)."""
+cdef SendRequestHeader read_send_struct(tuple fields, bint v2):
+    """The SEND header of a typed decode of its ext fields (the frame decoder's SEND path):
+    the 13 values in the order of the declarations above (producerGroup / a ... batch / m),
+    each a str or None, the first eight present."""
     cdef SendRequestHeader h = SendRequestHeader.__new__(SendRequestHeader)
-    h.producer_group = fields.producer_group
-    h.topic = fields.topic
-    h.default_topic = fields.default_topic
-    h.default_topic_queue_nums = _parse_long(fields.default_topic_queue_nums, _DEFAULT_QUEUE_NUMS, v2)
-    h.queue_id = _parse_long(fields.queue_id, _QUEUE_ID, v2)
-    h.sys_flag = _parse_long(fields.sys_flag, _SYS_FLAG, v2)
-    h.born_timestamp = _parse_long(fields.born_timestamp, _BORN_TIMESTAMP, v2)
-    h.flag = _parse_long(fields.flag, _FLAG, v2)
-    h.properties = fields.properties
-    value = fields.reconsume_times
+    if len(fields) != 13:
+        raise ValueError(f"a SEND header has 13 fields, got {len(fields)}")
+    h.producer_group = fields[0]
+    h.topic = fields[1]
+    h.default_topic = fields[2]
+    h.default_topic_queue_nums = _parse_long(fields[3], _DEFAULT_QUEUE_NUMS, v2)
+    h.queue_id = _parse_long(fields[4], _QUEUE_ID, v2)
+    h.sys_flag = _parse_long(fields[5], _SYS_FLAG, v2)
+    h.born_timestamp = _parse_long(fields[6], _BORN_TIMESTAMP, v2)
+    h.flag = _parse_long(fields[7], _FLAG, v2)
+    h.properties = fields[8]
+    value = fields[9]
     h.reconsume_times = 0 if value is None else _parse_long(value, _RECONSUME_TIMES, v2)
-    value = fields.max_reconsume_times
+    value = fields[11]
     h.max_reconsume_times = None if value is None else _parse_long(value, _MAX_RECONSUME_TIMES, v2)
-    h.unit_mode = _bool_of(fields.unit_mode, _UNIT_MODE, v2)
-    h.batch = _bool_of(fields.batch, _BATCH, v2)
+    h.unit_mode = _bool_of(fields[10], _UNIT_MODE, v2)
+    h.batch = _bool_of(fields[12], _BATCH, v2)
     return h
 
 

@@ -141,6 +141,7 @@ cdef class SendPath(DirectHandler):
     cdef object topics
     cdef object not_allowed
     cdef object stats
+    cdef object record_put
     cdef object writer
     cdef object append
     cdef object loop_time
@@ -173,6 +174,7 @@ cdef class SendPath(DirectHandler):
         self.topics = topics
         self.not_allowed = not_allowed_topics
         self.stats = processor.stats
+        self.record_put = self.stats.record_put
         self.writer = processor.writer
         self.append = append
         self.loop_time = processor.loop.time
@@ -198,10 +200,10 @@ cdef class SendPath(DirectHandler):
         return self._handle(ctx, request, writer)
 
     cdef object _handle(self, ctx, RemotingCommand request, FrameWriter writer):
-        fields = request.send_header    # the frame decoder's typed SEND header, or None
+        fields = request.send_header    # the frame decoder's typed SEND fields, or None
         try:
-            if fields is not None and request.code == (310 if self.v2 else 10):
-                header = read_send_struct(fields, self.v2)
+            if type(fields) is tuple and request.code == (310 if self.v2 else 10):
+                header = read_send_struct(<tuple>fields, self.v2)
             else:
                 ext = request.ext_fields
                 if type(ext) is not dict:
@@ -304,7 +306,7 @@ cdef class SendPath(DirectHandler):
         result = self.append(message, <int>queue_id)
         if result.status_code != 0:
             return self.processor.refused_put(request, result)
-        self.stats.record_put(topic, 1, result.wrote_bytes)
+        self.record_put(topic, 1, result.wrote_bytes)
         if writer is not None and request.serialize_type == 0 and result.store_host_raw is not None \
                 and PyBytes_GET_SIZE(result.store_host_raw) <= _MAX_HOST_RAW:
             if not self.writer.sync_flush or _wait_is_false(properties):

@@ -167,6 +167,7 @@ _SEND_FIELDS = (
 
 
 def _send_header_decoder(str name, int wire):
+    """A decoder of SEND headers whose wire names are column ``wire`` of _SEND_FIELDS."""
     ext = msgspec.defstruct(
         f"{name}Fields",
         [(f[0], str) for f in _SEND_FIELDS[:8]] + [(f[0], str | None, None) for f in _SEND_FIELDS[8:]],
@@ -178,6 +179,7 @@ def _send_header_decoder(str name, int wire):
     return msgspec.json.Decoder(header).decode
 
 
+cdef object _astuple = msgspec.structs.astuple
 cdef object _decode_send_v1 = _send_header_decoder("SendMessage", 1)
 cdef object _decode_send_v2 = _send_header_decoder("SendMessageV2", 2)
 cdef object _MsgspecError = msgspec.DecodeError
@@ -188,20 +190,22 @@ cdef const char* _SEND_V1_PREFIX = b'{"code":10,"extFields":{'
 cdef RemotingCommand _decode_send_header(bytes header, bint v2):
     """A SEND request whose header msgspec takes whole, or None (the orjson path decides)."""
     cdef object language
+    cdef tuple values
     cdef int code = 0, opaque = 0, flag = 0, version = 0
     try:
-        fields = _decode_send_v2(header) if v2 else _decode_send_v1(header)
+        values = _astuple(_decode_send_v2(header) if v2 else _decode_send_v1(header))
     except _MsgspecError:
         return None
-    language = _LANGUAGE_BY_NAME.get(fields.language)
+    # (code, extFields, language, flag, opaque, version, remark), as _send_header_decoder has them
+    language = _LANGUAGE_BY_NAME.get(values[2])
     if language is None \
-            or not _int32_of(<PyObject*>fields.code, &code) \
-            or not _int32_of(<PyObject*>fields.opaque, &opaque) \
-            or not _int32_of(<PyObject*>fields.flag, &flag) \
-            or not _int32_of(<PyObject*>fields.version, &version):
+            or not _int32_of(<PyObject*>values[0], &code) \
+            or not _int32_of(<PyObject*>values[3], &flag) \
+            or not _int32_of(<PyObject*>values[4], &opaque) \
+            or not _int32_of(<PyObject*>values[5], &version):
         return None
-    return new_lazy_command(code, <int>language, version, opaque, flag, fields.remark, header,
-                            fields.extFields, None)
+    return new_lazy_command(code, <int>language, version, opaque, flag, values[6], header,
+                            _astuple(values[1]), None)
 
 
 def _ext_fields_of_json(bytes header):

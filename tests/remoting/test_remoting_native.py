@@ -137,8 +137,8 @@ def test_java_send_headers_take_the_typed_path_and_others_do_not() -> None:
     java = {"a": "PG", "b": "T", "c": "TBW102", "d": "4", "e": "1", "f": "0", "g": "17", "h": "0",
             "i": "TAGS\x01t\x02", "j": "0", "k": "false", "m": "false", "x-extra": "kept"}
     cmd = codec.decode(codec.encode(create_request(310, java, b"body")))
-    assert cmd.send_header is not None and cmd.send_header.topic == "T" and cmd.send_header.properties == "TAGS\x01t\x02"
-    assert cmd.send_header.max_reconsume_times is None
+    assert cmd.send_header == ("PG", "T", "TBW102", "4", "1", "0", "17", "0", "TAGS\x01t\x02", "0", "false", None,
+                               "false")
     assert cmd.ext_fields == java
     cpp = dict(java, d=4, e=1)      # the C++ client's JSON numbers
     cmd = codec.decode(codec.encode(create_request(310, cpp, b"body")))
