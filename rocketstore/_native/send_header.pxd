@@ -17,3 +17,9 @@ cdef class SendRequestHeader:
     cdef public object max_reconsume_times  # int or None
     cdef public bint unit_mode
     cdef public bint batch
+
+
+# The same as decode_send_header / parse_properties_text, for native callers (no Python call)
+cdef SendRequestHeader read_send_header(dict ext, bint v2)
+cdef dict read_properties_text(object text)
+cdef SendRequestHeader read_send_struct(tuple fields, bint v2)

@@ -13,6 +13,11 @@ from cpython.dict cimport PyDict_GetItem, PyDict_SetItem
 from cpython.object cimport PyObject
 from cpython.unicode cimport PyUnicode_GET_LENGTH, PyUnicode_READ_CHAR
 
+cdef extern from "Python.h":
+    Py_ssize_t PyUnicode_FindChar(object text, Py_UCS4 ch, Py_ssize_t start, Py_ssize_t end,
+                                  int direction) except -2
+    object PyUnicode_Substring(object text, Py_ssize_t start, Py_ssize_t end)
+
 from rocketstore._native.send_header cimport SendRequestHeader
 
 
@@ -107,12 +112,17 @@ cdef long long _require_long(dict ext, tuple names, bint v2) except? -1:
 
 cdef int _get_bool(dict ext, tuple names, bint v2) except -1:
     """1 true, 0 false or absent."""
-    value = _get(ext, names, v2)
+    return _bool_of(_get(ext, names, v2), names, v2)
+
+
+cdef int _bool_of(object value, tuple names, bint v2) except -1:
     if value is None or value is False:
         return 0
     if value is True:
         return 1
     if type(value) is str:
+        if value == "false" or value == "true":     # what the Java client sends
+            return value == "true"
         text = (<str>value).lower()
         if text == "true" or text == "1":
             return 1
@@ -123,6 +133,10 @@ cdef int _get_bool(dict ext, tuple names, bint v2) except -1:
 
 def decode_send_header(dict ext not None, bint v2=False):
     """The SEND header of a request's ext fields (v2: the one-letter names)."""
+    return read_send_header(ext, v2)
+
+
+cdef SendRequestHeader read_send_header(dict ext, bint v2):
     cdef SendRequestHeader h = SendRequestHeader.__new__(SendRequestHeader)
     h.producer_group = _require_str(ext, _PRODUCER_GROUP, v2)
     h.topic = _require_str(ext, _TOPIC, v2)
@@ -143,19 +157,53 @@ def decode_send_header(dict ext not None, bint v2=False):
     return h
 
 
+cdef SendRequestHeader read_send_struct(tuple fields, bint v2):
+    """The SEND header of a typed decode of its ext fields (the frame decoder's SEND path):
+    the 13 values in the order of the declarations above (producerGroup / a ... batch / m),
+    each a str or None, the first eight present."""
+    cdef SendRequestHeader h = SendRequestHeader.__new__(SendRequestHeader)
+    if len(fields) != 13:
+        raise ValueError(f"a SEND header has 13 fields, got {len(fields)}")
+    h.producer_group = fields[0]
+    h.topic = fields[1]
+    h.default_topic = fields[2]
+    h.default_topic_queue_nums = _parse_long(fields[3], _DEFAULT_QUEUE_NUMS, v2)
+    h.queue_id = _parse_long(fields[4], _QUEUE_ID, v2)
+    h.sys_flag = _parse_long(fields[5], _SYS_FLAG, v2)
+    h.born_timestamp = _parse_long(fields[6], _BORN_TIMESTAMP, v2)
+    h.flag = _parse_long(fields[7], _FLAG, v2)
+    h.properties = fields[8]
+    value = fields[9]
+    h.reconsume_times = 0 if value is None else _parse_long(value, _RECONSUME_TIMES, v2)
+    value = fields[11]
+    h.max_reconsume_times = None if value is None else _parse_long(value, _MAX_RECONSUME_TIMES, v2)
+    h.unit_mode = _bool_of(fields[10], _UNIT_MODE, v2)
+    h.batch = _bool_of(fields[12], _BATCH, v2)
+    return h
+
+
 def parse_properties_text(text):
     """RocketMQ's string2messageProperties: ``name\\x01value`` pairs joined by ``\\x02``; a pair
     with an empty name or value is dropped; a later pair with the same name wins."""
+    return read_properties_text(text)
+
+
+cdef dict read_properties_text(object text):
     cdef dict out = {}
-    cdef Py_ssize_t i, n
-    cdef str pair
+    cdef Py_ssize_t start = 0, end, split, n
     if not text:
         return out
-    for pair in (<str>text).split("\x02"):
-        n = PyUnicode_GET_LENGTH(pair)
-        for i in range(n):
-            if <unsigned int>PyUnicode_READ_CHAR(pair, i) == 1:
-                if 0 < i < n - 1:
-                    PyDict_SetItem(out, pair[:i], pair[i + 1:])
-                break
+    if type(text) is not str:
+        raise TypeError(f"properties must be str, got {type(text).__name__}")
+    n = PyUnicode_GET_LENGTH(text)
+    while start <= n:
+        # one pair: text[start:end], end at the next \x02 or the end of the text
+        end = PyUnicode_FindChar(text, 2, start, n, 1)
+        if end == -1:
+            end = n
+        split = PyUnicode_FindChar(text, 1, start, end, 1)
+        if split != -1 and start < split < end - 1:
+            PyDict_SetItem(out, PyUnicode_Substring(text, start, split),
+                           PyUnicode_Substring(text, split + 1, end))
+        start = end + 1
     return out

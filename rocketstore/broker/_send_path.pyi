@@ -7,9 +7,10 @@ from typing import Any, final
 from rocketstore._native.message import Message
 from rocketstore._native.record_writer import PutMessageResult
 from rocketstore.remoting._command import RemotingCommand
+from rocketstore.remoting._pump import DirectHandler
 
 @final
-class SendPath:
+class SendPath(DirectHandler):
     """The request handler of SEND_MESSAGE (v2=False) or SEND_MESSAGE_V2 (v2=True) for a
     SendMessageProcessor, which serves every send but the common one."""
 

@@ -8,9 +8,17 @@ range, no batch, no delay, no transaction that the broker refuses, no NUL in the
 Every other send (and every send this path is unsure of) goes to the Python processor
 (``SendMessageProcessor._send``), which answers it with RocketMQ's response codes: the checks
 here only decide which of the two paths a send takes, never what a refused send is told.
+
+When the request pump asks (``call_into``, a JSON request that expects a reply, ASYNC_FLUSH or
+WAIT=false), a stored common send's reply is written straight into the connection's frame
+writer from a template made at start by the generic encoder, so it is byte for byte what
+``create_response`` + ``FrameWriter.add`` would write; only msgId, queueId, queueOffset and
+opaque are filled in per send.
 """
 cimport cython
-from libc.stdint cimport int64_t
+from libc.stdint cimport int64_t, uint32_t, uint64_t
+from libc.string cimport memcpy
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.dict cimport PyDict_Contains, PyDict_GetItem, PyDict_SetItem
 from cpython.object cimport PyObject
 from cpython.unicode cimport PyUnicode_GET_LENGTH
@@ -19,13 +27,19 @@ from rocketstore._native.includes.atomic cimport rs_load_acquire_i64
 from rocketstore._native.message cimport Message
 from rocketstore._native.put_path cimport PutLock, lock_clock_ns
 from rocketstore._native.record_writer cimport PutMessageResult
-from rocketstore._native.send_header cimport SendRequestHeader
+from rocketstore._native.send_header cimport (
+    SendRequestHeader, read_properties_text, read_send_header, read_send_struct)
+from rocketstore._native.includes.byteorder cimport rs_put_u32, rs_put_u64
+from rocketstore._native.includes.hex cimport rs_hex_upper
 from rocketstore.remoting._command cimport RemotingCommand
+from rocketstore.remoting._frames cimport FrameWriter
+from rocketstore.remoting._pump cimport DirectHandler
 
 from rocketstore._native.hosts import parse_host
 from rocketstore._native.message import validate_topic
-from rocketstore._native.send_header import SendHeaderError, decode_send_header, parse_properties_text
+from rocketstore._native.send_header import SendHeaderError
 from rocketstore.remoting._command import create_response
+from rocketstore.remoting._frames import encode_json_header
 
 cdef enum:
     _PERM_WRITE = 2
@@ -34,6 +48,10 @@ cdef enum:
     _SUCCESS = 0
     _MAX_VALID_TOPICS = 4096    # names remembered as valid (a cache, cleared when full)
     _QUEUE_ID_TEXTS = 256
+    _FLAG_RESPONSE = 1
+    _MAX_HOST_RAW = 16           # an IPv6 store host
+    _MSG_ID_MAX = 2 * (_MAX_HOST_RAW + 12)
+    _INT_TEXT_MAX = 20           # an int64 in decimal, with its sign
 
 cdef long long _INT32_MAX = 2147483647
 cdef long long _INT32_MIN = -2147483648
@@ -50,10 +68,67 @@ cdef str _K_QUEUE_ID = "queueId"
 cdef str _K_QUEUE_OFFSET = "queueOffset"
 cdef str _K_REGION = "MSG_REGION"
 cdef str _K_TRACE = "TRACE_ON"
+# stand-ins for the per-send values in the reply template (found where the encoder put them)
+cdef str _MARK_MSG_ID = "@msgId@"
+cdef str _MARK_QUEUE_ID = "@queueId@"
+cdef str _MARK_QUEUE_OFFSET = "@queueOffset@"
+
+
+cdef inline Py_ssize_t _put_i64(char* p, long long value) noexcept:
+    """``value`` in decimal at ``p`` (at most 20 characters); returns how many."""
+    cdef char digits[_INT_TEXT_MAX]
+    cdef int count = 0, written = 0
+    cdef unsigned long long magnitude = <unsigned long long>value
+    if value < 0:
+        p[0] = b'-'
+        written = 1
+        magnitude = <unsigned long long>0 - magnitude
+    while True:
+        digits[count] = <char>(48 + magnitude % 10)
+        count += 1
+        magnitude //= 10
+        if magnitude == 0:
+            break
+    while count:
+        count -= 1
+        p[written] = digits[count]
+        written += 1
+    return written
+
+
+cdef inline char* _put_bytes(char* p, bytes text) noexcept:
+    cdef Py_ssize_t n = PyBytes_GET_SIZE(text)
+    memcpy(p, PyBytes_AS_STRING(text), n)
+    return p + n
+
+
+cdef tuple _reply_template(str region, str trace_on):
+    """A common send's reply header cut around its per-send values: (before msgId, before
+    queueId, before queueOffset, before opaque, after opaque), each bytes."""
+    cdef RemotingCommand probe = create_response(
+        RemotingCommand(0), _SUCCESS, None,
+        {_K_MSG_ID: _MARK_MSG_ID, _K_QUEUE_ID: _MARK_QUEUE_ID, _K_QUEUE_OFFSET: _MARK_QUEUE_OFFSET,
+         _K_REGION: region, _K_TRACE: trace_on})
+    probe.flag |= _FLAG_RESPONSE
+    cdef bytes header = encode_json_header(probe)
+    # The three marks come before the region (the only text not ours), so their first
+    # occurrence is theirs; the opaque follows extFields, in which any quote is escaped.
+    cdef Py_ssize_t msg_id = header.find(b'"' + _MARK_MSG_ID.encode() + b'"')
+    cdef Py_ssize_t queue_id = header.find(b'"' + _MARK_QUEUE_ID.encode() + b'"')
+    cdef Py_ssize_t queue_offset = header.find(b'"' + _MARK_QUEUE_OFFSET.encode() + b'"')
+    cdef Py_ssize_t opaque = header.rfind(b',"opaque":0,')
+    if not 0 < msg_id < queue_id < queue_offset < opaque:
+        raise RuntimeError(f"reply template not found in {header!r}")
+    opaque += 10
+    return (header[:msg_id + 1],
+            header[msg_id + 1 + len(_MARK_MSG_ID):queue_id + 1],
+            header[queue_id + 1 + len(_MARK_QUEUE_ID):queue_offset + 1],
+            header[queue_offset + 1 + len(_MARK_QUEUE_OFFSET):opaque],
+            header[opaque + 1:])
 
 
 @cython.final
-cdef class SendPath:
+cdef class SendPath(DirectHandler):
     """The request handler of SEND_MESSAGE (``v2=False``) or SEND_MESSAGE_V2 (``v2=True``)
     for ``processor`` (a SendMessageProcessor), which serves every send but the common one."""
 
@@ -66,6 +141,7 @@ cdef class SendPath:
     cdef object topics
     cdef object not_allowed
     cdef object stats
+    cdef object record_put
     cdef object writer
     cdef object append
     cdef object loop_time
@@ -78,6 +154,12 @@ cdef class SendPath:
     cdef set valid_topics
     cdef object last_host
     cdef tuple queue_id_texts
+    cdef bytes reply_head           # the reply template's pieces (_reply_template)
+    cdef bytes reply_after_msg_id
+    cdef bytes reply_after_queue_id
+    cdef bytes reply_after_queue_offset
+    cdef bytes reply_tail
+    cdef Py_ssize_t reply_fixed     # their bytes together
 
     def __init__(self, processor, bint v2, *, topics, not_allowed_topics, append):
         """``append(message, queue_id)`` stores a message without waiting for a flush (the
@@ -92,6 +174,7 @@ cdef class SendPath:
         self.topics = topics
         self.not_allowed = not_allowed_topics
         self.stats = processor.stats
+        self.record_put = self.stats.record_put
         self.writer = processor.writer
         self.append = append
         self.loop_time = processor.loop.time
@@ -104,16 +187,31 @@ cdef class SendPath:
         self.valid_topics = set()
         self.last_host = None
         self.queue_id_texts = tuple(str(i) for i in range(_QUEUE_ID_TEXTS))
+        (self.reply_head, self.reply_after_msg_id, self.reply_after_queue_id,
+         self.reply_after_queue_offset, self.reply_tail) = _reply_template(self.region, self.trace_on)
+        self.reply_fixed = (len(self.reply_head) + len(self.reply_after_msg_id)
+                            + len(self.reply_after_queue_id) + len(self.reply_after_queue_offset)
+                            + len(self.reply_tail))
 
     def __call__(self, ctx, RemotingCommand request not None):
-        ext = request.ext_fields
-        if type(ext) is not dict:
-            return self._entry(ctx, request)
+        return self._handle(ctx, request, None)
+
+    cdef object call_into(self, object ctx, RemotingCommand request, FrameWriter writer):
+        return self._handle(ctx, request, writer)
+
+    cdef object _handle(self, ctx, RemotingCommand request, FrameWriter writer):
+        fields = request.send_header    # the frame decoder's typed SEND fields, or None
         try:
-            header = decode_send_header(ext, self.v2)
+            if type(fields) is tuple and request.code == (310 if self.v2 else 10):
+                header = read_send_struct(<tuple>fields, self.v2)
+            else:
+                ext = request.ext_fields
+                if type(ext) is not dict:
+                    return self._entry(ctx, request)
+                header = read_send_header(<dict>ext, self.v2)
         except SendHeaderError:
             return self._entry(ctx, request)    # raises the HeaderFieldError naming the field
-        response = self._common(ctx, request, <SendRequestHeader>header)
+        response = self._common(ctx, request, <SendRequestHeader>header, writer)
         if response is None:
             return self.processor._send(ctx, request, header)
         return response
@@ -123,9 +221,11 @@ cdef class SendPath:
             return self.processor.send_message_v2(ctx, request)
         return self.processor.send_message(ctx, request)
 
-    cdef object _common(self, ctx, RemotingCommand request, SendRequestHeader header):
+    cdef object _common(self, ctx, RemotingCommand request, SendRequestHeader header,
+                        FrameWriter writer):
         """The reply of a common send (after storing it), or None: not common, the Python
-        processor decides."""
+        processor decides; or self when the reply went into ``writer`` (not None: the
+        request expects a reply)."""
         cdef PyObject* found
         cdef long long queue_id, queue_nums, read_nums, write_nums, reconsume
         cdef int sys_flag
@@ -172,7 +272,7 @@ cdef class SendPath:
         text = header.properties
         if text is not None and _NUL in <str>text:
             return None
-        properties = parse_properties_text(text)
+        properties = read_properties_text(text)
         if PyDict_Contains(properties, _DELAY) or PyDict_Contains(properties, _TRAN_MSG):
             return None
         if header.flag < _INT32_MIN or header.flag > _INT32_MAX:
@@ -193,7 +293,8 @@ cdef class SendPath:
 
         message = Message.__new__(Message)
         message.topic = topic
-        message.body = request.body_bytes()
+        body = request.body
+        message.body = body if type(body) is bytes else request.body_bytes()
         message._props = properties
         message.flag = <int>header.flag
         message.born_timestamp = header.born_timestamp if header.born_timestamp > 0 else 0
@@ -205,7 +306,12 @@ cdef class SendPath:
         result = self.append(message, <int>queue_id)
         if result.status_code != 0:
             return self.processor.refused_put(request, result)
-        self.stats.record_put(topic, 1, result.wrote_bytes)
+        self.record_put(topic, 1, result.wrote_bytes)
+        if writer is not None and request.serialize_type == 0 and result.store_host_raw is not None \
+                and PyBytes_GET_SIZE(result.store_host_raw) <= _MAX_HOST_RAW:
+            if not self.writer.sync_flush or _wait_is_false(properties):
+                self._write_reply(writer, request.opaque, result, queue_id)
+                return self
         ext = {
             _K_MSG_ID: result.msg_id,
             _K_QUEUE_ID: self.queue_id_texts[queue_id] if queue_id < _QUEUE_ID_TEXTS else str(queue_id),
@@ -214,8 +320,47 @@ cdef class SendPath:
             _K_TRACE: self.trace_on,
         }
         response = create_response(request, _SUCCESS, None, ext)
-        if self.writer.sync_flush:
-            found = PyDict_GetItem(properties, _WAIT)
-            if found == NULL or <object>found != _FALSE:
-                return self.processor.durable_reply(request, response, result)
+        if self.writer.sync_flush and not _wait_is_false(properties):
+            return self.processor.durable_reply(request, response, result)
         return response
+
+    cdef int _write_reply(self, FrameWriter writer, int opaque, PutMessageResult result,
+                          long long queue_id) except -1:
+        """The reply frame from the template: what create_response + FrameWriter.add make of
+        the same values (tests compare them byte for byte)."""
+        cdef unsigned char raw[_MAX_HOST_RAW + 12]
+        cdef char msg_id[_MSG_ID_MAX]
+        cdef char queue_id_text[_INT_TEXT_MAX]
+        cdef char queue_offset_text[_INT_TEXT_MAX]
+        cdef char opaque_text[_INT_TEXT_MAX]
+        cdef Py_ssize_t host_length = PyBytes_GET_SIZE(result.store_host_raw)
+        cdef Py_ssize_t msg_id_length = 2 * (host_length + 12)
+        cdef Py_ssize_t queue_id_length = _put_i64(queue_id_text, queue_id)
+        cdef Py_ssize_t queue_offset_length = _put_i64(queue_offset_text, result.queue_offset)
+        cdef Py_ssize_t opaque_length = _put_i64(opaque_text, opaque)
+        cdef Py_ssize_t header_length = (self.reply_fixed + msg_id_length + queue_id_length
+                                         + queue_offset_length + opaque_length)
+        cdef char* out
+        memcpy(raw, PyBytes_AS_STRING(result.store_host_raw), host_length)
+        rs_put_u32(<char*>raw + host_length, <uint32_t>result.store_port)
+        rs_put_u64(<char*>raw + host_length + 4, <uint64_t>result.commitlog_offset)
+        rs_hex_upper(msg_id, raw, host_length + 12)
+        out = writer.reserve(8 + header_length)
+        rs_put_u32(out, <uint32_t>(4 + header_length))
+        rs_put_u32(out + 4, <uint32_t>header_length)    # serialize type 0: JSON
+        out = _put_bytes(out + 8, self.reply_head)
+        memcpy(out, msg_id, msg_id_length)
+        out = _put_bytes(out + msg_id_length, self.reply_after_msg_id)
+        memcpy(out, queue_id_text, queue_id_length)
+        out = _put_bytes(out + queue_id_length, self.reply_after_queue_id)
+        memcpy(out, queue_offset_text, queue_offset_length)
+        out = _put_bytes(out + queue_offset_length, self.reply_after_queue_offset)
+        memcpy(out, opaque_text, opaque_length)
+        _put_bytes(out + opaque_length, self.reply_tail)
+        return 0
+
+
+cdef inline bint _wait_is_false(dict properties):
+    """The producer said WAIT=false: it does not wait for the flush (SYNC_FLUSH)."""
+    cdef PyObject* found = PyDict_GetItem(properties, _WAIT)
+    return found != NULL and <object>found == _FALSE

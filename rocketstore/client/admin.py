@@ -15,7 +15,7 @@ from typing import Any
 from rocketstore.client.config import TOOLS_CONSUMER_GROUP, ClientConfig
 from rocketstore.client.errors import MQBrokerError, MQClientError
 from rocketstore.client.instance import ClientInstance, parse_offset_table
-from rocketstore.client.loop import LoopThread
+from rocketstore.client.loop import BlockingClient
 from rocketstore.client.message import (
     MessageExt,
     MessageQueue,
@@ -365,7 +365,7 @@ class AsyncAdmin:
         return await self.instance.api.get_min_offset(address, mq, self.timeout)
 
 
-class AdminClient:
+class AdminClient(BlockingClient[AsyncAdmin]):
     """The blocking admin client (for scripts and the ``rocketstore admin`` CLI)::
 
         with AdminClient(namesrv_addr="127.0.0.1:9876") as admin:
@@ -373,36 +373,11 @@ class AdminClient:
             print(admin.topic_status("orders"))
     """
 
+    not_running_text = "the admin client is not started"
+
     def __init__(self, namesrv_addr: str | None = None, *, config: ClientConfig | None = None,
                  timeout: float = 5.0) -> None:
-        self._core = AsyncAdmin(namesrv_addr, config=config, timeout=timeout)
-        self._loop: LoopThread | None = None
-
-    def start(self) -> None:
-        if self._loop is None:
-            loop = LoopThread("rocketstore-admin")
-            loop.start()
-            try:
-                loop.run(self._core.start())
-            except BaseException:
-                loop.stop()
-                raise
-            self._loop = loop
-
-    def shutdown(self) -> None:
-        loop, self._loop = self._loop, None
-        if loop is not None:
-            try:
-                loop.run(self._core.shutdown(), timeout=30)
-            finally:
-                loop.stop()
-
-    def __enter__(self) -> AdminClient:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.shutdown()
+        super().__init__(AsyncAdmin(namesrv_addr, config=config, timeout=timeout), "rocketstore-admin")
 
     def __getattr__(self, name: str) -> Any:
         method = getattr(self._core, name)
@@ -410,9 +385,7 @@ class AdminClient:
             raise AttributeError(name)
 
         def call(*args: Any, **kwargs: Any) -> Any:
-            if self._loop is None:
-                raise MQClientError("the admin client is not started")
-            return self._loop.run(method(*args, **kwargs))
+            return self._run(method(*args, **kwargs))
 
         call.__doc__ = method.__doc__
         return call

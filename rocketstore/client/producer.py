@@ -26,7 +26,7 @@ from rocketstore.client.codec import encode_batch
 from rocketstore.client.config import ProducerConfig
 from rocketstore.client.errors import MQBrokerError, MQClientError
 from rocketstore.client.instance import ClientInstance
-from rocketstore.client.loop import LoopThread
+from rocketstore.client.loop import BlockingClient
 from rocketstore.client.message import (
     RETRY_GROUP_TOPIC_PREFIX,
     Message,
@@ -370,7 +370,7 @@ class _BatchMessage(Message):
 SendCallback = Callable[[SendResult | None, BaseException | None], None]
 
 
-class Producer:
+class Producer(BlockingClient[AsyncProducer]):
     """A blocking producer: :class:`AsyncProducer` on an event loop thread of its own::
 
         with Producer("orders-producer", namesrv_addr="127.0.0.1:9876") as producer:
@@ -382,57 +382,33 @@ class Producer:
     threads, never on the loop, so they may call the producer again.
     """
 
+    not_running_text = "the producer is not running: call start() first"
+
     def __init__(self, producer_group: str | None = None, *, config: ProducerConfig | None = None,
                  **options: Any) -> None:
-        self._core = AsyncProducer(producer_group, config=config, **options)
-        self.config = self._core.config
-        self._loop: LoopThread | None = None
+        core = AsyncProducer(producer_group, config=config, **options)
+        super().__init__(core, f"rocketstore-producer-{core.config.producer_group}")
+        self.config = core.config
         self._callbacks: concurrent.futures.ThreadPoolExecutor | None = None
 
     @property
     def client_id(self) -> str | None:
         return self._core.client_id
 
-    @property
-    def core(self) -> AsyncProducer:
-        return self._core
-
     def start(self) -> None:
         if self._loop is not None:
             return
-        loop = LoopThread(f"rocketstore-producer-{self.config.producer_group}")
-        loop.start()
-        try:
-            loop.run(self._core.start())
-        except BaseException:
-            loop.stop()
-            raise
-        self._loop = loop
+        super().start()
         self._callbacks = concurrent.futures.ThreadPoolExecutor(
             self.config.client_callback_executor_threads, thread_name_prefix="rocketstore-send-callback")
 
     def shutdown(self) -> None:
-        loop, self._loop = self._loop, None
-        if loop is None:
-            return
         try:
-            loop.run(self._core.shutdown(), timeout=30)
+            super().shutdown()
         finally:
-            loop.stop()
-            if self._callbacks is not None:
-                self._callbacks.shutdown(wait=True)
-
-    def __enter__(self) -> Producer:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.shutdown()
-
-    def _loop_or_fail(self) -> LoopThread:
-        if self._loop is None:
-            raise MQClientError("the producer is not running: call start() first")
-        return self._loop
+            callbacks, self._callbacks = self._callbacks, None
+            if callbacks is not None:
+                callbacks.shutdown(wait=True)
 
     def send(self, msg: Message, *, queue: MessageQueue | None = None,
              selector: MessageQueueSelector | None = None, arg: Any = None,

@@ -23,7 +23,7 @@ from rocketstore.client.allocate import AllocateMessageQueueStrategy
 from rocketstore.client.config import ConsumeType, PullConsumerConfig
 from rocketstore.client.consumer_base import BaseConsumer
 from rocketstore.client.errors import MQClientError
-from rocketstore.client.loop import LoopThread
+from rocketstore.client.loop import BlockingClient
 from rocketstore.client.message import (
     MessageExt,
     MessageQueue,
@@ -345,7 +345,7 @@ class AsyncPullConsumer(BaseConsumer):
                                      suspend=block)
 
 
-class PullConsumer:
+class PullConsumer(BlockingClient[AsyncPullConsumer]):
     """A blocking pull consumer: :class:`AsyncPullConsumer` on an event loop thread::
 
         with PullConsumer("orders-reader", namesrv_addr="127.0.0.1:9876") as consumer:
@@ -355,35 +355,19 @@ class PullConsumer:
             consumer.commit()
     """
 
+    not_running_text = "the consumer is not running: call start() first"
+    shutdown_timeout = 60.0
+
     def __init__(self, consumer_group: str | None = None, *, config: PullConsumerConfig | None = None,
                  allocate_strategy: AllocateMessageQueueStrategy | None = None, **options: Any) -> None:
-        self._core = AsyncPullConsumer(consumer_group, config=config, allocate_strategy=allocate_strategy,
-                                       **options)
-        self.config = self._core.config
-        self._loop: LoopThread | None = None
-
-    @property
-    def core(self) -> AsyncPullConsumer:
-        return self._core
+        core = AsyncPullConsumer(consumer_group, config=config, allocate_strategy=allocate_strategy,
+                                 **options)
+        super().__init__(core, f"rocketstore-pull-consumer-{core.config.consumer_group}")
+        self.config = core.config
 
     @property
     def client_id(self) -> str | None:
         return self._core.client_id
-
-    def _run(self, coro: Any, timeout: float | None = None) -> Any:
-        if self._loop is None:
-            coro.close()
-            raise MQClientError("the consumer is not running: call start() first")
-        return self._loop.run(coro, timeout)
-
-    def _on_loop(self, fn: Any, *args: Any) -> Any:
-        if self._loop is None:
-            return fn(*args)
-
-        async def call() -> Any:
-            return fn(*args)
-
-        return self._loop.run(call())
 
     def subscribe(self, topic: str, expression: str = "*") -> None:
         self._on_loop(self._core.subscribe, topic, expression)
@@ -405,34 +389,6 @@ class PullConsumer:
 
     def resume(self, queues: Iterable[MessageQueue]) -> None:
         self._on_loop(self._core.resume, list(queues))
-
-    def start(self) -> None:
-        if self._loop is not None:
-            return
-        loop = LoopThread(f"rocketstore-pull-consumer-{self.config.consumer_group}")
-        loop.start()
-        try:
-            loop.run(self._core.start())
-        except BaseException:
-            loop.stop()
-            raise
-        self._loop = loop
-
-    def shutdown(self) -> None:
-        loop, self._loop = self._loop, None
-        if loop is None:
-            return
-        try:
-            loop.run(self._core.shutdown(), timeout=60)
-        finally:
-            loop.stop()
-
-    def __enter__(self) -> PullConsumer:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.shutdown()
 
     def poll(self, timeout: float | None = None) -> list[MessageExt]:
         return list(self._run(self._core.poll(timeout)))

@@ -31,7 +31,7 @@ from rocketstore.client.consume_service import (
 )
 from rocketstore.client.consumer_base import BaseConsumer
 from rocketstore.client.errors import MQClientError
-from rocketstore.client.loop import LoopThread
+from rocketstore.client.loop import BlockingClient
 from rocketstore.client.message import (
     Message,
     MessageConst,
@@ -279,7 +279,7 @@ class AsyncPushConsumer(BaseConsumer):
         await self._inner_producer.send(retry)
 
 
-class PushConsumer:
+class PushConsumer(BlockingClient[AsyncPushConsumer]):
     """A blocking push consumer: :class:`AsyncPushConsumer` on an event loop thread::
 
         consumer = PushConsumer("orders-consumer", namesrv_addr="127.0.0.1:9876")
@@ -297,32 +297,25 @@ class PushConsumer:
     The listener runs on the consume thread pool, never on the loop thread.
     """
 
+    not_running_text = "the consumer is not running: call start() first"
+    shutdown_timeout = 60.0
+
     def __init__(self, consumer_group: str | None = None, *, config: PushConsumerConfig | None = None,
                  allocate_strategy: AllocateMessageQueueStrategy | None = None, **options: Any) -> None:
-        self._core = AsyncPushConsumer(consumer_group, config=config, allocate_strategy=allocate_strategy,
-                                       **options)
-        self.config = self._core.config
-        self._loop: LoopThread | None = None
+        core = AsyncPushConsumer(consumer_group, config=config, allocate_strategy=allocate_strategy,
+                                 **options)
+        super().__init__(core, f"rocketstore-consumer-{core.config.consumer_group}")
+        self.config = core.config
 
     @property
     def client_id(self) -> str | None:
         return self._core.client_id
 
-    @property
-    def core(self) -> AsyncPushConsumer:
-        return self._core
-
     def subscribe(self, topic: str, expression: str = "*") -> None:
-        if self._loop is not None:
-            self._loop.run(_call(self._core.subscribe, topic, expression))
-        else:
-            self._core.subscribe(topic, expression)
+        self._on_loop(self._core.subscribe, topic, expression)
 
     def unsubscribe(self, topic: str) -> None:
-        if self._loop is not None:
-            self._loop.run(_call(self._core.unsubscribe, topic))
-        else:
-            self._core.unsubscribe(topic)
+        self._on_loop(self._core.unsubscribe, topic)
 
     def register_message_listener(self, listener: Listener | None = None, *, orderly: bool = False) -> Any:
         """``consumer.register_message_listener(fn)``, or as a decorator with or without
@@ -331,40 +324,8 @@ class PushConsumer:
             return lambda fn: self._core.register_message_listener(fn, orderly=orderly)
         return self._core.register_message_listener(listener, orderly=orderly)
 
-    def start(self) -> None:
-        if self._loop is not None:
-            return
-        loop = LoopThread(f"rocketstore-consumer-{self.config.consumer_group}")
-        loop.start()
-        try:
-            loop.run(self._core.start())
-        except BaseException:
-            loop.stop()
-            raise
-        self._loop = loop
-
-    def shutdown(self) -> None:
-        loop, self._loop = self._loop, None
-        if loop is None:
-            return
-        try:
-            loop.run(self._core.shutdown(), timeout=60)
-        finally:
-            loop.stop()
-
     def suspend(self) -> None:
         self._core.suspend()
 
     def resume(self) -> None:
         self._core.resume()
-
-    def __enter__(self) -> PushConsumer:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.shutdown()
-
-
-async def _call(fn: Any, *args: Any) -> Any:
-    return fn(*args)

@@ -7,11 +7,17 @@ cdef class RemotingCommand:
     cdef public int opaque
     cdef public int flag
     cdef public object remark
-    cdef public object ext_fields
+    cdef object _ext_fields             # None while _ext_json holds them
+    cdef bytes _ext_json                # a JSON header they are decoded from when first read
+    cdef public object send_header      # a SEND request's ext field values (a tuple in SendRequestHeader's
+                                        # order, from the frame decoder's typed path), or None
     cdef public object body
     cdef public int serialize_type
 
 
+cdef RemotingCommand new_lazy_command(int code, int language, int version, int opaque, int flag,
+                                      object remark, bytes json_header, object send_header,
+                                      object body)
 cdef RemotingCommand new_command(int code, int language, int version, int opaque, int flag,
                                  object remark, object ext_fields, object body,
                                  int serialize_type)

@@ -17,9 +17,13 @@ class RemotingCommand:
     opaque: int
     flag: int
     remark: str | None
-    ext_fields: dict[str, str]
     body: _Body
     serialize_type: int
+    send_header: Any
+    @property
+    def ext_fields(self) -> dict[str, str]: ...
+    @ext_fields.setter
+    def ext_fields(self, value: dict[str, Any]) -> None: ...
     def __init__(
         self,
         code: int,

@@ -22,6 +22,15 @@ cdef inline Py_ssize_t _buffer_length(object buffer) except -1:
     return len(buffer)
 
 
+#: The ext fields of a JSON header (bytes): the frame codec's decoder, set when it is imported.
+cdef object _ext_fields_of_json = None
+
+
+def _set_ext_fields_decoder(decoder):
+    global _ext_fields_of_json
+    _ext_fields_of_json = decoder
+
+
 cdef class RemotingCommand:
     """A command as RocketMQ's ``RemotingCommand`` has it.
 
@@ -48,6 +57,20 @@ cdef class RemotingCommand:
         self.ext_fields = {} if ext_fields is None else ext_fields
         self.body = body
         self.serialize_type = serialize_type
+
+    @property
+    def ext_fields(self):
+        """The custom header fields (a dict of str); a request the frame decoder read through
+        its typed SEND path decodes them from its header when they are first asked for."""
+        if self._ext_json is not None:
+            self._ext_fields = _ext_fields_of_json(self._ext_json)
+            self._ext_json = None
+        return self._ext_fields
+
+    @ext_fields.setter
+    def ext_fields(self, value):
+        self._ext_fields = value
+        self._ext_json = None
 
     @property
     def is_response(self):
@@ -97,6 +120,24 @@ cdef class RemotingCommand:
         )
 
 
+cdef RemotingCommand new_lazy_command(int code, int language, int version, int opaque, int flag,
+                                      object remark, bytes json_header, object send_header,
+                                      object body):
+    """A JSON request whose ext fields are read from ``json_header`` when first asked for."""
+    cdef RemotingCommand cmd = RemotingCommand.__new__(RemotingCommand)
+    cmd.code = code
+    cmd.language = language
+    cmd.version = version
+    cmd.opaque = opaque
+    cmd.flag = flag
+    cmd.remark = remark
+    cmd._ext_json = json_header
+    cmd.send_header = send_header
+    cmd.body = body
+    cmd.serialize_type = 0
+    return cmd
+
+
 cdef RemotingCommand new_command(int code, int language, int version, int opaque, int flag,
                                  object remark, object ext_fields, object body,
                                  int serialize_type):
@@ -107,7 +148,7 @@ cdef RemotingCommand new_command(int code, int language, int version, int opaque
     cmd.opaque = opaque
     cmd.flag = flag
     cmd.remark = remark
-    cmd.ext_fields = ext_fields
+    cmd._ext_fields = ext_fields
     cmd.body = body
     cmd.serialize_type = serialize_type
     return cmd

@@ -9,3 +9,4 @@ cdef class FrameWriter:
     cdef readonly Py_ssize_t nbytes
 
     cpdef Py_ssize_t add(self, RemotingCommand cmd) except -1
+    cdef char* reserve(self, Py_ssize_t n) except NULL

@@ -14,7 +14,11 @@ raises FrameError: the stream is lost and the connection must close. A frame wit
 bounds whose header cannot be decoded becomes a HeaderError value in the decoder's output.
 
 JSON headers are parsed by orjson; this module only reads the fields out of the dict it
-returns. Anything a well-behaved peer does not send (numbers as strings, a missing field, a
+returns. SEND_MESSAGE_V2 / SEND_MESSAGE headers as RocketMQ's Java client writes them (code
+first, every ext field a string) are decoded by msgspec into a typed struct instead, read by
+the broker's send path without a dict; their ``ext_fields`` dict is made from the header by
+the orjson path only if something asks for it. Any such header msgspec does not take whole
+goes the orjson way. Anything a well-behaved peer does not send (numbers as strings, a missing field, a
 number in extFields) goes to the checked decoder of ``pycodec``, which is also the reference
 these functions are tested against.
 """
@@ -28,11 +32,13 @@ from cpython.long cimport PyLong_AsLongLongAndOverflow
 from cpython.object cimport PyObject
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint32_t
-from libc.string cimport memcpy
+from libc.string cimport memcmp, memcpy
 
+import msgspec
 import orjson
 
-from rocketstore.remoting._command cimport RemotingCommand, new_command
+from rocketstore.remoting._command cimport RemotingCommand, new_command, new_lazy_command
+from rocketstore.remoting._command import _set_ext_fields_decoder
 
 from rocketstore.remoting.codes import LanguageCode
 from rocketstore.remoting.errors import FrameError, HeaderError
@@ -145,7 +151,86 @@ cdef inline bint _int32_of(PyObject* value, int* out):
     return True
 
 
+# ---- SEND headers, typed ----------------------------------------------------------------------
+
+# SendRequestHeader's fields: (attribute, SEND_MESSAGE's wire name, SEND_MESSAGE_V2's); the
+# first eight are required.
+_SEND_FIELDS = (
+    ("producer_group", "producerGroup", "a"), ("topic", "topic", "b"),
+    ("default_topic", "defaultTopic", "c"), ("default_topic_queue_nums", "defaultTopicQueueNums", "d"),
+    ("queue_id", "queueId", "e"), ("sys_flag", "sysFlag", "f"),
+    ("born_timestamp", "bornTimestamp", "g"), ("flag", "flag", "h"),
+    ("properties", "properties", "i"), ("reconsume_times", "reconsumeTimes", "j"),
+    ("unit_mode", "unitMode", "k"), ("max_reconsume_times", "maxReconsumeTimes", "l"),
+    ("batch", "batch", "m"),
+)
+
+
+def _send_header_decoder(str name, int wire):
+    """A decoder of SEND headers whose wire names are column ``wire`` of _SEND_FIELDS."""
+    ext = msgspec.defstruct(
+        f"{name}Fields",
+        [(f[0], str) for f in _SEND_FIELDS[:8]] + [(f[0], str | None, None) for f in _SEND_FIELDS[8:]],
+        rename={f[0]: f[wire] for f in _SEND_FIELDS}, gc=False)
+    header = msgspec.defstruct(
+        f"{name}Header",
+        [("code", int), ("extFields", ext), ("language", str), ("flag", int, 0), ("opaque", int, 0),
+         ("version", int, 0), ("remark", str | None, None)], gc=False)
+    return msgspec.json.Decoder(header).decode
+
+
+cdef object _astuple = msgspec.structs.astuple
+cdef object _decode_send_v1 = _send_header_decoder("SendMessage", 1)
+cdef object _decode_send_v2 = _send_header_decoder("SendMessageV2", 2)
+cdef object _MsgspecError = msgspec.DecodeError
+cdef const char* _SEND_V2_PREFIX = b'{"code":310,"extFields":{'
+cdef const char* _SEND_V1_PREFIX = b'{"code":10,"extFields":{'
+
+
+cdef RemotingCommand _decode_send_header(bytes header, bint v2):
+    """A SEND request whose header msgspec takes whole, or None (the orjson path decides)."""
+    cdef object language
+    cdef tuple values
+    cdef int code = 0, opaque = 0, flag = 0, version = 0
+    try:
+        values = _astuple(_decode_send_v2(header) if v2 else _decode_send_v1(header))
+    except _MsgspecError:
+        return None
+    # (code, extFields, language, flag, opaque, version, remark), as _send_header_decoder has them
+    language = _LANGUAGE_BY_NAME.get(values[2])
+    if language is None \
+            or not _int32_of(<PyObject*>values[0], &code) \
+            or not _int32_of(<PyObject*>values[3], &flag) \
+            or not _int32_of(<PyObject*>values[4], &opaque) \
+            or not _int32_of(<PyObject*>values[5], &version):
+        return None
+    return new_lazy_command(code, <int>language, version, opaque, flag, values[6], header,
+                            _astuple(values[1]), None)
+
+
+def _ext_fields_of_json(bytes header):
+    """The ext fields of a JSON header, as the orjson path reads them."""
+    return _decode_json_header_orjson(header).ext_fields
+
+
+_set_ext_fields_decoder(_ext_fields_of_json)
+
+
 cdef RemotingCommand _decode_json_header(const char* data, Py_ssize_t size):
+    cdef RemotingCommand cmd
+    cdef bytes header = PyBytes_FromStringAndSize(data, size)
+    if size > 25 and memcmp(data, _SEND_V2_PREFIX, 25) == 0:
+        cmd = _decode_send_header(header, True)
+        if cmd is not None:
+            return cmd
+    elif size > 24 and memcmp(data, _SEND_V1_PREFIX, 24) == 0:
+        cmd = _decode_send_header(header, False)
+        if cmd is not None:
+            return cmd
+    return _decode_json_header_orjson(header)
+
+
+cdef RemotingCommand _decode_json_header_orjson(bytes data):
     cdef int code = 0, opaque = 0, flag = 0, version = 0
     cdef PyObject* item
     cdef object language
@@ -155,7 +240,7 @@ cdef RemotingCommand _decode_json_header(const char* data, Py_ssize_t size):
     cdef PyObject* key
     cdef PyObject* value
     try:
-        header = _loads(PyBytes_FromStringAndSize(data, size))
+        header = _loads(data)
     except _JSONDecodeError as exc:
         raise HeaderError(f"header is not valid JSON: {exc}") from None
     if not PyDict_CheckExact(header):
@@ -688,6 +773,18 @@ cdef class FrameWriter:
                 self._parts.append(body)
         self.nbytes += 8 + header.length + body_length
         return self.nbytes
+
+    cdef char* reserve(self, Py_ssize_t n) except NULL:
+        """``n`` bytes at the end of the small-frame buffer, counted as queued: the caller
+        writes one whole frame there before anything else is added (a reply made from a
+        template, without a RemotingCommand)."""
+        cdef Py_ssize_t start
+        if self._tail is None:
+            self._tail = bytearray()
+        start = PyByteArray_GET_SIZE(self._tail)
+        PyByteArray_Resize(self._tail, start + n)
+        self.nbytes += n
+        return PyByteArray_AS_STRING(self._tail) + start
 
     def take(self):
         """The queued buffers, in order (small frames joined); the writer is empty after."""

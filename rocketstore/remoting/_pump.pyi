@@ -2,6 +2,8 @@
 
 from typing import Any, final
 
+from typing_extensions import disjoint_base
+
 from rocketstore.remoting._frames import FrameWriter
 
 @final
@@ -13,3 +15,8 @@ class RequestPump:
     ) -> None: ...
     def dispatch(self, items: list[Any]) -> int:
         """Dispatch ``items`` in order; returns how many were taken."""
+
+@disjoint_base
+class DirectHandler:
+    """A request handler that the pump may ask to write its reply into the connection's frame
+    writer itself (native subclasses only); called like any other handler otherwise."""

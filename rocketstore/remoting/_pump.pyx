@@ -16,6 +16,18 @@ cdef enum:
     _SYSTEM_ERROR = 1
 
 
+cdef class DirectHandler:
+    """A request handler (called as ``handler(connection, request)`` like any other) that the
+    pump may instead ask to write its reply itself: ``call_into(connection, request, writer)``
+    returns what the call would, or the handler itself once it has written one whole reply
+    frame into ``writer`` (None when no reply may be sent: a oneway request, a closed
+    connection). Native subclasses override ``call_into`` to answer their common case from a
+    template, without a RemotingCommand for the reply."""
+
+    cdef object call_into(self, object connection, RemotingCommand request, FrameWriter writer):
+        return self(connection, request)
+
+
 cdef class RequestPump:
     """Dispatches a connection's decoded commands.
 
@@ -67,7 +79,16 @@ cdef class RequestPump:
                     connection._handle_request(request)  # answers REQUEST_CODE_NOT_SUPPORTED
                     continue
             try:
-                result = handler(connection, request)
+                if isinstance(handler, DirectHandler):
+                    result = (<DirectHandler>handler).call_into(
+                        connection, request,
+                        None if request.flag & _FLAG_ONEWAY or self.closed else self._writer)
+                    if result is handler:       # its reply is in the writer
+                        if self._writer.nbytes >= self._high_water_mark:
+                            connection._flush()
+                        continue
+                else:
+                    result = handler(connection, request)
             except Exception as exc:
                 connection._handler_failed(request, exc)
                 continue

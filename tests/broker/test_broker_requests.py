@@ -378,3 +378,93 @@ def test_native_send_path_sees_topic_changes_at_once(arun, tmp_path: Path) -> No
             assert r.code == ResponseCode.TOPIC_NOT_EXIST
 
     arun(main())
+
+
+class _RecordingTransport:
+    """What a RemotingConnection uses of a transport; keeps what is written."""
+
+    def __init__(self) -> None:
+        self.data = bytearray()
+
+    def write(self, data: bytes) -> None:
+        self.data += data
+
+    def writelines(self, buffers: list[bytes]) -> None:
+        for buffer in buffers:
+            self.data += buffer
+
+    def get_extra_info(self, name: str, default: object = None) -> object:
+        return ("127.0.0.1", 40001) if name in ("peername", "sockname") else default
+
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        pass
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def test_native_send_replies_from_the_template_are_the_generic_encoders_bytes(arun, tmp_path: Path) -> None:
+    """Common sends answered by the pump's direct path (the reply written from a template)
+    carry exactly the bytes create_response + the frame encoder make of the same values;
+    oneway sends are stored and not answered; binary-header sends get a binary reply."""
+    from rocketstore.remoting import FrameDecoder, RemotingCommand, create_request, encode
+    from rocketstore.remoting.codes import FLAG_RESPONSE
+    from rocketstore.remoting.connection import RemotingConnection
+
+    v2 = {"a": "PG", "b": "tpl", "c": "TBW102", "d": 4, "e": "1", "f": "0", "g": "1700000000000",
+          "h": "0", "i": props(TAGS="t", UNIQ_KEY="U" * 32), "j": "0", "k": "false", "m": "false"}
+
+    def frame(code: int, fields: dict, opaque: int, *, serialize_type: int = 0, oneway: bool = False) -> bytes:
+        request = create_request(code, fields, b"template body", serialize_type=serialize_type, oneway=oneway)
+        request.opaque = opaque
+        return encode(request)
+
+    async def main() -> None:
+        region = 'Re"gion\\é\x01'
+        async with cluster(tmp_path / "store", region_id=region, trace_on=False) as cl:
+            r = await cl.call(SEND, send_fields("tpl", 0), b"creates the topic")
+            assert r.code == 0
+            server = cl.broker.server
+            connection = RemotingConnection(server._processors, server.config.connection_limits())
+            transport = _RecordingTransport()
+            connection.connection_made(transport)  # type: ignore[arg-type]
+            opaques = [7, -5, 2**31 - 1, 0]
+            connection.data_received(b"".join(frame(RequestCode.SEND_MESSAGE_V2, v2, o) for o in opaques[:3])
+                                     + frame(SEND, send_fields("tpl", 1), opaques[3]))
+            replies = FrameDecoder().feed(bytes(transport.data))
+            assert [r.opaque for r in replies] == opaques
+            assert [r.code for r in replies] == [0, 0, 0, 0]
+            pos = 0
+            for reply in replies:
+                assert reply.ext_fields["MSG_REGION"] == region and reply.ext_fields["TRACE_ON"] == "false"
+                expected = RemotingCommand(0, opaque=reply.opaque, flag=FLAG_RESPONSE,
+                                           ext_fields=dict(reply.ext_fields))
+                expected_bytes = encode(expected)
+                assert bytes(transport.data[pos:pos + len(expected_bytes)]) == expected_bytes
+                pos += len(expected_bytes)
+            assert pos == len(transport.data)
+            assert [(r.ext_fields["queueId"], r.ext_fields["queueOffset"]) for r in replies] == [
+                ("1", "0"), ("1", "1"), ("1", "2"), ("1", "3")]
+            assert len({r.ext_fields["msgId"] for r in replies}) == 4
+            assert all(len(r.ext_fields["msgId"]) == 32 for r in replies)
+
+            transport.data.clear()
+            connection.data_received(frame(RequestCode.SEND_MESSAGE_V2, v2, 9, oneway=True))
+            assert transport.data == b""
+            connection.data_received(frame(RequestCode.SEND_MESSAGE_V2, v2, 10, serialize_type=1))
+            (reply,) = FrameDecoder().feed(bytes(transport.data))
+            assert reply.serialize_type == 1 and reply.code == 0 and reply.opaque == 10
+            assert reply.ext_fields["queueOffset"] == "5"    # after the oneway send's 4
+            await cl.dispatched()
+            assert cl.broker.store.get_max_offset_in_queue("tpl", 1) == 6
+
+    arun(main())

@@ -92,6 +92,63 @@ def feed_both(chunks: list[bytes], max_frame_bytes: int = 1 << 20) -> None:
         assert native.buffered == reference.buffered
 
 
+SEND_V2_NAMES = "abcdefghijklm"
+SEND_V1_NAMES = ("producerGroup", "topic", "defaultTopic", "defaultTopicQueueNums", "queueId", "sysFlag",
+                 "bornTimestamp", "flag", "properties", "reconsumeTimes", "unitMode", "maxReconsumeTimes", "batch")
+ext_values = st.one_of(st.text(max_size=8), st.sampled_from(["0", "-1", "true", "false", "9" * 20]), json_values)
+
+
+@st.composite
+def send_headers(draw: st.DrawFn) -> bytes:
+    """SEND_MESSAGE_V2 / SEND_MESSAGE headers that start as the Java client's do (the frame
+    decoder's typed path), with their fields right, missing, null, of a wrong type, or extra."""
+    v2 = draw(st.booleans())
+    names = SEND_V2_NAMES if v2 else SEND_V1_NAMES
+    ext: dict[str, Any] = {}
+    for name in names:
+        choice = draw(st.integers(0, 9))
+        if choice < 7:
+            ext[name] = draw(st.text(max_size=8)) if choice else "0"
+        elif choice == 7:
+            ext[name] = draw(ext_values)
+        elif choice == 8:
+            ext[name] = None
+    for key in draw(st.lists(st.text(max_size=4), max_size=2)):
+        ext[key] = draw(ext_values)
+    header: dict[str, Any] = {"code": 310 if v2 else 10, "extFields": ext}
+    for name, values in field_values.items():
+        if name not in ("code", "extFields") and draw(st.integers(0, 3)):
+            header[name] = draw(st.sampled_from(["JAVA", "CPP"])) if name == "language" and draw(st.booleans()) \
+                else draw(int32) if name in ("opaque", "version", "flag") and draw(st.booleans()) else draw(values)
+    text = json.dumps(header, ensure_ascii=False, separators=(",", ":")).encode()
+    if draw(st.integers(0, 9)) == 0:
+        cut = draw(st.integers(0, len(text)))
+        text = text[:cut] + draw(st.binary(max_size=3))
+    return text
+
+
+@given(st.lists(send_headers(), min_size=1, max_size=4), st.binary(max_size=20))
+@settings(max_examples=800, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_send_headers_decode_as_the_reference_does(headers: list[bytes], body: bytes) -> None:
+    feed_both([b"".join(frame(h, body) for h in headers)])
+
+
+def test_java_send_headers_take_the_typed_path_and_others_do_not() -> None:
+    java = {"a": "PG", "b": "T", "c": "TBW102", "d": "4", "e": "1", "f": "0", "g": "17", "h": "0",
+            "i": "TAGS\x01t\x02", "j": "0", "k": "false", "m": "false", "x-extra": "kept"}
+    cmd = codec.decode(codec.encode(create_request(310, java, b"body")))
+    assert cmd.send_header == ("PG", "T", "TBW102", "4", "1", "0", "17", "0", "TAGS\x01t\x02", "0", "false", None,
+                               "false")
+    assert cmd.ext_fields == java
+    cpp = dict(java, d=4, e=1)      # the C++ client's JSON numbers
+    cmd = codec.decode(codec.encode(create_request(310, cpp, b"body")))
+    assert cmd.send_header is None and cmd.ext_fields == java
+    cmd = codec.decode(codec.encode(create_request(10, {"producerGroup": "PG", "topic": "T"}, b"")))
+    assert cmd.send_header is None and cmd.ext_fields == {"producerGroup": "PG", "topic": "T"}
+    cmd.ext_fields = {"replaced": "1"}
+    assert cmd.ext_fields == {"replaced": "1"}
+
+
 @given(st.lists(json_headers(), min_size=1, max_size=5), st.binary(max_size=40))
 @settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_json_headers_of_any_shape_decode_as_the_reference_does(headers: list[bytes], body: bytes) -> None:
