@@ -7,7 +7,8 @@ UNIQ_KEY the store adds), for 1, 8, 32 and 128 producer threads, each putting it
 the messages into a fresh store with put_message (every put waits for the group commit that
 makes it durable). Per run: msgs/s, p50/p99 put latency, messages per flush, disk bytes
 written per message (/proc/diskstats of the device holding --dir, over the timed window),
-and the flush thread's time in pwrite and in fdatasync.
+and the share of the wall time the flush rounds spent in pwrite, in fdatasync and waiting
+for the producers the round before woke (fill).
 
 Reference, in the same run on the same bytes: the disk's limit for N-deep group commit, one
 thread that os.pwrite()s the records the store wrote one by one into a posix_fallocate'd file
@@ -18,8 +19,10 @@ fdatasync round (first pwrite to fdatasync return: what the first record of a ba
 Also per thread count, to show what each part of the SYNC_FLUSH path changed (--no-variants
 skips them): "via mmap+msync", the same puts with commit_log_write_through=False (records
 written through the mapping, each group commit msyncs the range: how the store flushed
-before), and "woken all at once", with GroupCommit.wake_chains = 0 (every producer a flush
-covers is woken at once instead of in a chain).
+before), "woken all at once", with GroupCommit.wake_chains = 0 (every producer a flush
+covers is woken at once instead of in a chain), and "no wait for riders", with
+GroupCommit.fill_max_s = 0 (a round starts as soon as the one before ends, without waiting
+for the producers that one woke to ask again).
 
 Targets (medians of --repeat runs, each run's ratio against the reference run beside it):
   SYNC_FLUSH x32 msgs/s >= 0.6 x the loop that fdatasyncs every 32 records;
@@ -117,7 +120,7 @@ def bodies(n: int) -> list[bytes]:
 
 def put_run(td: C.TempDirs, disk: DiskCounter, threads: int, n: int, *,
             write_through: bool = True, wake_chains: int | None = None,
-            keep_records: bool = True) -> dict[str, Any]:
+            fill_max_s: float | None = None, keep_records: bool = True) -> dict[str, Any]:
     """One timed run: n SYNC_FLUSH puts from `threads` threads into a fresh store."""
     d = td.new(f"sync-{threads}")
     store = MessageStore.open(d, StoreConfig(store_path_root_dir=d, flush_disk_type="SYNC_FLUSH",
@@ -131,6 +134,8 @@ def put_run(td: C.TempDirs, disk: DiskCounter, threads: int, n: int, *,
         group = store.commit_log.flush_service.group   # type: ignore[attr-defined]
         if wake_chains is not None:
             group.wake_chains = wake_chains
+        if fill_max_s is not None:
+            group.fill_max_s = fill_max_s
         start = threading.Barrier(threads + 1)
         bad: list[int] = []
         latencies: list[list[float]] = [[] for _ in range(threads)]
@@ -153,6 +158,7 @@ def put_run(td: C.TempDirs, disk: DiskCounter, threads: int, n: int, *,
             w.start()
         time.sleep(0.05)
         flushes0, write0, sync0 = group.flushes, group.write_seconds, group.sync_seconds
+        fill0 = group.fill_seconds
         disk0, dirty0 = disk.read(), dirtied_bytes()
         faults0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
         with C.Timer() as timer:
@@ -164,6 +170,7 @@ def put_run(td: C.TempDirs, disk: DiskCounter, threads: int, n: int, *,
         flushes = group.flushes - flushes0
         write_s = group.write_seconds - write0
         sync_s = group.sync_seconds - sync0
+        fill_s = group.fill_seconds - fill0
         if bad:
             raise RuntimeError(f"SYNC_FLUSH x{threads}: {len(bad)} puts failed: {set(bad)}")
         end = store.get_max_phy_offset()
@@ -180,7 +187,8 @@ def put_run(td: C.TempDirs, disk: DiskCounter, threads: int, n: int, *,
     lat = sorted(x for t in latencies for x in t)
     total = per * threads
     out.update({"seconds": timer.wall, "n": total, "bytes": end - warm.wrote_bytes,
-                "flushes": flushes, "write_s": write_s, "sync_s": sync_s, "faults": faults,
+                "flushes": flushes, "write_s": write_s, "sync_s": sync_s, "fill_s": fill_s,
+                "faults": faults,
                 "p50_ms": percentile(lat, 0.50) * 1e3, "p99_ms": percentile(lat, 0.99) * 1e3,
                 "disk_bytes": None if disk0 is None or disk1 is None else disk1 - disk0,
                 "dirtied": None if dirty0 is None or dirty1 is None else dirty1 - dirty0})
@@ -257,6 +265,7 @@ def summarize(case: str, kind: str, threads: int, runs: list[dict[str, Any]]) ->
     if kind != "loop":
         out["write_share"] = med([r["write_s"] / r["seconds"] for r in runs])
         out["sync_share"] = med([r["sync_s"] / r["seconds"] for r in runs])
+        out["fill_share"] = med([r.get("fill_s", 0.0) / r["seconds"] for r in runs])
         out["ms_per_flush"] = med([(r["write_s"] + r["sync_s"]) * 1e3 / r["flushes"]
                                    for r in runs if r["flushes"]] or [0.0])
     return out
@@ -288,6 +297,10 @@ def bench_throughput(td: C.TempDirs, disk: DiskCounter, args: argparse.Namespace
                              "at once")
                     runs.setdefault(("wakeall", threads), []).append(
                         put_run(td, disk, threads, n, wake_chains=0, keep_records=False))
+                    args.log(f"run {i + 1}/{args.repeat} x{threads}: SYNC_FLUSH, rounds "
+                             "not waiting for riders")
+                    runs.setdefault(("nofill", threads), []).append(
+                        put_run(td, disk, threads, n, fill_max_s=0.0, keep_records=False))
         loads.append(load_average())
     rows = []
     for threads in args.threads:
@@ -302,7 +315,8 @@ def bench_throughput(td: C.TempDirs, disk: DiskCounter, args: argparse.Namespace
                                          for s, o in zip(sync, loop, strict=True)])
         rows += [s_row, l_row]
         for kind, label in (("mmap", "SYNC_FLUSH via mmap+msync"),
-                            ("wakeall", "SYNC_FLUSH woken all at once")):
+                            ("wakeall", "SYNC_FLUSH woken all at once"),
+                            ("nofill", "SYNC_FLUSH, no wait for riders")):
             if (kind, threads) not in runs:
                 continue
             vr = runs[(kind, threads)]
@@ -448,7 +462,8 @@ def print_report(info: dict[str, Any], args: argparse.Namespace, tp: dict[str, A
                 f"{r['p50_ms']:.3f}", f"{r['p99_ms']:.3f}", f"{r['msgs_per_flush']:.1f}",
                 "" if r.get("ms_per_flush") is None else f"{r['ms_per_flush']:.3f}",
                 "" if r.get("write_share") is None else
-                f"{100 * r['write_share']:.0f}% / {100 * r['sync_share']:.0f}%",
+                f"{100 * r['write_share']:.0f}% / {100 * r['sync_share']:.0f}%"
+                f" / {100 * r['fill_share']:.0f}%",
                 f"{r['record_size']:.0f}",
                 "n/a" if disk is None else f"{disk:,.0f} ({disk / r['record_size']:.2f}x)",
                 "n/a" if r["dirtied_per_msg"] is None else
@@ -457,7 +472,7 @@ def print_report(info: dict[str, Any], args: argparse.Namespace, tp: dict[str, A
                 C.fmt_ratio(r.get("vs_loop")), C.fmt_ratio(r.get("p99_vs_loop"))])
         print(C.markdown_table(
             ["case", "msgs", "msgs/s", "p50 ms", "p99 ms", "msgs/flush", "ms/flush",
-             "in write / sync", "record B", "disk B/msg", "dirtied B/msg", "faults/msg",
+             "in write / sync / fill", "record B", "disk B/msg", "dirtied B/msg", "faults/msg",
              "vs loop", "p99 vs loop"], rows, "lrrrrrrrrrrrrr"))
         by = {(r["kind"], r["threads"]): r for r in tp["rows"]}
         print()

@@ -32,6 +32,7 @@ cdef extern from "<pthread.h>" nogil:
 cdef class GroupCommit:
     cdef pthread_mutex_t mu
     cdef pthread_cond_t work_cv       # the flush thread waits here
+    cdef pthread_cond_t fill_cv       # a round about to start waits here for its riders
     cdef int done_seq[4]              # producers wait here: bumped when flush generation
                                       # g (word g & 3) is over, so a producer waiting for
                                       # the next flush is not woken by the current one,
@@ -55,9 +56,25 @@ cdef class GroupCommit:
     cdef bint file_ready              # run() holds cur_file: producers may lead rounds on it
     cdef MappedFile cur_file
     cdef int round_err                # errno of a failed round not raised yet
+    cdef object sync_fn               # sync(file, start, end) instead of fdatasync / msync
+    cdef bint has_sync                # sync_fn is set (readable without the GIL)
+    cdef object sync_exc              # what sync_fn raised in a failed round, not raised yet
+    cdef int64_t riders[4]            # producers waiting for flush generation g (word g & 3)
+    cdef int64_t last_riders          # producers the last finished round woke
+    cdef int64_t arrivals             # producers that asked since the last round ended
+    cdef int64_t fill_target          # arrivals a filling round waits for (0: none waits)
+    cdef public double fill_max_s     # the longest a round waits for its riders (0: never)
+    cdef public double fill_gap_s     # ... and the longest it waits with none of them asking
+    cdef double last_event_t          # when the last round ended or a producer last asked
+    cdef double last_round_s          # how long the last round's write and sync took
+    cdef double fill_total_s          # time rounds spent waiting for riders
+    cdef int64_t fill_count           # rounds that waited for riders
     cdef bint round_err_write         # ... and whether the write (not the sync) failed
 
     cdef bint _wait_flushed(self, int64_t offset, double timeout_s) noexcept nogil
     cdef void _kick(self) noexcept nogil
     cdef void _wait_work(self, double until) noexcept nogil
+    cdef void _wait_riders(self) noexcept nogil
     cdef int _round(self, MappedFile mf, bint leader) noexcept nogil
+    cdef int _call_sync(self, MappedFile mf, int64_t start, int64_t end) noexcept nogil
+    cdef int _call_sync_gil(self, MappedFile mf, int64_t start, int64_t end) noexcept

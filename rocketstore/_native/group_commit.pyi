@@ -1,6 +1,7 @@
 """Type stub of rocketstore/_native/group_commit.pyx: the SYNC_FLUSH producer / flush-thread
 hand-off, waiting and flushing with the GIL released."""
 
+from collections.abc import Callable
 from typing import final
 
 from typing_extensions import Self
@@ -17,6 +18,10 @@ RUN_INTERRUPTED: int
 """run(): interrupt() or close() was called."""
 RUN_UNAVAILABLE: int
 """run(): the file cannot be flushed natively (closed, read-only, transient pool buffer)."""
+FILL_MAX_S: float
+"""Default of GroupCommit.fill_max_s."""
+FILL_GAP_S: float
+"""Default of GroupCommit.fill_gap_s."""
 
 @final
 class GroupCommit:
@@ -25,6 +30,13 @@ class GroupCommit:
     wake_chains: int
     """A finished flush wakes this many of the producers it covers, and each woken one wakes
     the next (0: all at once). Default 1."""
+
+    fill_max_s: float
+    """The longest a round waits for the producers the round before it woke to ask again
+    (0: never waits). Default 0.002."""
+    fill_gap_s: float
+    """A round stops waiting for them when none has asked for this long (they stopped
+    producing). Default 0.0005."""
 
     def __new__(cls, flushed_where: int = 0) -> Self: ...
     @property
@@ -39,6 +51,19 @@ class GroupCommit:
     @property
     def sync_seconds(self) -> float:
         """Time the native rounds spent making bytes durable (fdatasync or msync) so far."""
+    @property
+    def fill_waits(self) -> int:
+        """Rounds that waited for the producers the round before woke."""
+    @property
+    def fill_seconds(self) -> float:
+        """Time rounds spent waiting for those producers so far."""
+    @property
+    def sync(self) -> Callable[[MappedFile, int, int], object] | None:
+        """None (fdatasync, or msync of the range for a file written through its mapping),
+        or sync(file, start, end), called by the rounds instead, with the GIL; what it
+        raises fails the round."""
+    @sync.setter
+    def sync(self, fn: Callable[[MappedFile, int, int], object] | None) -> None: ...
     @property
     def pending(self) -> int:
         """Producers that asked for a flush since the last one started."""

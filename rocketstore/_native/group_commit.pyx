@@ -22,7 +22,7 @@ does. Nothing here touches Python objects while the GIL is released.
 """
 import os
 
-from libc.errno cimport ETIMEDOUT
+from libc.errno cimport EIO, ETIMEDOUT
 from libc.stdint cimport int64_t
 from posix.time cimport clock_gettime, timespec, CLOCK_MONOTONIC
 
@@ -48,6 +48,11 @@ RUN_IDLE = C_RUN_IDLE
 RUN_BUSY = C_RUN_BUSY
 RUN_INTERRUPTED = C_RUN_INTERRUPTED
 RUN_UNAVAILABLE = C_RUN_UNAVAILABLE
+
+# The longest a round waits for the producers the round before it woke (_wait_riders).
+FILL_MAX_S = 0.002
+# ... and the longest it waits while none of them asks.
+FILL_GAP_S = 0.0005
 
 # flusher states (whether a producer's request has to signal)
 cdef enum:
@@ -79,15 +84,19 @@ cdef class GroupCommit:
         pthread_condattr_init(&attr)
         pthread_condattr_setclock(&attr, CLOCK_MONOTONIC)
         pthread_cond_init(&self.work_cv, &attr)
+        pthread_cond_init(&self.fill_cv, &attr)
         pthread_condattr_destroy(&attr)
         self.ready = True
         self.flushed_where = flushed_where
         self.requested = flushed_where
         self.wake_chains = 1
+        self.fill_max_s = FILL_MAX_S
+        self.fill_gap_s = FILL_GAP_S
 
     def __dealloc__(self):
         if self.ready:
             pthread_cond_destroy(&self.work_cv)
+            pthread_cond_destroy(&self.fill_cv)
             pthread_mutex_destroy(&self.mu)
 
     # ---- state -----------------------------------------------------------------------------
@@ -110,6 +119,16 @@ cdef class GroupCommit:
     def sync_seconds(self):
         """Time the native rounds spent making bytes durable (fdatasync or msync) so far."""
         return self.sync_total_s
+
+    @property
+    def fill_waits(self):
+        """Rounds that waited for the producers the round before woke."""
+        return self.fill_count
+
+    @property
+    def fill_seconds(self):
+        """Time rounds spent waiting for those producers so far."""
+        return self.fill_total_s
 
     @property
     def pending(self):
@@ -160,6 +179,12 @@ cdef class GroupCommit:
             if offset > self.requested:
                 self.requested = offset
             self.pending += 1
+            self.arrivals += 1
+            if self.fill_target > 0:
+                if self.arrivals >= self.fill_target:
+                    pthread_cond_signal(&self.fill_cv)  # the filling round has its riders
+                else:
+                    self.last_event_t = _now()
             if (self.file_ready and not self.flushing and not self.interrupted
                     and self.round_err == 0
                     and offset <= self.cur_file.file_from_offset + self.cur_file.file_size):
@@ -171,6 +196,7 @@ cdef class GroupCommit:
                 self.flusher_state = FLUSHER_BUSY
                 pthread_cond_signal(&self.work_cv)
             word = &self.done_seq[(self.started + 1) & 3]   # the next flush to start
+            self.riders[(self.started + 1) & 3] += 1
             seen = rs_load_acquire_int(word)
             pthread_mutex_unlock(&self.mu)
             while rs_load_acquire_int(word) == seen:
@@ -193,6 +219,9 @@ cdef class GroupCommit:
             self.flush_count += flushes
             if flushed_where > self.flushed_where:
                 rs_store_release_i64(&self.flushed_where, flushed_where)
+            for i in range(4):          # everyone waiting is woken (and asks again if not done)
+                self.riders[i] = 0
+            self.last_riders = 0
             pthread_mutex_unlock(&self.mu)
             for i in range(4):
                 rs_futex_bump_and_wake(&self.done_seq[i])
@@ -232,6 +261,7 @@ cdef class GroupCommit:
         cdef bint wrote_fail = False
         cdef double t0, t1
         self.flushing = True
+        self._wait_riders()
         self.kicked = False
         self.pending = 0
         self.started += 1
@@ -248,17 +278,26 @@ cdef class GroupCommit:
             wrote_fail = err != 0
         t1 = _now()
         if err == 0 and target > mf.flushed_pos:
-            err = mf.sync_range(mf.flushed_pos, target)
+            if self.has_sync:
+                err = self._call_sync(mf, mf.flushed_pos, target)
+            else:
+                err = mf.sync_range(mf.flushed_pos, target)
             if err == 0:
                 mf.flushed_pos = target
         pthread_mutex_lock(&self.mu)
         self.flushing = False
+        # who this round wakes: its waiters, and a leader itself
+        self.last_riders = self.riders[gen & 3] + (1 if leader else 0)
+        self.riders[gen & 3] = 0
+        self.arrivals = 0
+        self.last_event_t = _now()
         if err != 0:
             self.round_err = err
             self.round_err_write = wrote_fail
         else:
             self.write_total_s += t1 - t0
-            self.sync_total_s += _now() - t1
+            self.last_round_s = _now() - t0
+            self.sync_total_s += self.last_round_s - (t1 - t0)
             if mf.file_from_offset + target > self.flushed_where:
                 self.flush_count += 1
                 if ts > 0:
@@ -273,6 +312,64 @@ cdef class GroupCommit:
             # to the next file, or run() waiting for this round to end
             pthread_cond_signal(&self.work_cv)
         return err
+
+    cdef void _wait_riders(self) noexcept nogil:
+        """Under mu, as a round starts: when the last round woke more than one producer and
+        not all of them have asked again, wait for the rest (each producer has one put in
+        flight, so they are appending their next message now), so this round carries them
+        instead of leaving them to the next. The wait ends when they have all asked, when
+        none has asked for fill_gap_s (since the last round ended or the last one asked:
+        the others are not coming, e.g. they stopped producing) or after fill_max_s. A
+        round after one that woke a single producer (a lone producer) never waits."""
+        cdef timespec ts
+        cdef double t0, until
+        if (self.fill_max_s <= 0 or self.last_riders <= 1 or self.pending == 0
+                or self.arrivals >= self.last_riders or self.interrupted or self.closed):
+            return
+        t0 = _now()
+        self.fill_target = self.last_riders
+        while (self.arrivals < self.fill_target and not self.interrupted
+               and not self.closed):
+            until = self.last_event_t + self.fill_gap_s
+            if until > t0 + self.fill_max_s:
+                until = t0 + self.fill_max_s
+            if _now() >= until:
+                break
+            _deadline(&ts, until)
+            pthread_cond_timedwait(&self.fill_cv, &self.mu, &ts)
+        self.fill_target = 0
+        self.fill_count += 1
+        self.fill_total_s += _now() - t0
+
+    cdef int _call_sync(self, MappedFile mf, int64_t start, int64_t end) noexcept nogil:
+        with gil:
+            return self._call_sync_gil(mf, start, end)
+
+    cdef int _call_sync_gil(self, MappedFile mf, int64_t start, int64_t end) noexcept:
+        """sync_fn(mf, start, end): 0, or an errno when it raised (kept for run() to raise;
+        the round is then not published, as a failed fdatasync)."""
+        try:
+            self.sync_fn(mf, start, end)
+        except BaseException as e:
+            self.sync_exc = e
+            return (e.errno if isinstance(e, OSError) and e.errno else EIO)
+        return 0
+
+    @property
+    def sync(self):
+        """None (the default: fdatasync of a write-through file, msync of the range of
+        any other), or a function sync(file, start, end) that the rounds call instead to
+        make [start, end) of the file durable, with the GIL; the producers a round covers
+        are woken only after it returned. What it raises fails the round (run() raises
+        it)."""
+        return self.sync_fn
+
+    @sync.setter
+    def sync(self, fn):
+        if fn is not None and not callable(fn):
+            raise TypeError(f"sync must be callable or None, not {type(fn).__name__}")
+        self.sync_fn = fn
+        self.has_sync = fn is not None
 
     def run(self, MappedFile mf not None, double idle_s, double max_busy_s):
         """Flush rounds on mf, the CommitLog file holding the durable offset, with the GIL
@@ -334,6 +431,9 @@ cdef class GroupCommit:
             self.cur_file = None
             mf.release()
         if err != 0:
+            exc, self.sync_exc = self.sync_exc, None
+            if exc is not None and not wrote_fail:
+                raise exc
             call = "pwrite" if wrote_fail else "fdatasync" if mf.write_through else "msync"
             raise OSError(err, f"{call} of {mf.file_name} failed: {os.strerror(err)}")
         return result
@@ -356,6 +456,7 @@ cdef class GroupCommit:
             pthread_mutex_lock(&self.mu)
             self.interrupted = True
             pthread_cond_signal(&self.work_cv)
+            pthread_cond_broadcast(&self.fill_cv)
             pthread_mutex_unlock(&self.mu)
 
     def close(self):
@@ -366,6 +467,7 @@ cdef class GroupCommit:
             pthread_mutex_lock(&self.mu)
             self.closed = True
             pthread_cond_signal(&self.work_cv)
+            pthread_cond_broadcast(&self.fill_cv)
             pthread_mutex_unlock(&self.mu)
             for i in range(4):
                 rs_futex_bump_and_wake(&self.done_seq[i])

@@ -16,7 +16,7 @@ class PutLock:
     def release(self) -> None: ...
     @property
     def held_ns(self) -> int:
-        """Nanoseconds the current holder has held the lock (0 while it is free)."""
+        """Nanoseconds the current holder has held the lock (0 while it is free), to a few ms."""
     def __enter__(self) -> PutLock: ...
     def __exit__(self, *exc: object) -> bool: ...
 
@@ -47,5 +47,8 @@ class PutPath:
         self, writer: RecordWriter, slow: Callable[[Message, int], PutMessageResult]
     ) -> None: ...
     def __call__(self, message: Message, queue_id: int = 0) -> PutMessageResult: ...
+    def put(self, message: Message, queue_id: int = 0) -> PutMessageResult:
+        """The same as calling the put path, called without an argument tuple (a bound
+        method is a vectorcall): MessageStore.put_message."""
     def append(self, message: Message, queue_id: int = 0) -> PutMessageResult:
         """The put without the after hook: appended, not waited for."""

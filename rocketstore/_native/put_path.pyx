@@ -1,7 +1,7 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
 """The CommitLog's put lock, and its put path: the lock, the append and the result in one
 call with no Python frame."""
-from cpython.pythread cimport PyThread_allocate_lock, PyThread_free_lock
+from libc.errno cimport errno
 from libc.stdint cimport int64_t
 
 from rocketstore._native.group_commit cimport GroupCommit
@@ -25,13 +25,13 @@ cdef class PutLock:
     without it and needs it back to finish."""
 
     def __cinit__(self):
-        self.lock = PyThread_allocate_lock()
-        if self.lock == NULL:
-            raise MemoryError()
+        if sem_init(&self.sem, 0, 1) != 0:
+            raise OSError(errno, "sem_init failed for the put lock")
+        self.ready = True
 
     def __dealloc__(self):
-        if self.lock != NULL:
-            PyThread_free_lock(self.lock)
+        if self.ready:
+            sem_destroy(&self.sem)
 
     def acquire(self):
         self.take()
@@ -42,11 +42,12 @@ cdef class PutLock:
 
     @property
     def held_ns(self):
-        """Nanoseconds the current holder has held the lock (0 while it is free)."""
+        """Nanoseconds the current holder has held the lock (0 while it is free), to the
+        coarse clock's resolution (a few ms)."""
         cdef int64_t since = rs_load_acquire_i64(&self.held_since_ns)
         if since == 0:
             return 0
-        cdef int64_t held = monotonic_ns() - since
+        cdef int64_t held = lock_clock_ns() - since
         return held if held > 0 else 0
 
     def __enter__(self):
@@ -83,6 +84,15 @@ cdef class PutPath:
         self.sync_timeout_s = timeout_s
 
     def __call__(self, Message message not None, int queue_id=0):
+        return self._call(message, queue_id)
+
+    def put(self, Message message not None, int queue_id=0):
+        """The same as calling the put path. A bound method is called the vectorcall way (no
+        argument tuple per call, unlike an object's __call__): MessageStore.put_message is
+        this method."""
+        return self._call(message, queue_id)
+
+    cdef object _call(self, Message message, int queue_id):
         cdef object result = self._put(message, queue_id)
         if self.sync_group is not None:
             return self._await_flush(result, message)

@@ -25,7 +25,7 @@ from cpython.unicode cimport PyUnicode_GET_LENGTH
 
 from rocketstore._native.includes.atomic cimport rs_load_acquire_i64
 from rocketstore._native.message cimport Message
-from rocketstore._native.put_path cimport PutLock, monotonic_ns
+from rocketstore._native.put_path cimport PutLock, lock_clock_ns
 from rocketstore._native.record_writer cimport PutMessageResult
 from rocketstore._native.send_header cimport (
     SendRequestHeader, read_properties_text, read_send_header, read_send_struct)
@@ -238,7 +238,7 @@ cdef class SendPath(DirectHandler):
             if self.loop_time() - ctx.received_at > self.send_queue_wait_s:
                 return None
             held_since = rs_load_acquire_i64(&self.put_lock.held_since_ns)
-            if held_since != 0 and monotonic_ns() - held_since > self.page_cache_busy_ns:
+            if held_since != 0 and lock_clock_ns() - held_since > self.page_cache_busy_ns:
                 return None
         topic = header.topic
         if topic not in self.valid_topics:

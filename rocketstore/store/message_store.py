@@ -11,10 +11,9 @@ import time
 import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from rocketstore._native import hosts, record, record_writer
-from rocketstore._native.put_path import PutPath
 from rocketstore.config import StoreConfig
 from rocketstore.message import (
     GetMessageStatus,
@@ -85,6 +84,12 @@ class QueryMessageResult:
     index_last_update_phy_offset: int
 
 
+
+class PutMessageCall(Protocol):
+    """MessageStore.put_message's signature."""
+
+    def __call__(self, message: Message, queue_id: int = 0) -> PutMessageResult: ...
+
 class MessageStore(ColumnarReads):
     """An embedded RocketMQ-format message store on a directory. Use ``MessageStore.open``.
 
@@ -119,7 +124,7 @@ class MessageStore(ColumnarReads):
             config, self.root, self.checkpoint, read_only=ro, pool=self.pool,
             allocate=None if self.allocate_service is None else self.allocate_service.allocate,
             sync=commit_log_flush)
-        self.put_message = self.commit_log.put_path
+        self.put_message = self.commit_log.put_path.put
         self.consume_queues = ConsumeQueueTable(self.root, config.mapped_file_size_consume_queue,
                                                 read_only=ro)
         self.index_service = IndexService(config, self.root, read_only=ro)
@@ -429,10 +434,10 @@ class MessageStore(ColumnarReads):
 
     # ---- writes ----------------------------------------------------------------------------
     #: put_message(message, queue_id=0) -> PutMessageResult: append one message to queue_id of
-    #: its topic. It is the CommitLog's native put path (no Python frame per put), which
-    #: refuses every put with SERVICE_NOT_AVAILABLE until start() and after shutdown(), and
-    #: always on a read-only store.
-    put_message: PutPath
+    #: its topic. It is the CommitLog's native put path (PutPath.put: no Python frame per
+    #: put), which refuses every put with SERVICE_NOT_AVAILABLE until start() and after
+    #: shutdown(), and always on a read-only store.
+    put_message: PutMessageCall
 
     def put_messages(self, messages: list[Message], queue_ids: int | list[int] = 0, *,
                      wait_flush: bool = True) -> PutMessagesResult:

@@ -348,7 +348,10 @@ def encode_record(
 
 
 def _segments(directory: str | Path) -> list[Path]:
-    return sorted((p for p in Path(directory).iterdir() if p.is_file()), key=lambda p: p.name)
+    """The segment files (named by their start offset); not a file being created beside them
+    (".<name>.creating", made by a running store's allocate service)."""
+    return sorted((p for p in Path(directory).iterdir() if p.is_file() and p.name.isdigit()),
+                  key=lambda p: p.name)
 
 
 def iter_commitlog(store_dir: str | Path) -> Iterator[RefRecord]:

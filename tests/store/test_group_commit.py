@@ -204,22 +204,29 @@ def test_put_ok_only_after_the_flush_covering_it_returned(tmp_path):
     """The issue's proof: an injected flush function records every range it is asked to
     make durable, and when its call returned; every PUT_OK put (8 producers, across file
     rolls) returned after a returned call covered all of its bytes. The flush function is
-    slow, so a put answered before its flush returned would be seen."""
+    slow, so a put answered before its flush returned would be seen. The function is
+    called by the native group commit, as fdatasync is in production: rounds led by
+    producers on their own threads (only native rounds do that) and rounds that waited for
+    the producers the round before woke."""
     root = tmp_path / "store"
     lock = threading.Lock()
     events: list[tuple[str, int, int]] = []     # ("returned" | "put", start, end), in order
     asked: list[tuple[int, int]] = []
+    callers: list[str] = []
 
     def recording(mf, start: int, end: int) -> None:
         base = mf.file_from_offset
         with lock:
             asked.append((base + start, base + end))
+            callers.append(threading.current_thread().name)
         time.sleep(0.002)
         mf.sync(start, end)
         with lock:
             events.append(("returned", base + start, base + end))
 
     store = open_store(root, flush_disk_type="SYNC_FLUSH", commit_log_flush=recording)
+    group = store.commit_log.flush_service.group
+    assert group.sync is recording
     producers, per_thread = 8, 40
     try:
         def produce(t: int) -> None:
@@ -230,11 +237,13 @@ def test_put_ok_only_after_the_flush_covering_it_returned(tmp_path):
                 with lock:
                     events.append(("put", r.commitlog_offset,
                                    r.commitlog_offset + r.wrote_bytes))
-        threads = [threading.Thread(target=produce, args=(t,)) for t in range(producers)]
+        threads = [threading.Thread(target=produce, args=(t,), name=f"producer-{t}")
+                   for t in range(producers)]
         for t in threads:
             t.start()
         for t in threads:
             t.join()
+        assert group.fill_waits > 0
         batch = [message("recbatch", i) for i in range(5)]
         rb = store.put_messages([m for m, _, _ in batch], [q for _, q, _ in batch])
         assert rb.status == PutMessageStatus.PUT_OK
@@ -260,6 +269,80 @@ def test_put_ok_only_after_the_flush_covering_it_returned(tmp_path):
     # asked ranges are in log order and never overlap: nothing is made durable twice
     for (a0, b0), (a1, _) in zip(asked, asked[1:], strict=False):
         assert a0 < b0 and b0 <= a1
+    assert any(name.startswith("producer-") for name in callers), set(callers)
+
+
+def _produce_together(store, producers: int, per_thread: int, tag: str) -> list[int]:
+    statuses: list[int] = []
+
+    def produce(t: int) -> None:
+        for i in range(per_thread):
+            msg, qid, _ = message(f"{tag}{t}", i)
+            statuses.append(store.put_message(msg, qid).status)
+
+    threads = [threading.Thread(target=produce, args=(t,)) for t in range(producers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return statuses
+
+
+def test_rounds_wait_for_the_producers_the_last_round_woke(tmp_path):
+    """Each producer has one put in flight: a round that started as soon as the last one
+    ended would carry only the producers that asked meanwhile, and the others would ride
+    the round after (two alternating halves). A round waits for the producers the round
+    before it woke, so with generous bounds the rounds carry all 4, but for the first few
+    and those around a roll to the next file."""
+    root = tmp_path / "store"
+    store = open_store(root, flush_disk_type="SYNC_FLUSH")
+    group = store.commit_log.flush_service.group
+    group.fill_max_s = group.fill_gap_s = 2.0  # wait for them however slow they are
+    producers, per_thread = 4, 60
+    try:
+        flushes0 = group.flushes
+        statuses = _produce_together(store, producers, per_thread, "fill")
+        flushes = group.flushes - flushes0
+    finally:
+        store.shutdown()
+    assert statuses.count(PutMessageStatus.PUT_OK) == producers * per_thread
+    assert group.fill_waits > 0
+    # 60 full rounds, plus those around the five rolls to a new file; without the wait
+    # there are 115-125 rounds
+    assert flushes <= per_thread * 4 // 3, f"{flushes} flushes for {producers} x {per_thread}"
+    assert len(list(refcodec.iter_commitlog(root))) == producers * per_thread
+
+
+def test_lone_producer_never_waits_for_riders(tmp_path):
+    """A round after one that woke a single producer does not wait: a lone producer pays
+    the disk and nothing else. When the other producers are gone, one round at most waits
+    (for producers that will not come back, up to fill_max_s)."""
+    root = tmp_path / "store"
+    store = open_store(root, flush_disk_type="SYNC_FLUSH")
+    group = store.commit_log.flush_service.group
+    group.fill_max_s = 0.05
+    try:
+        assert _produce_together(store, 1, 50, "alone") == [PutMessageStatus.PUT_OK] * 50
+        assert group.fill_waits == 0
+        assert _produce_together(store, 4, 20, "crowd").count(PutMessageStatus.PUT_OK) == 80
+        waits = group.fill_waits
+        assert _produce_together(store, 1, 50, "left") == [PutMessageStatus.PUT_OK] * 50
+        assert group.fill_waits - waits <= 1
+    finally:
+        store.shutdown()
+    assert len(list(refcodec.iter_commitlog(root))) == 180
+
+
+def test_group_commit_sync_must_be_callable():
+    from rocketstore._native.group_commit import GroupCommit
+    gc = GroupCommit(0)
+    assert gc.sync is None
+    with pytest.raises(TypeError, match="sync must be callable"):
+        gc.sync = 3
+    gc.sync = print
+    assert gc.sync is print
+    gc.sync = None
+    assert gc.sync is None
 
 
 def test_sync_flush_commit_log_files_write_through(tmp_path):

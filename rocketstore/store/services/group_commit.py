@@ -14,9 +14,14 @@ comes back to Python when that file is full (to move on to the next one), when i
 ``max_busy_s`` under load (to refresh the queue's flushed_where and the checkpoint's physic
 timestamp), and at shutdown.
 
-Given a sync function (a test's, see MessageStore.open), every round runs from Python: the
-new bytes are committed, then sync(file, start, end) is asked to make them durable, and the
-producers they cover are woken only after it returned."""
+A round that starts while producers the round before it woke are still appending their next
+message waits for them (GroupCommit.fill_max_s at most), so the flushes carry every producer
+instead of two alternating halves; a round after one that woke a single producer never waits.
+
+Given a sync function (a test's, see MessageStore.open), the same native rounds (leaders,
+the waits for riders, the wake-ups) call sync(file, start, end) instead of fdatasync, with
+the GIL, and wake the producers it covers only after it returned; so do the rounds run from
+Python (idle, shutdown, a file not flushable natively)."""
 from __future__ import annotations
 
 from rocketstore._native.group_commit import RUN_IDLE, RUN_UNAVAILABLE, GroupCommit
@@ -33,10 +38,10 @@ class GroupCommitService(ServiceThread):
                  sync: FlushFunction | None = None) -> None:
         super().__init__("GroupCommitService")
         self.queue = queue
-        self._native_rounds = sync is None
         self._sync = sync       # None: the file's own fdatasync / msync
         self.checkpoint = checkpoint
         self.group = GroupCommit(queue.flushed_where)
+        self.group.sync = sync
         self._errors_seen = 0
 
     @property
@@ -68,17 +73,18 @@ class GroupCommitService(ServiceThread):
 
     def run_once(self) -> None:
         queue = self.queue
-        if self._native_rounds:
-            where = queue.flushed_where
-            mf = queue.find_by_offset(where, where == 0)
-            if mf is not None:
+        where = queue.flushed_where
+        mf = queue.find_by_offset(where, where == 0)
+        if mf is not None:
+            try:
                 result = self.group.run(mf, self.wait_interval_s, self.max_busy_s)
+            finally:
                 queue.flushed_where = max(where, self.group.flushed_where)
                 self._publish_timestamp(self.group.store_timestamp)
-                if result == RUN_IDLE:  # flush what puts without a waiter left behind
-                    self._commit()
-                if result != RUN_UNAVAILABLE:
-                    return
+            if result == RUN_IDLE:      # flush what puts without a waiter left behind
+                self._commit()
+            if result != RUN_UNAVAILABLE:
+                return
         self.group.wait_requests(self.wait_interval_s)
         self._commit()
 
