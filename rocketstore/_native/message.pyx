@@ -26,6 +26,7 @@ cdef str _UNIQ_KEY = PROPERTY_UNIQ_KEY
 # UNIQ_KEY: the client's message id (MessageClientIDSetter)
 
 cdef unsigned char _uniq_prefix[16]   # ip (4/16) + pid (2) + random int (4)
+cdef char _uniq_prefix_hex[32]        # the same in hex: only the last 6 bytes change per key
 cdef int _uniq_prefix_len = 0
 cdef int64_t _month_start_ms = 0
 cdef int64_t _next_month_ms = 0
@@ -40,6 +41,7 @@ cdef void _init_uniq_prefix():
         ip = b"\x7f\x00\x00\x01"
     prefix = ip + (os.getpid() & 0xFFFF).to_bytes(2, "big") + random.getrandbits(32).to_bytes(4, "big")
     memcpy(_uniq_prefix, PyBytes_AS_STRING(prefix), len(prefix))
+    rs_hex_upper(_uniq_prefix_hex, _uniq_prefix, len(prefix))
     _uniq_prefix_len = len(prefix)
 
 
@@ -63,14 +65,14 @@ os.register_at_fork(after_in_child=_reset_uniq_prefix)
 
 cdef int new_uniq_hex(int64_t now_ms, char* out):
     global _uniq_counter
-    cdef unsigned char buf[22]
+    cdef unsigned char buf[6]
     if now_ms >= _next_month_ms or now_ms < _month_start_ms:
         _set_month(now_ms)
-    memcpy(buf, _uniq_prefix, _uniq_prefix_len)
-    rs_put_u32(<char*>buf + _uniq_prefix_len, <uint32_t>(now_ms - _month_start_ms))
-    rs_put_u16(<char*>buf + _uniq_prefix_len + 4, <unsigned short>(_uniq_counter & 0xFFFF))
+    memcpy(out, _uniq_prefix_hex, 2 * _uniq_prefix_len)
+    rs_put_u32(<char*>buf, <uint32_t>(now_ms - _month_start_ms))
+    rs_put_u16(<char*>buf + 4, <unsigned short>(_uniq_counter & 0xFFFF))
     _uniq_counter += 1
-    rs_hex_upper(out, buf, _uniq_prefix_len + 6)
+    rs_hex_upper(out + 2 * _uniq_prefix_len, buf, 6)
     return 2 * (_uniq_prefix_len + 6)
 
 
