@@ -86,6 +86,8 @@ def main() -> None:
             buf.fill(1)
             del buf
         names = {t.native_id: t.name for t in threading.enumerate()}
+        gc.collect()        # before perf starts: the collection is not the puts'
+        gc.disable()
         perf = None
         if os.environ.get("PROBE_PERF"):
             perf = subprocess.Popen(["perf", "record", "-q", "-e", "cpu-clock", "-F", "10000",
@@ -93,8 +95,6 @@ def main() -> None:
                                      os.environ["PROBE_PERF"]],
                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             time.sleep(1.0)
-        gc.collect()
-        gc.disable()
         before = thread_stats()
         t0, th0, c0 = time.perf_counter(), time.thread_time(), time.process_time()
         run(s)
