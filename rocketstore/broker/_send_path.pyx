@@ -32,7 +32,7 @@ from rocketstore._native.send_header cimport (
 from rocketstore._native.includes.byteorder cimport rs_put_u32, rs_put_u64
 from rocketstore._native.includes.hex cimport rs_hex_upper
 from rocketstore.remoting._command cimport RemotingCommand
-from rocketstore.remoting._frames cimport FrameWriter
+from rocketstore.remoting._frames cimport DECIMAL_TEXT_MAX, FrameWriter, put_decimal
 from rocketstore.remoting._pump cimport DirectHandler
 
 from rocketstore._native.hosts import parse_host
@@ -51,7 +51,6 @@ cdef enum:
     _FLAG_RESPONSE = 1
     _MAX_HOST_RAW = 16           # an IPv6 store host
     _MSG_ID_MAX = 2 * (_MAX_HOST_RAW + 12)
-    _INT_TEXT_MAX = 20           # an int64 in decimal, with its sign
 
 cdef long long _INT32_MAX = 2147483647
 cdef long long _INT32_MIN = -2147483648
@@ -72,28 +71,6 @@ cdef str _K_TRACE = "TRACE_ON"
 cdef str _MARK_MSG_ID = "@msgId@"
 cdef str _MARK_QUEUE_ID = "@queueId@"
 cdef str _MARK_QUEUE_OFFSET = "@queueOffset@"
-
-
-cdef inline Py_ssize_t _put_i64(char* p, long long value) noexcept:
-    """``value`` in decimal at ``p`` (at most 20 characters); returns how many."""
-    cdef char digits[_INT_TEXT_MAX]
-    cdef int count = 0, written = 0
-    cdef unsigned long long magnitude = <unsigned long long>value
-    if value < 0:
-        p[0] = b'-'
-        written = 1
-        magnitude = <unsigned long long>0 - magnitude
-    while True:
-        digits[count] = <char>(48 + magnitude % 10)
-        count += 1
-        magnitude //= 10
-        if magnitude == 0:
-            break
-    while count:
-        count -= 1
-        p[written] = digits[count]
-        written += 1
-    return written
 
 
 cdef inline char* _put_bytes(char* p, bytes text) noexcept:
@@ -330,14 +307,14 @@ cdef class SendPath(DirectHandler):
         the same values (tests compare them byte for byte)."""
         cdef unsigned char raw[_MAX_HOST_RAW + 12]
         cdef char msg_id[_MSG_ID_MAX]
-        cdef char queue_id_text[_INT_TEXT_MAX]
-        cdef char queue_offset_text[_INT_TEXT_MAX]
-        cdef char opaque_text[_INT_TEXT_MAX]
+        cdef char queue_id_text[DECIMAL_TEXT_MAX]
+        cdef char queue_offset_text[DECIMAL_TEXT_MAX]
+        cdef char opaque_text[DECIMAL_TEXT_MAX]
         cdef Py_ssize_t host_length = PyBytes_GET_SIZE(result.store_host_raw)
         cdef Py_ssize_t msg_id_length = 2 * (host_length + 12)
-        cdef Py_ssize_t queue_id_length = _put_i64(queue_id_text, queue_id)
-        cdef Py_ssize_t queue_offset_length = _put_i64(queue_offset_text, result.queue_offset)
-        cdef Py_ssize_t opaque_length = _put_i64(opaque_text, opaque)
+        cdef Py_ssize_t queue_id_length = put_decimal(queue_id_text, queue_id)
+        cdef Py_ssize_t queue_offset_length = put_decimal(queue_offset_text, result.queue_offset)
+        cdef Py_ssize_t opaque_length = put_decimal(opaque_text, opaque)
         cdef Py_ssize_t header_length = (self.reply_fixed + msg_id_length + queue_id_length
                                          + queue_offset_length + opaque_length)
         cdef char* out

@@ -124,17 +124,10 @@ cdef RemotingCommand new_lazy_command(int code, int language, int version, int o
                                       object remark, bytes json_header, object send_header,
                                       object body):
     """A JSON request whose ext fields are read from ``json_header`` when first asked for."""
-    cdef RemotingCommand cmd = RemotingCommand.__new__(RemotingCommand)
-    cmd.code = code
-    cmd.language = language
-    cmd.version = version
-    cmd.opaque = opaque
-    cmd.flag = flag
-    cmd.remark = remark
+    cdef RemotingCommand cmd = new_command(code, language, version, opaque, flag, remark, None,
+                                           body, 0)
     cmd._ext_json = json_header
     cmd.send_header = send_header
-    cmd.body = body
-    cmd.serialize_type = 0
     return cmd
 
 

@@ -114,28 +114,6 @@ cdef inline Py_ssize_t _put_text(char* p, const char* text, Py_ssize_t n) noexce
     return n
 
 
-cdef inline Py_ssize_t _put_int(char* p, int value) noexcept nogil:
-    """``value`` in decimal at ``p`` (at most 11 characters); returns how many."""
-    cdef char digits[12]
-    cdef int count = 0, written = 0
-    cdef uint32_t magnitude = <uint32_t>value
-    if value < 0:
-        p[0] = b'-'
-        written = 1
-        magnitude = <uint32_t>0 - magnitude
-    while True:
-        digits[count] = <char>(48 + magnitude % 10)
-        count += 1
-        magnitude //= 10
-        if magnitude == 0:
-            break
-    while count:
-        count -= 1
-        p[written] = digits[count]
-        written += 1
-    return written
-
-
 # ---- decoding --------------------------------------------------------------------------------
 
 cdef inline bint _int32_of(PyObject* value, int* out):
@@ -540,23 +518,23 @@ cdef _HeaderBytes _make_header(RemotingCommand cmd):
     # at most 8 + 11 + 8 + 11 + 12 + 12 + 10 + 11 + 44 + 11 + 1 = 139 characters of text
     text = header.json.text
     n = _put_text(text, b'{"code":', 8)
-    n += _put_int(text + n, cmd.code)
+    n += put_decimal(text + n, cmd.code)
     header.json.head_length = n
     header.json.middle_start = n
     n += _put_text(text + n, b',"flag":', 8)
-    n += _put_int(text + n, cmd.flag)
+    n += put_decimal(text + n, cmd.flag)
     n += _put_text(text + n, b',"language":', 12)
     if 0 <= cmd.language < _LANGUAGE_COUNT:
         language = <bytes>_LANGUAGE_JSON[cmd.language]
         n += _put_text(text + n, PyBytes_AS_STRING(language), PyBytes_GET_SIZE(language))
     else:
-        n += _put_int(text + n, cmd.language)
+        n += put_decimal(text + n, cmd.language)
     n += _put_text(text + n, b',"opaque":', 10)
-    n += _put_int(text + n, cmd.opaque)
+    n += put_decimal(text + n, cmd.opaque)
     header.json.middle_length = n - header.json.middle_start
     header.json.tail_start = n
     n += _put_text(text + n, b',"serializeTypeCurrentRPC":"JSON","version":', 44)
-    n += _put_int(text + n, cmd.version)
+    n += put_decimal(text + n, cmd.version)
     text[n] = b'}'
     n += 1
     header.json.tail_length = n - header.json.tail_start
