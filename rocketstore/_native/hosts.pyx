@@ -163,13 +163,19 @@ def format_host(raw, int32_t port):
     return out[:n].decode("ascii")
 
 
-cdef str msg_id_text(const unsigned char* host, int32_t host_len, int32_t port, int64_t offset):
+cdef int msg_id_into(const unsigned char* host, int32_t host_len, int32_t port, int64_t offset,
+                     char* out) noexcept nogil:
     cdef unsigned char buf[28]
-    cdef object s = PyUnicode_New(2 * (host_len + 12), 127)
     memcpy(buf, host, host_len)
     rs_put_u32(<char*>buf + host_len, <uint32_t>port)
     rs_put_u64(<char*>buf + host_len + 4, <unsigned long long>offset)
-    rs_hex_upper(<char*>PyUnicode_DATA(s), buf, host_len + 12)
+    rs_hex_upper(out, buf, host_len + 12)
+    return 2 * (host_len + 12)
+
+
+cdef str msg_id_text(const unsigned char* host, int32_t host_len, int32_t port, int64_t offset):
+    cdef object s = PyUnicode_New(2 * (host_len + 12), 127)
+    msg_id_into(host, host_len, port, offset, <char*>PyUnicode_DATA(s))
     return s
 
 

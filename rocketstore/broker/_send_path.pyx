@@ -16,7 +16,7 @@ writer from a template made at start by the generic encoder, so it is byte for b
 opaque are filled in per send.
 """
 cimport cython
-from libc.stdint cimport int64_t, uint32_t, uint64_t
+from libc.stdint cimport int64_t, uint32_t
 from libc.string cimport memcpy
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.dict cimport PyDict_Contains, PyDict_GetItem, PyDict_SetItem
@@ -29,8 +29,8 @@ from rocketstore._native.put_path cimport PutLock, lock_clock_ns
 from rocketstore._native.record_writer cimport PutMessageResult
 from rocketstore._native.send_header cimport (
     SendRequestHeader, read_properties_text, read_send_header, read_send_struct)
-from rocketstore._native.includes.byteorder cimport rs_put_u32, rs_put_u64
-from rocketstore._native.includes.hex cimport rs_hex_upper
+from rocketstore._native.includes.byteorder cimport rs_put_u32
+from rocketstore._native.hosts cimport MSG_ID_TEXT, msg_id_into
 from rocketstore.remoting._command cimport RemotingCommand
 from rocketstore.remoting._frames cimport DECIMAL_TEXT_MAX, FrameWriter, put_decimal
 from rocketstore.remoting._pump cimport DirectHandler
@@ -50,7 +50,6 @@ cdef enum:
     _QUEUE_ID_TEXTS = 256
     _FLAG_RESPONSE = 1
     _MAX_HOST_RAW = 16           # an IPv6 store host
-    _MSG_ID_MAX = 2 * (_MAX_HOST_RAW + 12)
 
 cdef long long _INT32_MAX = 2147483647
 cdef long long _INT32_MIN = -2147483648
@@ -305,23 +304,20 @@ cdef class SendPath(DirectHandler):
                           long long queue_id) except -1:
         """The reply frame from the template: what create_response + FrameWriter.add make of
         the same values (tests compare them byte for byte)."""
-        cdef unsigned char raw[_MAX_HOST_RAW + 12]
-        cdef char msg_id[_MSG_ID_MAX]
+        cdef char msg_id[MSG_ID_TEXT]
         cdef char queue_id_text[DECIMAL_TEXT_MAX]
         cdef char queue_offset_text[DECIMAL_TEXT_MAX]
         cdef char opaque_text[DECIMAL_TEXT_MAX]
-        cdef Py_ssize_t host_length = PyBytes_GET_SIZE(result.store_host_raw)
-        cdef Py_ssize_t msg_id_length = 2 * (host_length + 12)
+        cdef Py_ssize_t msg_id_length = msg_id_into(
+            <const unsigned char*>PyBytes_AS_STRING(result.store_host_raw),
+            <int>PyBytes_GET_SIZE(result.store_host_raw), result.store_port,
+            result.commitlog_offset, msg_id)
         cdef Py_ssize_t queue_id_length = put_decimal(queue_id_text, queue_id)
         cdef Py_ssize_t queue_offset_length = put_decimal(queue_offset_text, result.queue_offset)
         cdef Py_ssize_t opaque_length = put_decimal(opaque_text, opaque)
         cdef Py_ssize_t header_length = (self.reply_fixed + msg_id_length + queue_id_length
                                          + queue_offset_length + opaque_length)
         cdef char* out
-        memcpy(raw, PyBytes_AS_STRING(result.store_host_raw), host_length)
-        rs_put_u32(<char*>raw + host_length, <uint32_t>result.store_port)
-        rs_put_u64(<char*>raw + host_length + 4, <uint64_t>result.commitlog_offset)
-        rs_hex_upper(msg_id, raw, host_length + 12)
         out = writer.reserve(8 + header_length)
         rs_put_u32(out, <uint32_t>(4 + header_length))
         rs_put_u32(out + 4, <uint32_t>header_length)    # serialize type 0: JSON
