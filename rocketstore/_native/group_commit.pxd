@@ -66,7 +66,6 @@ cdef class GroupCommit:
     cdef public double fill_max_s     # the longest a round waits for its riders (0: never)
     cdef public double fill_gap_s     # ... and the longest it waits with none of them asking
     cdef double last_event_t          # when the last round ended or a producer last asked
-    cdef double last_round_s          # how long the last round's write and sync took
     cdef double fill_total_s          # time rounds spent waiting for riders
     cdef int64_t fill_count           # rounds that waited for riders
     cdef bint round_err_write         # ... and whether the write (not the sync) failed

@@ -296,8 +296,7 @@ cdef class GroupCommit:
             self.round_err_write = wrote_fail
         else:
             self.write_total_s += t1 - t0
-            self.last_round_s = _now() - t0
-            self.sync_total_s += self.last_round_s - (t1 - t0)
+            self.sync_total_s += _now() - t1
             if mf.file_from_offset + target > self.flushed_where:
                 self.flush_count += 1
                 if ts > 0:

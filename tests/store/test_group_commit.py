@@ -75,18 +75,7 @@ def test_group_commit_shares_msyncs(tmp_path, producers):
 
     store = open_store(root, flush_disk_type="SYNC_FLUSH", commit_log_flush=counting)
     try:
-        statuses: list[int] = []
-
-        def produce(t: int) -> None:
-            for i in range(per_thread):
-                msg, qid, _ = message(f"gc{t}", i)
-                statuses.append(store.put_message(msg, qid).status)
-
-        threads = [threading.Thread(target=produce, args=(t,)) for t in range(producers)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        statuses = _produce_together(store, producers, per_thread, "gc")
     finally:
         store.shutdown()
     puts = producers * per_thread
