@@ -18,8 +18,8 @@ returns. SEND_MESSAGE_V2 / SEND_MESSAGE headers as RocketMQ's Java client writes
 first, every ext field a string) are decoded by msgspec into a typed struct instead, read by
 the broker's send path without a dict; their ``ext_fields`` dict is made from the header by
 the orjson path only if something asks for it. Any such header msgspec does not take whole
-goes the orjson way. Anything a well-behaved peer does not send (numbers as strings, a missing field, a
-number in extFields) goes to the checked decoder of ``pycodec``, which is also the reference
+goes the orjson way. Anything a well-behaved peer does not send (numbers as strings, a
+missing field, a number in extFields) goes to the checked decoder of ``pycodec``, which is also the reference
 these functions are tested against.
 """
 

@@ -84,11 +84,11 @@ class QueryMessageResult:
     index_last_update_phy_offset: int
 
 
-
 class PutMessageCall(Protocol):
     """MessageStore.put_message's signature."""
 
     def __call__(self, message: Message, queue_id: int = 0) -> PutMessageResult: ...
+
 
 class MessageStore(ColumnarReads):
     """An embedded RocketMQ-format message store on a directory. Use ``MessageStore.open``.
