@@ -687,12 +687,19 @@ cdef class MappedFile:
 
     cdef int sync_range(self, int64_t start, int64_t end) noexcept nogil:
         """Caller holds the file. 0, or the errno of the failed fdatasync / msync."""
-        cdef int64_t first
+        cdef int64_t first, whole
         if self.write_through:
             if fdatasync(self.fd) != 0:
                 return errno
             return 0
         first = start - start % OS_PAGE_SIZE
+        whole = end - end % OS_PAGE_SIZE
+        if whole > first:
+            # Unmap the writer's pages that are written to their end before writing them
+            # back: writeback then finds none mapped writable, where it would write-protect
+            # each page and flush its TLB entry on every CPU (an IPI per page). The bytes
+            # stay in the page cache, dirty; a reader faults them back in (fault-around).
+            madvise(self.base + first, <size_t>(whole - first), MADV_DONTNEED)
         if msync(self.base + first, <size_t>(end - first), MS_SYNC) != 0:
             return errno
         return 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import mmap
 import os
 import time
 from pathlib import Path
@@ -209,6 +210,50 @@ def test_flushed_bytes_reach_the_file(mf: MappedFile, path: Path) -> None:
     mf.flush()
     with open(path, "rb") as f:
         assert f.read(7) == b"durable"
+
+
+def _mapped_pages(addr: int, pages: int) -> list[bool]:
+    """Whether each page from addr on is mapped in this process (/proc/self/pagemap bit 63)."""
+    try:
+        with open("/proc/self/pagemap", "rb", buffering=0) as f:
+            f.seek(addr // PAGE * 8)
+            raw = f.read(8 * pages)
+    except OSError as e:
+        pytest.skip(f"/proc/self/pagemap is not readable here: {e}")
+    return [bool(int.from_bytes(raw[i:i + 8], "little") >> 63) for i in range(0, len(raw), 8)]
+
+
+def test_flush_unmaps_whole_written_pages_and_keeps_their_bytes(mf: MappedFile,
+                                                                path: Path) -> None:
+    """Writeback of pages the writer has mapped writable costs a TLB-shootdown IPI per page,
+    so a flush unmaps the pages written to their end first. Their bytes stay: in the page
+    cache (a read faults them back in) and, once flushed, on disk."""
+    np = pytest.importorskip("numpy")
+    data = bytes(range(256)) * (3 * PAGE // 256) + b"tail"      # 3 whole pages and a bit
+    mf.append(data)
+    view = mf.view(0, len(data))
+    addr = np.frombuffer(view, dtype=np.uint8).__array_interface__["data"][0]
+    assert _mapped_pages(addr, 4) == [True] * 4                  # written through the mapping
+    assert mf.flush() == len(data)
+    assert _mapped_pages(addr, 4) == [False, False, False, True]  # the one still filling stays
+    assert bytes(view) == data
+    mf.append(b"more")
+    assert mf.flush() == len(data) + 4
+    assert mf.read(0, len(data) + 4) == data + b"more"
+    del view
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECT)           # the disk, not the page cache
+    except OSError as e:
+        pytest.skip(f"no O_DIRECT on this file system ({e}); the bytes were checked above")
+    try:
+        buf = mmap.mmap(-1, 4 * PAGE)                           # page-aligned, as O_DIRECT wants
+        try:
+            got = os.preadv(fd, [buf], 0)
+        except OSError as e:
+            pytest.skip(f"O_DIRECT read refused ({e}); the bytes were checked above")
+        assert got == 4 * PAGE and buf[:len(data) + 4] == data + b"more"
+    finally:
+        os.close(fd)
 
 
 def test_prefault_keeps_bytes_and_checks_bounds(mf: MappedFile) -> None:
