@@ -18,7 +18,7 @@ import warnings
 
 from cpython.buffer cimport PyBUF_WRITABLE, PyObject_GetBuffer, PyBuffer_Release
 from libc.stdint cimport int64_t
-from libc.errno cimport EBADF, EINTR, errno
+from libc.errno cimport EBADF, EINTR, EINVAL, errno
 from libc.string cimport memcpy, memset
 from posix.mman cimport (
     MADV_DONTNEED, MADV_WILLNEED, MAP_ANONYMOUS, MAP_FAILED, MAP_FIXED, MAP_NORESERVE,
@@ -609,7 +609,9 @@ cdef class MappedFile:
         elif self.ref_count > 0 and now_ms - self.first_shutdown_ms >= interval_forcibly_ms:
             if self.base != NULL and self.fd >= 0:
                 # Live views keep the address range; back it with zeros instead of the file.
-                addr = mmap(self.base, <size_t>self.file_size, PROT_READ,
+                # Writable, so that a loop still faulting pages in under it (prefault on a
+                # kernel without MADV_POPULATE_WRITE) touches memory, not a signal.
+                addr = mmap(self.base, <size_t>self.file_size, PROT_READ | PROT_WRITE,
                             MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0)
                 if addr != MAP_FAILED:
                     os.close(self.fd)
@@ -866,23 +868,29 @@ cdef class MappedFile:
             first = start - start % OS_PAGE_SIZE
             with nogil:
                 rc = self._populate(first, end)
-            if rc != 0 and _populate_write_works:
+            if rc > 0 and _populate_write_works:
                 _note_no_populate_write()
-            return end
+            return end if rc >= 0 else start
         finally:
             self.release()
 
     cdef int _populate(self, int64_t first, int64_t end) noexcept nogil:
-        """Fault [first, end) in for writing (first page-aligned); caller holds the file."""
+        """Fault [first, end) in for writing (first page-aligned); caller holds the file.
+        0: done. 1: the kernel lacks MADV_POPULATE_WRITE (EINVAL), so the pages were touched
+        one by one. -1: the kernel could not fault them in (the file was detached under the
+        caller, or no block can back a page); nothing is touched then, as a touch would
+        take the signal the kernel spared us."""
         cdef int64_t i
-        if _populate_write_works and madvise(self.base + first, <size_t>(end - first),
-                                             MADV_POPULATE_WRITE) == 0:
-            return 0
+        if _populate_write_works:
+            if madvise(self.base + first, <size_t>(end - first), MADV_POPULATE_WRITE) == 0:
+                return 0
+            if errno != EINVAL:
+                return -1
         i = first
-        while i < end:
+        while i < end and self.available:
             rs_touch_for_write(self.base + i)
             i += OS_PAGE_SIZE
-        return -1
+        return 1
 
     def prefault_follow(self, int64_t ahead, int64_t start, double interval_s,
                         StopFlag stop not None, int64_t chunk=1 << 20):
@@ -894,6 +902,7 @@ cdef class MappedFile:
         cdef int64_t done = start, wrote, target, end, allocated
         cdef timespec pause
         cdef bint fallback = False
+        cdef int rc = 0
         self._check_writable()
         if ahead <= 0 or chunk <= 0 or interval_s <= 0:
             raise ValueError("ahead, chunk and interval_s must be positive")
@@ -914,11 +923,16 @@ cdef class MappedFile:
                             break
                     if done < wrote:
                         done = wrote - wrote % OS_PAGE_SIZE
-                    while done < target and rs_load_int(&stop.flag) == 0:
+                    while done < target and rs_load_int(&stop.flag) == 0 and self.available:
                         end = min(done + chunk, target)
-                        if self._populate(done - done % OS_PAGE_SIZE, end) != 0:
+                        rc = self._populate(done - done % OS_PAGE_SIZE, end)
+                        if rc < 0:
+                            break
+                        if rc > 0:
                             fallback = True
                         done = end
+                    if rc < 0:
+                        break
                     nanosleep(&pause, NULL)
         finally:
             self.release()

@@ -190,6 +190,36 @@ def test_write_after_forced_detach_raises_not_crashes(tmp_path: Path, op: str) -
     assert proc.returncode == 0 and "refused" in proc.stdout, proc.stdout + proc.stderr
 
 
+PREFAULT_DETACH_SCRIPT = """
+import os, sys, threading, time
+from rocketstore._native.mapped_file import MappedFile, StopFlag
+
+size = 64 << 20
+for i in range(int(sys.argv[2])):
+    mf = MappedFile(os.path.join(sys.argv[1], f"{i * size:020d}"), size)
+    stop = StopFlag()
+    t = threading.Thread(target=mf.prefault_follow, args=(size, 0, 0.0001, stop),
+                         kwargs={"chunk": 4 << 20})
+    t.start()
+    time.sleep(0.001 * (i % 4))
+    mf.destroy(0)           # shut down: the loop still holds the file
+    mf.destroy(0)           # forcibly: detached under the running loop
+    t.join(30)
+    stop.set()
+    t.join(30)
+    assert not t.is_alive()
+print("survived")
+"""
+
+
+def test_forced_detach_under_a_running_prefault_loop_does_not_crash(tmp_path: Path) -> None:
+    """A file detached while prefault_follow faults it in (a truncation or a deletion that
+    forces a file its prefault thread holds): the loop stops, the process lives."""
+    proc = run_python(PREFAULT_DETACH_SCRIPT, args=[str(tmp_path), "12"], timeout=120)
+    assert_no_signal(proc, "forced detach under prefault_follow")
+    assert proc.returncode == 0 and "survived" in proc.stdout, proc.stdout + proc.stderr
+
+
 def test_flush_returns_positions(mf: MappedFile) -> None:
     assert mf.flush() == 0
     mf.append(b"a" * 100)
