@@ -16,6 +16,13 @@ thread that os.pwrite()s the records the store wrote one by one into a posix_fal
 hand-off, no lock, no GIL contention); N = the producer count. Its latency columns are per
 fdatasync round (first pwrite to fdatasync return: what the first record of a batch waits).
 
+Beside them, for more than one thread: "C threads, no GIL", bench/group_commit_floor.c (built
+with the system's cc at start; the row is left out, saying why, where that fails): the same
+group commit as the store's (a flush thread, rounds that wait for their riders, fdatasync) on
+the same records, with N C producer threads that copy each record under a mutex and wait on
+a futex. No Python, no GIL, no store: what threaded producers can get from this machine and
+disk at all, against the one-thread loop that hands nothing to another thread.
+
 Also per thread count, to show what each part of the SYNC_FLUSH path changed (--no-variants
 skips them): "via mmap+msync", the same puts with commit_log_write_through=False (records
 written through the mapping, each group commit msyncs the range: how the store flushed
@@ -52,6 +59,7 @@ from __future__ import annotations
 import argparse
 import os
 import resource
+import shutil
 import struct
 import subprocess
 import sys
@@ -239,6 +247,57 @@ def loop_run(td: C.TempDirs, disk: DiskCounter, records: bytes, sizes: list[int]
             "dirtied": None if dirty0 is None or dirty1 is None else dirty1 - dirty0}
 
 
+FLOOR_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "group_commit_floor.c")
+
+
+def build_floor(td: C.TempDirs) -> tuple[str | None, str]:
+    """Compile group_commit_floor.c: (path of the binary, "") or (None, why not)."""
+    cc = shutil.which(os.environ.get("CC", "cc"))
+    if cc is None:
+        return None, "no C compiler (cc) on PATH"
+    out = os.path.join(td.new("floor-bin"), "group_commit_floor")
+    r = subprocess.run([cc, "-O2", "-pthread", "-o", out, FLOOR_SOURCE],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        return None, f"cc failed: {r.stderr.strip()[:200]}"
+    return out, ""
+
+
+def floor_run(td: C.TempDirs, disk: DiskCounter, binary: str, records: bytes,
+              sizes: list[int], threads: int) -> dict[str, Any]:
+    """One run of group_commit_floor.c on the records: `threads` C producer threads."""
+    d = td.new(f"floor-{threads}")
+    rec_path, size_path = os.path.join(d, "records"), os.path.join(d, "sizes")
+    with open(rec_path, "wb") as f:
+        f.write(records)
+    with open(size_path, "wb") as f:
+        f.write(struct.pack(f"={len(sizes)}I", *sizes))
+    proc = subprocess.Popen([binary, rec_path, size_path, os.path.join(d, "out"),
+                             str(threads)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdin is not None and proc.stdout is not None
+        if proc.stdout.readline().strip() != "ready":
+            raise RuntimeError(f"group_commit_floor: {proc.communicate(timeout=60)[1]}")
+        time.sleep(0.05)
+        disk0 = disk.read()
+        out, err = proc.communicate("go\n", timeout=600)
+        disk1 = disk.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        td.remove(d)
+    if proc.returncode != 0:
+        raise RuntimeError(f"group_commit_floor exited {proc.returncode}: {err.strip()}")
+    seconds, flushes, n = out.split()
+    nan = float("nan")
+    return {"seconds": float(seconds), "n": int(n), "bytes": len(records),
+            "flushes": int(flushes), "faults": 0, "p50_ms": nan, "p99_ms": nan,
+            "disk_bytes": None if disk0 is None or disk1 is None else disk1 - disk0,
+            "dirtied": None}
+
+
 def load_average() -> str:
     try:
         return " ".join(f"{x:.2f}" for x in os.getloadavg())
@@ -262,7 +321,7 @@ def summarize(case: str, kind: str, threads: int, runs: list[dict[str, Any]]) ->
     out["disk_per_msg_min"] = min(disk) if disk else None
     dirtied = [r["dirtied"] / r["n"] for r in runs if r.get("dirtied") is not None]
     out["dirtied_per_msg"] = med(dirtied) if dirtied else None
-    if kind != "loop":
+    if kind not in ("loop", "cfloor"):
         out["write_share"] = med([r["write_s"] / r["seconds"] for r in runs])
         out["sync_share"] = med([r["sync_s"] / r["seconds"] for r in runs])
         out["fill_share"] = med([r.get("fill_s", 0.0) / r["seconds"] for r in runs])
@@ -287,6 +346,10 @@ def bench_throughput(td: C.TempDirs, disk: DiskCounter, args: argparse.Namespace
             args.log(f"run {i + 1}/{args.repeat} x{threads}: pwrite + fdatasync every {threads}")
             runs.setdefault(("loop", threads), []).append(
                 loop_run(td, disk, records, sizes, threads))
+            if args.floor and threads > 1:
+                args.log(f"run {i + 1}/{args.repeat} x{threads}: C threads, no GIL")
+                runs.setdefault(("cfloor", threads), []).append(
+                    floor_run(td, disk, args.floor, records, sizes, threads))
             del records, sizes
             if args.variants:
                 args.log(f"run {i + 1}/{args.repeat} x{threads}: SYNC_FLUSH via mmap+msync")
@@ -314,7 +377,8 @@ def bench_throughput(td: C.TempDirs, disk: DiskCounter, args: argparse.Namespace
         s_row["p99_vs_loop"] = C.median([s["p99_ms"] / o["p99_ms"]
                                          for s, o in zip(sync, loop, strict=True)])
         rows += [s_row, l_row]
-        for kind, label in (("mmap", "SYNC_FLUSH via mmap+msync"),
+        for kind, label in (("cfloor", "C threads, no GIL (group_commit_floor.c)"),
+                            ("mmap", "SYNC_FLUSH via mmap+msync"),
                             ("wakeall", "SYNC_FLUSH woken all at once"),
                             ("nofill", "SYNC_FLUSH, no wait for riders")):
             if (kind, threads) not in runs:
@@ -323,8 +387,8 @@ def bench_throughput(td: C.TempDirs, disk: DiskCounter, args: argparse.Namespace
             v_row = summarize(f"{label} x{threads}", kind, threads, vr)
             v_row["vs_loop"] = C.median([s["n"] / s["seconds"] / (o["n"] / o["seconds"])
                                          for s, o in zip(vr, loop, strict=True)])
-            v_row["p99_vs_loop"] = C.median([s["p99_ms"] / o["p99_ms"]
-                                             for s, o in zip(vr, loop, strict=True)])
+            v_row["p99_vs_loop"] = None if kind == "cfloor" else C.median(
+                [s["p99_ms"] / o["p99_ms"] for s, o in zip(vr, loop, strict=True)])
             rows.append(v_row)
     return {"rows": rows, "loads": loads, "runs": {f"{k}-{t}": v for (k, t), v in runs.items()}}
 
@@ -459,7 +523,9 @@ def print_report(info: dict[str, Any], args: argparse.Namespace, tp: dict[str, A
             disk = r["disk_per_msg"]
             rows.append([
                 r["case"], C.fmt_int(r["n"]), C.fmt_int(r["msgs_per_s"]),
-                f"{r['p50_ms']:.3f}", f"{r['p99_ms']:.3f}", f"{r['msgs_per_flush']:.1f}",
+                "n/a" if r["p50_ms"] != r["p50_ms"] else f"{r['p50_ms']:.3f}",
+                "n/a" if r["p99_ms"] != r["p99_ms"] else f"{r['p99_ms']:.3f}",
+                f"{r['msgs_per_flush']:.1f}",
                 "" if r.get("ms_per_flush") is None else f"{r['ms_per_flush']:.3f}",
                 "" if r.get("write_share") is None else
                 f"{100 * r['write_share']:.0f}% / {100 * r['sync_share']:.0f}%"
@@ -489,6 +555,12 @@ def print_report(info: dict[str, Any], args: argparse.Namespace, tp: dict[str, A
                 print(f"  the store's own page-cache bytes dirtied per message x32 "
                       f"(/proc/self/io, no metadata, no other process): "
                       f"{s32['dirtied_per_msg'] / s32['record_size']:.2f} x the record size")
+        if ("cfloor", 32) in by:
+            print(f"  reference, C threads (no GIL) x32 / the same loop: "
+                  f"{by[('cfloor', 32)]['vs_loop']:.2f}; SYNC_FLUSH x32 / C threads x32: "
+                  f"{by[('sync', 32)]['msgs_per_s'] / by[('cfloor', 32)]['msgs_per_s']:.2f}")
+        elif args.floor_missing:
+            print(f"  (no C-threads reference: {args.floor_missing})")
         if ("sync", 1) in by:
             print(f"Target SYNC_FLUSH x1 p99 / p99 of pwrite+fdatasync every record: "
                   f"{verdict(by[('sync', 1)]['p99_vs_loop'], 2.0, True)}")
@@ -558,13 +630,14 @@ def main(argv=None) -> int:
         except OSError:
             pass
         info = C.machine_info(td.base, {"bench_device": disk} if disk else None)
+        args.floor, args.floor_missing = build_floor(td) if args.threads else (None, "")
         tp = bench_throughput(td, DiskCounter(disk), args) if args.threads else None
         rc = bench_recovery(td, args) if args.recovery_mib > 0 else None
     elapsed = time.perf_counter() - started
     print_report(info, args, tp, rc, elapsed)
     if args.json:
         C.write_json(args.json, {"machine": info, "args": {k: v for k, v in vars(args).items()
-                                                           if k != "log"},
+                                                           if k not in ("log", "floor")},
                                  "throughput": tp, "recovery": rc, "elapsed_s": elapsed})
     return 0
 
