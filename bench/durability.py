@@ -263,6 +263,14 @@ def build_floor(td: C.TempDirs) -> tuple[str | None, str]:
     return out, ""
 
 
+def handoff_us(binary: str) -> tuple[float, float]:
+    """One-way thread hand-off through a futex in us (group_commit_floor.c handoff): the two
+    threads where the scheduler puts them, and pinned to one CPU."""
+    out = subprocess.run([binary, "handoff", "100000"], capture_output=True, text=True,
+                         timeout=120, check=True).stdout.split()
+    return float(out[0]), float(out[1])
+
+
 def floor_run(td: C.TempDirs, disk: DiskCounter, binary: str, records: bytes,
               sizes: list[int], threads: int) -> dict[str, Any]:
     """One run of group_commit_floor.c on the records: `threads` C producer threads."""
@@ -561,6 +569,11 @@ def print_report(info: dict[str, Any], args: argparse.Namespace, tp: dict[str, A
                   f"{by[('sync', 32)]['msgs_per_s'] / by[('cfloor', 32)]['msgs_per_s']:.2f}")
         elif args.floor_missing:
             print(f"  (no C-threads reference: {args.floor_missing})")
+        if tp.get("handoff_us"):
+            h = tp["handoff_us"]
+            print(f"  one thread waking another through a futex (group_commit_floor.c handoff): "
+                  f"{h['scheduler_placed']:.1f} us placed by the scheduler, "
+                  f"{h['one_cpu']:.1f} us on one CPU")
         if ("sync", 1) in by:
             print(f"Target SYNC_FLUSH x1 p99 / p99 of pwrite+fdatasync every record: "
                   f"{verdict(by[('sync', 1)]['p99_vs_loop'], 2.0, True)}")
@@ -631,9 +644,12 @@ def main(argv=None) -> int:
             pass
         info = C.machine_info(td.base, {"bench_device": disk} if disk else None)
         args.floor, args.floor_missing = build_floor(td) if args.threads else (None, "")
+        info_handoff = handoff_us(args.floor) if args.floor else None
         tp = bench_throughput(td, DiskCounter(disk), args) if args.threads else None
         rc = bench_recovery(td, args) if args.recovery_mib > 0 else None
     elapsed = time.perf_counter() - started
+    if tp is not None and info_handoff is not None:
+        tp["handoff_us"] = {"scheduler_placed": info_handoff[0], "one_cpu": info_handoff[1]}
     print_report(info, args, tp, rc, elapsed)
     if args.json:
         C.write_json(args.json, {"machine": info, "args": {k: v for k, v in vars(args).items()

@@ -3,6 +3,7 @@
  * bench/durability.py compiles and runs it beside the store and the one-thread loop.
  *
  * usage: group_commit_floor RECORDS_FILE SIZES_FILE OUT_FILE THREADS
+ *        group_commit_floor handoff N
  *   RECORDS_FILE  the records, back to back (the bytes the store wrote)
  *   SIZES_FILE    their sizes, one native uint32 each
  *   OUT_FILE      created and posix_fallocate'd (as the store's segments), then written
@@ -14,12 +15,17 @@
  * with none asking); a finished round wakes all its producers at once (with no GIL they do
  * not queue for anything). Prints "ready" once the file and the threads are set up, starts
  * on a line from stdin, and prints one more line when done: seconds flushes records.
+ *
+ * "handoff N": two threads wake each other through a futex N times each way; prints the
+ * one-way hand-off in microseconds with the threads placed by the scheduler (on a 2-CPU
+ * machine mostly one on each CPU, the sleeper's CPU idle), then pinned to one CPU.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -169,7 +175,51 @@ static void *read_file(const char *path, size_t *len) {
     return p;
 }
 
+/* Hand-off: two threads wake each other in turn through a futex, n times each way. */
+static _Atomic int turn;
+
+static void *handoff_peer(void *arg) {
+    long n = *(long *)arg;
+    for (long i = 0; i < n; i++) {
+        while (atomic_load(&turn) != 1)
+            syscall(SYS_futex, &turn, FUTEX_WAIT_PRIVATE, 0, NULL, NULL, 0);
+        atomic_store(&turn, 0);
+        syscall(SYS_futex, &turn, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+    }
+    return NULL;
+}
+
+static double handoff_us(long n) {
+    pthread_t peer;
+    atomic_store(&turn, 0);
+    if (pthread_create(&peer, NULL, handoff_peer, &n) != 0)
+        die("pthread_create");
+    double t0 = now();
+    for (long i = 0; i < n; i++) {
+        atomic_store(&turn, 1);
+        syscall(SYS_futex, &turn, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+        while (atomic_load(&turn) != 0)
+            syscall(SYS_futex, &turn, FUTEX_WAIT_PRIVATE, 1, NULL, NULL, 0);
+    }
+    double t = now() - t0;
+    pthread_join(peer, NULL);
+    return t / (double)(2 * n) * 1e6;
+}
+
 int main(int argc, char **argv) {
+    if (argc == 3 && strcmp(argv[1], "handoff") == 0) {
+        /* one-way hand-off in us: the threads where the scheduler puts them, then both
+         * pinned to the CPU this one runs on */
+        long n = atol(argv[2]);
+        double free_us = handoff_us(n);
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(sched_getcpu(), &one);
+        if (sched_setaffinity(0, sizeof one, &one) != 0)
+            die("sched_setaffinity");
+        printf("%.3f %.3f\n", free_us, handoff_us(n));
+        return 0;
+    }
     if (argc != 5) {
         fprintf(stderr, "usage: %s RECORDS_FILE SIZES_FILE OUT_FILE THREADS\n", argv[0]);
         return 2;
