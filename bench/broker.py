@@ -1028,6 +1028,14 @@ def report(args: argparse.Namespace, rows: list[Row], latency: dict[str, Any], i
     out.append(C.markdown_table(
         ["part", "workload", "what", "msgs/s (median)", "runs", "ratio", "server CPU s / 100k msgs",
          "failed", "target"], table, align="lllrrrrrl"))
+    for group in dict.fromkeys(r.group for r in rows if r.part == "b"):
+        echo = by_name.get((group, "bare frame echo (same frames, same load)"))
+        put = by_name.get((group, "store put_message (direct, in process)"))
+        if echo and put and echo.rates and put.rates:
+            both = 1.0 / (1.0 / echo.rate + 1.0 / put.rate)
+            out.append(f"\n{group}: the echo's work and the store's put_message in series on one "
+                       f"thread would make {both:,.0f} msgs/s, {both / echo.rate:.2f} of the echo: "
+                       "at their measured rates: what a broker whose loop decoded nothing and encoded no reply could reach.")
     latency_rows = []
     for key, label in (("echo", "bare frame echo (reference)"), ("broker", "broker SEND_MESSAGE_V2")):
         entry = latency.get(key, {})
