@@ -37,10 +37,16 @@ static inline int rs_has_byte_below3(const char *p, size_t n) {
     const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
     uint64_t hit = 0, w;
     size_t i = 0;
-    if (n < 8) {                       /* short text: pad with 0xFF bytes (never a hit) */
-        w = ~0ULL;
-        memcpy(&w, p, n);
-        return ((w - 3 * ones) & ~w & highs) != 0;
+    if (n < 8) {                       /* short text: two overlapping 4-byte loads */
+        if (n >= 4) {
+            uint32_t a, b;
+            memcpy(&a, p, 4);
+            memcpy(&b, p + n - 4, 4);
+            w = ((uint64_t)b << 32) | a;
+            return ((w - 3 * ones) & ~w & highs) != 0;
+        }
+        return n > 0 && ((unsigned char)p[0] < 3 || (unsigned char)p[n / 2] < 3
+                         || (unsigned char)p[n - 1] < 3);
     }
     for (; i + 8 <= n; i += 8) {
         memcpy(&w, p + i, 8);

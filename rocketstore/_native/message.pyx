@@ -10,7 +10,7 @@ from cpython.bytes cimport PyBytes_AS_STRING
 from libc.stdint cimport int64_t, uint32_t
 from libc.string cimport memcpy
 
-from rocketstore._native.includes.byteorder cimport rs_put_u16, rs_put_u32
+from rocketstore._native.includes.byteorder cimport rs_put_u32
 from rocketstore._native.includes.hex cimport rs_hex_upper
 from rocketstore._native.includes.python cimport PyUnicode_DecodeASCII
 from rocketstore._native.record cimport MAX_TOPIC_LENGTH
@@ -21,6 +21,7 @@ PROPERTY_TAGS = "TAGS"
 PROPERTY_KEYS = "KEYS"
 PROPERTY_UNIQ_KEY = "UNIQ_KEY"
 cdef str _UNIQ_KEY = PROPERTY_UNIQ_KEY
+cdef const char* _HEX = b"0123456789ABCDEF"
 
 
 # UNIQ_KEY: the client's message id (MessageClientIDSetter)
@@ -31,10 +32,15 @@ cdef int _uniq_prefix_len = 0
 cdef int64_t _month_start_ms = 0
 cdef int64_t _next_month_ms = 0
 cdef unsigned int _uniq_counter = 0
+# The hex of every key made in one millisecond up to its counter: the prefix and the time
+# since the month began (UNIQ_HEX_MAX bytes, copied whole: the key's buffer is as long).
+cdef char _uniq_head[UNIQ_HEX_MAX]
+cdef int _uniq_head_len = 0
+cdef int64_t _uniq_head_ms = -1
 
 
 cdef void _init_uniq_prefix():
-    global _uniq_prefix_len
+    global _uniq_prefix_len, _uniq_head_ms
     try:
         ip = socket.inet_aton(socket.gethostbyname(socket.gethostname()))
     except OSError:
@@ -43,6 +49,7 @@ cdef void _init_uniq_prefix():
     memcpy(_uniq_prefix, PyBytes_AS_STRING(prefix), len(prefix))
     rs_hex_upper(_uniq_prefix_hex, _uniq_prefix, len(prefix))
     _uniq_prefix_len = len(prefix)
+    _uniq_head_ms = -1
 
 
 cdef void _set_month(int64_t now_ms):
@@ -52,6 +59,18 @@ cdef void _set_month(int64_t now_ms):
     nxt = time.mktime((t.tm_year + (t.tm_mon == 12), t.tm_mon % 12 + 1, 1, 0, 0, 0, 0, 0, -1))
     _month_start_ms = <int64_t>(start * 1000)
     _next_month_ms = <int64_t>(nxt * 1000)
+
+
+cdef void _set_uniq_head(int64_t now_ms):
+    global _uniq_head_len, _uniq_head_ms
+    cdef unsigned char buf[4]
+    if now_ms >= _next_month_ms or now_ms < _month_start_ms:
+        _set_month(now_ms)
+    memcpy(_uniq_head, _uniq_prefix_hex, 2 * _uniq_prefix_len)
+    rs_put_u32(<char*>buf, <uint32_t>(now_ms - _month_start_ms))
+    rs_hex_upper(_uniq_head + 2 * _uniq_prefix_len, buf, 4)
+    _uniq_head_len = 2 * _uniq_prefix_len + 8
+    _uniq_head_ms = now_ms
 
 
 def _reset_uniq_prefix():
@@ -65,15 +84,18 @@ os.register_at_fork(after_in_child=_reset_uniq_prefix)
 
 cdef int new_uniq_hex(int64_t now_ms, char* out):
     global _uniq_counter
-    cdef unsigned char buf[6]
-    if now_ms >= _next_month_ms or now_ms < _month_start_ms:
-        _set_month(now_ms)
-    memcpy(out, _uniq_prefix_hex, 2 * _uniq_prefix_len)
-    rs_put_u32(<char*>buf, <uint32_t>(now_ms - _month_start_ms))
-    rs_put_u16(<char*>buf + 4, <unsigned short>(_uniq_counter & 0xFFFF))
+    cdef unsigned int c = _uniq_counter & 0xFFFF
+    cdef char* tail
+    if now_ms != _uniq_head_ms:
+        _set_uniq_head(now_ms)
+    memcpy(out, _uniq_head, UNIQ_HEX_MAX)
+    tail = out + _uniq_head_len
+    tail[0] = _HEX[c >> 12]
+    tail[1] = _HEX[(c >> 8) & 15]
+    tail[2] = _HEX[(c >> 4) & 15]
+    tail[3] = _HEX[c & 15]
     _uniq_counter += 1
-    rs_hex_upper(out + 2 * _uniq_prefix_len, buf, 6)
-    return 2 * (_uniq_prefix_len + 6)
+    return _uniq_head_len + 4
 
 
 def new_uniq_key():

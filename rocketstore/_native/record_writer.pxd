@@ -72,12 +72,14 @@ cdef struct RecordSpec:
     int32_t props_len
     Py_ssize_t slice_first
     Py_ssize_t slice_count    # name, value, name, value ...
-    unsigned char born_host[16]
-    int32_t born_host_len
+    const unsigned char* born_host    # the writer's own host, or NULL: born_buf
+    const unsigned char* store_host   # the writer's own host, or NULL: store_buf
+    int32_t born_host_len             # 4 or 16
     int32_t born_port
-    unsigned char store_host[16]
     int32_t store_host_len
     int32_t store_port
+    unsigned char born_buf[16]        # a message's own hosts
+    unsigned char store_buf[16]
     bint counted              # gets a queue offset (not prepared/rollback)
     PyObject* counters        # the topic's QueueCounters (kept alive by the queue table);
                               # not a pointer into its array, which a later spec may grow
@@ -100,19 +102,23 @@ cdef class RecordWriter:
     cdef int32_t store_host_len
     cdef unsigned char default_born_c[16]
     cdef int32_t default_born_len
-    cdef str last_topic                     # _counters' one-entry cache
+    cdef str last_topic                     # _set_topic's one-entry cache
     cdef QueueCounters last_counters
     cdef int64_t last_version
+    cdef const char* last_topic_text        # last_topic's UTF-8
+    cdef int32_t last_topic_len
     cdef object rejection                   # why _prepare (or _room) last refused a message
     cdef int alloc_errno                    # errno of the last failed allocation (0: none)
 
     cdef int _grow_slices(self, Py_ssize_t need) except -1
     cdef int _grow_specs(self, Py_ssize_t need) except -1
-    cdef int _host(self, object host, unsigned char* raw_out, int32_t* len_out,
-                   int32_t* port_out, bint born) except -1
-    cdef QueueCounters _counters(self, str topic)
+    cdef int _own_host(self, object host, unsigned char* raw_out, int32_t* len_out,
+                       int32_t* port_out) except -1
+    cdef int _set_topic(self, str topic) except -1
     cdef int _prepare(self, Message msg, int queue_id, RecordSpec* s, Py_ssize_t* slice_pos,
                       int64_t now_ms, Py_ssize_t index) except -1
+    cdef Py_ssize_t _props_slow(self, Message msg, dict props, Py_ssize_t slice_pos,
+                                int64_t now_ms, Py_ssize_t index) except -1
     cdef int _room(self, MappedFile mf, int64_t end)
     cdef PutMessageResult _no_space(self)
     cdef void _write_blank(self, MappedFile mf) noexcept

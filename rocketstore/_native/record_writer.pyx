@@ -16,15 +16,16 @@ from cpython.dict cimport PyDict_Next
 from cpython.unicode cimport PyUnicode_AsUTF8AndSize
 from libc.stdint cimport int32_t, int64_t, uint32_t
 from libc.stdlib cimport free, realloc
-from libc.string cimport memcpy, memset
+from libc.string cimport memcmp, memcpy, memset
 
 from rocketstore._native.hosts cimport msg_id_text
 from rocketstore._native.includes.atomic cimport rs_load_i64, rs_release_fence
+from rocketstore._native.includes.copy cimport rs_copy_small
 from rocketstore._native.includes.byteorder cimport rs_put_u16, rs_put_u32, rs_put_u64
 from rocketstore._native.includes.crc32 cimport rs_crc32, rs_crc32_init
 from rocketstore._native.includes.python cimport (
-    PyDict_Contains, PyUnicode_DATA, PyUnicode_DecodeASCII, PyUnicode_GET_LENGTH,
-    PyUnicode_IS_COMPACT_ASCII,
+    PyDict_Contains, PyDict_GET_SIZE, PyErr_Clear, PyUnicode_AsUTF8AndSize_or_null,
+    PyUnicode_DATA, PyUnicode_DecodeASCII, PyUnicode_GET_LENGTH, PyUnicode_IS_COMPACT_ASCII,
 )
 from rocketstore._native.includes.scan cimport rs_has_byte_below3
 from rocketstore._native.mapped_file cimport MappedFile
@@ -41,6 +42,8 @@ from rocketstore._native.topic_queue_table cimport MAX_QID, QueueCounters, Topic
 import numpy as np
 
 from rocketstore._native.hosts import parse_host
+from rocketstore._native.message import PROPERTY_KEYS as _PROPERTY_KEYS
+from rocketstore._native.message import PROPERTY_TAGS as _PROPERTY_TAGS
 from rocketstore._native.message import PROPERTY_UNIQ_KEY as _PROPERTY_UNIQ_KEY
 
 _log = logging.getLogger("rocketstore.store")
@@ -49,6 +52,8 @@ from rocketstore._native.topic_queue_table import TopicQueueTable
 rs_crc32_init()
 
 cdef str _UNIQ_KEY = _PROPERTY_UNIQ_KEY     # typed: no module-dict lookup on the put path
+cdef str _TAGS = _PROPERTY_TAGS             # the keys Message's setters use: known good names
+cdef str _KEYS = _PROPERTY_KEYS
 cdef const char* _UNIQ_KEY_C = b"UNIQ_KEY"
 
 
@@ -204,7 +209,9 @@ cdef inline void _write_record(char* dst, const RecordSpec* s, const Slice* slic
                                int64_t phy_offset, int64_t queue_offset,
                                int64_t store_ts) noexcept nogil:
     cdef char* p = dst
-    cdef Py_ssize_t i
+    cdef const Slice* sl = slices + s.slice_first
+    cdef const Slice* sl_end = sl + s.slice_count
+    cdef const unsigned char* host
     cdef uint32_t crc = rs_crc32(0, s.body, s.body_len) & 0x7FFFFFFF
     # TOTALSIZE and MAGICCODE go in last (see the end): until then the record reads as
     # "no data" (zeros), never as a valid header over a partial record
@@ -216,12 +223,20 @@ cdef inline void _write_record(char* dst, const RecordSpec* s, const Slice* slic
     rs_put_u32(p + 36, s.sys_flag)
     rs_put_u64(p + 40, s.born_ts if s.born_ts >= 0 else store_ts)
     p += 48
-    memcpy(p, s.born_host, s.born_host_len)
+    host = s.born_host if s.born_host != NULL else s.born_buf
+    if s.born_host_len == 4:
+        memcpy(p, host, 4)
+    else:
+        memcpy(p, host, 16)
     rs_put_u32(p + s.born_host_len, s.born_port)
     p += s.born_host_len + 4
     rs_put_u64(p, store_ts)
     p += 8
-    memcpy(p, s.store_host, s.store_host_len)
+    host = s.store_host if s.store_host != NULL else s.store_buf
+    if s.store_host_len == 4:
+        memcpy(p, host, 4)
+    else:
+        memcpy(p, host, 16)
     rs_put_u32(p + s.store_host_len, s.store_port)
     p += s.store_host_len + 4
     rs_put_u32(p, s.reconsume)
@@ -231,16 +246,20 @@ cdef inline void _write_record(char* dst, const RecordSpec* s, const Slice* slic
     memcpy(p, s.body, s.body_len)
     p += s.body_len
     p[0] = <char>s.topic_len
-    memcpy(p + 1, s.topic, s.topic_len)
+    rs_copy_small(p + 1, s.topic, s.topic_len)
     p += 1 + s.topic_len
     rs_put_u16(p, <unsigned short>s.props_len)
     p += 2
-    for i in range(s.slice_first, s.slice_first + s.slice_count):
-        if i > s.slice_first:
-            p[0] = 2 if (i - s.slice_first) % 2 == 0 else 1
+    while sl < sl_end:      # name \x01 value, pairs joined by \x02
+        rs_copy_small(p, sl[0].p, sl[0].n)
+        p += sl[0].n
+        p[0] = 1
+        rs_copy_small(p + 1, sl[1].p, sl[1].n)
+        p += 1 + sl[1].n
+        sl += 2
+        if sl < sl_end:
+            p[0] = 2
             p += 1
-        memcpy(p, slices[i].p, slices[i].n)
-        p += slices[i].n
     rs_release_fence()
     rs_put_u32(dst + 4, MESSAGE_MAGIC)
     rs_put_u32(dst, s.total)
@@ -313,48 +332,46 @@ cdef class RecordWriter:
         self.specs_cap = cap
         return 0
 
-    cdef inline int _host(self, object host, unsigned char* raw_out, int32_t* len_out,
-                          int32_t* port_out, bint born) except -1:
+    cdef int _own_host(self, object host, unsigned char* raw_out, int32_t* len_out,
+                       int32_t* port_out) except -1:
+        """A message's own born or store host into raw_out (4 or 16 bytes)."""
         cdef bytes raw
-        if host is None and born:       # the store's own host (a memcpy: the common case)
-            len_out[0] = self.default_born_len
-            memcpy(raw_out, self.default_born_c, len_out[0])
-            port_out[0] = self.default_born_port
-            return 0
-        if host is None:
-            len_out[0] = self.store_host_len
-            memcpy(raw_out, self.store_host_c, len_out[0])
-            port_out[0] = self.store_port
-            return 0
         raw, port = parse_host(host)
         port_out[0] = port
         len_out[0] = PyBytes_GET_SIZE(raw)
         memcpy(raw_out, PyBytes_AS_STRING(raw), len_out[0])
         return 0
 
-    cdef QueueCounters _counters(self, str topic):
-        """The topic's queue counters; the last topic's are cached (one pointer compare per
-        put instead of a dict lookup), invalidated when the table drops counters."""
-        if topic is not self.last_topic or self.last_version != self.queue_table.version:
-            self.last_counters = self.queue_table.counters(topic)    # validates a new topic
-            self.last_topic = topic
-            self.last_version = self.queue_table.version
-        return self.last_counters
+    cdef int _set_topic(self, str topic) except -1:
+        """Make topic the cached one: its queue counters (one pointer compare per put
+        instead of a dict lookup, redone when the table drops counters) and its text."""
+        cdef Py_ssize_t n
+        self.last_counters = self.queue_table.counters(topic)    # validates a new topic
+        self.last_topic_text = _text(topic, &n)
+        self.last_topic_len = <int32_t>n
+        self.last_topic = topic
+        self.last_version = self.queue_table.version
+        return 0
 
     cdef int _prepare(self, Message msg, int queue_id, RecordSpec* s, Py_ssize_t* slice_pos,
                       int64_t now_ms, Py_ssize_t index) except -1:
         """Fill s for msg; returns S_PUT_OK or another status code. Raises for bad arguments."""
-        cdef Py_ssize_t pos = 0, n, props_len = 0, nprops
+        cdef Py_ssize_t pos = 0, props_len = 0, nprops, j
         cdef PyObject* key
         cdef PyObject* value
         cdef dict props
         cdef Slice* sl
         cdef QueueCounters counters
+        cdef str topic = msg.topic
+        cdef bint plain = True, has_uniq = False
         if queue_id < 0 or queue_id > MAX_QID:
             raise ValueError(f"{_where(index)}queue_id must be in [0, {MAX_QID}], "
                              f"got {queue_id}")
-        counters = self._counters(msg.topic)
-        counters.slot(queue_id)                             # grow it now, while preparing
+        if topic is not self.last_topic or self.last_version != self.queue_table.version:
+            self._set_topic(topic)
+        counters = self.last_counters
+        if queue_id >= counters.n:
+            counters.slot(queue_id)                         # grow it now, while preparing
         s.counters = <PyObject*>counters
         if msg.body is None:
             raise TypeError(f"{_where(index)}body must be bytes, got None")
@@ -364,24 +381,139 @@ cdef class RecordWriter:
             self.rejection = (f"{_where(index)}body of {PyBytes_GET_SIZE(msg.body):,} bytes is "
                               f"over max_message_size ({self.max_message_size:,} bytes)")
             return S_MESSAGE_ILLEGAL
-        s.topic = _text(msg.topic, &n)
-        s.topic_len = <int32_t>n
+        s.topic = self.last_topic_text
+        s.topic_len = self.last_topic_len
         props = msg._props
         if props is None:
             props = msg._props = {}
+        nprops = PyDict_GET_SIZE(props)
+        if slice_pos[0] + 2 * nprops + 2 > self.slices_cap:
+            self._grow_slices(slice_pos[0] + 2 * nprops + 2)
+        # One walk of the dict for plain pairs (str names and values that need no refusal);
+        # anything else goes to _props_slow, which checks and refuses in its own order.
+        sl = self.slices + slice_pos[0]
+        for j in range(nprops):
+            PyDict_Next(props, &pos, &key, &value)
+            if <object>key is _TAGS or <object>key is _KEYS:
+                sl[0].p = <const char*>PyUnicode_DATA(<object>key)
+                sl[0].n = 4
+            else:
+                if type(<object>key) is not str:
+                    plain = False
+                    break
+                if PyUnicode_IS_COMPACT_ASCII(<object>key):
+                    sl[0].p = <const char*>PyUnicode_DATA(<object>key)
+                    sl[0].n = PyUnicode_GET_LENGTH(<object>key)
+                else:
+                    sl[0].p = PyUnicode_AsUTF8AndSize_or_null(<object>key, &sl[0].n)
+                    if sl[0].p == NULL:
+                        PyErr_Clear()
+                        plain = False
+                        break
+                if sl[0].n == 0 or rs_has_byte_below3(sl[0].p, sl[0].n):
+                    plain = False
+                    break
+                if sl[0].n == 8 and memcmp(sl[0].p, _UNIQ_KEY_C, 8) == 0:
+                    has_uniq = True
+            if type(<object>value) is not str:
+                plain = False
+                break
+            if PyUnicode_IS_COMPACT_ASCII(<object>value):
+                sl[1].p = <const char*>PyUnicode_DATA(<object>value)
+                sl[1].n = PyUnicode_GET_LENGTH(<object>value)
+            else:
+                sl[1].p = PyUnicode_AsUTF8AndSize_or_null(<object>value, &sl[1].n)
+                if sl[1].p == NULL:
+                    PyErr_Clear()
+                    plain = False
+                    break
+            if sl[1].n == 0 or rs_has_byte_below3(sl[1].p, sl[1].n):
+                plain = False
+                break
+            props_len += sl[0].n + sl[1].n + 2
+            sl += 2
+        if plain:
+            if has_uniq:
+                msg._uniq_len = 0   # set in the dict since one was generated: the dict's wins
+            elif msg._uniq_len == 0:    # none yet: generate one, written after the dict's pairs
+                msg._uniq_len = new_uniq_hex(now_ms, msg._uniq_hex)
+            if msg._uniq_len:
+                # the pair goes last, where inserting it into the dict used to put it; both
+                # texts are ASCII without separators (a constant and hex digits)
+                sl[0].p = _UNIQ_KEY_C
+                sl[0].n = 8
+                sl[1].p = msg._uniq_hex
+                sl[1].n = msg._uniq_len
+                props_len += 8 + msg._uniq_len + 2
+                nprops += 1
+            if nprops > 0:
+                props_len -= 1      # no trailing \x02, as RocketMQ 4.9.8 writes
+        else:
+            props_len = self._props_slow(msg, props, slice_pos[0], now_ms, index)
+            nprops = PyDict_GET_SIZE(props) + (msg._uniq_len > 0)
+        s.slice_first = slice_pos[0]
+        s.slice_count = 2 * nprops
+        slice_pos[0] += 2 * nprops
+        if props_len > MAX_PROPERTIES_LENGTH:
+            self.rejection = (f"{_where(index)}properties of {props_len:,} bytes are over "
+                              f"{MAX_PROPERTIES_LENGTH:,} bytes")
+            return S_PROPERTIES_SIZE_EXCEEDED
+        s.props_len = <int32_t>props_len
+        s.queue_id = queue_id
+        s.flag = msg.flag
+        s.reconsume = msg.reconsume_times
+        s.prepared_off = msg.prepared_transaction_offset
+        if msg.born_timestamp is None:
+            s.born_ts = -1
+        else:
+            s.born_ts = msg.born_timestamp
+        if msg.born_host is None:       # the store's own host (the common case)
+            s.born_host = self.default_born_c
+            s.born_host_len = self.default_born_len
+            s.born_port = self.default_born_port
+        else:
+            s.born_host = NULL
+            self._own_host(msg.born_host, s.born_buf, &s.born_host_len, &s.born_port)
+        if msg.store_host is None:
+            s.store_host = self.store_host_c
+            s.store_host_len = self.store_host_len
+            s.store_port = self.store_port
+        else:
+            s.store_host = NULL
+            self._own_host(msg.store_host, s.store_buf, &s.store_host_len, &s.store_port)
+        s.sys_flag = msg.sys_flag & 0xF
+        if s.born_host_len == 16:
+            s.sys_flag |= SYSFLAG_BORNHOST_V6
+        if s.store_host_len == 16:
+            s.sys_flag |= SYSFLAG_STOREHOST_V6
+        tran = s.sys_flag & SYSFLAG_TRANSACTION_MASK
+        s.counted = tran != SYSFLAG_PREPARED and tran != SYSFLAG_ROLLBACK
+        s.total = (MIN_RECORD_SIZE + s.body_len + s.topic_len + s.props_len
+                   + (s.born_host_len - 4) + (s.store_host_len - 4))
+        if s.total + END_FILE_MIN_BLANK_LENGTH > self.file_size:
+            self.rejection = (f"{_where(index)}record of {s.total:,} bytes does not fit a "
+                              f"CommitLog segment of {self.file_size:,} bytes")
+            return S_MESSAGE_ILLEGAL
+        return S_PUT_OK
+
+    cdef Py_ssize_t _props_slow(self, Message msg, dict props, Py_ssize_t slice_pos,
+                                int64_t now_ms, Py_ssize_t index) except -1:
+        """_prepare's properties when a pair is not plain: the UNIQ_KEY settled first, then
+        every pair checked in dict order, the first bad one refused. Fills the slices from
+        slice_pos (len(props) pairs, then a generated UNIQ_KEY); returns the text's length."""
+        cdef Py_ssize_t pos = 0, props_len = 0, nprops
+        cdef PyObject* key
+        cdef PyObject* value
+        cdef Slice* sl
         if PyDict_Contains(props, _UNIQ_KEY):
             msg._uniq_len = 0       # set in the dict since one was generated: the dict's wins
         elif msg._uniq_len == 0:    # none yet: generate one, written after the dict's pairs
             msg._uniq_len = new_uniq_hex(now_ms, msg._uniq_hex)
         nprops = len(props) + (msg._uniq_len > 0)
-        if slice_pos[0] + 2 * nprops > self.slices_cap:
-            self._grow_slices(slice_pos[0] + 2 * nprops)
-        s.slice_first = slice_pos[0]
-        s.slice_count = 2 * nprops
-        sl = self.slices + slice_pos[0]
+        if slice_pos + 2 * nprops > self.slices_cap:
+            self._grow_slices(slice_pos + 2 * nprops)
+        sl = self.slices + slice_pos
         if msg._uniq_len:
-            # the pair goes last, where inserting it into the dict used to put it; both
-            # texts are ASCII without separators (a constant and hex digits)
             sl[2 * nprops - 2].p = _UNIQ_KEY_C
             sl[2 * nprops - 2].n = 8
             sl[2 * nprops - 1].p = msg._uniq_hex
@@ -402,38 +534,9 @@ cdef class RecordWriter:
                                  "character (\\x01 or \\x02) or NUL")
             props_len += sl[0].n + sl[1].n + 2
             sl += 2
-        slice_pos[0] += 2 * nprops
         if nprops > 0:
             props_len -= 1      # no trailing \x02, as RocketMQ 4.9.8 writes
-        if props_len > MAX_PROPERTIES_LENGTH:
-            self.rejection = (f"{_where(index)}properties of {props_len:,} bytes are over "
-                              f"{MAX_PROPERTIES_LENGTH:,} bytes")
-            return S_PROPERTIES_SIZE_EXCEEDED
-        s.props_len = <int32_t>props_len
-        s.queue_id = queue_id
-        s.flag = msg.flag
-        s.reconsume = msg.reconsume_times
-        s.prepared_off = msg.prepared_transaction_offset
-        if msg.born_timestamp is None:
-            s.born_ts = -1
-        else:
-            s.born_ts = msg.born_timestamp
-        self._host(msg.born_host, s.born_host, &s.born_host_len, &s.born_port, True)
-        self._host(msg.store_host, s.store_host, &s.store_host_len, &s.store_port, False)
-        s.sys_flag = msg.sys_flag & 0xF
-        if s.born_host_len == 16:
-            s.sys_flag |= SYSFLAG_BORNHOST_V6
-        if s.store_host_len == 16:
-            s.sys_flag |= SYSFLAG_STOREHOST_V6
-        tran = s.sys_flag & SYSFLAG_TRANSACTION_MASK
-        s.counted = tran != SYSFLAG_PREPARED and tran != SYSFLAG_ROLLBACK
-        s.total = (MIN_RECORD_SIZE + s.body_len + s.topic_len + s.props_len
-                   + (s.born_host_len - 4) + (s.store_host_len - 4))
-        if s.total + END_FILE_MIN_BLANK_LENGTH > self.file_size:
-            self.rejection = (f"{_where(index)}record of {s.total:,} bytes does not fit a "
-                              f"CommitLog segment of {self.file_size:,} bytes")
-            return S_MESSAGE_ILLEGAL
-        return S_PUT_OK
+        return props_len
 
     cdef int _room(self, MappedFile mf, int64_t end):
         """0 when [0, end) of mf has blocks on disk (allocated now if needed), else the errno

@@ -569,6 +569,29 @@ def test_uniq_key_generated_and_kept(tmp_path: Path) -> None:
         assert r2.uniq_key == batch[0].uniq_key
 
 
+def test_property_text_alike_on_every_path(tmp_path: Path) -> None:
+    """The put reads plain str properties in one walk and anything else (a str subclass, a
+    text to refuse) the careful way: both write the same text, find a UNIQ_KEY the dict has
+    under any str object, and the careful way still refuses what it must."""
+
+    class Name(str):
+        pass
+
+    uniq = "".join(["UNIQ_", "KEY"])        # equal to, not the same object as, the constant
+    with open_store(tmp_path) as s:
+        plain = Message("t", b"x", tags="a", properties={"p": "1", uniq: "U9", "é": "ü €"})
+        odd = Message("t", b"x", tags="a", properties={Name("p"): "1", "UNIQ_KEY": Name("U9"),
+                                                       "é": "ü €"})
+        res = s.put_messages([plain, odd], 0)
+        texts = [s.look_message_by_offset(r.commitlog_offset).properties_string for r in res]
+        assert texts[0] == texts[1] == "p\x011\x02UNIQ_KEY\x01U9\x02é\x01ü €\x02TAGS\x01a"
+        assert [r.uniq_key for r in res] == ["U9", "U9"]
+        bad = Message("t", b"x")
+        bad.properties["k"] = "\ud800"      # a lone surrogate has no UTF-8
+        with pytest.raises(UnicodeEncodeError):
+            s.put_messages([bad])
+
+
 def test_generated_uniq_key_settles_into_the_message(tmp_path: Path) -> None:
     """The put keeps a generated UNIQ_KEY as text in the Message and the properties dict gets
     it on its next read: every way of looking at the message agrees with the record."""

@@ -15,3 +15,8 @@ cdef extern from "Python.h":
     object PyUnicode_DecodeASCII(const char* s, Py_ssize_t size, const char* errors)
     bint PyUnicode_IS_COMPACT_ASCII(object o)
     int PyDict_Contains(object d, object key) except -1
+    Py_ssize_t PyDict_GET_SIZE(object d)
+    # the checking-free forms: an exception left set is the caller's to clear or raise
+    const char* PyUnicode_AsUTF8AndSize_or_null "PyUnicode_AsUTF8AndSize" (object s,
+                                                                          Py_ssize_t* n)
+    void PyErr_Clear()
