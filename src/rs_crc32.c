@@ -40,6 +40,18 @@ static uint32_t crc32_tables(uint32_t crc, const unsigned char *p, size_t len)
         p += 16;
         len -= 16;
     }
+    while (len >= 4) {
+        uint32_t a;
+        memcpy(&a, p, 4);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+        a = __builtin_bswap32(a);
+#endif
+        a ^= crc;
+        crc = crc_table[3][a & 0xff] ^ crc_table[2][(a >> 8) & 0xff] ^
+              crc_table[1][(a >> 16) & 0xff] ^ crc_table[0][a >> 24];
+        p += 4;
+        len -= 4;
+    }
     while (len--)
         crc = crc_table[0][(crc ^ *p++) & 0xff] ^ (crc >> 8);
     return ~crc;

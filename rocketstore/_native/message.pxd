@@ -24,7 +24,7 @@ cdef class Message:
 
 
 # A fresh UNIQ_KEY's hex text into out (UNIQ_HEX_MAX bytes); returns its length
-cdef int new_uniq_hex(int64_t now_ms, char* out)
+cdef int new_uniq_hex(int64_t now_ms, char* out) except -1
 cdef int _check_property_text(str what, object value) except -1
 
 

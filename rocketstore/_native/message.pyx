@@ -61,7 +61,7 @@ cdef void _set_month(int64_t now_ms):
     _next_month_ms = <int64_t>(nxt * 1000)
 
 
-cdef void _set_uniq_head(int64_t now_ms):
+cdef int _set_uniq_head(int64_t now_ms) except -1:
     global _uniq_head_len, _uniq_head_ms
     cdef unsigned char buf[4]
     if now_ms >= _next_month_ms or now_ms < _month_start_ms:
@@ -71,6 +71,7 @@ cdef void _set_uniq_head(int64_t now_ms):
     rs_hex_upper(_uniq_head + 2 * _uniq_prefix_len, buf, 4)
     _uniq_head_len = 2 * _uniq_prefix_len + 8
     _uniq_head_ms = now_ms
+    return 0
 
 
 def _reset_uniq_prefix():
@@ -82,7 +83,7 @@ _init_uniq_prefix()
 os.register_at_fork(after_in_child=_reset_uniq_prefix)
 
 
-cdef int new_uniq_hex(int64_t now_ms, char* out):
+cdef int new_uniq_hex(int64_t now_ms, char* out) except -1:
     global _uniq_counter
     cdef unsigned int c = _uniq_counter & 0xFFFF
     cdef char* tail

@@ -361,23 +361,23 @@ cdef class RecordWriter:
         cdef PyObject* value
         cdef dict props
         cdef Slice* sl
-        cdef QueueCounters counters
-        cdef str topic = msg.topic
         cdef bint plain = True, has_uniq = False
+        # borrowed: msg holds them, and nothing here runs Python code that could drop them
+        cdef PyObject* topic = <PyObject*>msg.topic
+        cdef PyObject* body = <PyObject*>msg.body
         if queue_id < 0 or queue_id > MAX_QID:
             raise ValueError(f"{_where(index)}queue_id must be in [0, {MAX_QID}], "
                              f"got {queue_id}")
-        if topic is not self.last_topic or self.last_version != self.queue_table.version:
-            self._set_topic(topic)
-        counters = self.last_counters
-        if queue_id >= counters.n:
-            counters.slot(queue_id)                         # grow it now, while preparing
-        s.counters = <PyObject*>counters
-        if msg.body is None:
+        if topic != <PyObject*>self.last_topic or self.last_version != self.queue_table.version:
+            self._set_topic(msg.topic)
+        if queue_id >= self.last_counters.n:
+            self.last_counters.slot(queue_id)               # grow it now, while preparing
+        s.counters = <PyObject*>self.last_counters
+        if body == <PyObject*>None:
             raise TypeError(f"{_where(index)}body must be bytes, got None")
-        s.body = PyBytes_AS_STRING(msg.body)
-        s.body_len = <int32_t>PyBytes_GET_SIZE(msg.body)
-        if PyBytes_GET_SIZE(msg.body) > self.max_message_size:
+        s.body = PyBytes_AS_STRING(<object>body)
+        s.body_len = <int32_t>PyBytes_GET_SIZE(<object>body)
+        if PyBytes_GET_SIZE(<object>body) > self.max_message_size:
             self.rejection = (f"{_where(index)}body of {PyBytes_GET_SIZE(msg.body):,} bytes is "
                               f"over max_message_size ({self.max_message_size:,} bytes)")
             return S_MESSAGE_ILLEGAL
@@ -649,12 +649,14 @@ cdef class RecordWriter:
         cdef int64_t now_ms = wall_clock_ms()
         cdef int code, qid = 0
         cdef bint one_qid = isinstance(queue_ids, int)
+        cdef list qids = None
         cdef PutMessagesResult res = PutMessagesResult.__new__(PutMessagesResult)
         if not one_qid:
             if not isinstance(queue_ids, (list, tuple)):
                 raise TypeError("queue_ids must be an int or a list of int, one per message")
             if len(queue_ids) != count:
                 raise ValueError(f"queue_ids has {len(queue_ids)} entries for {count} messages")
+            qids = queue_ids if type(queue_ids) is list else list(queue_ids)
         else:
             qid = queue_ids
         if count > self.specs_cap:
@@ -668,7 +670,7 @@ cdef class RecordWriter:
             if not isinstance(msg, Message):
                 raise TypeError(f"messages[{i}] must be a Message, got {type(msg).__name__}")
             if not one_qid:
-                q = queue_ids[i]
+                q = qids[i]
                 if not isinstance(q, int):
                     raise TypeError(f"queue_ids[{i}] must be an int")
                 qid = q
