@@ -21,7 +21,6 @@ PROPERTY_TAGS = "TAGS"
 PROPERTY_KEYS = "KEYS"
 PROPERTY_UNIQ_KEY = "UNIQ_KEY"
 cdef str _UNIQ_KEY = PROPERTY_UNIQ_KEY
-cdef const char* _HEX = b"0123456789ABCDEF"
 
 
 # UNIQ_KEY: the client's message id (MessageClientIDSetter)
@@ -31,16 +30,14 @@ cdef char _uniq_prefix_hex[32]        # the same in hex: only the last 6 bytes c
 cdef int _uniq_prefix_len = 0
 cdef int64_t _month_start_ms = 0
 cdef int64_t _next_month_ms = 0
-cdef unsigned int _uniq_counter = 0
-# The hex of every key made in one millisecond up to its counter: the prefix and the time
-# since the month began (UNIQ_HEX_MAX bytes, copied whole: the key's buffer is as long).
-cdef char _uniq_head[UNIQ_HEX_MAX]
-cdef int _uniq_head_len = 0
-cdef int64_t _uniq_head_ms = -1
+cdef UniqKeys _uniq
+_uniq.head_len = 0
+_uniq.head_ms = -1
+_uniq.counter = 0
 
 
 cdef void _init_uniq_prefix():
-    global _uniq_prefix_len, _uniq_head_ms
+    global _uniq_prefix_len
     try:
         ip = socket.inet_aton(socket.gethostbyname(socket.gethostname()))
     except OSError:
@@ -49,7 +46,7 @@ cdef void _init_uniq_prefix():
     memcpy(_uniq_prefix, PyBytes_AS_STRING(prefix), len(prefix))
     rs_hex_upper(_uniq_prefix_hex, _uniq_prefix, len(prefix))
     _uniq_prefix_len = len(prefix)
-    _uniq_head_ms = -1
+    _uniq.head_ms = -1
 
 
 cdef void _set_month(int64_t now_ms):
@@ -61,16 +58,19 @@ cdef void _set_month(int64_t now_ms):
     _next_month_ms = <int64_t>(nxt * 1000)
 
 
-cdef int _set_uniq_head(int64_t now_ms) except -1:
-    global _uniq_head_len, _uniq_head_ms
+cdef UniqKeys* uniq_keys() noexcept:
+    return &_uniq
+
+
+cdef int set_uniq_head(int64_t now_ms) except -1:
     cdef unsigned char buf[4]
     if now_ms >= _next_month_ms or now_ms < _month_start_ms:
         _set_month(now_ms)
-    memcpy(_uniq_head, _uniq_prefix_hex, 2 * _uniq_prefix_len)
+    memcpy(_uniq.head, _uniq_prefix_hex, 2 * _uniq_prefix_len)
     rs_put_u32(<char*>buf, <uint32_t>(now_ms - _month_start_ms))
-    rs_hex_upper(_uniq_head + 2 * _uniq_prefix_len, buf, 4)
-    _uniq_head_len = 2 * _uniq_prefix_len + 8
-    _uniq_head_ms = now_ms
+    rs_hex_upper(_uniq.head + 2 * _uniq_prefix_len, buf, 4)
+    _uniq.head_len = 2 * _uniq_prefix_len + 8
+    _uniq.head_ms = now_ms
     return 0
 
 
@@ -84,19 +84,7 @@ os.register_at_fork(after_in_child=_reset_uniq_prefix)
 
 
 cdef int new_uniq_hex(int64_t now_ms, char* out) except -1:
-    global _uniq_counter
-    cdef unsigned int c = _uniq_counter & 0xFFFF
-    cdef char* tail
-    if now_ms != _uniq_head_ms:
-        _set_uniq_head(now_ms)
-    memcpy(out, _uniq_head, UNIQ_HEX_MAX)
-    tail = out + _uniq_head_len
-    tail[0] = _HEX[c >> 12]
-    tail[1] = _HEX[(c >> 8) & 15]
-    tail[2] = _HEX[(c >> 4) & 15]
-    tail[3] = _HEX[c & 15]
-    _uniq_counter += 1
-    return _uniq_head_len + 4
+    return new_uniq_hex_in(&_uniq, now_ms, out)
 
 
 def new_uniq_key():

@@ -30,7 +30,8 @@ from rocketstore._native.includes.python cimport (
 from rocketstore._native.includes.scan cimport rs_has_byte_below3
 from rocketstore._native.mapped_file cimport MappedFile
 from rocketstore._native.message cimport (
-    Message, _check_property_text, new_uniq_hex, wall_clock_ms,
+    Message, UniqKeys, _check_property_text, new_uniq_hex, new_uniq_hex_in, uniq_keys,
+    wall_clock_ms,
 )
 from rocketstore._native.record cimport (
     BLANK_MAGIC, END_FILE_MIN_BLANK_LENGTH, MAX_PROPERTIES_LENGTH, MESSAGE_MAGIC,
@@ -55,6 +56,7 @@ cdef str _UNIQ_KEY = _PROPERTY_UNIQ_KEY     # typed: no module-dict lookup on th
 cdef str _TAGS = _PROPERTY_TAGS             # the keys Message's setters use: known good names
 cdef str _KEYS = _PROPERTY_KEYS
 cdef const char* _UNIQ_KEY_C = b"UNIQ_KEY"
+cdef UniqKeys* _uniq_keys = uniq_keys()
 
 
 # ---- results ---------------------------------------------------------------------------------
@@ -436,7 +438,7 @@ cdef class RecordWriter:
             if has_uniq:
                 msg._uniq_len = 0   # set in the dict since one was generated: the dict's wins
             elif msg._uniq_len == 0:    # none yet: generate one, written after the dict's pairs
-                msg._uniq_len = new_uniq_hex(now_ms, msg._uniq_hex)
+                msg._uniq_len = new_uniq_hex_in(_uniq_keys, now_ms, msg._uniq_hex)
             if msg._uniq_len:
                 # the pair goes last, where inserting it into the dict used to put it; both
                 # texts are ASCII without separators (a constant and hex digits)
