@@ -1034,8 +1034,9 @@ def report(args: argparse.Namespace, rows: list[Row], latency: dict[str, Any], i
         if echo and put and echo.rates and put.rates:
             both = 1.0 / (1.0 / echo.rate + 1.0 / put.rate)
             out.append(f"\n{group}: the echo's work and the store's put_message in series on one "
-                       f"thread would make {both:,.0f} msgs/s, {both / echo.rate:.2f} of the echo: "
-                       "at their measured rates: what a broker whose loop decoded nothing and encoded no reply could reach.")
+                       f"thread, at their measured rates, would make {both:,.0f} msgs/s, "
+                       f"{both / echo.rate:.2f} of the echo: what a broker whose loop decoded "
+                       "nothing and encoded no reply could reach.")
     latency_rows = []
     for key, label in (("echo", "bare frame echo (reference)"), ("broker", "broker SEND_MESSAGE_V2")):
         entry = latency.get(key, {})
