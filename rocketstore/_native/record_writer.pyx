@@ -275,6 +275,23 @@ cdef inline const char* _text(object s, Py_ssize_t* n) except NULL:
     return PyUnicode_AsUTF8AndSize(s, n)
 
 
+cdef inline bint _plain_text(object text, Slice* out) noexcept:
+    """out = the UTF-8 of a str property text that needs no check beyond this one: not
+    empty, no separator (\\x01, \\x02) or NUL. False for anything else (a str subclass,
+    no UTF-8 form, ...): the slow path checks it and refuses in its own order."""
+    if type(text) is not str:
+        return False
+    if PyUnicode_IS_COMPACT_ASCII(text):
+        out.p = <const char*>PyUnicode_DATA(text)
+        out.n = PyUnicode_GET_LENGTH(text)
+    else:
+        out.p = PyUnicode_AsUTF8AndSize_or_null(text, &out.n)
+        if out.p == NULL:
+            PyErr_Clear()
+            return False
+    return out.n != 0 and not rs_has_byte_below3(out.p, out.n)
+
+
 cdef str _where(Py_ssize_t index):
     """Error-message prefix naming the batch entry (built only when raising)."""
     return "" if index < 0 else f"messages[{index}]."
@@ -400,36 +417,12 @@ cdef class RecordWriter:
                 sl[0].p = <const char*>PyUnicode_DATA(<object>key)
                 sl[0].n = 4
             else:
-                if type(<object>key) is not str:
-                    plain = False
-                    break
-                if PyUnicode_IS_COMPACT_ASCII(<object>key):
-                    sl[0].p = <const char*>PyUnicode_DATA(<object>key)
-                    sl[0].n = PyUnicode_GET_LENGTH(<object>key)
-                else:
-                    sl[0].p = PyUnicode_AsUTF8AndSize_or_null(<object>key, &sl[0].n)
-                    if sl[0].p == NULL:
-                        PyErr_Clear()
-                        plain = False
-                        break
-                if sl[0].n == 0 or rs_has_byte_below3(sl[0].p, sl[0].n):
+                if not _plain_text(<object>key, &sl[0]):
                     plain = False
                     break
                 if sl[0].n == 8 and memcmp(sl[0].p, _UNIQ_KEY_C, 8) == 0:
                     has_uniq = True
-            if type(<object>value) is not str:
-                plain = False
-                break
-            if PyUnicode_IS_COMPACT_ASCII(<object>value):
-                sl[1].p = <const char*>PyUnicode_DATA(<object>value)
-                sl[1].n = PyUnicode_GET_LENGTH(<object>value)
-            else:
-                sl[1].p = PyUnicode_AsUTF8AndSize_or_null(<object>value, &sl[1].n)
-                if sl[1].p == NULL:
-                    PyErr_Clear()
-                    plain = False
-                    break
-            if sl[1].n == 0 or rs_has_byte_below3(sl[1].p, sl[1].n):
+            if not _plain_text(<object>value, &sl[1]):
                 plain = False
                 break
             props_len += sl[0].n + sl[1].n + 2
