@@ -30,7 +30,7 @@ from rocketstore._native.includes.python cimport (
 from rocketstore._native.includes.scan cimport rs_has_byte_below3
 from rocketstore._native.mapped_file cimport MappedFile
 from rocketstore._native.message cimport (
-    Message, UniqKeys, _check_property_text, new_uniq_hex, new_uniq_hex_in, uniq_keys,
+    Message, UniqKeys, _check_property_text, new_uniq_hex_in, uniq_keys,
     wall_clock_ms,
 )
 from rocketstore._native.record cimport (
@@ -292,6 +292,26 @@ cdef inline bint _plain_text(object text, Slice* out) noexcept:
     return out.n != 0 and not rs_has_byte_below3(out.p, out.n)
 
 
+cdef inline Py_ssize_t _uniq_pair(Message msg, bint in_dict, int64_t now_ms,
+                                  Slice* sl) except -1:
+    """Settle msg's generated UNIQ_KEY: none when the dict has one (the dict's wins), else
+    the one generated before or a new one. When there is one, its pair goes into sl[0..1],
+    after the dict's pairs, where inserting it into the dict used to put it (both texts ASCII
+    without separators: a constant and hex digits). Returns the pair's length with its
+    separators (0 when none)."""
+    if in_dict:
+        msg._uniq_len = 0
+    elif msg._uniq_len == 0:
+        msg._uniq_len = new_uniq_hex_in(_uniq_keys, now_ms, msg._uniq_hex)
+    if msg._uniq_len == 0:
+        return 0
+    sl[0].p = _UNIQ_KEY_C
+    sl[0].n = 8
+    sl[1].p = msg._uniq_hex
+    sl[1].n = msg._uniq_len
+    return 8 + msg._uniq_len + 2
+
+
 cdef str _where(Py_ssize_t index):
     """Error-message prefix naming the batch entry (built only when raising)."""
     return "" if index < 0 else f"messages[{index}]."
@@ -428,24 +448,12 @@ cdef class RecordWriter:
             props_len += sl[0].n + sl[1].n + 2
             sl += 2
         if plain:
-            if has_uniq:
-                msg._uniq_len = 0   # set in the dict since one was generated: the dict's wins
-            elif msg._uniq_len == 0:    # none yet: generate one, written after the dict's pairs
-                msg._uniq_len = new_uniq_hex_in(_uniq_keys, now_ms, msg._uniq_hex)
-            if msg._uniq_len:
-                # the pair goes last, where inserting it into the dict used to put it; both
-                # texts are ASCII without separators (a constant and hex digits)
-                sl[0].p = _UNIQ_KEY_C
-                sl[0].n = 8
-                sl[1].p = msg._uniq_hex
-                sl[1].n = msg._uniq_len
-                props_len += 8 + msg._uniq_len + 2
-                nprops += 1
-            if nprops > 0:
-                props_len -= 1      # no trailing \x02, as RocketMQ 4.9.8 writes
+            props_len += _uniq_pair(msg, has_uniq, now_ms, sl)
         else:
             props_len = self._props_slow(msg, props, slice_pos[0], now_ms, index)
-            nprops = PyDict_GET_SIZE(props) + (msg._uniq_len > 0)
+        nprops = PyDict_GET_SIZE(props) + (msg._uniq_len > 0)
+        if nprops > 0:
+            props_len -= 1      # no trailing \x02, as RocketMQ 4.9.8 writes
         s.slice_first = slice_pos[0]
         s.slice_count = 2 * nprops
         slice_pos[0] += 2 * nprops
@@ -495,25 +503,17 @@ cdef class RecordWriter:
                                 int64_t now_ms, Py_ssize_t index) except -1:
         """_prepare's properties when a pair is not plain: the UNIQ_KEY settled first, then
         every pair checked in dict order, the first bad one refused. Fills the slices from
-        slice_pos (len(props) pairs, then a generated UNIQ_KEY); returns the text's length."""
-        cdef Py_ssize_t pos = 0, props_len = 0, nprops
+        slice_pos (len(props) pairs, then a generated UNIQ_KEY); returns the text's length
+        with a separator after every pair (the caller drops the last)."""
+        cdef Py_ssize_t pos = 0, props_len, pairs = len(props)
         cdef PyObject* key
         cdef PyObject* value
         cdef Slice* sl
-        if PyDict_Contains(props, _UNIQ_KEY):
-            msg._uniq_len = 0       # set in the dict since one was generated: the dict's wins
-        elif msg._uniq_len == 0:    # none yet: generate one, written after the dict's pairs
-            msg._uniq_len = new_uniq_hex(now_ms, msg._uniq_hex)
-        nprops = len(props) + (msg._uniq_len > 0)
-        if slice_pos + 2 * nprops > self.slices_cap:
-            self._grow_slices(slice_pos + 2 * nprops)
+        if slice_pos + 2 * pairs + 2 > self.slices_cap:
+            self._grow_slices(slice_pos + 2 * pairs + 2)
+        props_len = _uniq_pair(msg, PyDict_Contains(props, _UNIQ_KEY), now_ms,
+                               self.slices + slice_pos + 2 * pairs)
         sl = self.slices + slice_pos
-        if msg._uniq_len:
-            sl[2 * nprops - 2].p = _UNIQ_KEY_C
-            sl[2 * nprops - 2].n = 8
-            sl[2 * nprops - 1].p = msg._uniq_hex
-            sl[2 * nprops - 1].n = msg._uniq_len
-            props_len += 8 + msg._uniq_len + 2
         while PyDict_Next(props, &pos, &key, &value):
             if type(<object>key) is not str or type(<object>value) is not str:
                 _check_property_text(f"{_where(index)}property name", <object>key)
@@ -529,8 +529,6 @@ cdef class RecordWriter:
                                  "character (\\x01 or \\x02) or NUL")
             props_len += sl[0].n + sl[1].n + 2
             sl += 2
-        if nprops > 0:
-            props_len -= 1      # no trailing \x02, as RocketMQ 4.9.8 writes
         return props_len
 
     cdef int _room(self, MappedFile mf, int64_t end):
