@@ -436,6 +436,7 @@ def test_sigkill_during_deletion_loses_nothing_unexpired(tmp_path: Path) -> None
     hour = time.localtime().tm_hour
     check_config = child.config(root).replace(delete_when=str((hour + 12) % 24))
     killed_after = []
+    checked_rounds = 0                  # rounds with acknowledged messages left to check
     for round_no in range(30):
         proc = subprocess.Popen([sys.executable, str(Path(child.__file__)), root,
                                  str(round_no)], stdout=subprocess.PIPE, text=True, env=env,
@@ -486,14 +487,25 @@ def test_sigkill_during_deletion_loses_nothing_unexpired(tmp_path: Path) -> None
             assert store.recovery is not None and store.recovery.abnormal
             min_phy = store.get_min_phy_offset()
             kept = {seq: a for seq, a in acked.items() if a[2] >= min_phy}
-            assert kept, f"round {round_no}: nothing left to check"
-            # the segment being written is never deleted: the newest acknowledged one stays
+            # the log's tail survives: it reaches past every acknowledged message, and the
+            # segment being written is not deleted. (The newest acknowledged message may be
+            # gone all the same: its segment is expired once the child rolls to the next,
+            # possibly before it prints that next batch's ACK.)
             newest = max(a[2] for a in acked.values())
-            assert newest >= min_phy, (round_no, newest, min_phy)
+            assert store.get_max_phy_offset() > max(newest, min_phy), (round_no, newest,
+                                                                      min_phy)
+            checked_rounds += bool(kept)
             for seq, (qid, qoff, phy) in kept.items():
                 msg = store.look_message_by_offset(phy)
                 assert msg is not None and bytes(msg.body) == child.body(seq), (round_no, seq)
                 got = store.get_message("check", "ret", qid, qoff, 1)
+                if (got.status == GetMessageStatus.OFFSET_TOO_SMALL
+                        and phy < min_phy + check_config.mapped_file_size_commit_log
+                        and got.min_offset > qoff):
+                    # the first segment was shut down for deletion but still held by a
+                    # reader when the child died: its queue units were deleted with it (as
+                    # RocketMQ's getMinOffset has it), the file goes at the next cleanup
+                    continue
                 assert got.status == GetMessageStatus.FOUND, (round_no, seq, got.status,
                                                               qid, qoff, got.min_offset)
                 assert got.messages[0].commitlog_offset == phy
@@ -502,6 +514,7 @@ def test_sigkill_during_deletion_loses_nothing_unexpired(tmp_path: Path) -> None
             for seq in [s for s, a in acked.items() if a[2] < min_phy]:
                 del acked[seq]          # expired and deleted by retention
     assert len(killed_after) == 30
+    assert checked_rounds >= 20, checked_rounds
 
 
 def test_disk_usage_is_what_df_shows(tmp_path: Path) -> None:
