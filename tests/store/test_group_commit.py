@@ -296,9 +296,10 @@ def test_rounds_wait_for_the_producers_the_last_round_woke(tmp_path):
         store.shutdown()
     assert statuses.count(PutMessageStatus.PUT_OK) == producers * per_thread
     assert group.fill_waits > 0
-    # 60 full rounds, plus those around the five rolls to a new file; without the wait
-    # there are 115-125 rounds
-    assert flushes <= per_thread * 4 // 3, f"{flushes} flushes for {producers} x {per_thread}"
+    # 60 full rounds, plus those around the five rolls to a new file: 65-67 on a quiet
+    # machine, 66-94 with two busy loops beside the test (descheduled producers split some
+    # rounds). Without the wait: 120-127, quiet or not.
+    assert flushes <= per_thread * 7 // 4, f"{flushes} flushes for {producers} x {per_thread}"
     assert len(list(refcodec.iter_commitlog(root))) == producers * per_thread
 
 
