@@ -68,9 +68,9 @@ def fill(path: str, leave: int = 0) -> int:
 
 
 def fill_until_full(path: str, tries: int = 50) -> None:
-    """fill() again while the disk is less than 99% used: when the ballast takes the last
-    blocks while the store's posix_fallocate of its next chunk is under way, that call
-    fails and tmpfs gives back the blocks it had taken."""
+    """fill() again while the disk is less than 99% used: the running store can give
+    blocks back right after the ballast took the last ones (seen once: 3% free; likely a
+    posix_fallocate of its next chunk that failed, whose blocks tmpfs returns)."""
     for _ in range(tries):
         fill(path)
         if used(os.path.dirname(path)) > 0.99:
