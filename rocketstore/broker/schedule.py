@@ -66,7 +66,6 @@ class ScheduleMessageService:
         self._thread: threading.Thread | None = None
         self._persist_interval_s = store.config.flush_delay_offset_interval / 1000
         self._persisted: dict[int, int] | None = None
-        self.delivered = 0
 
     # ---- persistence ----
 
@@ -202,7 +201,6 @@ class ScheduleMessageService:
         queue_id = int(stored.properties.get(MessageProperty.REAL_QID, "0") or 0)
         result = self.store.put_message(message, queue_id)
         if result.status_code in (PutMessageStatus.PUT_OK, PutMessageStatus.FLUSH_DISK_TIMEOUT):
-            self.delivered += 1
             return True
         log.warning("delivering a delayed message to %s failed: %s (%s); retrying in %.0f s",
                     message.topic, result.status.name, result.reason, DELAY_FOR_A_PERIOD_S)

@@ -193,10 +193,6 @@ class TopicConfigManager:
     def select(self, topic: str) -> TopicConfig | None:
         return self.table.get(topic)
 
-    def is_order_topic(self, topic: str) -> bool:
-        cfg = self.table.get(topic)
-        return cfg is not None and cfg.order
-
     def registration_table(self) -> dict[str, dict[str, Any]]:
         """Topic configs as registered with the name servers: a broker that does not allow
         reading or writing says so in every topic's perm (RocketMQ's registerBrokerAll)."""

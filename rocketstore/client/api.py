@@ -105,10 +105,6 @@ class ClientAPI:
         """The name server requests go to first (the next one is tried when it fails)."""
         return self._namesrv[self._namesrv_index % len(self._namesrv)] if self._namesrv else None
 
-    def update_namesrv_addresses(self, addresses: Iterable[str]) -> None:
-        self._namesrv = list(addresses)
-        self._namesrv_index %= max(1, len(self._namesrv))
-
     async def invoke_namesrv(self, request: RemotingCommand, timeout: float) -> RemotingCommand:
         """Send to the name server in use; when it cannot be reached, try the others in turn."""
         if not self._namesrv:
@@ -246,10 +242,6 @@ class ClientAPI:
     async def search_offset(self, address: str, mq: MessageQueue, timestamp_ms: int, timeout: float) -> int:
         return await self._queue_number(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, "offset", address, mq,
                                         timeout, timestamp=str(timestamp_ms))
-
-    async def get_earliest_msg_store_time(self, address: str, mq: MessageQueue, timeout: float) -> int:
-        return await self._queue_number(RequestCode.GET_EARLIEST_MSG_STORETIME, "timestamp", address,
-                                        mq, timeout)
 
     # ---- group membership ----
 

@@ -192,10 +192,6 @@ class ClientInstance:
             except Exception as exc:  # noqa: BLE001 - one topic's failure does not stop the others
                 log.warning("route of %s not refreshed: %s", topic, exc)
 
-    def publish_info(self, topic: str) -> TopicPublishInfo | None:
-        route = self.topic_routes.get(topic)
-        return publish_info_from_route(topic, route) if route is not None else None
-
     def master_address(self, broker_name: str) -> str | None:
         return self.broker_addrs.get(broker_name, {}).get(MASTER_ID)
 

@@ -43,7 +43,6 @@ class OffsetStore(Protocol):
     async def persist_all(self, mqs: Iterable[MessageQueue]) -> None: ...
     async def persist(self, mq: MessageQueue) -> None: ...
     def remove_offset(self, mq: MessageQueue) -> None: ...
-    def clone_offset_table(self, topic: str | None = None) -> dict[MessageQueue, int]: ...
 
 
 class _MemoryTable:
@@ -57,9 +56,6 @@ class _MemoryTable:
 
     def remove_offset(self, mq: MessageQueue) -> None:
         self.offsets.pop(mq, None)
-
-    def clone_offset_table(self, topic: str | None = None) -> dict[MessageQueue, int]:
-        return {mq: off for mq, off in self.offsets.items() if topic is None or mq.topic == topic}
 
 
 class BrokerAccess(Protocol):

@@ -19,8 +19,6 @@ from rocketstore.client.message import MessageExt
 REBALANCE_LOCK_MAX_LIVE_TIME = 30.0
 #: Locks are renewed this often (REBALANCE_LOCK_INTERVAL).
 REBALANCE_LOCK_INTERVAL = 20.0
-#: A queue whose last pull is older than this is considered idle (PULL_MAX_IDLE_TIME).
-PULL_MAX_IDLE_TIME = 120.0
 
 
 class ProcessQueue:
@@ -37,7 +35,6 @@ class ProcessQueue:
         self.last_pull_timestamp = time.monotonic()
         self.last_consume_timestamp = time.monotonic()
         self.consuming = False
-        self.try_unlock_times = 0
         #: Bumped by a seek or a reset: messages cached before it are stale.
         self.generation = 0
 
@@ -132,9 +129,6 @@ class ProcessQueue:
 
     def is_lock_expired(self) -> bool:
         return time.monotonic() - self.last_lock_timestamp > REBALANCE_LOCK_MAX_LIVE_TIME
-
-    def is_pull_expired(self) -> bool:
-        return time.monotonic() - self.last_pull_timestamp > PULL_MAX_IDLE_TIME
 
     def info(self) -> dict[str, object]:
         """ProcessQueueInfo, for GET_CONSUMER_RUNNING_INFO."""

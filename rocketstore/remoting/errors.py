@@ -41,7 +41,3 @@ class RemotingSendRequestError(RemotingError, ConnectionError):
 
 class RemotingTimeoutError(RemotingError, TimeoutError):
     """No response within the timeout."""
-
-
-class RemotingTooMuchRequestError(RemotingError):
-    """The connection already has as many requests in flight as it allows."""

@@ -109,10 +109,6 @@ def get_int(
     return default if value is None else parse_int(name, value, minimum, maximum)
 
 
-def require_bool(ext: Mapping[str, Any], name: str) -> bool:
-    return parse_bool(name, _value(ext, name, _MISSING))
-
-
 def get_bool(ext: Mapping[str, Any], name: str, default: bool | None = None) -> bool | None:
     value = ext.get(name)
     return default if value is None else parse_bool(name, value)

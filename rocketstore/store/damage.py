@@ -144,11 +144,6 @@ class CommitLogDamage:
                 keep.append(r if r.end <= offset else DamagedRange(r.start, offset, r.reason))
             self._publish(keep)
 
-    def drop_before(self, offset: int) -> None:
-        """Forget what lies before offset (retention deleted those files)."""
-        with self._lock:
-            self._publish([r for r in self.ranges if r.end > offset])
-
     def _publish(self, ranges: list[DamagedRange]) -> None:
         self.ranges = tuple(ranges)
         self._starts = tuple(r.start for r in ranges)

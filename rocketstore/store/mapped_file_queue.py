@@ -160,10 +160,6 @@ class MappedFileQueue:
         log.error("%s", text)
         self.problems.append(text)
 
-    def is_complete(self, mf: MappedFile) -> bool:
-        """Whether mf maps a whole segment (a short file read-only maps less)."""
-        return mf.file_size == self.mapped_file_size
-
     # ---- lookup ----------------------------------------------------------------------------
     @property
     def files(self) -> list[MappedFile]:

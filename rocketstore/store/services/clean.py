@@ -410,7 +410,6 @@ class CleanFilesService(ServiceThread):
         self.commit_log = commit_log
         self.consume_queue = consume_queue
         self.wait_interval_s = max(config.clean_resource_interval, 1) / 1000.0
-        self.last_report: CleanReport | None = None
 
     def _pause(self, seconds: float) -> None:
         self._stopped.wait(seconds)     # between deletions; shutdown does not wait them out
@@ -419,7 +418,6 @@ class CleanFilesService(ServiceThread):
         report = self.commit_log.run(self._pause)
         report.deleted.extend(self.consume_queue.run(
             self._pause, self.commit_log.clock.monotonic_ms()))
-        self.last_report = report
         return report
 
     def run_once(self) -> None:
