@@ -42,7 +42,7 @@ def test_the_package_keeps_its_layers(tmp_path: Path) -> None:
 def test_an_upward_import_breaks_the_contract(tmp_path: Path) -> None:
     src = copy_sources(tmp_path / "src")
     (src / "rocketstore" / "store" / "upward.py").write_text(
-        "from rocketstore.broker import consumer_offsets\n", encoding="utf-8")
+        "from rocketstore.broker import consumer_offset_manager\n", encoding="utf-8")
     proc = lint_imports(src, tmp_path)
     assert proc.returncode != 0
-    assert "rocketstore.store.upward -> rocketstore.broker.consumer_offsets" in proc.stdout
+    assert "rocketstore.store.upward -> rocketstore.broker.consumer_offset_manager" in proc.stdout

@@ -1,5 +1,5 @@
 """ConsumerOffsetManager: every consumer group's committed offsets, kept in memory and written
-to RocketMQ's ``config/consumerOffset.json`` (:mod:`rocketstore.broker.consumer_offsets`
+to RocketMQ's ``config/consumerOffset.json`` (:mod:`rocketstore.store.consumer_offsets`
 reads and writes that file; it is the same file Spark and the CLI use) every
 ``flushConsumerOffsetInterval`` ms and at shutdown.
 
@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 
-from rocketstore.broker.consumer_offsets import load_offset_table, offsets_lock, write_offset_table
+from rocketstore.store.consumer_offsets import load_offset_table, offsets_lock, write_offset_table
 
 log = logging.getLogger("rocketstore.broker")
 

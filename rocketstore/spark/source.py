@@ -60,7 +60,6 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from rocketstore.broker import consumer_offsets as store_offsets
 from rocketstore.spark.location import StoreLocation
 from rocketstore.spark.options import (
     OptionError,
@@ -71,6 +70,7 @@ from rocketstore.spark.options import (
     queue_key,
 )
 from rocketstore.spark.plan import Partition, QueuePartition, plan_batch, read_partition
+from rocketstore.store import consumer_offsets as store_offsets
 
 log = logging.getLogger("rocketstore.spark")
 
