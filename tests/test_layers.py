@@ -46,3 +46,13 @@ def test_an_upward_import_breaks_the_contract(tmp_path: Path) -> None:
     proc = lint_imports(src, tmp_path)
     assert proc.returncode != 0
     assert "rocketstore.store.upward -> rocketstore.broker.consumer_offset_manager" in proc.stdout
+
+
+def test_a_broker_import_of_the_name_server_breaks_the_contract(tmp_path: Path) -> None:
+    src = copy_sources(tmp_path / "src")
+    (src / "rocketstore" / "broker" / "peer.py").write_text(
+        "from rocketstore.namesrv import route_info\n", encoding="utf-8")
+    proc = lint_imports(src, tmp_path)
+    assert proc.returncode != 0
+    assert "rocketstore.broker.peer -> rocketstore.namesrv.route_info" in proc.stdout
+

@@ -38,11 +38,11 @@ from rocketstore.broker.processors.query import QueryMessageProcessor
 from rocketstore.broker.processors.send import SendMessageProcessor
 from rocketstore.broker.processors.send_back import SendBackProcessor
 from rocketstore.broker.rebalance_lock import RebalanceLockManager
+from rocketstore.broker.registration import BrokerIdentity, BrokerRegistrar
 from rocketstore.broker.schedule import ScheduleMessageService
 from rocketstore.broker.stats import BrokerStats
 from rocketstore.broker.subscription_group import SubscriptionGroupManager
 from rocketstore.broker.topic_config import TopicConfigManager
-from rocketstore.namesrv import BrokerIdentity, BrokerRegistrar
 from rocketstore.remoting import (
     RemotingClient,
     RemotingClientConfig,
