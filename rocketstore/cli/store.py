@@ -47,9 +47,7 @@ from rocketstore.cli.common import (
     size_text,
     write_messages,
 )
-from rocketstore.store.consumer_offsets import all_group_offsets
-from rocketstore.store.damage import DamagedRange
-from rocketstore.store.layout import index_files
+from rocketstore.store import DamagedRange, all_group_offsets, index_files
 
 log = logging.getLogger(__name__)
 
