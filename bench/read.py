@@ -26,7 +26,7 @@ Rows:
                                 following next_begin_offset (a MessageExt per message)
   query_message                 random existing keys (10,000 lookups; --quick 1,000), each
                                 verified to return its one message
-  columnar read_range           rocketstore.store.columnar.read_range over the whole CommitLog,
+  columnar read_range           rocketstore.store.read_range over the whole CommitLog,
                                 bodies included (pyarrow batches, no object per message);
                                 reference: a plain sequential read of the same CommitLog bytes
                                 (readinto 1 MiB chunks from the files into a pre-faulted
@@ -186,9 +186,9 @@ def run_lookups(s: MessageStore, keys: list[str]) -> float:
 # ---- 5. columnar decode vs plain read -------------------------------------------------------
 def columnar_reader():
     try:
-        from rocketstore.store.columnar import read_range
+        from rocketstore.store import read_range
     except ImportError as e:      # being written by another engineer: report, do not fail
-        return None, f"rocketstore.store.columnar.read_range unavailable ({e})"
+        return None, f"rocketstore.store.read_range unavailable ({e})"
     return read_range, ""
 
 

@@ -112,7 +112,7 @@ def latency_run(dirs: C.TempDirs, args: argparse.Namespace, order: int) -> dict[
     store = MessageStore.open(root, config(root, args.segment))
     try:
         prefill(store, args.segment * args.old)
-        old = len(store.commit_log.queue.files) - 1
+        old = len(store.segments()) - 1
         out: dict[str, Any] = {"old_segments": old}
         phases = ["quiet", "deleting"] if order % 2 == 0 else ["deleting", "quiet"]
         window: tuple[int, int] | None = None      # the deletion, from its phase's start

@@ -51,7 +51,7 @@ import pyarrow.parquet as pq  # noqa: E402
 
 from rocketstore import Message, MessageStore, StoreConfig  # noqa: E402
 from rocketstore.export.parquet import export_parquet  # noqa: E402
-from rocketstore.store import columnar  # noqa: E402
+from rocketstore.store import read_range, read_range_table  # noqa: E402
 
 TOPIC = "bench"
 QUEUES = 8
@@ -75,7 +75,7 @@ def build_store(root: str, n: int, segment_size: int) -> dict[str, Any]:
             store.put_messages(msgs, [(start + i) % QUEUES for i in range(k)])
         store.wait_dispatched(300)
         info = {"max_offset": store.get_max_phy_offset(),
-                "segments": len(store.commit_log.queue.files)}
+                "segments": len(store.segments())}
     info["build_s"] = time.perf_counter() - t0
     return info
 
@@ -196,8 +196,8 @@ def main(argv: list[str] | None = None) -> int:
 
     # the references' inputs: the same rows, decoded once
     with open_ro(root, args.segment_size) as store:
-        table = columnar.read_range_table(store, 0, spark=True)
-        first_batch = next(columnar.read_range(store, 0, spark=True, batch_bytes=8 << 20))
+        table = read_range_table(store, 0, spark=True)
+        first_batch = next(read_range(store, 0, spark=True, batch_bytes=8 << 20))
     assert table.num_rows == n, table.num_rows
     total_bytes = int(pc.sum(table.column("store_size")).as_py())
     parquet_ref = os.path.join(td.new("parquet-ref"), "rows.parquet")
@@ -212,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     rows_per_part = []
     with open_ro(root, args.segment_size) as store:
         for part in parts:
-            t = columnar.read_range_table(store, part.start, part.end, include_body=False)
+            t = read_range_table(store, part.start, part.end, include_body=False)
             rows_per_part.append(t.num_rows)
     assert sum(rows_per_part) == n
     spark.dataSource.register(reyield_source(pickle.dumps(first_batch), rows_per_part))

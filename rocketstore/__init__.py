@@ -20,21 +20,17 @@ if TYPE_CHECKING:
         PutMessagesResult,
         PutMessageStatus,
     )
-    from rocketstore.store.message_store import MessageStore
-    from rocketstore.store.recovery import RecoveryReport
-    from rocketstore.store.store_lock import StoreLockedError
+    from rocketstore.store import MessageStore, RecoveryReport, StoreLockedError
 
 __version__ = "0.1.0"
 
-#: public name -> the module that defines it
+#: public name -> the module (or package) it is imported from
 _EXPORTS = {
     **dict.fromkeys(("CorruptRecordError", "GetMessageStatus", "Message", "MessageExt",
                      "PutMessageResult", "PutMessagesResult", "PutMessageStatus"),
                     "rocketstore.message"),
     **dict.fromkeys(("BrokerRole", "FlushDiskType", "StoreConfig"), "rocketstore.config"),
-    "MessageStore": "rocketstore.store.message_store",
-    "RecoveryReport": "rocketstore.store.recovery",
-    "StoreLockedError": "rocketstore.store.store_lock",
+    **dict.fromkeys(("MessageStore", "RecoveryReport", "StoreLockedError"), "rocketstore.store"),
 }
 
 __all__ = [

@@ -1,5 +1,5 @@
 """Importing rocketstore from a source tree without its compiled extensions says what to do;
-the network peers import without loading the store."""
+the network peers import without loading the store, nor the broker the name server."""
 from __future__ import annotations
 
 import shutil
@@ -38,6 +38,16 @@ def test_network_peers_do_not_load_the_store(module: str, tmp_path: Path) -> Non
             "loaded = sorted(m for m in sys.modules if m.startswith(('rocketstore.store', "
             "'rocketstore._native', 'rocketstore.broker')))\n"
             "print(loaded)\n")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=60, env={"PYTHONPATH": str(PACKAGE_ROOT),
+                                                      "PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
+
+
+def test_the_broker_does_not_load_the_name_server(tmp_path: Path) -> None:
+    code = ("import sys, rocketstore.broker\n"
+            "print(sorted(m for m in sys.modules if m.startswith('rocketstore.namesrv')))\n")
     proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
                           text=True, timeout=60, env={"PYTHONPATH": str(PACKAGE_ROOT),
                                                       "PATH": "/usr/bin:/bin"})

@@ -3,7 +3,7 @@
 `rocketstore broker -c broker.properties` (or `python -m rocketstore.broker`) runs one in the
 foreground; in code, `BrokerController(BrokerConfig(...))` with `await start()` / `await stop()`.
 See README.md ("Broker") for what it serves, and rocketstore/broker/controller.py for how the
-parts fit. Consumer offsets on disk: :mod:`rocketstore.broker.consumer_offsets`.
+parts fit. Consumer offsets on disk: ``rocketstore.store`` (``load_offset_table``, ``commit_group_offsets``, ...).
 """
 
 from rocketstore.broker.config import BrokerConfig

@@ -21,7 +21,7 @@ from typing import Any
 
 import orjson
 
-from rocketstore.namesrv import DataVersion
+from rocketstore.remoting.protocol import DataVersion
 
 log = logging.getLogger("rocketstore.broker")
 

@@ -1,7 +1,7 @@
 """ConsumerOffsetManager: every consumer group's committed offsets, kept in memory and written
-to RocketMQ's ``config/consumerOffset.json`` (:mod:`rocketstore.broker.consumer_offsets`
-reads and writes that file; it is the same file Spark and the CLI use) every
-``flushConsumerOffsetInterval`` ms and at shutdown.
+to RocketMQ's ``config/consumerOffset.json`` (``rocketstore.store``'s ``load_offset_table`` and
+``write_offset_table`` read and write that file; it is the same file Spark and the CLI use)
+every ``flushConsumerOffsetInterval`` ms and at shutdown.
 
 Keys are ``topic@group``, then queue id -> the next offset to consume. An offset committed
 here is what QUERY_CONSUMER_OFFSET answers at once; the file may lag by one interval (a crash
@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 
-from rocketstore.broker.consumer_offsets import load_offset_table, offsets_lock, write_offset_table
+from rocketstore.store import load_offset_table, offsets_lock, write_offset_table
 
 log = logging.getLogger("rocketstore.broker")
 

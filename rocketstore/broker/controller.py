@@ -38,11 +38,11 @@ from rocketstore.broker.processors.query import QueryMessageProcessor
 from rocketstore.broker.processors.send import SendMessageProcessor
 from rocketstore.broker.processors.send_back import SendBackProcessor
 from rocketstore.broker.rebalance_lock import RebalanceLockManager
+from rocketstore.broker.registration import BrokerIdentity, BrokerRegistrar
 from rocketstore.broker.schedule import ScheduleMessageService
 from rocketstore.broker.stats import BrokerStats
 from rocketstore.broker.subscription_group import SubscriptionGroupManager
 from rocketstore.broker.topic_config import TopicConfigManager
-from rocketstore.namesrv import BrokerIdentity, BrokerRegistrar
 from rocketstore.remoting import (
     RemotingClient,
     RemotingClientConfig,
@@ -55,8 +55,7 @@ from rocketstore.remoting import (
     create_request,
     create_response,
 )
-from rocketstore.store.layout import CONFIG_DIR
-from rocketstore.store.message_store import MessageStore
+from rocketstore.store import CONFIG_DIR, MessageStore
 
 log = logging.getLogger("rocketstore.broker")
 
@@ -144,13 +143,13 @@ class BrokerController:
                                     self.offsets, self.stats)
         self.hold_service = PullRequestHoldService(loop, pull.process_without_suspend)
         pull.hold_service = self.hold_service
-        store.reput.add_arrival_listener(self.hold_service.arrival)
+        store.add_arrival_listener(self.hold_service.arrival)
         self.client_processor = ClientManageProcessor(
             self.producers, self.consumers, self.groups, self.topics, self.locks,
             self.config.notify_consumer_ids_changed_enable)
         self.schedule = ScheduleMessageService(store, writer, os.path.join(self.root, CONFIG_DIR, "delayOffset.json"))
         self.schedule.load()
-        store.reput.add_arrival_listener(self.schedule.arrival)
+        store.add_arrival_listener(self.schedule.arrival)
         self.send_processor = SendMessageProcessor(self.config, writer, self.topics, self.groups,
                                                    self.stats)
         self.pull_processor = pull

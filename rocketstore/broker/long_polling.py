@@ -3,7 +3,7 @@ parked here instead of being answered PULL_NOT_FOUND (the C++ client would pull 
 hundreds of times a second per queue); it is answered when a message reaches its queue or when
 its suspend time is over, whichever comes first.
 
-Arrivals come from the store's reput thread (``ReputMessageService.add_arrival_listener``):
+Arrivals come from the store's reput thread (``MessageStore.add_arrival_listener``):
 :meth:`arrival` only looks whether someone waits on that queue and, if so, hands the news to
 the event loop with ``call_soon_threadsafe``. On the loop each parked pull of that queue whose
 offset is below the new end is processed again (without suspending); if that finds messages

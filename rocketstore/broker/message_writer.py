@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from rocketstore.message import Message, MessageProperty, PutMessageResult, PutMessagesResult
-from rocketstore.store.message_store import MessageStore
+from rocketstore.store import MessageStore
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 #: sysFlag transaction bits: prepared 0x4, rollback 0xC (commit 0x8 and none 0x0 may delay).

@@ -35,7 +35,7 @@ from rocketstore.message import (
     MessageProperty,
     PutMessageStatus,
 )
-from rocketstore.store.message_store import MessageStore
+from rocketstore.store import MessageStore
 
 log = logging.getLogger("rocketstore.broker")
 

@@ -16,7 +16,7 @@ from rocketstore.broker.config import BrokerConfig
 from rocketstore.broker.controller import BrokerController
 from rocketstore.message import CorruptRecordError
 from rocketstore.remoting.eventloop import run
-from rocketstore.store.store_lock import StoreLockedError
+from rocketstore.store import StoreLockedError
 
 
 def build_config(args: argparse.Namespace) -> BrokerConfig:

@@ -20,7 +20,7 @@ from typing import Any
 from rocketstore.broker.config import BrokerConfig
 from rocketstore.broker.config_file import JsonConfigFile, dumps_pretty
 from rocketstore.config import is_ascii_int
-from rocketstore.namesrv import DataVersion
+from rocketstore.remoting.protocol import DataVersion
 
 log = logging.getLogger("rocketstore.broker")
 

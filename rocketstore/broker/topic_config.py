@@ -26,7 +26,7 @@ from rocketstore.broker.config import PERM_INHERIT, PERM_READ, PERM_WRITE, Broke
 from rocketstore.broker.config_file import JsonConfigFile, dumps_pretty
 from rocketstore.config import is_ascii_int
 from rocketstore.message import validate_topic
-from rocketstore.namesrv import DataVersion
+from rocketstore.remoting.protocol import DataVersion
 
 log = logging.getLogger("rocketstore.broker")
 

@@ -28,7 +28,7 @@ from rocketstore.cli.export import export_command, spark_ingest_command
 from rocketstore.cli.integrity import salvage, verify
 from rocketstore.cli.servers import broker, namesrv
 from rocketstore.cli.store import dump, get_command, offsets, query, recover, stat, view
-from rocketstore.store.layout import StoreFormatError
+from rocketstore.store import StoreFormatError
 
 __all__ = ["main"]
 

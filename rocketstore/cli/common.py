@@ -29,7 +29,7 @@ from rocketstore import (
     StoreLockedError,
 )
 from rocketstore.message import validate_topic
-from rocketstore.store.layout import (
+from rocketstore.store import (
     SEGMENT_NAME_DIGITS,
     StoreFormatError,
     StorePaths,

@@ -33,7 +33,7 @@ from rocketstore.cli.common import (
     progress_option,
     size_text,
 )
-from rocketstore.store.layout import (
+from rocketstore.store import (
     StorePaths,
     consume_queue_files,
     detect_geometry,

@@ -21,9 +21,7 @@ from rocketstore.cli.common import (
     progress_option,
     quiet_store_warnings,
 )
-from rocketstore.store.salvage import salvage as salvage_store
-from rocketstore.store.verify import VerifyReport
-from rocketstore.store.verify import verify as verify_store
+from rocketstore.store import VerifyReport, salvage_store, verify_store
 
 log = logging.getLogger(__name__)
 

@@ -24,7 +24,6 @@ from typing import IO, Any
 import click
 
 from rocketstore import CorruptRecordError, MessageStore, RecoveryReport
-from rocketstore.broker.consumer_offsets import all_group_offsets
 from rocketstore.cli.common import (
     STORE_ERRORS,
     binary_stdout,
@@ -48,8 +47,7 @@ from rocketstore.cli.common import (
     size_text,
     write_messages,
 )
-from rocketstore.store.damage import DamagedRange
-from rocketstore.store.layout import index_files
+from rocketstore.store import DamagedRange, all_group_offsets, index_files
 
 log = logging.getLogger(__name__)
 

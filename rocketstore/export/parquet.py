@@ -33,11 +33,10 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow.parquet as pq
 
-from rocketstore.store.columnar import schema
-from rocketstore.store.reader import Segment
+from rocketstore.store import Segment, columnar_schema
 
 if TYPE_CHECKING:
-    from rocketstore.store.message_store import MessageStore
+    from rocketstore.store import MessageStore
 
 log = logging.getLogger("rocketstore.export")
 
@@ -170,7 +169,7 @@ def export_parquet(store: MessageStore, out_dir: str | os.PathLike[str], *,
     if manifest is None:
         manifest = {"format": FORMAT, "store": store.root, "segment_size": seg_size,
                     "include_body": include_body, "compression": compression,
-                    "schema": str(schema(include_body, spark=True)),
+                    "schema": str(columnar_schema(include_body, spark=True)),
                     "segments": {}}
     else:
         if manifest.get("include_body") != include_body:
@@ -210,7 +209,7 @@ def export_parquet(store: MessageStore, out_dir: str | os.PathLike[str], *,
         tmp = os.path.join(out, "." + name + ".parquet.tmp")
         rows = 0
         pos = base
-        writer = pq.ParquetWriter(tmp, schema(include_body, spark=True),
+        writer = pq.ParquetWriter(tmp, columnar_schema(include_body, spark=True),
                                   compression=compression,
                                   use_dictionary=list(DICTIONARY_COLUMNS),
                                   write_statistics=list(STATISTICS_COLUMNS))

@@ -1,4 +1,4 @@
-"""The name server: route table, broker liveness, its processors, and the broker's registrar.
+"""The name server: route table, broker liveness and its processors.
 
 A network peer of brokers and clients: never imports the store or the broker.
 
@@ -13,17 +13,15 @@ GET_TOPICS_BY_CLUSTER 224, DELETE_TOPIC_IN_NAMESRV 216, WIPE/ADD_WRITE_PERM_OF_B
 QUERY_DATA_VERSION 322. Not yet: the KV config codes (100-102, 219), compressed registration
 bodies, the unit/system topic lists, GET/UPDATE_NAMESRV_CONFIG.
 
-A broker registers with `BrokerRegistrar(client, "ns1:9876;ns2:9876", BrokerIdentity(...))`:
-`await register_broker_all(topic_config_table, DataVersion(timestamp, counter))` once, or
-`start_periodic(source, 30.0)` with `source()` returning the current table and version, and
-`await stop()` to unregister. Topic configs are topics.json's dicts (`topic_config(name, ...)`
-builds one). Clients decode a route with `decode_topic_route_data(body)`, which also reads the
-unquoted integer keys of name servers before RocketMQ 4.9.4.
+Brokers register with REGISTER_BROKER (the broker's client for it is
+`rocketstore.broker.registration.BrokerRegistrar`). Topic configs are topics.json's dicts
+(`topic_config(name, ...)` builds one). Clients decode a route with
+`decode_topic_route_data(body)`, which also reads the unquoted integer keys of name servers
+before RocketMQ 4.9.4.
 """
 
 from rocketstore.namesrv.config import NamesrvConfig
 from rocketstore.namesrv.controller import NamesrvController
-from rocketstore.namesrv.registrar import BrokerIdentity, BrokerRegistrar, RegistrationOutcome
 from rocketstore.namesrv.route_info import RouteInfoManager
 from rocketstore.namesrv.startup import main
 from rocketstore.remoting.protocol import (
@@ -37,7 +35,7 @@ from rocketstore.remoting.protocol import (
 )
 
 __all__ = [
-    "BrokerData", "BrokerIdentity", "BrokerRegistrar", "DataVersion", "NamesrvConfig",
-    "NamesrvController", "QueueData", "RegisterBrokerResult", "RegistrationOutcome",
-    "RouteInfoManager", "TopicRouteData", "decode_topic_route_data", "main", "topic_config",
+    "BrokerData", "DataVersion", "NamesrvConfig", "NamesrvController", "QueueData",
+    "RegisterBrokerResult", "RouteInfoManager", "TopicRouteData", "decode_topic_route_data",
+    "main", "topic_config",
 ]

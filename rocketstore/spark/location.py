@@ -13,9 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rocketstore.config import StoreConfig
-from rocketstore.store.layout import detect_geometry
-from rocketstore.store.message_store import MessageStore
-from rocketstore.store.reader import StoreReader
+from rocketstore.store import MessageStore, StoreReader, detect_geometry
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,7 @@ from rocketstore.spark.options import (
     ReadOptions,
     queue_key,
 )
-from rocketstore.store.reader import ColumnarReads
+from rocketstore.store import ColumnarReads
 
 try:  # the partitions are Spark InputPartitions when pyspark is there
     from pyspark.sql.datasource import InputPartition
@@ -52,7 +52,7 @@ except ImportError:  # pragma: no cover - planning without Spark
         pass
 
 if TYPE_CHECKING:
-    from rocketstore.store.message_store import MessageStore
+    from rocketstore.store import MessageStore
 
 log = logging.getLogger("rocketstore.spark")
 

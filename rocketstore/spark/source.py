@@ -60,7 +60,6 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from rocketstore.broker import consumer_offsets as store_offsets
 from rocketstore.spark.location import StoreLocation
 from rocketstore.spark.options import (
     OptionError,
@@ -71,6 +70,7 @@ from rocketstore.spark.options import (
     queue_key,
 )
 from rocketstore.spark.plan import Partition, QueuePartition, plan_batch, read_partition
+from rocketstore.store import commit_group_offsets, consumer_offset_path, group_offsets
 
 log = logging.getLogger("rocketstore.spark")
 
@@ -203,15 +203,14 @@ class RocketstoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
             given = {queue_key(*k): v for k, v in self.options.starting_offsets.items()}
         else:
             assert self.options.starting_group is not None
-            given = store_offsets.group_offsets(self.location.root,
-                                                self.options.starting_group)
+            given = group_offsets(self.location.root, self.options.starting_group)
             if self.options.topics:
                 given = {k: v for k, v in given.items()
                          if parse_queue_key(k)[0] in self.options.topics}
             if not given:
                 log.warning("consumer group %r has no committed offsets in %s: starting from "
                             "the earliest offsets", self.options.starting_group,
-                            store_offsets.consumer_offset_path(self.location.root))
+                            consumer_offset_path(self.location.root))
         out = {k: lo for k, (lo, _hi) in queues.items()}
         for k, v in given.items():
             lo, hi = queues.get(k, (v, v))
@@ -265,7 +264,7 @@ class RocketstoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
     def commit(self, end: dict[str, int]) -> None:
         group = self.options.commit_to_group
         if group is not None and end:
-            store_offsets.commit_group_offsets(self.location.root, group, end)
+            commit_group_offsets(self.location.root, group, end)
 
     def stop(self) -> None:
         pass

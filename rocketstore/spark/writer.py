@@ -43,8 +43,7 @@ from pyspark.sql.types import (
 from rocketstore.message import Message
 from rocketstore.spark.location import StoreLocation
 from rocketstore.spark.options import OptionError, WriteOptions
-from rocketstore.store.message_store import MessageStore
-from rocketstore.store.store_lock import StoreLockedError
+from rocketstore.store import MessageStore, StoreLockedError
 
 STAGING_DIR = ".spark-staging"
 

@@ -1,1 +1,98 @@
-"""The store layers: mapped file queue, CommitLog, indexes, services and MessageStore."""
+"""The store: the mapped file queue, the CommitLog, the indexes, their services and
+MessageStore, which wires them.
+
+This package's namespace is the store's public face: other layers (the broker, Spark, the
+export, the CLI) import these names from ``rocketstore.store`` and never a module inside it
+(an import contract in pyproject.toml keeps it so). No name here is also the name of a
+module inside it: ``from rocketstore.store import x`` always means this face.
+"""
+
+from rocketstore.message import (
+    GetMessageStatus,
+    PutMessageResult,
+    PutMessagesResult,
+    PutMessageStatus,
+)
+from rocketstore.store.columnar import read_range, read_range_table
+from rocketstore.store.columnar import schema as columnar_schema
+from rocketstore.store.consumer_offsets import (
+    CONSUMER_OFFSET_FILE,
+    all_group_offsets,
+    commit_group_offsets,
+    consumer_offset_path,
+    export_offsets,
+    group_offsets,
+    load_offset_table,
+    offsets_lock,
+    write_offset_table,
+)
+from rocketstore.store.damage import DamagedRange
+from rocketstore.store.get_message import GetMessageResult
+from rocketstore.store.layout import (
+    CONFIG_DIR,
+    SEGMENT_NAME_DIGITS,
+    StoreFormatError,
+    StorePaths,
+    consume_queue_files,
+    detect_geometry,
+    index_file_size,
+    index_files,
+    index_geometry,
+    segment_files,
+)
+from rocketstore.store.message_store import MessageStore, QueryMessageResult
+from rocketstore.store.reader import ColumnarReads, Segment, StoreReader
+from rocketstore.store.recovery import Progress, RecoveryReport
+from rocketstore.store.salvage import SalvageReport
+from rocketstore.store.salvage import salvage as salvage_store
+from rocketstore.store.services.reput import ArrivalListener
+from rocketstore.store.store_lock import StoreLockedError
+from rocketstore.store.subscription import Subscription, parse_subscription
+from rocketstore.store.verify import VerifyReport
+from rocketstore.store.verify import verify as verify_store
+
+__all__ = [
+    "CONFIG_DIR",
+    "CONSUMER_OFFSET_FILE",
+    "SEGMENT_NAME_DIGITS",
+    "ArrivalListener",
+    "ColumnarReads",
+    "DamagedRange",
+    "GetMessageResult",
+    "GetMessageStatus",
+    "MessageStore",
+    "Progress",
+    "PutMessageResult",
+    "PutMessageStatus",
+    "PutMessagesResult",
+    "QueryMessageResult",
+    "RecoveryReport",
+    "SalvageReport",
+    "Segment",
+    "StoreFormatError",
+    "StoreLockedError",
+    "StorePaths",
+    "StoreReader",
+    "Subscription",
+    "VerifyReport",
+    "all_group_offsets",
+    "columnar_schema",
+    "commit_group_offsets",
+    "consume_queue_files",
+    "consumer_offset_path",
+    "detect_geometry",
+    "export_offsets",
+    "group_offsets",
+    "index_file_size",
+    "index_files",
+    "index_geometry",
+    "load_offset_table",
+    "offsets_lock",
+    "parse_subscription",
+    "read_range",
+    "read_range_table",
+    "salvage_store",
+    "segment_files",
+    "verify_store",
+    "write_offset_table",
+]

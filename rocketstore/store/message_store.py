@@ -3,7 +3,6 @@ owns the lifecycle: load -> recover -> start -> shutdown."""
 from __future__ import annotations
 
 import atexit
-import json
 import logging
 import os
 import threading
@@ -11,7 +10,7 @@ import time
 import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from rocketstore._native import hosts, record, record_writer
 from rocketstore.config import StoreConfig
@@ -23,25 +22,20 @@ from rocketstore.message import (
     PutMessagesResult,
     PutMessageStatus,
 )
+from rocketstore.store import description
 from rocketstore.store import get_message as reader
 from rocketstore.store.checkpoint import StoreCheckpoint
 from rocketstore.store.commit_log import CommitLog
 from rocketstore.store.consume_queue import ConsumeQueue
 from rocketstore.store.consume_queue_table import ConsumeQueueTable
-from rocketstore.store.damage import DAMAGE_FILE, DamagedRange, DamageFile
+from rocketstore.store.damage import DAMAGE_FILE, DamagedRange
+from rocketstore.store.damage_book import DamageBook
 from rocketstore.store.get_message import GetMessageResult
 from rocketstore.store.index_service import IndexService
-from rocketstore.store.layout import (
-    StorePaths,
-    consume_queue_files,
-    detect_geometry,
-    index_file_size,
-    index_files,
-    segment_files,
-)
+from rocketstore.store.layout import StorePaths, detect_geometry
 from rocketstore.store.mapped_file_queue import FlushFunction
 from rocketstore.store.reader import ColumnarReads
-from rocketstore.store.recovery import Progress, RecoveryReport, gap_explained, recover
+from rocketstore.store.recovery import Progress, RecoveryReport, recover
 from rocketstore.store.services.allocate import AllocateMappedFileService
 from rocketstore.store.services.clean import (
     CleanCommitLogService,
@@ -51,13 +45,22 @@ from rocketstore.store.services.clean import (
     Clock,
     DiskUsageProbe,
     SystemClock,
-    disk_space,
     disk_used_ratio,
 )
 from rocketstore.store.services.flush_consume_queue import FlushConsumeQueueService
-from rocketstore.store.services.reput import ReputMessageService
+from rocketstore.store.services.reput import ArrivalListener, ReputMessageService
+from rocketstore.store.shutdown_state import (
+    QUEUE_OFFSETS_FILE,
+    QueueOffsets,
+    read_shutdown_state,
+    remove_shutdown_state,
+    write_shutdown_state,
+)
 from rocketstore.store.store_lock import StoreLock, lock_holder
 from rocketstore.store.transient_store_pool import TransientStorePool
+
+if TYPE_CHECKING:
+    from rocketstore._native.put_path import PutLock
 
 log = logging.getLogger("rocketstore.store")
 
@@ -129,7 +132,6 @@ class MessageStore(ColumnarReads):
                                                 read_only=ro)
         self.index_service = IndexService(config, self.root, read_only=ro)
         self.index_service.on_file_full = self._index_file_full
-        self.index_service.on_damaged = self._index_file_damaged
         self.reput = ReputMessageService(
             self.commit_log, self.consume_queues,
             self.index_service if config.message_index_enable else None)
@@ -147,8 +149,9 @@ class MessageStore(ColumnarReads):
             config, self.clean_commit_log, self.clean_consume_queue)
         self.recovery: RecoveryReport | None = None
         self.clean_end: int | None = None
-        self._damage_file = DamageFile(self.paths.config_file(DAMAGE_FILE))
-        self._damaged_index_files: dict[str, str] = {}
+        self.damage_book = DamageBook(self.commit_log, self.index_service,
+                                      self.paths.config_file(DAMAGE_FILE), read_only=ro)
+        self.index_service.on_damaged = self.damage_book.index_file_damaged
         self._lock = StoreLock(self.paths.lock)
         self._running = False
         self._state_lock = threading.Lock()
@@ -215,17 +218,14 @@ class MessageStore(ColumnarReads):
             self._lock.acquire()
         self.checkpoint.load()
         abnormal = os.path.exists(self._abort_path)
-        shutdown_state = None if abnormal else self._read_queue_offsets()
+        shutdown_state = None if abnormal else read_shutdown_state(self._shutdown_state_path)
         expected = None if shutdown_state is None else shutdown_state[0]
         known_end = None if shutdown_state is None else shutdown_state[1]
         #: where the CommitLog ended at the last clean shutdown (None: unknown)
         self.clean_end = known_end
-        ranges, self._damaged_index_files = self._damage_file.load()
-        self.commit_log.damage.replace(0, 2**63 - 1, ranges)
-        if not self.read_only:
-            self.commit_log.damage.on_change = self._damage_found
-        self.consume_queues.gap_allowed = self._queue_gap_allowed
-        self.consume_queues.offset_taken = self._queue_offset_taken
+        self.damage_book.load()
+        self.consume_queues.gap_allowed = self.damage_book.queue_gap_allowed
+        self.consume_queues.offset_taken = self.damage_book.queue_offset_taken
         self.commit_log.load()
         self.consume_queues.load()
         loaded_before = self.index_service.file_names()
@@ -233,7 +233,7 @@ class MessageStore(ColumnarReads):
         # keeps every index file (the writer's newest one included).
         self.index_service.load(not abnormal or self.read_only,
                                 self.checkpoint.index_msg_timestamp,
-                                tolerate_damage=True, damaged=self._damaged_index_files)
+                                tolerate_damage=True, damaged=self.damage_book.index_files)
         reindex_from = None
         if self.config.message_index_enable and \
                 len(self.index_service.files) < len(loaded_before):
@@ -252,93 +252,19 @@ class MessageStore(ColumnarReads):
         if not self.read_only and self.config.message_index_enable:
             self.recovery.index_files_repaired = self.index_service.rebuild_holes(
                 lambda start, end: self.commit_log.batches(start, end))
-            for name in list(self._damaged_index_files):
-                if name not in self.index_service.damaged_files:
-                    del self._damaged_index_files[name]
+            self.damage_book.forget_rebuilt_index_files()
         if self.checkpoint.problem:
             self.recovery.problems.append(f"checkpoint: {self.checkpoint.problem}")
-        if self._damage_file.problem:
-            self.recovery.problems.append(f"{DAMAGE_FILE}: {self._damage_file.problem}")
+        if self.damage_book.problem:
+            self.recovery.problems.append(self.damage_book.problem)
         if not self.read_only:
-            self._save_damage()
+            self.damage_book.save()
 
     # ---- damage ----------------------------------------------------------------------------
     @property
     def damaged_ranges(self) -> list[DamagedRange]:
         """The CommitLog's damaged ranges known now: unreadable, skipped by every reader."""
-        return list(self.commit_log.damage)
-
-    def _damage_found(self, damaged: DamagedRange) -> None:
-        """A reader or dispatch found new damage in a writable store: keep it on disk."""
-        log.error("CommitLog damage at %s: kept, unreadable, skipped by readers", damaged)
-        self._save_damage()
-
-    def _save_damage(self) -> None:
-        try:
-            self._damage_file.save(self.commit_log.damage, self._damaged_index_files)
-        except OSError as exc:
-            log.error("cannot record the damaged ranges in %s: %s", self._damage_file.path,
-                      exc)
-
-    def _index_file_damaged(self, name: str, why: str) -> None:
-        """A query found an IndexFile damaged: a writer keeps the name so that its next open
-        rebuilds the file (queries read the CommitLog over its range meanwhile)."""
-        if not self.read_only:
-            self._damaged_index_files[name] = why
-            self._save_damage()
-
-    def _queue_gap_allowed(self, cq: ConsumeQueue, phy: int, queue_offset: int) -> bool:
-        """ConsumeQueue.gap_allowed: a record whose queue offset is past its queue's next
-        one leaves a gap only where damaged bytes (or retention) can hold the records
-        missing in between; otherwise its QUEUEOFFSET is the damage: the record is marked
-        damaged and gets no unit (never a ConsumeQueue file created up to it)."""
-        end = cq.file_max_offset
-        after = cq.max_physic_offset if cq.queue.files and end > cq.min_offset else -1
-        if gap_explained(self.commit_log, after, phy, queue_offset - end):
-            return True
-        status, size, _reason = self.commit_log.record_at(phy)
-        self.commit_log.damage.add(phy, phy + (size if status == "ok" else 1),
-                                   f"queue offset {queue_offset} of {cq.topic}:{cq.queue_id} "
-                                   f"is past the queue's next ({end})")
-        return False
-
-    def _queue_offset_taken(self, cq: ConsumeQueue, phy: int, size: int,
-                            queue_offset: int) -> None:
-        """ConsumeQueue.offset_taken: a record after its queue's newest one whose queue
-        offset the queue already has (a duplicate, or one that went backwards): its
-        QUEUEOFFSET is the damage, never the records after it."""
-        unit = cq.get_unit(queue_offset)
-        held = f"the record at {unit[0]}" if unit is not None else "an earlier record"
-        self.commit_log.damage.add(phy, phy + size,
-                                   f"queue offset {queue_offset} of {cq.topic}:{cq.queue_id} "
-                                   f"belongs to {held}")
-
-    @property
-    def _queue_offsets_path(self) -> str:
-        return self.paths.config_file("queueOffsets.json")
-
-    def _read_queue_offsets(self) -> tuple[dict[str, dict[str, int]], int | None] | None:
-        return read_shutdown_state(self._queue_offsets_path)
-
-    def _write_queue_offsets(self) -> None:
-        table: dict[str, dict[str, int]] = {}
-        for cq in self.consume_queues.all():
-            table.setdefault(cq.topic, {})[str(cq.queue_id)] = cq.max_offset
-        tmp = self._queue_offsets_path + ".tmp"
-        try:
-            os.makedirs(os.path.dirname(self._queue_offsets_path), exist_ok=True)
-            with open(tmp, "w", encoding="utf-8") as f:
-                json.dump({"queueOffsets": table,
-                           "commitLogEnd": self.commit_log.max_offset()}, f, sort_keys=True)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, self._queue_offsets_path)
-        except OSError as exc:      # a full disk: the next open checks the queues itself
-            log.warning("could not write %s: %s", self._queue_offsets_path, exc)
-            try:
-                os.remove(tmp)
-            except OSError:
-                pass
+        return self.damage_book.ranges()
 
     def _index_file_full(self, end_timestamp: int) -> None:
         # full files are flushed on their own threads: keep the newest time, whatever order
@@ -352,8 +278,7 @@ class MessageStore(ColumnarReads):
             with open(self._abort_path, "w"):
                 pass
             # valid only after a clean shutdown: a crash must not leave a stale one
-            if os.path.exists(self._queue_offsets_path):
-                os.remove(self._queue_offsets_path)
+            remove_shutdown_state(self._shutdown_state_path)
             if self.pool is not None:
                 self.pool.init()
             assert self.allocate_service is not None
@@ -403,7 +328,8 @@ class MessageStore(ColumnarReads):
                 self.allocate_service.shutdown()
             self.index_service.shutdown()
             if not self.read_only:
-                self._write_queue_offsets()
+                write_shutdown_state(self._shutdown_state_path, self._queue_ends(),
+                                     self.commit_log.max_offset())
             self.consume_queues.close()
             if not self.read_only:
                 if self.reput.dispatched_timestamp > 0:
@@ -431,6 +357,21 @@ class MessageStore(ColumnarReads):
     @property
     def _abort_path(self) -> str:
         return self.paths.abort
+
+    @property
+    def _shutdown_state_path(self) -> str:
+        return self.paths.config_file(QUEUE_OFFSETS_FILE)
+
+    def _queue_ends(self) -> QueueOffsets:
+        table: QueueOffsets = {}
+        for cq in self.consume_queues.all():
+            table.setdefault(cq.topic, {})[str(cq.queue_id)] = cq.max_offset
+        return table
+
+    @property
+    def holds_lock(self) -> bool:
+        """Whether this store holds its directory's lock (it is the writer)."""
+        return self._lock.held
 
     # ---- writes ----------------------------------------------------------------------------
     #: put_message(message, queue_id=0) -> PutMessageResult: append one message to queue_id of
@@ -469,6 +410,12 @@ class MessageStore(ColumnarReads):
         sync_flush_timeout (the put's FLUSH_DISK_TIMEOUT) or the store shut down first.
         ASYNC_FLUSH: callback(True) at once. The callback must be quick and not raise."""
         self.commit_log.on_durable(next_offset, callback)
+
+    @property
+    def put_lock(self) -> PutLock:
+        """The CommitLog's put lock: a broker's send path reads how long the current put has
+        held it (``held_ns``, ``held_since_ns``) to answer SYSTEM_BUSY without queueing."""
+        return self.commit_log.put_lock
 
     def put_lock_held_ms(self) -> float:
         """How long the current put has held the CommitLog's put lock (0 while it is free):
@@ -728,96 +675,27 @@ class MessageStore(ColumnarReads):
 
     def describe(self) -> dict[str, Any]:
         """What the store holds and how it stands, as JSON-able data (camelCase keys, like
-        RocketMQ's JSON): topics and queues with their offsets and message counts, the
-        CommitLog's offsets and how its recovery ended, file counts and sizes per kind (as
-        on disk), the IndexFiles' last update, dispatch lag, the checkpoint, and whether the
-        last shutdown was clean and a writer holds the store now."""
-        config = self.config
-        topics: list[dict[str, Any]] = []
-        for topic in self.topics():
-            queues = []
-            for qid in self.queues(topic):
-                lo = self.get_min_offset_in_queue(topic, qid)
-                hi = self.get_max_offset_in_queue(topic, qid)
-                queues.append({"queueId": qid, "minOffset": lo, "maxOffset": hi,
-                               "messages": max(0, hi - lo)})
-            topics.append({"topic": topic, "messages": sum(q["messages"] for q in queues),
-                           "queues": queues})
-        rec = self.recovery
-        index_ts, index_phy = self.index_service.index_last_update()
-        abort = os.path.exists(self.paths.abort)
-        writer, pid = (True, os.getpid()) if self._lock.held else lock_holder(self.paths.lock)
-        clean: bool | None = not abort
-        if abort and writer is not False:
-            clean = None    # the abort file of a running writer says nothing of the last run
-        return {
-            "store": self.root,
-            "topicCount": len(topics),
-            "queueCount": sum(len(t["queues"]) for t in topics),
-            "messages": sum(t["messages"] for t in topics),
-            "commitLog": {
-                "minOffset": self.get_min_phy_offset(), "maxOffset": self.get_max_phy_offset(),
-                **_files_summary(segment_files(self.paths.commitlog),
-                                 config.mapped_file_size_commit_log),
-                "endStatus": rec.stop_status if rec is not None else "end",
-                "endReason": rec.stop_reason if rec is not None else None},
-            "consumeQueue": {**_files_summary(consume_queue_files(self.root),
-                                              config.mapped_file_size_consume_queue),
-                             "queues": len(self.consume_queues.all())},
-            "index": {**_files_summary(index_files(self.root),
-                                       index_file_size(config.max_hash_slot_num,
-                                                       config.max_index_num)),
-                      "hashSlots": config.max_hash_slot_num, "indexNum": config.max_index_num,
-                      "lastUpdateTimestamp": index_ts, "lastUpdatePhyOffset": index_phy},
-            "dispatchBehindBytes": self.dispatch_lag_bytes(),
-            "retention": self.describe_retention(),
-            "damage": self.damage_report(),
-            "checkpoint": self.checkpoint.as_dict(),
-            "abortFile": abort,
-            "writerRunning": writer,
-            "writerPid": pid,
-            "lastShutdownClean": clean,
-            "topics": topics,
-        }
+        RocketMQ's JSON): see ``rocketstore.store.description.describe``."""
+        return description.describe(self)
 
     def describe_retention(self) -> dict[str, Any]:
         """Disk usage of the CommitLog's file system (measured now), the watermarks, why
         puts are refused (a running writer over the warning level: putsRefused) and what a
         cleanup run now would delete."""
-        info = self.clean_commit_log.describe()
-        state, _space = self.clean_commit_log.measure()
-        info.update(state.as_dict())
-        info["putsRefused"] = self._disk_full
-        return {**info, "disk": disk_space(self.commit_log.queue.store_path),
-                "nextRun": self.clean_files(dry_run=True, manual=False).as_dict()}
+        return description.describe_retention(self)
 
     def damage_report(self) -> dict[str, Any]:
         """What is damaged and how the store works around it (README "Integrity"), as
-        JSON-able data: the CommitLog's damaged ranges (unreadable, skipped by every reader),
-        the torn tail recovery gave up, ConsumeQueues and IndexFiles rebuilt or served from
-        the CommitLog, and files found short, missing or unreadable. ``damaged`` says whether
-        anything is."""
-        rec = self.recovery
-        ranges = [r.as_dict() for r in self.commit_log.damage]
-        tail = None
-        if rec is not None and rec.stop_status == "corrupt":
-            tail = {"offset": rec.end_offset, "reason": rec.stop_reason,
-                    "truncatedBytes": rec.truncated_bytes}
-        queues = list(rec.queues_repaired) if rec is not None else []
-        index = dict(self._damaged_index_files)
-        index.update(self.index_service.damaged_files)
-        files = list(rec.problems) if rec is not None else []
-        return {
-            "damaged": bool(ranges or tail or queues or index or files),
-            "commitLog": ranges,
-            "commitLogDamagedBytes": sum(r["bytes"] for r in ranges),
-            "tornTail": tail,
-            "consumeQueues": queues,
-            "indexFiles": [{"name": n, "reason": why} for n, why in sorted(index.items())],
-            "files": files,
-        }
+        JSON-able data: see ``DamageBook.report``."""
+        return self.damage_book.report(self.recovery)
 
     # ---- dispatch --------------------------------------------------------------------------
+    def add_arrival_listener(self, listener: ArrivalListener) -> None:
+        """listener(topic, queue_id, next_queue_offset) is called on the dispatch thread after
+        new messages reach a queue (they are readable then). It must be quick and not
+        block: a broker hands the news to its event loop."""
+        self.reput.add_arrival_listener(listener)
+
     def dispatch_behind_bytes(self) -> int:
         return self.reput.behind()
 
@@ -839,41 +717,9 @@ class MessageStore(ColumnarReads):
                 f"read_only={self.read_only}, max_phy_offset={self.get_max_phy_offset()})")
 
 
-def read_shutdown_state(path: str) -> tuple[dict[str, dict[str, int]], int | None] | None:
-    """Each queue's next offset and the CommitLog's end as recorded at the last clean
-    shutdown in config/queueOffsets.json (a rocketstore file; RocketMQ ignores it).
-    Missing or unreadable: None (logged), and recovery trusts the queues (and searches the
-    rest of the last CommitLog file)."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-        table = data["queueOffsets"]
-        offsets = {str(t): {str(q): int(o) for q, o in qs.items()}
-                   for t, qs in table.items()}
-        if any(o < 0 for qs in offsets.values() for o in qs.values()):
-            raise ValueError("negative queue offset")
-        end = data.get("commitLogEnd")
-        return offsets, int(end) if end is not None else None
-    except FileNotFoundError:
-        return None
-    except (ValueError, KeyError, TypeError, AttributeError, OverflowError) as exc:
-        log.error("ignoring unreadable %s: %s", path, exc)
-        return None
-
-
 def _is_system_topic(topic: str) -> bool:
     return (topic == "SCHEDULE_TOPIC_XXXX" or topic.startswith("RMQ_SYS_")
             or topic.startswith("%RETRY%") or topic.startswith("%DLQ%"))
-
-
-def _files_summary(paths: list[str], file_size: int) -> dict[str, int]:
-    sizes = []
-    for p in paths:
-        try:
-            sizes.append(os.path.getsize(p))
-        except OSError:     # deleted meanwhile
-            pass
-    return {"files": len(sizes), "bytes": sum(sizes), "fileSize": file_size}
 
 
 @atexit.register

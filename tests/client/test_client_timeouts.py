@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 from cluster import cluster
 
+from rocketstore.broker.registration import BrokerIdentity, BrokerRegistrar
 from rocketstore.client import AsyncProducer, Message, MQClientError
-from rocketstore.namesrv import BrokerIdentity, BrokerRegistrar, DataVersion, topic_config
+from rocketstore.namesrv import DataVersion, topic_config
 from rocketstore.remoting import RemotingClient, RemotingServer, RemotingServerConfig
 from rocketstore.remoting.eventloop import run
 

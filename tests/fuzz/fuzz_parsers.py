@@ -49,12 +49,12 @@ with atheris.instrument_imports():
     from rocketstore import MessageStore, StoreConfig
     from rocketstore._native import columnar, record
     from rocketstore._native.index_file import IndexFile
-    from rocketstore.broker.consumer_offsets import load_offset_table
     from rocketstore.store import get_message as queue_reads
     from rocketstore.store.checkpoint import StoreCheckpoint
     from rocketstore.store.consume_queue_table import ConsumeQueueTable
+    from rocketstore.store.consumer_offsets import load_offset_table
     from rocketstore.store.damage import DamageFile
-    from rocketstore.store.message_store import read_shutdown_state
+    from rocketstore.store.shutdown_state import read_shutdown_state
 
 # a RAM-backed scratch directory when there is one: every input is written to a file
 SCRATCH = Path(tempfile.mkdtemp(prefix="rs-fuzz-", dir="/dev/shm" if os.path.isdir(

@@ -18,9 +18,8 @@ import orjson
 import pytest
 
 import rocketstore
+from rocketstore.broker.registration import BrokerIdentity, BrokerRegistrar
 from rocketstore.namesrv import (
-    BrokerIdentity,
-    BrokerRegistrar,
     DataVersion,
     NamesrvConfig,
     NamesrvController,

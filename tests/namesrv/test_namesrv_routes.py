@@ -10,9 +10,12 @@ import orjson
 import pytest
 from namesrv_helpers import FakeClock, wait_until
 
-from rocketstore.namesrv import (
+from rocketstore.broker.registration import (
     BrokerIdentity,
     BrokerRegistrar,
+    build_register_broker_request,
+)
+from rocketstore.namesrv import (
     DataVersion,
     NamesrvConfig,
     NamesrvController,
@@ -20,7 +23,6 @@ from rocketstore.namesrv import (
     decode_topic_route_data,
     topic_config,
 )
-from rocketstore.namesrv.registrar import build_register_broker_request
 from rocketstore.remoting import RemotingClient, RequestCode, ResponseCode, create_request
 from rocketstore.remoting.protocol import body_crc32, encode_register_broker_body
 

@@ -27,7 +27,6 @@ from pyspark.sql.pandas.types import to_arrow_schema  # noqa: E402
 import rocketstore  # noqa: E402
 import rocketstore.spark as rs_spark  # noqa: E402
 from rocketstore import Message, MessageStore, StoreConfig  # noqa: E402
-from rocketstore.broker import consumer_offsets as store_offsets  # noqa: E402
 from rocketstore.spark.ingest import error_summary  # noqa: E402
 from rocketstore.spark.options import OptionError, ReadOptions, StreamOptions  # noqa: E402
 from rocketstore.spark.plan import (  # noqa: E402
@@ -38,6 +37,7 @@ from rocketstore.spark.plan import (  # noqa: E402
 )
 from rocketstore.spark.source import RocketstoreStreamReader  # noqa: E402
 from rocketstore.store import columnar  # noqa: E402
+from rocketstore.store import consumer_offsets as store_offsets  # noqa: E402
 
 SEG = 64 * 1024
 CQ_FILE = 20 * 100          # 100 units per ConsumeQueue file: several files per queue

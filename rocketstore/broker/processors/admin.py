@@ -55,7 +55,7 @@ if TYPE_CHECKING:
     from rocketstore.broker.stats import BrokerStats
     from rocketstore.broker.subscription_group import SubscriptionGroupManager
     from rocketstore.broker.topic_config import TopicConfigManager
-    from rocketstore.store.message_store import MessageStore
+    from rocketstore.store import MessageStore
 
 log = logging.getLogger("rocketstore.broker")
 

@@ -19,7 +19,7 @@ from rocketstore.remoting import (
     create_response,
 )
 from rocketstore.remoting.headers import require_int, require_str
-from rocketstore.store.message_store import MessageStore
+from rocketstore.store import MessageStore
 
 
 class ConsumerOffsetProcessor:

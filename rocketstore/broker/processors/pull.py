@@ -34,8 +34,7 @@ from rocketstore.remoting import (
     create_response,
     decode_header,
 )
-from rocketstore.store.message_store import MessageStore
-from rocketstore.store.subscription import parse_subscription
+from rocketstore.store import MessageStore, parse_subscription
 
 log = logging.getLogger("rocketstore.broker")
 

@@ -14,7 +14,7 @@ from rocketstore.remoting import (
     create_response,
 )
 from rocketstore.remoting.headers import get_int, get_str, require_int, require_str
-from rocketstore.store.message_store import MessageStore
+from rocketstore.store import MessageStore
 
 
 class QueryMessageProcessor:
