@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from rocketstore.config import is_ascii_int
+from rocketstore.common.text import is_ascii_int
 from rocketstore.remoting import RemotingConnection
 
 log = logging.getLogger("rocketstore.broker")

@@ -20,6 +20,7 @@ from rocketstore.client.codec import decode_messages
 from rocketstore.client.errors import MQBrokerError, MQClientError
 from rocketstore.client.message import MessageQueue, PullResult, PullStatus
 from rocketstore.client.subscription import SubscriptionData
+from rocketstore.common.fastjson import loads_fastjson
 from rocketstore.remoting import (
     RemotingClient,
     RemotingCommand,
@@ -32,7 +33,6 @@ from rocketstore.remoting.protocol import (
     BodyError,
     TopicRouteData,
     decode_topic_route_data,
-    loads_fastjson,
 )
 
 log = logging.getLogger("rocketstore.client")

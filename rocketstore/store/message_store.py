@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from rocketstore._native import hosts, record, record_writer
+from rocketstore.common.atomic_file import write_atomically
+from rocketstore.common.topics import is_system_topic
 from rocketstore.config import StoreConfig
 from rocketstore.message import (
     GetMessageStatus,
@@ -324,21 +326,12 @@ class MessageStore(ColumnarReads):
         table: dict[str, dict[str, int]] = {}
         for cq in self.consume_queues.all():
             table.setdefault(cq.topic, {})[str(cq.queue_id)] = cq.max_offset
-        tmp = self._queue_offsets_path + ".tmp"
+        text = json.dumps({"queueOffsets": table, "commitLogEnd": self.commit_log.max_offset()},
+                          sort_keys=True)
         try:
-            os.makedirs(os.path.dirname(self._queue_offsets_path), exist_ok=True)
-            with open(tmp, "w", encoding="utf-8") as f:
-                json.dump({"queueOffsets": table,
-                           "commitLogEnd": self.commit_log.max_offset()}, f, sort_keys=True)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, self._queue_offsets_path)
+            write_atomically(self._queue_offsets_path, text)
         except OSError as exc:      # a full disk: the next open checks the queues itself
             log.warning("could not write %s: %s", self._queue_offsets_path, exc)
-            try:
-                os.remove(tmp)
-            except OSError:
-                pass
 
     def _index_file_full(self, end_timestamp: int) -> None:
         # full files are flushed on their own threads: keep the newest time, whatever order
@@ -536,7 +529,7 @@ class MessageStore(ColumnarReads):
         """RocketMQ cleanUnusedTopic: delete the queues of every topic not in keep (and not
         a system topic: SCHEDULE_TOPIC_XXXX, RMQ_SYS_*, retry and DLQ topics stay).
         Returns the number of topics deleted."""
-        doomed = [t for t in self.topics() if t not in keep and not _is_system_topic(t)]
+        doomed = [t for t in self.topics() if t not in keep and not is_system_topic(t)]
         return sum(self.delete_topic(t) for t in doomed)
 
     # ---- reads -----------------------------------------------------------------------------
@@ -859,11 +852,6 @@ def read_shutdown_state(path: str) -> tuple[dict[str, dict[str, int]], int | Non
     except (ValueError, KeyError, TypeError, AttributeError, OverflowError) as exc:
         log.error("ignoring unreadable %s: %s", path, exc)
         return None
-
-
-def _is_system_topic(topic: str) -> bool:
-    return (topic == "SCHEDULE_TOPIC_XXXX" or topic.startswith("RMQ_SYS_")
-            or topic.startswith("%RETRY%") or topic.startswith("%DLQ%"))
 
 
 def _files_summary(paths: list[str], file_size: int) -> dict[str, int]:

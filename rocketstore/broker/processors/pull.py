@@ -23,7 +23,8 @@ from rocketstore.broker.consumer_offset_manager import ConsumerOffsetManager
 from rocketstore.broker.long_polling import PullRequestHoldService
 from rocketstore.broker.stats import BrokerStats
 from rocketstore.broker.subscription_group import SubscriptionGroupManager
-from rocketstore.broker.topic_config import TopicConfigManager, is_readable
+from rocketstore.broker.topic_config import TopicConfigManager
+from rocketstore.common.perm import is_readable
 from rocketstore.message import GetMessageStatus
 from rocketstore.remoting import (
     RemotingCommand,

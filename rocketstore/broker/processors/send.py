@@ -28,18 +28,17 @@ from rocketstore._native.send_header import (
     parse_properties_text,
 )
 from rocketstore.broker._send_path import SendPath
-from rocketstore.broker.config import PERM_READ, PERM_WRITE, BrokerConfig
+from rocketstore.broker.config import BrokerConfig
 from rocketstore.broker.message_writer import MessageWriter
 from rocketstore.broker.stats import BrokerStats
 from rocketstore.broker.subscription_group import SubscriptionGroupManager
-from rocketstore.broker.topic_config import (
+from rocketstore.broker.topic_config import TopicConfig, TopicConfigManager
+from rocketstore.common.perm import PERM_READ, PERM_WRITE, is_writeable
+from rocketstore.common.topics import (
     DLQ_GROUP_TOPIC_PREFIX,
     NOT_ALLOWED_SEND_TOPICS,
     RETRY_GROUP_TOPIC_PREFIX,
-    TopicConfig,
-    TopicConfigManager,
     dlq_topic,
-    is_writeable,
 )
 from rocketstore.message import (
     Message,
