@@ -7,20 +7,26 @@ from rocketstore._native.includes.byteorder cimport rs_get_i32, rs_get_i64, rs_g
 from rocketstore._native.includes.crc32 cimport rs_crc32
 from rocketstore._native.includes.record_checks cimport rs_short_equal, rs_topic_legal
 
-# Record layout constants (offsets for IPv4 hosts).
+# The record's constants, from rocketstore/common/record.py through the header setup.py
+# generates (src/rs_vocabulary.h): C macros, as fast as literals.
+cdef extern from "rs_vocabulary.h":
+    const uint32_t MESSAGE_MAGIC "RS_MESSAGE_MAGIC_CODE"
+    const uint32_t BLANK_MAGIC "RS_BLANK_MAGIC_CODE"
+    enum:
+        MESSAGE_MAGIC_BYTE0 "RS_MESSAGE_MAGIC_BYTE0"
+        BLANK_MAGIC_BYTE0 "RS_BLANK_MAGIC_BYTE0"
+        MIN_RECORD_SIZE "RS_MIN_RECORD_SIZE"
+        END_FILE_MIN_BLANK_LENGTH "RS_END_FILE_MIN_BLANK_LENGTH"
+        MAX_TOPIC_LENGTH "RS_MAX_TOPIC_LENGTH"
+        MAX_PROPERTIES_LENGTH "RS_MAX_PROPERTIES_LENGTH"
+        SYSFLAG_TRANSACTION_MASK "RS_TRANSACTION_TYPE_MASK"
+        SYSFLAG_PREPARED "RS_SYSFLAG_TRANSACTION_PREPARED"
+        SYSFLAG_ROLLBACK "RS_SYSFLAG_TRANSACTION_ROLLBACK"
+        SYSFLAG_BORNHOST_V6 "RS_SYSFLAG_BORNHOST_V6"
+        SYSFLAG_STOREHOST_V6 "RS_SYSFLAG_STOREHOST_V6"
+
 cdef enum:
-    MESSAGE_MAGIC = 0xDAA320A7
-    BLANK_MAGIC = 0xCBD43194
-    MIN_RECORD_SIZE = 91
-    END_FILE_MIN_BLANK_LENGTH = 8
-    MAX_TOPIC_LENGTH = 127
-    MAX_PROPERTIES_LENGTH = 32767
     MAX_PORT = 65535
-    SYSFLAG_TRANSACTION_MASK = 0xC
-    SYSFLAG_PREPARED = 0x4
-    SYSFLAG_ROLLBACK = 0xC
-    SYSFLAG_BORNHOST_V6 = 0x10
-    SYSFLAG_STOREHOST_V6 = 0x20
 
 # What check_record finds at a position.
 cdef enum:

@@ -3147,6 +3147,12 @@ __pyx_memoryview_copy_new_contig(const __Pyx_memviewslice *from_mvs,
                                  Py_ssize_t sizeof_dtype, int contig_flag,
                                  int dtype_is_object);
 
+/* CIntFromPy.proto */
+static CYTHON_INLINE uint32_t __Pyx_PyLong_As_uint32_t(PyObject *);
+
+/* CIntFromPy.proto */
+static CYTHON_INLINE int __Pyx_PyLong_As_int(PyObject *);
+
 /* PyObjectVectorcallKwds.proto (used by PyObjectVectorcallMethodKwds) */
 #if CYTHON_VECTORCALL
 #define __Pyx_Object_VectorcallKwds PyObject_Vectorcall
@@ -3187,9 +3193,6 @@ static void __Pyx_RaiseUnpickleChecksumError(long checksum, long checksum1, long
 
 /* CheckUnpickleChecksum.proto */
 static CYTHON_INLINE int __Pyx_CheckUnpickleChecksum(long checksum, long checksum1, long checksum2, long checksum3, const char *members);
-
-/* CIntFromPy.proto */
-static CYTHON_INLINE int __Pyx_PyLong_As_int(PyObject *);
 
 /* CIntFromPy.proto */
 static CYTHON_INLINE long __Pyx_PyLong_As_long(PyObject *);
@@ -3593,7 +3596,7 @@ namespace {
     PyObject *__pyx_slice[1];
     PyObject *__pyx_tuple[2];
     PyObject *__pyx_codeobj_tab[1];
-    PyObject *__pyx_string_tab[163];
+    PyObject *__pyx_string_tab[173];
     PyObject *__pyx_number_tab[3];
 /* #### Code section: module_state_contents ### */
 /* PyFrozenDict.module_state_decls */
@@ -3691,121 +3694,131 @@ static __pyx_mstatetype * const __pyx_mstate_global = &__pyx_mstate_global_stati
 #define __pyx_kp_u_unable_to_allocate_shape_and_str __pyx_string_tab[45]
 #define __pyx_n_u_ASCII __pyx_string_tab[46]
 #define __pyx_n_u_B __pyx_string_tab[47]
-#define __pyx_n_u_CorruptMessageError __pyx_string_tab[48]
-#define __pyx_n_u_Ellipsis __pyx_string_tab[49]
-#define __pyx_n_u_MessageExt __pyx_string_tab[50]
-#define __pyx_n_u_Sequence __pyx_string_tab[51]
-#define __pyx_n_u_View_MemoryView __pyx_string_tab[52]
-#define __pyx_n_u_Pyx_PyDict_NextRef __pyx_string_tab[53]
-#define __pyx_n_u_annotate __pyx_string_tab[54]
-#define __pyx_n_u_class __pyx_string_tab[55]
-#define __pyx_n_u_class_getitem __pyx_string_tab[56]
-#define __pyx_n_u_dict __pyx_string_tab[57]
-#define __pyx_n_u_func __pyx_string_tab[58]
-#define __pyx_n_u_getstate __pyx_string_tab[59]
-#define __pyx_n_u_import __pyx_string_tab[60]
-#define __pyx_n_u_main __pyx_string_tab[61]
-#define __pyx_n_u_module __pyx_string_tab[62]
-#define __pyx_n_u_name_2 __pyx_string_tab[63]
-#define __pyx_n_u_new __pyx_string_tab[64]
-#define __pyx_n_u_pyx_checksum __pyx_string_tab[65]
-#define __pyx_n_u_pyx_state __pyx_string_tab[66]
-#define __pyx_n_u_pyx_type __pyx_string_tab[67]
-#define __pyx_n_u_pyx_unpickle_Enum __pyx_string_tab[68]
-#define __pyx_n_u_pyx_vtable __pyx_string_tab[69]
-#define __pyx_n_u_qualname __pyx_string_tab[70]
-#define __pyx_n_u_reduce __pyx_string_tab[71]
-#define __pyx_n_u_reduce_cython __pyx_string_tab[72]
-#define __pyx_n_u_reduce_ex __pyx_string_tab[73]
-#define __pyx_n_u_set_name __pyx_string_tab[74]
-#define __pyx_n_u_setstate __pyx_string_tab[75]
-#define __pyx_n_u_setstate_cython __pyx_string_tab[76]
-#define __pyx_n_u_test __pyx_string_tab[77]
-#define __pyx_n_u_body_2 __pyx_string_tab[78]
-#define __pyx_n_u_born_host __pyx_string_tab[79]
-#define __pyx_n_u_is_coroutine __pyx_string_tab[80]
-#define __pyx_n_u_offset_msg_id __pyx_string_tab[81]
-#define __pyx_n_u_store_host __pyx_string_tab[82]
-#define __pyx_n_u_topic __pyx_string_tab[83]
-#define __pyx_n_u_abc __pyx_string_tab[84]
-#define __pyx_n_u_allocate_buffer __pyx_string_tab[85]
-#define __pyx_n_u_asyncio_coroutines __pyx_string_tab[86]
-#define __pyx_n_u_base __pyx_string_tab[87]
-#define __pyx_n_u_body __pyx_string_tab[88]
-#define __pyx_n_u_body_crc __pyx_string_tab[89]
-#define __pyx_n_u_body_length __pyx_string_tab[90]
-#define __pyx_n_u_born_size __pyx_string_tab[91]
-#define __pyx_n_u_born_timestamp __pyx_string_tab[92]
-#define __pyx_n_u_broker_name __pyx_string_tab[93]
-#define __pyx_n_u_c __pyx_string_tab[94]
-#define __pyx_n_u_cast __pyx_string_tab[95]
-#define __pyx_n_u_cline_in_traceback __pyx_string_tab[96]
-#define __pyx_n_u_commit_log_offset __pyx_string_tab[97]
-#define __pyx_n_u_count __pyx_string_tab[98]
-#define __pyx_n_u_decode_messages __pyx_string_tab[99]
-#define __pyx_n_u_decompress __pyx_string_tab[100]
-#define __pyx_n_u_dtype_is_object __pyx_string_tab[101]
-#define __pyx_n_u_encode __pyx_string_tab[102]
-#define __pyx_n_u_end __pyx_string_tab[103]
-#define __pyx_n_u_enumerate __pyx_string_tab[104]
-#define __pyx_n_u_error __pyx_string_tab[105]
-#define __pyx_n_u_exc __pyx_string_tab[106]
-#define __pyx_n_u_fixed __pyx_string_tab[107]
-#define __pyx_n_u_flag __pyx_string_tab[108]
-#define __pyx_n_u_flags __pyx_string_tab[109]
-#define __pyx_n_u_format __pyx_string_tab[110]
-#define __pyx_n_u_fortran __pyx_string_tab[111]
-#define __pyx_n_u_id __pyx_string_tab[112]
-#define __pyx_n_u_index __pyx_string_tab[113]
-#define __pyx_n_u_items __pyx_string_tab[114]
-#define __pyx_n_u_itemsize __pyx_string_tab[115]
-#define __pyx_n_u_left __pyx_string_tab[116]
-#define __pyx_n_u_magic __pyx_string_tab[117]
-#define __pyx_n_u_memview __pyx_string_tab[118]
-#define __pyx_n_u_messages __pyx_string_tab[119]
-#define __pyx_n_u_mode __pyx_string_tab[120]
-#define __pyx_n_u_msg __pyx_string_tab[121]
-#define __pyx_n_u_msg_body __pyx_string_tab[122]
-#define __pyx_n_u_name __pyx_string_tab[123]
-#define __pyx_n_u_ndim __pyx_string_tab[124]
-#define __pyx_n_u_obj __pyx_string_tab[125]
-#define __pyx_n_u_p __pyx_string_tab[126]
-#define __pyx_n_u_pack __pyx_string_tab[127]
-#define __pyx_n_u_pop __pyx_string_tab[128]
-#define __pyx_n_u_pos __pyx_string_tab[129]
-#define __pyx_n_u_prepared_transaction_offset __pyx_string_tab[130]
-#define __pyx_n_u_properties __pyx_string_tab[131]
-#define __pyx_n_u_properties_length __pyx_string_tab[132]
-#define __pyx_n_u_queue_id __pyx_string_tab[133]
-#define __pyx_n_u_queue_offset __pyx_string_tab[134]
-#define __pyx_n_u_rec_end __pyx_string_tab[135]
-#define __pyx_n_u_reconsume_times __pyx_string_tab[136]
-#define __pyx_n_u_register __pyx_string_tab[137]
-#define __pyx_n_u_rocketstore_client__records __pyx_string_tab[138]
-#define __pyx_n_u_rocketstore_client_codec __pyx_string_tab[139]
-#define __pyx_n_u_rocketstore_client_message __pyx_string_tab[140]
-#define __pyx_n_u_setdefault __pyx_string_tab[141]
-#define __pyx_n_u_shape __pyx_string_tab[142]
-#define __pyx_n_u_size __pyx_string_tab[143]
-#define __pyx_n_u_start __pyx_string_tab[144]
-#define __pyx_n_u_step __pyx_string_tab[145]
-#define __pyx_n_u_stop __pyx_string_tab[146]
-#define __pyx_n_u_store_size __pyx_string_tab[147]
-#define __pyx_n_u_store_timestamp __pyx_string_tab[148]
-#define __pyx_n_u_struct __pyx_string_tab[149]
-#define __pyx_n_u_sys_flag __pyx_string_tab[150]
-#define __pyx_n_u_topic_2 __pyx_string_tab[151]
-#define __pyx_n_u_topic_length __pyx_string_tab[152]
-#define __pyx_n_u_total __pyx_string_tab[153]
-#define __pyx_n_u_transaction_id __pyx_string_tab[154]
-#define __pyx_n_u_unpack __pyx_string_tab[155]
-#define __pyx_n_u_update __pyx_string_tab[156]
-#define __pyx_n_u_values __pyx_string_tab[157]
-#define __pyx_n_u_view __pyx_string_tab[158]
-#define __pyx_n_u_x __pyx_string_tab[159]
-#define __pyx_n_u_zlib __pyx_string_tab[160]
-#define __pyx_n_b_O __pyx_string_tab[161]
-#define __pyx_kp_b_iso88591_0_uCuCs_6_A_q_Qe5_q_AQ_fAQ_b_t2 __pyx_string_tab[162]
+#define __pyx_n_u_BORNHOST_V6 __pyx_string_tab[48]
+#define __pyx_n_u_COMPRESSED __pyx_string_tab[49]
+#define __pyx_n_u_CorruptMessageError __pyx_string_tab[50]
+#define __pyx_n_u_Ellipsis __pyx_string_tab[51]
+#define __pyx_n_u_MESSAGE_MAGIC_CODE __pyx_string_tab[52]
+#define __pyx_n_u_MESSAGE_MAGIC_CODE_V2 __pyx_string_tab[53]
+#define __pyx_n_u_MIN_RECORD_SIZE __pyx_string_tab[54]
+#define __pyx_n_u_MessageExt __pyx_string_tab[55]
+#define __pyx_n_u_STOREHOST_V6 __pyx_string_tab[56]
+#define __pyx_n_u_Sequence __pyx_string_tab[57]
+#define __pyx_n_u_SysFlag __pyx_string_tab[58]
+#define __pyx_n_u_View_MemoryView __pyx_string_tab[59]
+#define __pyx_n_u_Pyx_PyDict_NextRef __pyx_string_tab[60]
+#define __pyx_n_u_annotate __pyx_string_tab[61]
+#define __pyx_n_u_class __pyx_string_tab[62]
+#define __pyx_n_u_class_getitem __pyx_string_tab[63]
+#define __pyx_n_u_dict __pyx_string_tab[64]
+#define __pyx_n_u_func __pyx_string_tab[65]
+#define __pyx_n_u_getstate __pyx_string_tab[66]
+#define __pyx_n_u_import __pyx_string_tab[67]
+#define __pyx_n_u_main __pyx_string_tab[68]
+#define __pyx_n_u_module __pyx_string_tab[69]
+#define __pyx_n_u_name_2 __pyx_string_tab[70]
+#define __pyx_n_u_new __pyx_string_tab[71]
+#define __pyx_n_u_pyx_checksum __pyx_string_tab[72]
+#define __pyx_n_u_pyx_state __pyx_string_tab[73]
+#define __pyx_n_u_pyx_type __pyx_string_tab[74]
+#define __pyx_n_u_pyx_unpickle_Enum __pyx_string_tab[75]
+#define __pyx_n_u_pyx_vtable __pyx_string_tab[76]
+#define __pyx_n_u_qualname __pyx_string_tab[77]
+#define __pyx_n_u_reduce __pyx_string_tab[78]
+#define __pyx_n_u_reduce_cython __pyx_string_tab[79]
+#define __pyx_n_u_reduce_ex __pyx_string_tab[80]
+#define __pyx_n_u_set_name __pyx_string_tab[81]
+#define __pyx_n_u_setstate __pyx_string_tab[82]
+#define __pyx_n_u_setstate_cython __pyx_string_tab[83]
+#define __pyx_n_u_test __pyx_string_tab[84]
+#define __pyx_n_u_body_2 __pyx_string_tab[85]
+#define __pyx_n_u_born_host __pyx_string_tab[86]
+#define __pyx_n_u_is_coroutine __pyx_string_tab[87]
+#define __pyx_n_u_offset_msg_id __pyx_string_tab[88]
+#define __pyx_n_u_record_2 __pyx_string_tab[89]
+#define __pyx_n_u_store_host __pyx_string_tab[90]
+#define __pyx_n_u_topic __pyx_string_tab[91]
+#define __pyx_n_u_abc __pyx_string_tab[92]
+#define __pyx_n_u_allocate_buffer __pyx_string_tab[93]
+#define __pyx_n_u_asyncio_coroutines __pyx_string_tab[94]
+#define __pyx_n_u_base __pyx_string_tab[95]
+#define __pyx_n_u_body __pyx_string_tab[96]
+#define __pyx_n_u_body_crc __pyx_string_tab[97]
+#define __pyx_n_u_body_length __pyx_string_tab[98]
+#define __pyx_n_u_born_size __pyx_string_tab[99]
+#define __pyx_n_u_born_timestamp __pyx_string_tab[100]
+#define __pyx_n_u_broker_name __pyx_string_tab[101]
+#define __pyx_n_u_c __pyx_string_tab[102]
+#define __pyx_n_u_cast __pyx_string_tab[103]
+#define __pyx_n_u_cline_in_traceback __pyx_string_tab[104]
+#define __pyx_n_u_commit_log_offset __pyx_string_tab[105]
+#define __pyx_n_u_count __pyx_string_tab[106]
+#define __pyx_n_u_decode_messages __pyx_string_tab[107]
+#define __pyx_n_u_decompress __pyx_string_tab[108]
+#define __pyx_n_u_dtype_is_object __pyx_string_tab[109]
+#define __pyx_n_u_encode __pyx_string_tab[110]
+#define __pyx_n_u_end __pyx_string_tab[111]
+#define __pyx_n_u_enumerate __pyx_string_tab[112]
+#define __pyx_n_u_error __pyx_string_tab[113]
+#define __pyx_n_u_exc __pyx_string_tab[114]
+#define __pyx_n_u_fixed __pyx_string_tab[115]
+#define __pyx_n_u_flag __pyx_string_tab[116]
+#define __pyx_n_u_flags __pyx_string_tab[117]
+#define __pyx_n_u_format __pyx_string_tab[118]
+#define __pyx_n_u_fortran __pyx_string_tab[119]
+#define __pyx_n_u_id __pyx_string_tab[120]
+#define __pyx_n_u_index __pyx_string_tab[121]
+#define __pyx_n_u_items __pyx_string_tab[122]
+#define __pyx_n_u_itemsize __pyx_string_tab[123]
+#define __pyx_n_u_left __pyx_string_tab[124]
+#define __pyx_n_u_magic __pyx_string_tab[125]
+#define __pyx_n_u_memview __pyx_string_tab[126]
+#define __pyx_n_u_messages __pyx_string_tab[127]
+#define __pyx_n_u_mode __pyx_string_tab[128]
+#define __pyx_n_u_msg __pyx_string_tab[129]
+#define __pyx_n_u_msg_body __pyx_string_tab[130]
+#define __pyx_n_u_name __pyx_string_tab[131]
+#define __pyx_n_u_ndim __pyx_string_tab[132]
+#define __pyx_n_u_obj __pyx_string_tab[133]
+#define __pyx_n_u_p __pyx_string_tab[134]
+#define __pyx_n_u_pack __pyx_string_tab[135]
+#define __pyx_n_u_pop __pyx_string_tab[136]
+#define __pyx_n_u_pos __pyx_string_tab[137]
+#define __pyx_n_u_prepared_transaction_offset __pyx_string_tab[138]
+#define __pyx_n_u_properties __pyx_string_tab[139]
+#define __pyx_n_u_properties_length __pyx_string_tab[140]
+#define __pyx_n_u_queue_id __pyx_string_tab[141]
+#define __pyx_n_u_queue_offset __pyx_string_tab[142]
+#define __pyx_n_u_rec_end __pyx_string_tab[143]
+#define __pyx_n_u_reconsume_times __pyx_string_tab[144]
+#define __pyx_n_u_record __pyx_string_tab[145]
+#define __pyx_n_u_register __pyx_string_tab[146]
+#define __pyx_n_u_rocketstore_client__records __pyx_string_tab[147]
+#define __pyx_n_u_rocketstore_client_codec __pyx_string_tab[148]
+#define __pyx_n_u_rocketstore_client_message __pyx_string_tab[149]
+#define __pyx_n_u_rocketstore_common __pyx_string_tab[150]
+#define __pyx_n_u_setdefault __pyx_string_tab[151]
+#define __pyx_n_u_shape __pyx_string_tab[152]
+#define __pyx_n_u_size __pyx_string_tab[153]
+#define __pyx_n_u_start __pyx_string_tab[154]
+#define __pyx_n_u_step __pyx_string_tab[155]
+#define __pyx_n_u_stop __pyx_string_tab[156]
+#define __pyx_n_u_store_size __pyx_string_tab[157]
+#define __pyx_n_u_store_timestamp __pyx_string_tab[158]
+#define __pyx_n_u_struct __pyx_string_tab[159]
+#define __pyx_n_u_sys_flag __pyx_string_tab[160]
+#define __pyx_n_u_topic_2 __pyx_string_tab[161]
+#define __pyx_n_u_topic_length __pyx_string_tab[162]
+#define __pyx_n_u_total __pyx_string_tab[163]
+#define __pyx_n_u_transaction_id __pyx_string_tab[164]
+#define __pyx_n_u_unpack __pyx_string_tab[165]
+#define __pyx_n_u_update __pyx_string_tab[166]
+#define __pyx_n_u_values __pyx_string_tab[167]
+#define __pyx_n_u_view __pyx_string_tab[168]
+#define __pyx_n_u_x __pyx_string_tab[169]
+#define __pyx_n_u_zlib __pyx_string_tab[170]
+#define __pyx_n_b_O __pyx_string_tab[171]
+#define __pyx_kp_b_iso88591_0_uCuCs_6_A_q_Qe5_q_AQ_fAQ_b_t2 __pyx_string_tab[172]
 #define __pyx_int_0 __pyx_number_tab[0]
 #define __pyx_int_neg_1 __pyx_number_tab[1]
 #define __pyx_int_136983863 __pyx_number_tab[2]
@@ -3838,7 +3851,7 @@ static CYTHON_SMALL_CODE int __pyx_m_clear(PyObject *m) {
   for (int i=0; i<1; ++i) { Py_CLEAR(clear_module_state->__pyx_slice[i]); }
   for (int i=0; i<2; ++i) { Py_CLEAR(clear_module_state->__pyx_tuple[i]); }
   for (int i=0; i<1; ++i) { Py_CLEAR(clear_module_state->__pyx_codeobj_tab[i]); }
-  for (int i=0; i<163; ++i) { Py_CLEAR(clear_module_state->__pyx_string_tab[i]); }
+  for (int i=0; i<173; ++i) { Py_CLEAR(clear_module_state->__pyx_string_tab[i]); }
   for (int i=0; i<3; ++i) { Py_CLEAR(clear_module_state->__pyx_number_tab[i]); }
 /* #### Code section: module_state_clear_contents ### */
 /* CommonTypesMetaclass.module_state_clear */
@@ -3877,7 +3890,7 @@ static CYTHON_SMALL_CODE int __pyx_m_traverse(PyObject *m, visitproc visit, void
   for (int i=0; i<1; ++i) { __Pyx_VISIT_CONST(traverse_module_state->__pyx_slice[i]); }
   for (int i=0; i<2; ++i) { __Pyx_VISIT_CONST(traverse_module_state->__pyx_tuple[i]); }
   for (int i=0; i<1; ++i) { __Pyx_VISIT_CONST(traverse_module_state->__pyx_codeobj_tab[i]); }
-  for (int i=0; i<163; ++i) { __Pyx_VISIT_CONST(traverse_module_state->__pyx_string_tab[i]); }
+  for (int i=0; i<173; ++i) { __Pyx_VISIT_CONST(traverse_module_state->__pyx_string_tab[i]); }
   for (int i=0; i<3; ++i) { __Pyx_VISIT_CONST(traverse_module_state->__pyx_number_tab[i]); }
 /* #### Code section: module_state_traverse_contents ### */
 /* CommonTypesMetaclass.module_state_traverse */
@@ -18064,7 +18077,7 @@ static PyObject *__pyx_unpickle_Enum__set_state(struct __pyx_MemviewEnum_obj *__
   return __pyx_r;
 }
 
-/* "rocketstore/client/_records.pyx":28
+/* "rocketstore/client/_records.pyx":29
  * 
  * 
  * cdef inline uint32_t u32(const uint8_t* p) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -18075,7 +18088,7 @@ static PyObject *__pyx_unpickle_Enum__set_state(struct __pyx_MemviewEnum_obj *__
 static CYTHON_INLINE uint32_t __pyx_f_11rocketstore_6client_8_records_u32(uint8_t const *__pyx_v_p) {
   uint32_t __pyx_r;
 
-  /* "rocketstore/client/_records.pyx":29
+  /* "rocketstore/client/_records.pyx":30
  * 
  * cdef inline uint32_t u32(const uint8_t* p) noexcept nogil:
  *     return (<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | <uint32_t>p[3]             # <<<<<<<<<<<<<<
@@ -18088,7 +18101,7 @@ static CYTHON_INLINE uint32_t __pyx_f_11rocketstore_6client_8_records_u32(uint8_
   }
   goto __pyx_L0;
 
-  /* "rocketstore/client/_records.pyx":28
+  /* "rocketstore/client/_records.pyx":29
  * 
  * 
  * cdef inline uint32_t u32(const uint8_t* p) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -18101,7 +18114,7 @@ static CYTHON_INLINE uint32_t __pyx_f_11rocketstore_6client_8_records_u32(uint8_
   return __pyx_r;
 }
 
-/* "rocketstore/client/_records.pyx":32
+/* "rocketstore/client/_records.pyx":33
  * 
  * 
  * cdef inline int32_t i32(const uint8_t* p) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -18112,7 +18125,7 @@ static CYTHON_INLINE uint32_t __pyx_f_11rocketstore_6client_8_records_u32(uint8_
 static CYTHON_INLINE int32_t __pyx_f_11rocketstore_6client_8_records_i32(uint8_t const *__pyx_v_p) {
   int32_t __pyx_r;
 
-  /* "rocketstore/client/_records.pyx":33
+  /* "rocketstore/client/_records.pyx":34
  * 
  * cdef inline int32_t i32(const uint8_t* p) noexcept nogil:
  *     return <int32_t>u32(p)             # <<<<<<<<<<<<<<
@@ -18125,7 +18138,7 @@ static CYTHON_INLINE int32_t __pyx_f_11rocketstore_6client_8_records_i32(uint8_t
   }
   goto __pyx_L0;
 
-  /* "rocketstore/client/_records.pyx":32
+  /* "rocketstore/client/_records.pyx":33
  * 
  * 
  * cdef inline int32_t i32(const uint8_t* p) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -18138,7 +18151,7 @@ static CYTHON_INLINE int32_t __pyx_f_11rocketstore_6client_8_records_i32(uint8_t
   return __pyx_r;
 }
 
-/* "rocketstore/client/_records.pyx":36
+/* "rocketstore/client/_records.pyx":37
  * 
  * 
  * cdef inline int64_t i64(const uint8_t* p) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -18149,7 +18162,7 @@ static CYTHON_INLINE int32_t __pyx_f_11rocketstore_6client_8_records_i32(uint8_t
 static CYTHON_INLINE int64_t __pyx_f_11rocketstore_6client_8_records_i64(uint8_t const *__pyx_v_p) {
   int64_t __pyx_r;
 
-  /* "rocketstore/client/_records.pyx":37
+  /* "rocketstore/client/_records.pyx":38
  * 
  * cdef inline int64_t i64(const uint8_t* p) noexcept nogil:
  *     return <int64_t>((<uint64_t>u32(p) << 32) | <uint64_t>u32(p + 4))             # <<<<<<<<<<<<<<
@@ -18162,7 +18175,7 @@ static CYTHON_INLINE int64_t __pyx_f_11rocketstore_6client_8_records_i64(uint8_t
   }
   goto __pyx_L0;
 
-  /* "rocketstore/client/_records.pyx":36
+  /* "rocketstore/client/_records.pyx":37
  * 
  * 
  * cdef inline int64_t i64(const uint8_t* p) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -18175,7 +18188,7 @@ static CYTHON_INLINE int64_t __pyx_f_11rocketstore_6client_8_records_i64(uint8_t
   return __pyx_r;
 }
 
-/* "rocketstore/client/_records.pyx":40
+/* "rocketstore/client/_records.pyx":41
  * 
  * 
  * cdef inline int16_t i16(const uint8_t* p) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -18186,7 +18199,7 @@ static CYTHON_INLINE int64_t __pyx_f_11rocketstore_6client_8_records_i64(uint8_t
 static CYTHON_INLINE int16_t __pyx_f_11rocketstore_6client_8_records_i16(uint8_t const *__pyx_v_p) {
   int16_t __pyx_r;
 
-  /* "rocketstore/client/_records.pyx":41
+  /* "rocketstore/client/_records.pyx":42
  * 
  * cdef inline int16_t i16(const uint8_t* p) noexcept nogil:
  *     return <int16_t>((<uint32_t>p[0] << 8) | <uint32_t>p[1])             # <<<<<<<<<<<<<<
@@ -18199,7 +18212,7 @@ static CYTHON_INLINE int16_t __pyx_f_11rocketstore_6client_8_records_i16(uint8_t
   }
   goto __pyx_L0;
 
-  /* "rocketstore/client/_records.pyx":40
+  /* "rocketstore/client/_records.pyx":41
  * 
  * 
  * cdef inline int16_t i16(const uint8_t* p) noexcept nogil:             # <<<<<<<<<<<<<<
@@ -18212,7 +18225,7 @@ static CYTHON_INLINE int16_t __pyx_f_11rocketstore_6client_8_records_i16(uint8_t
   return __pyx_r;
 }
 
-/* "rocketstore/client/_records.pyx":44
+/* "rocketstore/client/_records.pyx":45
  * 
  * 
  * cdef object corrupt(str message):             # <<<<<<<<<<<<<<
@@ -18236,7 +18249,7 @@ static PyObject *__pyx_f_11rocketstore_6client_8_records_corrupt(PyObject *__pyx
   int __pyx_clineno = 0;
   __Pyx_RefNannySetupContext("corrupt", 0);
 
-  /* "rocketstore/client/_records.pyx":46
+  /* "rocketstore/client/_records.pyx":47
  * cdef object corrupt(str message):
  *     global _CorruptMessageError
  *     if _CorruptMessageError is None:             # <<<<<<<<<<<<<<
@@ -18247,7 +18260,7 @@ static PyObject *__pyx_f_11rocketstore_6client_8_records_corrupt(PyObject *__pyx
   if (__pyx_t_1) {
 
 
-    /* "rocketstore/client/_records.pyx":47
+    /* "rocketstore/client/_records.pyx":48
  *     global _CorruptMessageError
  *     if _CorruptMessageError is None:
  *         from rocketstore.client.codec import CorruptMessageError             # <<<<<<<<<<<<<<
@@ -18256,14 +18269,14 @@ static PyObject *__pyx_f_11rocketstore_6client_8_records_corrupt(PyObject *__pyx
 */
     {
       PyObject* const __pyx_imported_names[] = {__pyx_mstate_global->__pyx_n_u_CorruptMessageError};
-      __pyx_t_3 = __Pyx_Import(__pyx_mstate_global->__pyx_n_u_rocketstore_client_codec, __pyx_imported_names, 1, NULL, 0); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 47, __pyx_L1_error)
+      __pyx_t_3 = __Pyx_Import(__pyx_mstate_global->__pyx_n_u_rocketstore_client_codec, __pyx_imported_names, 1, NULL, 0); if (unlikely(!__pyx_t_3)) __PYX_ERR(0, 48, __pyx_L1_error)
     }
     __pyx_t_2 = __pyx_t_3;
     __Pyx_GOTREF(__pyx_t_2);
     {
       PyObject* const __pyx_imported_names[] = {__pyx_mstate_global->__pyx_n_u_CorruptMessageError};
       __pyx_t_4 = 0; {
-        __pyx_t_5 = __Pyx_ImportFrom(__pyx_t_2, __pyx_imported_names[__pyx_t_4]); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 47, __pyx_L1_error)
+        __pyx_t_5 = __Pyx_ImportFrom(__pyx_t_2, __pyx_imported_names[__pyx_t_4]); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 48, __pyx_L1_error)
         __Pyx_GOTREF(__pyx_t_5);
         switch (__pyx_t_4) {
           case 0:
@@ -18277,7 +18290,7 @@ static PyObject *__pyx_f_11rocketstore_6client_8_records_corrupt(PyObject *__pyx
     }
     __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
 
-    /* "rocketstore/client/_records.pyx":48
+    /* "rocketstore/client/_records.pyx":49
  *     if _CorruptMessageError is None:
  *         from rocketstore.client.codec import CorruptMessageError
  *         _CorruptMessageError = CorruptMessageError             # <<<<<<<<<<<<<<
@@ -18289,7 +18302,7 @@ static PyObject *__pyx_f_11rocketstore_6client_8_records_corrupt(PyObject *__pyx
     __Pyx_DECREF_SET(__pyx_v_11rocketstore_6client_8_records__CorruptMessageError, __pyx_v_CorruptMessageError);
     __Pyx_GIVEREF(__pyx_v_CorruptMessageError);
 
-    /* "rocketstore/client/_records.pyx":46
+    /* "rocketstore/client/_records.pyx":47
  * cdef object corrupt(str message):
  *     global _CorruptMessageError
  *     if _CorruptMessageError is None:             # <<<<<<<<<<<<<<
@@ -18298,7 +18311,7 @@ static PyObject *__pyx_f_11rocketstore_6client_8_records_corrupt(PyObject *__pyx
 */
   }
 
-  /* "rocketstore/client/_records.pyx":49
+  /* "rocketstore/client/_records.pyx":50
  *         from rocketstore.client.codec import CorruptMessageError
  *         _CorruptMessageError = CorruptMessageError
  *     return _CorruptMessageError(message)             # <<<<<<<<<<<<<<
@@ -18325,7 +18338,7 @@ static PyObject *__pyx_f_11rocketstore_6client_8_records_corrupt(PyObject *__pyx
     __pyx_t_2 = __Pyx_PyObject_FastCall((PyObject*)__pyx_t_6, __pyx_callargs+__pyx_t_7, (2-__pyx_t_7) | (__pyx_t_7*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
     __Pyx_XDECREF(__pyx_t_5); __pyx_t_5 = 0;
     __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
-    if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 49, __pyx_L1_error)
+    if (unlikely(!__pyx_t_2)) __PYX_ERR(0, 50, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_2);
   }
   {
@@ -18339,7 +18352,7 @@ static PyObject *__pyx_f_11rocketstore_6client_8_records_corrupt(PyObject *__pyx
   __pyx_t_2 = 0;
   goto __pyx_L0;
 
-  /* "rocketstore/client/_records.pyx":44
+  /* "rocketstore/client/_records.pyx":45
  * 
  * 
  * cdef object corrupt(str message):             # <<<<<<<<<<<<<<
@@ -18361,7 +18374,7 @@ static PyObject *__pyx_f_11rocketstore_6client_8_records_corrupt(PyObject *__pyx
   return __pyx_r;
 }
 
-/* "rocketstore/client/_records.pyx":52
+/* "rocketstore/client/_records.pyx":53
  * 
  * 
  * cdef dict decode_properties(const uint8_t* p, Py_ssize_t n):             # <<<<<<<<<<<<<<
@@ -18388,31 +18401,31 @@ static PyObject *__pyx_f_11rocketstore_6client_8_records_decode_properties(uint8
   int __pyx_clineno = 0;
   __Pyx_RefNannySetupContext("decode_properties", 0);
 
-  /* "rocketstore/client/_records.pyx":54
+  /* "rocketstore/client/_records.pyx":55
  * cdef dict decode_properties(const uint8_t* p, Py_ssize_t n):
  *     """name\\x01value pairs joined by \\x02; pairs without a name or a value are skipped."""
  *     cdef dict properties = {}             # <<<<<<<<<<<<<<
  *     cdef str text = PyUnicode_DecodeUTF8(<const char*>p, n, NULL)
  *     cdef str item, name, value
 */
-  __pyx_t_1 = __Pyx_PyDict_NewPresized(0); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 54, __pyx_L1_error)
+  __pyx_t_1 = __Pyx_PyDict_NewPresized(0); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 55, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
   __pyx_v_properties = ((PyObject*)__pyx_t_1);
   __pyx_t_1 = 0;
 
-  /* "rocketstore/client/_records.pyx":55
+  /* "rocketstore/client/_records.pyx":56
  *     """name\\x01value pairs joined by \\x02; pairs without a name or a value are skipped."""
  *     cdef dict properties = {}
  *     cdef str text = PyUnicode_DecodeUTF8(<const char*>p, n, NULL)             # <<<<<<<<<<<<<<
  *     cdef str item, name, value
  *     cdef Py_ssize_t sep
 */
-  __pyx_t_1 = PyUnicode_DecodeUTF8(((char const *)__pyx_v_p), __pyx_v_n, NULL); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 55, __pyx_L1_error)
+  __pyx_t_1 = PyUnicode_DecodeUTF8(((char const *)__pyx_v_p), __pyx_v_n, NULL); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 56, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
   __pyx_v_text = ((PyObject*)__pyx_t_1);
   __pyx_t_1 = 0;
 
-  /* "rocketstore/client/_records.pyx":58
+  /* "rocketstore/client/_records.pyx":59
  *     cdef str item, name, value
  *     cdef Py_ssize_t sep
  *     for item in text.split("\x02"):             # <<<<<<<<<<<<<<
@@ -18421,11 +18434,11 @@ static PyObject *__pyx_f_11rocketstore_6client_8_records_decode_properties(uint8
 */
   if (unlikely(__pyx_v_text == Py_None)) {
     PyErr_Format(PyExc_AttributeError, "\047NoneType\047 object has no attribute \047%.30s\047", "split");
-    __PYX_ERR(0, 58, __pyx_L1_error)
+    __PYX_ERR(0, 59, __pyx_L1_error)
   }
-  __pyx_t_1 = PyUnicode_Split(__pyx_v_text, __pyx_mstate_global->__pyx_kp_u__5, -1); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 58, __pyx_L1_error)
+  __pyx_t_1 = PyUnicode_Split(__pyx_v_text, __pyx_mstate_global->__pyx_kp_u__5, -1); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 59, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_1);
-  if (!(likely(PyList_CheckExact(__pyx_t_1)) || __Pyx_RaiseUnexpectedTypeError("list", __pyx_t_1))) __PYX_ERR(0, 58, __pyx_L1_error)
+  if (!(likely(PyList_CheckExact(__pyx_t_1)) || __Pyx_RaiseUnexpectedTypeError("list", __pyx_t_1))) __PYX_ERR(0, 59, __pyx_L1_error)
   __pyx_t_2 = __pyx_t_1; __Pyx_INCREF(__pyx_t_2);
   __pyx_t_3 = 0;
   __Pyx_DECREF(__pyx_t_1); __pyx_t_1 = 0;
@@ -18433,19 +18446,19 @@ static PyObject *__pyx_f_11rocketstore_6client_8_records_decode_properties(uint8
     {
       Py_ssize_t __pyx_temp = __Pyx_PyList_GET_SIZE(__pyx_t_2);
       #if !CYTHON_ASSUME_SAFE_SIZE
-      if (unlikely((__pyx_temp < 0))) __PYX_ERR(0, 58, __pyx_L1_error)
+      if (unlikely((__pyx_temp < 0))) __PYX_ERR(0, 59, __pyx_L1_error)
       #endif
       if (__pyx_t_3 >= __pyx_temp) break;
     }
     __pyx_t_1 = __Pyx_PyList_GET_ITEM_REF(__pyx_t_2, __pyx_t_3, __Pyx_ReferenceSharing_OwnStrongReference);
     ++__pyx_t_3;
-    if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 58, __pyx_L1_error)
+    if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 59, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_1);
-    if (!(likely(PyUnicode_CheckExact(__pyx_t_1))||((__pyx_t_1) == Py_None) || __Pyx_RaiseUnexpectedTypeError("str", __pyx_t_1))) __PYX_ERR(0, 58, __pyx_L1_error)
+    if (!(likely(PyUnicode_CheckExact(__pyx_t_1))||((__pyx_t_1) == Py_None) || __Pyx_RaiseUnexpectedTypeError("str", __pyx_t_1))) __PYX_ERR(0, 59, __pyx_L1_error)
     __Pyx_XDECREF_SET(__pyx_v_item, ((PyObject*)__pyx_t_1));
     __pyx_t_1 = 0;
 
-    /* "rocketstore/client/_records.pyx":59
+    /* "rocketstore/client/_records.pyx":60
  *     cdef Py_ssize_t sep
  *     for item in text.split("\x02"):
  *         sep = item.find("\x01")             # <<<<<<<<<<<<<<
@@ -18454,12 +18467,12 @@ static PyObject *__pyx_f_11rocketstore_6client_8_records_decode_properties(uint8
 */
     if (unlikely(__pyx_v_item == Py_None)) {
       PyErr_Format(PyExc_AttributeError, "\047NoneType\047 object has no attribute \047%.30s\047", "find");
-      __PYX_ERR(0, 59, __pyx_L1_error)
+      __PYX_ERR(0, 60, __pyx_L1_error)
     }
-    __pyx_t_4 = PyUnicode_Find(__pyx_v_item, __pyx_mstate_global->__pyx_kp_u__6, 0, PY_SSIZE_T_MAX, 1); if (unlikely(__pyx_t_4 == ((Py_ssize_t)-2))) __PYX_ERR(0, 59, __pyx_L1_error)
+    __pyx_t_4 = PyUnicode_Find(__pyx_v_item, __pyx_mstate_global->__pyx_kp_u__6, 0, PY_SSIZE_T_MAX, 1); if (unlikely(__pyx_t_4 == ((Py_ssize_t)-2))) __PYX_ERR(0, 60, __pyx_L1_error)
     __pyx_v_sep = __pyx_t_4;
 
-    /* "rocketstore/client/_records.pyx":60
+    /* "rocketstore/client/_records.pyx":61
  *     for item in text.split("\x02"):
  *         sep = item.find("\x01")
  *         if sep > 0 and sep + 1 < len(item):             # <<<<<<<<<<<<<<
@@ -18478,9 +18491,9 @@ static PyObject *__pyx_f_11rocketstore_6client_8_records_decode_properties(uint8
     }
     if (unlikely(__pyx_v_item == Py_None)) {
       PyErr_SetString(PyExc_TypeError, "object of type \047NoneType\047 has no len()");
-      __PYX_ERR(0, 60, __pyx_L1_error)
+      __PYX_ERR(0, 61, __pyx_L1_error)
     }
-    __pyx_t_4 = __Pyx_PyUnicode_GET_LENGTH(__pyx_v_item); if (unlikely(__pyx_t_4 == ((Py_ssize_t)-1))) __PYX_ERR(0, 60, __pyx_L1_error)
+    __pyx_t_4 = __Pyx_PyUnicode_GET_LENGTH(__pyx_v_item); if (unlikely(__pyx_t_4 == ((Py_ssize_t)-1))) __PYX_ERR(0, 61, __pyx_L1_error)
     __pyx_t_6 = ((__pyx_v_sep + 1) < __pyx_t_4);
 
 
@@ -18491,7 +18504,7 @@ static PyObject *__pyx_f_11rocketstore_6client_8_records_decode_properties(uint8
     if (__pyx_t_5) {
 
 
-      /* "rocketstore/client/_records.pyx":61
+      /* "rocketstore/client/_records.pyx":62
  *         sep = item.find("\x01")
  *         if sep > 0 and sep + 1 < len(item):
  *             properties[item[:sep]] = item[sep + 1:]             # <<<<<<<<<<<<<<
@@ -18500,21 +18513,21 @@ static PyObject *__pyx_f_11rocketstore_6client_8_records_decode_properties(uint8
 */
       if (unlikely(__pyx_v_item == Py_None)) {
         PyErr_SetString(PyExc_TypeError, "\047NoneType\047 object is not subscriptable");
-        __PYX_ERR(0, 61, __pyx_L1_error)
+        __PYX_ERR(0, 62, __pyx_L1_error)
       }
-      __pyx_t_1 = __Pyx_PyUnicode_Substring(__pyx_v_item, (__pyx_v_sep + 1), PY_SSIZE_T_MAX); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 61, __pyx_L1_error)
+      __pyx_t_1 = __Pyx_PyUnicode_Substring(__pyx_v_item, (__pyx_v_sep + 1), PY_SSIZE_T_MAX); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 62, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_1);
       if (unlikely(__pyx_v_item == Py_None)) {
         PyErr_SetString(PyExc_TypeError, "\047NoneType\047 object is not subscriptable");
-        __PYX_ERR(0, 61, __pyx_L1_error)
+        __PYX_ERR(0, 62, __pyx_L1_error)
       }
-      __pyx_t_7 = __Pyx_PyUnicode_Substring(__pyx_v_item, 0, __pyx_v_sep); if (unlikely(!__pyx_t_7)) __PYX_ERR(0, 61, __pyx_L1_error)
+      __pyx_t_7 = __Pyx_PyUnicode_Substring(__pyx_v_item, 0, __pyx_v_sep); if (unlikely(!__pyx_t_7)) __PYX_ERR(0, 62, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_7);
-      if (unlikely((PyDict_SetItem(__pyx_v_properties, __pyx_t_7, __pyx_t_1) < 0))) __PYX_ERR(0, 61, __pyx_L1_error)
+      if (unlikely((PyDict_SetItem(__pyx_v_properties, __pyx_t_7, __pyx_t_1) < 0))) __PYX_ERR(0, 62, __pyx_L1_error)
       __Pyx_DECREF(__pyx_t_7); __pyx_t_7 = 0;
       __Pyx_DECREF(__pyx_t_1); __pyx_t_1 = 0;
 
-      /* "rocketstore/client/_records.pyx":60
+      /* "rocketstore/client/_records.pyx":61
  *     for item in text.split("\x02"):
  *         sep = item.find("\x01")
  *         if sep > 0 and sep + 1 < len(item):             # <<<<<<<<<<<<<<
@@ -18523,7 +18536,7 @@ static PyObject *__pyx_f_11rocketstore_6client_8_records_decode_properties(uint8
 */
     }
 
-    /* "rocketstore/client/_records.pyx":58
+    /* "rocketstore/client/_records.pyx":59
  *     cdef str item, name, value
  *     cdef Py_ssize_t sep
  *     for item in text.split("\x02"):             # <<<<<<<<<<<<<<
@@ -18533,7 +18546,7 @@ static PyObject *__pyx_f_11rocketstore_6client_8_records_decode_properties(uint8
   }
   __Pyx_DECREF(__pyx_t_2); __pyx_t_2 = 0;
 
-  /* "rocketstore/client/_records.pyx":62
+  /* "rocketstore/client/_records.pyx":63
  *         if sep > 0 and sep + 1 < len(item):
  *             properties[item[:sep]] = item[sep + 1:]
  *     return properties             # <<<<<<<<<<<<<<
@@ -18551,7 +18564,7 @@ static PyObject *__pyx_f_11rocketstore_6client_8_records_decode_properties(uint8
   }
   goto __pyx_L0;
 
-  /* "rocketstore/client/_records.pyx":52
+  /* "rocketstore/client/_records.pyx":53
  * 
  * 
  * cdef dict decode_properties(const uint8_t* p, Py_ssize_t n):             # <<<<<<<<<<<<<<
@@ -18576,7 +18589,7 @@ static PyObject *__pyx_f_11rocketstore_6client_8_records_decode_properties(uint8
   return __pyx_r;
 }
 
-/* "rocketstore/client/_records.pyx":65
+/* "rocketstore/client/_records.pyx":66
  * 
  * 
  * def decode_messages(body, bint decompress=True, broker_name=None):             # <<<<<<<<<<<<<<
@@ -18626,43 +18639,43 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   {
     PyObject ** const __pyx_pyargnames[] = {&__pyx_mstate_global->__pyx_n_u_body,&__pyx_mstate_global->__pyx_n_u_decompress,&__pyx_mstate_global->__pyx_n_u_broker_name,0};
     const Py_ssize_t __pyx_kwds_len = (__pyx_kwds) ? __Pyx_NumKwargs_FASTCALL(__pyx_kwds) : 0;
-    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 65, __pyx_L3_error)
+    if (unlikely(__pyx_kwds_len < 0)) __PYX_ERR(0, 66, __pyx_L3_error)
     if (__pyx_kwds_len > 0) {
       switch (__pyx_nargs) {
         case  3:
         values[2] = __Pyx_ArgRef_FASTCALL(__pyx_args, 2);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[2])) __PYX_ERR(0, 65, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[2])) __PYX_ERR(0, 66, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  2:
         values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 65, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 66, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  1:
         values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 65, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 66, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  0: break;
         default: goto __pyx_L5_argtuple_error;
       }
       const Py_ssize_t kwd_pos_args = __pyx_nargs;
-      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "decode_messages", 0) < (0)) __PYX_ERR(0, 65, __pyx_L3_error)
+      if (__Pyx_ParseKeywords(__pyx_kwds, __pyx_kwvalues, __pyx_pyargnames, 0, values, kwd_pos_args, __pyx_kwds_len, "decode_messages", 0) < (0)) __PYX_ERR(0, 66, __pyx_L3_error)
       if (!values[2]) values[2] = __Pyx_NewRef(((PyObject *)Py_None));
       for (Py_ssize_t i = __pyx_nargs; i < 1; i++) {
-        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("decode_messages", 0, 1, 3, i); __PYX_ERR(0, 65, __pyx_L3_error) }
+        if (unlikely(!values[i])) { __Pyx_RaiseArgtupleInvalid("decode_messages", 0, 1, 3, i); __PYX_ERR(0, 66, __pyx_L3_error) }
       }
     } else {
       switch (__pyx_nargs) {
         case  3:
         values[2] = __Pyx_ArgRef_FASTCALL(__pyx_args, 2);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[2])) __PYX_ERR(0, 65, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[2])) __PYX_ERR(0, 66, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  2:
         values[1] = __Pyx_ArgRef_FASTCALL(__pyx_args, 1);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 65, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[1])) __PYX_ERR(0, 66, __pyx_L3_error)
         CYTHON_FALLTHROUGH;
         case  1:
         values[0] = __Pyx_ArgRef_FASTCALL(__pyx_args, 0);
-        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 65, __pyx_L3_error)
+        if (!CYTHON_ASSUME_SAFE_MACROS && unlikely(!values[0])) __PYX_ERR(0, 66, __pyx_L3_error)
         break;
         default: goto __pyx_L5_argtuple_error;
       }
@@ -18670,7 +18683,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
     }
     __pyx_v_body = values[0];
     if (values[1]) {
-      __pyx_v_decompress = __Pyx_PyObject_IsTrue(values[1]); if (unlikely((__pyx_v_decompress == (int)-1) && PyErr_Occurred())) __PYX_ERR(0, 65, __pyx_L3_error)
+      __pyx_v_decompress = __Pyx_PyObject_IsTrue(values[1]); if (unlikely((__pyx_v_decompress == (int)-1) && PyErr_Occurred())) __PYX_ERR(0, 66, __pyx_L3_error)
     } else {
       __pyx_v_decompress = ((int)((int)1));
     }
@@ -18678,7 +18691,7 @@ PyObject *__pyx_args, PyObject *__pyx_kwds
   }
   goto __pyx_L6_skip;
   __pyx_L5_argtuple_error:;
-  __Pyx_RaiseArgtupleInvalid("decode_messages", 0, 1, 3, __pyx_nargs); __PYX_ERR(0, 65, __pyx_L3_error)
+  __Pyx_RaiseArgtupleInvalid("decode_messages", 0, 1, 3, __pyx_nargs); __PYX_ERR(0, 66, __pyx_L3_error)
   __pyx_L6_skip:;
   goto __pyx_L4_argument_unpacking_done;
   __pyx_L3_error:;
@@ -18760,7 +18773,7 @@ static PyObject *__pyx_pf_11rocketstore_6client_8_records_decode_messages(CYTHON
   int __pyx_clineno = 0;
   __Pyx_RefNannySetupContext("decode_messages", 0);
 
-  /* "rocketstore/client/_records.pyx":68
+  /* "rocketstore/client/_records.pyx":69
  *     """Every record of a pull, query or view reply body, in order (see codec.decode_messages)."""
  *     cdef const uint8_t[::1] view
  *     if body is None or len(body) == 0:             # <<<<<<<<<<<<<<
@@ -18776,7 +18789,7 @@ static PyObject *__pyx_pf_11rocketstore_6client_8_records_decode_messages(CYTHON
 
     goto __pyx_L4_bool_binop_done;
   }
-  __pyx_t_3 = PyObject_Length(__pyx_v_body); if (unlikely(__pyx_t_3 == ((Py_ssize_t)-1))) __PYX_ERR(0, 68, __pyx_L1_error)
+  __pyx_t_3 = PyObject_Length(__pyx_v_body); if (unlikely(__pyx_t_3 == ((Py_ssize_t)-1))) __PYX_ERR(0, 69, __pyx_L1_error)
   __pyx_t_2 = (__pyx_t_3 == 0);
 
 
@@ -18787,14 +18800,14 @@ static PyObject *__pyx_pf_11rocketstore_6client_8_records_decode_messages(CYTHON
   if (__pyx_t_1) {
 
 
-    /* "rocketstore/client/_records.pyx":69
+    /* "rocketstore/client/_records.pyx":70
  *     cdef const uint8_t[::1] view
  *     if body is None or len(body) == 0:
  *         return []             # <<<<<<<<<<<<<<
  *     view = memoryview(body).cast("B")
  *     cdef const uint8_t* base = &view[0]
 */
-    __pyx_t_4 = PyList_New(0); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 69, __pyx_L1_error)
+    __pyx_t_4 = PyList_New(0); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 70, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_4);
     {
       PyObject *__pyx_temp;
@@ -18807,7 +18820,7 @@ static PyObject *__pyx_pf_11rocketstore_6client_8_records_decode_messages(CYTHON
     __pyx_t_4 = 0;
     goto __pyx_L0;
 
-    /* "rocketstore/client/_records.pyx":68
+    /* "rocketstore/client/_records.pyx":69
  *     """Every record of a pull, query or view reply body, in order (see codec.decode_messages)."""
  *     cdef const uint8_t[::1] view
  *     if body is None or len(body) == 0:             # <<<<<<<<<<<<<<
@@ -18816,14 +18829,14 @@ static PyObject *__pyx_pf_11rocketstore_6client_8_records_decode_messages(CYTHON
 */
   }
 
-  /* "rocketstore/client/_records.pyx":70
+  /* "rocketstore/client/_records.pyx":71
  *     if body is None or len(body) == 0:
  *         return []
  *     view = memoryview(body).cast("B")             # <<<<<<<<<<<<<<
  *     cdef const uint8_t* base = &view[0]
  *     cdef Py_ssize_t end = view.shape[0]
 */
-  __pyx_t_6 = PyMemoryView_FromObject(__pyx_v_body); if (unlikely(!__pyx_t_6)) __PYX_ERR(0, 70, __pyx_L1_error)
+  __pyx_t_6 = PyMemoryView_FromObject(__pyx_v_body); if (unlikely(!__pyx_t_6)) __PYX_ERR(0, 71, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_6);
   __pyx_t_5 = __pyx_t_6;
   __Pyx_INCREF(__pyx_t_5);
@@ -18833,17 +18846,17 @@ static PyObject *__pyx_pf_11rocketstore_6client_8_records_decode_messages(CYTHON
     __pyx_t_4 = __Pyx_PyObject_FastCallMethod((PyObject*)__pyx_mstate_global->__pyx_n_u_cast, __pyx_callargs+__pyx_t_7, (2-__pyx_t_7) | (1*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
     __Pyx_XDECREF(__pyx_t_5); __pyx_t_5 = 0;
     __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
-    if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 70, __pyx_L1_error)
+    if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 71, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_4);
   }
-  if (!(likely(PyMemoryView_Check(__pyx_t_4))||((__pyx_t_4) == Py_None) || __Pyx_RaiseUnexpectedTypeError("memoryview", __pyx_t_4))) __PYX_ERR(0, 70, __pyx_L1_error)
-  __pyx_t_8 = __Pyx_PyObject_to_MemoryviewSlice_dc_nn_uint8_t__const__(__pyx_t_4, 0); if (unlikely(!__pyx_t_8.memview)) __PYX_ERR(0, 70, __pyx_L1_error)
+  if (!(likely(PyMemoryView_Check(__pyx_t_4))||((__pyx_t_4) == Py_None) || __Pyx_RaiseUnexpectedTypeError("memoryview", __pyx_t_4))) __PYX_ERR(0, 71, __pyx_L1_error)
+  __pyx_t_8 = __Pyx_PyObject_to_MemoryviewSlice_dc_nn_uint8_t__const__(__pyx_t_4, 0); if (unlikely(!__pyx_t_8.memview)) __PYX_ERR(0, 71, __pyx_L1_error)
   __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
   __pyx_v_view = __pyx_t_8;
   __pyx_t_8.memview = NULL;
   __pyx_t_8.data = NULL;
 
-  /* "rocketstore/client/_records.pyx":71
+  /* "rocketstore/client/_records.pyx":72
  *         return []
  *     view = memoryview(body).cast("B")
  *     cdef const uint8_t* base = &view[0]             # <<<<<<<<<<<<<<
@@ -18853,7 +18866,7 @@ static PyObject *__pyx_pf_11rocketstore_6client_8_records_decode_messages(CYTHON
   __pyx_t_9 = 0;
   __pyx_v_base = (&(*((uint8_t const  *) ( /* dim=0 */ ((char *) (((uint8_t const  *) __pyx_v_view.data) + __pyx_t_9)) ))));
 
-  /* "rocketstore/client/_records.pyx":72
+  /* "rocketstore/client/_records.pyx":73
  *     view = memoryview(body).cast("B")
  *     cdef const uint8_t* base = &view[0]
  *     cdef Py_ssize_t end = view.shape[0]             # <<<<<<<<<<<<<<
@@ -18862,7 +18875,7 @@ static PyObject *__pyx_pf_11rocketstore_6client_8_records_decode_messages(CYTHON
 */
   __pyx_v_end = (__pyx_v_view.shape[0]);
 
-  /* "rocketstore/client/_records.pyx":73
+  /* "rocketstore/client/_records.pyx":74
  *     cdef const uint8_t* base = &view[0]
  *     cdef Py_ssize_t end = view.shape[0]
  *     cdef Py_ssize_t pos = 0, left, total, p, rec_end             # <<<<<<<<<<<<<<
@@ -18871,19 +18884,19 @@ static PyObject *__pyx_pf_11rocketstore_6client_8_records_decode_messages(CYTHON
 */
   __pyx_v_pos = 0;
 
-  /* "rocketstore/client/_records.pyx":77
+  /* "rocketstore/client/_records.pyx":78
  *     cdef int sys_flag, born_size, store_size, fixed
  *     cdef int32_t body_length, topic_length, properties_length
  *     cdef list messages = []             # <<<<<<<<<<<<<<
  *     cdef object msg, msg_body, topic, properties
  *     while pos < end:
 */
-  __pyx_t_4 = PyList_New(0); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 77, __pyx_L1_error)
+  __pyx_t_4 = PyList_New(0); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 78, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_4);
   __pyx_v_messages = ((PyObject*)__pyx_t_4);
   __pyx_t_4 = 0;
 
-  /* "rocketstore/client/_records.pyx":79
+  /* "rocketstore/client/_records.pyx":80
  *     cdef list messages = []
  *     cdef object msg, msg_body, topic, properties
  *     while pos < end:             # <<<<<<<<<<<<<<
@@ -18896,7 +18909,7 @@ static PyObject *__pyx_pf_11rocketstore_6client_8_records_decode_messages(CYTHON
 
     if (!__pyx_t_1) break;
 
-    /* "rocketstore/client/_records.pyx":80
+    /* "rocketstore/client/_records.pyx":81
  *     cdef object msg, msg_body, topic, properties
  *     while pos < end:
  *         left = end - pos             # <<<<<<<<<<<<<<
@@ -18905,7 +18918,7 @@ static PyObject *__pyx_pf_11rocketstore_6client_8_records_decode_messages(CYTHON
 */
     __pyx_v_left = (__pyx_v_end - __pyx_v_pos);
 
-    /* "rocketstore/client/_records.pyx":81
+    /* "rocketstore/client/_records.pyx":82
  *     while pos < end:
  *         left = end - pos
  *         if left < 8:             # <<<<<<<<<<<<<<
@@ -18917,16 +18930,16 @@ static PyObject *__pyx_pf_11rocketstore_6client_8_records_decode_messages(CYTHON
     if (unlikely(__pyx_t_1)) {
 
 
-      /* "rocketstore/client/_records.pyx":82
+      /* "rocketstore/client/_records.pyx":83
  *         left = end - pos
  *         if left < 8:
  *             raise corrupt(f"record at {pos}: {left} bytes left, a record needs at least 8")             # <<<<<<<<<<<<<<
  *         total = i32(base + pos)
  *         magic = u32(base + pos + 4)
 */
-      __pyx_t_4 = __Pyx_PyUnicode_From_Py_ssize_t(__pyx_v_pos, 0, ' ', 'd'); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 82, __pyx_L1_error)
+      __pyx_t_4 = __Pyx_PyUnicode_From_Py_ssize_t(__pyx_v_pos, 0, ' ', 'd'); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 83, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_4);
-      __pyx_t_6 = __Pyx_PyUnicode_From_Py_ssize_t(__pyx_v_left, 0, ' ', 'd'); if (unlikely(!__pyx_t_6)) __PYX_ERR(0, 82, __pyx_L1_error)
+      __pyx_t_6 = __Pyx_PyUnicode_From_Py_ssize_t(__pyx_v_left, 0, ' ', 'd'); if (unlikely(!__pyx_t_6)) __PYX_ERR(0, 83, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_6);
       __pyx_t_10[0] = __pyx_mstate_global->__pyx_kp_u_record_at;
       __pyx_t_10[1] = __pyx_t_4;
@@ -18939,18 +18952,18 @@ static PyObject *__pyx_pf_11rocketstore_6client_8_records_decode_messages(CYTHON
       #endif
       __pyx_t_11 = 0;
       __pyx_t_5 = __Pyx_PyUnicode_Join(__pyx_t_10, 5, __pyx_t_3, __pyx_t_11);
-      if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 82, __pyx_L1_error)
+      if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 83, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_5);
       __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
       __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
-      __pyx_t_6 = __pyx_f_11rocketstore_6client_8_records_corrupt(((PyObject*)__pyx_t_5)); if (unlikely(!__pyx_t_6)) __PYX_ERR(0, 82, __pyx_L1_error)
+      __pyx_t_6 = __pyx_f_11rocketstore_6client_8_records_corrupt(((PyObject*)__pyx_t_5)); if (unlikely(!__pyx_t_6)) __PYX_ERR(0, 83, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_6);
       __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
       __Pyx_Raise(__pyx_t_6, 0, 0, 0);
       __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
-      __PYX_ERR(0, 82, __pyx_L1_error)
+      __PYX_ERR(0, 83, __pyx_L1_error)
 
-      /* "rocketstore/client/_records.pyx":81
+      /* "rocketstore/client/_records.pyx":82
  *     while pos < end:
  *         left = end - pos
  *         if left < 8:             # <<<<<<<<<<<<<<
@@ -18959,7 +18972,7 @@ static PyObject *__pyx_pf_11rocketstore_6client_8_records_decode_messages(CYTHON
 */
     }
 
-    /* "rocketstore/client/_records.pyx":83
+    /* "rocketstore/client/_records.pyx":84
  *         if left < 8:
  *             raise corrupt(f"record at {pos}: {left} bytes left, a record needs at least 8")
  *         total = i32(base + pos)             # <<<<<<<<<<<<<<
@@ -18968,7 +18981,7 @@ static PyObject *__pyx_pf_11rocketstore_6client_8_records_decode_messages(CYTHON
 */
     __pyx_v_total = __pyx_f_11rocketstore_6client_8_records_i32((__pyx_v_base + __pyx_v_pos));
 
-    /* "rocketstore/client/_records.pyx":84
+    /* "rocketstore/client/_records.pyx":85
  *             raise corrupt(f"record at {pos}: {left} bytes left, a record needs at least 8")
  *         total = i32(base + pos)
  *         magic = u32(base + pos + 4)             # <<<<<<<<<<<<<<
@@ -18977,7 +18990,7 @@ static PyObject *__pyx_pf_11rocketstore_6client_8_records_decode_messages(CYTHON
 */
     __pyx_v_magic = __pyx_f_11rocketstore_6client_8_records_u32(((__pyx_v_base + __pyx_v_pos) + 4));
 
-    /* "rocketstore/client/_records.pyx":85
+    /* "rocketstore/client/_records.pyx":86
  *         total = i32(base + pos)
  *         magic = u32(base + pos + 4)
  *         if magic != MAGIC_V1 and magic != MAGIC_V2:             # <<<<<<<<<<<<<<
@@ -19003,18 +19016,18 @@ static PyObject *__pyx_pf_11rocketstore_6client_8_records_decode_messages(CYTHON
     if (unlikely(__pyx_t_1)) {
 
 
-      /* "rocketstore/client/_records.pyx":86
+      /* "rocketstore/client/_records.pyx":87
  *         magic = u32(base + pos + 4)
  *         if magic != MAGIC_V1 and magic != MAGIC_V2:
  *             raise corrupt(f"record at {pos}: MAGICCODE is {magic:#010x}")             # <<<<<<<<<<<<<<
  *         if total < MIN_RECORD or total > left:
  *             raise corrupt(f"record at {pos}: TOTALSIZE {total} is outside [{MIN_RECORD}, {left}]")
 */
-      __pyx_t_6 = __Pyx_PyUnicode_From_Py_ssize_t(__pyx_v_pos, 0, ' ', 'd'); if (unlikely(!__pyx_t_6)) __PYX_ERR(0, 86, __pyx_L1_error)
+      __pyx_t_6 = __Pyx_PyUnicode_From_Py_ssize_t(__pyx_v_pos, 0, ' ', 'd'); if (unlikely(!__pyx_t_6)) __PYX_ERR(0, 87, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_6);
-      __pyx_t_5 = __Pyx_PyLong_From_uint32_t(__pyx_v_magic); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 86, __pyx_L1_error)
+      __pyx_t_5 = __Pyx_PyLong_From_uint32_t(__pyx_v_magic); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 87, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_5);
-      __pyx_t_4 = __Pyx_PyObject_Format(__pyx_t_5, __pyx_mstate_global->__pyx_kp_u_010x); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 86, __pyx_L1_error)
+      __pyx_t_4 = __Pyx_PyObject_Format(__pyx_t_5, __pyx_mstate_global->__pyx_kp_u_010x); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 87, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_4);
       __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
       __pyx_t_12[0] = __pyx_mstate_global->__pyx_kp_u_record_at;
@@ -19030,18 +19043,18 @@ static PyObject *__pyx_pf_11rocketstore_6client_8_records_decode_messages(CYTHON
       __pyx_t_11 |= __Pyx_PyUnicode_KIND_04(__pyx_t_12[3]);
       #endif
       __pyx_t_5 = __Pyx_PyUnicode_Join(__pyx_t_12, 4, __pyx_t_3, __pyx_t_11);
-      if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 86, __pyx_L1_error)
+      if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 87, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_5);
       __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
       __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
-      __pyx_t_4 = __pyx_f_11rocketstore_6client_8_records_corrupt(((PyObject*)__pyx_t_5)); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 86, __pyx_L1_error)
+      __pyx_t_4 = __pyx_f_11rocketstore_6client_8_records_corrupt(((PyObject*)__pyx_t_5)); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 87, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_4);
       __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
       __Pyx_Raise(__pyx_t_4, 0, 0, 0);
       __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
-      __PYX_ERR(0, 86, __pyx_L1_error)
+      __PYX_ERR(0, 87, __pyx_L1_error)
 
-      /* "rocketstore/client/_records.pyx":85
+      /* "rocketstore/client/_records.pyx":86
  *         total = i32(base + pos)
  *         magic = u32(base + pos + 4)
  *         if magic != MAGIC_V1 and magic != MAGIC_V2:             # <<<<<<<<<<<<<<
@@ -19050,7 +19063,7 @@ static PyObject *__pyx_pf_11rocketstore_6client_8_records_decode_messages(CYTHON
 */
     }
 
-    /* "rocketstore/client/_records.pyx":87
+    /* "rocketstore/client/_records.pyx":88
  *         if magic != MAGIC_V1 and magic != MAGIC_V2:
  *             raise corrupt(f"record at {pos}: MAGICCODE is {magic:#010x}")
  *         if total < MIN_RECORD or total > left:             # <<<<<<<<<<<<<<
@@ -19076,20 +19089,20 @@ static PyObject *__pyx_pf_11rocketstore_6client_8_records_decode_messages(CYTHON
     if (unlikely(__pyx_t_1)) {
 
 
-      /* "rocketstore/client/_records.pyx":88
+      /* "rocketstore/client/_records.pyx":89
  *             raise corrupt(f"record at {pos}: MAGICCODE is {magic:#010x}")
  *         if total < MIN_RECORD or total > left:
  *             raise corrupt(f"record at {pos}: TOTALSIZE {total} is outside [{MIN_RECORD}, {left}]")             # <<<<<<<<<<<<<<
  *         rec_end = pos + total
  *         sys_flag = i32(base + pos + 36)
 */
-      __pyx_t_4 = __Pyx_PyUnicode_From_Py_ssize_t(__pyx_v_pos, 0, ' ', 'd'); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 88, __pyx_L1_error)
+      __pyx_t_4 = __Pyx_PyUnicode_From_Py_ssize_t(__pyx_v_pos, 0, ' ', 'd'); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 89, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_4);
-      __pyx_t_5 = __Pyx_PyUnicode_From_Py_ssize_t(__pyx_v_total, 0, ' ', 'd'); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 88, __pyx_L1_error)
+      __pyx_t_5 = __Pyx_PyUnicode_From_Py_ssize_t(__pyx_v_total, 0, ' ', 'd'); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 89, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_5);
-      __pyx_t_6 = __Pyx_PyUnicode_From_int(__pyx_v_11rocketstore_6client_8_records_MIN_RECORD, 0, ' ', 'd'); if (unlikely(!__pyx_t_6)) __PYX_ERR(0, 88, __pyx_L1_error)
+      __pyx_t_6 = __Pyx_PyUnicode_From_int(__pyx_v_11rocketstore_6client_8_records_MIN_RECORD, 0, ' ', 'd'); if (unlikely(!__pyx_t_6)) __PYX_ERR(0, 89, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_6);
-      __pyx_t_13 = __Pyx_PyUnicode_From_Py_ssize_t(__pyx_v_left, 0, ' ', 'd'); if (unlikely(!__pyx_t_13)) __PYX_ERR(0, 88, __pyx_L1_error)
+      __pyx_t_13 = __Pyx_PyUnicode_From_Py_ssize_t(__pyx_v_left, 0, ' ', 'd'); if (unlikely(!__pyx_t_13)) __PYX_ERR(0, 89, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_13);
       __pyx_t_14[0] = __pyx_mstate_global->__pyx_kp_u_record_at;
       __pyx_t_14[1] = __pyx_t_4;
@@ -19109,20 +19122,20 @@ static PyObject *__pyx_pf_11rocketstore_6client_8_records_decode_messages(CYTHON
       #endif
       __pyx_t_11 = 0;
       __pyx_t_15 = __Pyx_PyUnicode_Join(__pyx_t_14, 9, __pyx_t_3, __pyx_t_11);
-      if (unlikely(!__pyx_t_15)) __PYX_ERR(0, 88, __pyx_L1_error)
+      if (unlikely(!__pyx_t_15)) __PYX_ERR(0, 89, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_15);
       __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
       __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
       __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
       __Pyx_DECREF(__pyx_t_13); __pyx_t_13 = 0;
-      __pyx_t_13 = __pyx_f_11rocketstore_6client_8_records_corrupt(((PyObject*)__pyx_t_15)); if (unlikely(!__pyx_t_13)) __PYX_ERR(0, 88, __pyx_L1_error)
+      __pyx_t_13 = __pyx_f_11rocketstore_6client_8_records_corrupt(((PyObject*)__pyx_t_15)); if (unlikely(!__pyx_t_13)) __PYX_ERR(0, 89, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_13);
       __Pyx_DECREF(__pyx_t_15); __pyx_t_15 = 0;
       __Pyx_Raise(__pyx_t_13, 0, 0, 0);
       __Pyx_DECREF(__pyx_t_13); __pyx_t_13 = 0;
-      __PYX_ERR(0, 88, __pyx_L1_error)
+      __PYX_ERR(0, 89, __pyx_L1_error)
 
-      /* "rocketstore/client/_records.pyx":87
+      /* "rocketstore/client/_records.pyx":88
  *         if magic != MAGIC_V1 and magic != MAGIC_V2:
  *             raise corrupt(f"record at {pos}: MAGICCODE is {magic:#010x}")
  *         if total < MIN_RECORD or total > left:             # <<<<<<<<<<<<<<
@@ -19131,7 +19144,7 @@ static PyObject *__pyx_pf_11rocketstore_6client_8_records_decode_messages(CYTHON
 */
     }
 
-    /* "rocketstore/client/_records.pyx":89
+    /* "rocketstore/client/_records.pyx":90
  *         if total < MIN_RECORD or total > left:
  *             raise corrupt(f"record at {pos}: TOTALSIZE {total} is outside [{MIN_RECORD}, {left}]")
  *         rec_end = pos + total             # <<<<<<<<<<<<<<
@@ -19140,7 +19153,7 @@ static PyObject *__pyx_pf_11rocketstore_6client_8_records_decode_messages(CYTHON
 */
     __pyx_v_rec_end = (__pyx_v_pos + __pyx_v_total);
 
-    /* "rocketstore/client/_records.pyx":90
+    /* "rocketstore/client/_records.pyx":91
  *             raise corrupt(f"record at {pos}: TOTALSIZE {total} is outside [{MIN_RECORD}, {left}]")
  *         rec_end = pos + total
  *         sys_flag = i32(base + pos + 36)             # <<<<<<<<<<<<<<
@@ -19149,7 +19162,7 @@ static PyObject *__pyx_pf_11rocketstore_6client_8_records_decode_messages(CYTHON
 */
     __pyx_v_sys_flag = __pyx_f_11rocketstore_6client_8_records_i32(((__pyx_v_base + __pyx_v_pos) + 36));
 
-    /* "rocketstore/client/_records.pyx":91
+    /* "rocketstore/client/_records.pyx":92
  *         rec_end = pos + total
  *         sys_flag = i32(base + pos + 36)
  *         born_size = 20 if sys_flag & BORN_V6 else 8             # <<<<<<<<<<<<<<
@@ -19168,7 +19181,7 @@ static PyObject *__pyx_pf_11rocketstore_6client_8_records_decode_messages(CYTHON
 
     __pyx_v_born_size = __pyx_t_11;
 
-    /* "rocketstore/client/_records.pyx":92
+    /* "rocketstore/client/_records.pyx":93
  *         sys_flag = i32(base + pos + 36)
  *         born_size = 20 if sys_flag & BORN_V6 else 8
  *         store_size = 20 if sys_flag & STORE_V6 else 8             # <<<<<<<<<<<<<<
@@ -19187,7 +19200,7 @@ static PyObject *__pyx_pf_11rocketstore_6client_8_records_decode_messages(CYTHON
 
     __pyx_v_store_size = __pyx_t_11;
 
-    /* "rocketstore/client/_records.pyx":93
+    /* "rocketstore/client/_records.pyx":94
  *         born_size = 20 if sys_flag & BORN_V6 else 8
  *         store_size = 20 if sys_flag & STORE_V6 else 8
  *         fixed = MIN_RECORD + born_size - 8 + store_size - 8             # <<<<<<<<<<<<<<
@@ -19196,7 +19209,7 @@ static PyObject *__pyx_pf_11rocketstore_6client_8_records_decode_messages(CYTHON
 */
     __pyx_v_fixed = ((((__pyx_v_11rocketstore_6client_8_records_MIN_RECORD + __pyx_v_born_size) - 8) + __pyx_v_store_size) - 8);
 
-    /* "rocketstore/client/_records.pyx":94
+    /* "rocketstore/client/_records.pyx":95
  *         store_size = 20 if sys_flag & STORE_V6 else 8
  *         fixed = MIN_RECORD + born_size - 8 + store_size - 8
  *         if total < fixed:             # <<<<<<<<<<<<<<
@@ -19208,18 +19221,18 @@ static PyObject *__pyx_pf_11rocketstore_6client_8_records_decode_messages(CYTHON
     if (unlikely(__pyx_t_1)) {
 
 
-      /* "rocketstore/client/_records.pyx":95
+      /* "rocketstore/client/_records.pyx":96
  *         fixed = MIN_RECORD + born_size - 8 + store_size - 8
  *         if total < fixed:
  *             raise corrupt(f"record at {pos}: TOTALSIZE {total} is below {fixed} for its hosts")             # <<<<<<<<<<<<<<
  *         p = pos + 48 + born_size + 8 + store_size + 12
  *         body_length = i32(base + p)
 */
-      __pyx_t_13 = __Pyx_PyUnicode_From_Py_ssize_t(__pyx_v_pos, 0, ' ', 'd'); if (unlikely(!__pyx_t_13)) __PYX_ERR(0, 95, __pyx_L1_error)
+      __pyx_t_13 = __Pyx_PyUnicode_From_Py_ssize_t(__pyx_v_pos, 0, ' ', 'd'); if (unlikely(!__pyx_t_13)) __PYX_ERR(0, 96, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_13);
-      __pyx_t_15 = __Pyx_PyUnicode_From_Py_ssize_t(__pyx_v_total, 0, ' ', 'd'); if (unlikely(!__pyx_t_15)) __PYX_ERR(0, 95, __pyx_L1_error)
+      __pyx_t_15 = __Pyx_PyUnicode_From_Py_ssize_t(__pyx_v_total, 0, ' ', 'd'); if (unlikely(!__pyx_t_15)) __PYX_ERR(0, 96, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_15);
-      __pyx_t_6 = __Pyx_PyUnicode_From_int(__pyx_v_fixed, 0, ' ', 'd'); if (unlikely(!__pyx_t_6)) __PYX_ERR(0, 95, __pyx_L1_error)
+      __pyx_t_6 = __Pyx_PyUnicode_From_int(__pyx_v_fixed, 0, ' ', 'd'); if (unlikely(!__pyx_t_6)) __PYX_ERR(0, 96, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_6);
       __pyx_t_16[0] = __pyx_mstate_global->__pyx_kp_u_record_at;
       __pyx_t_16[1] = __pyx_t_13;
@@ -19234,19 +19247,19 @@ static PyObject *__pyx_pf_11rocketstore_6client_8_records_decode_messages(CYTHON
       #endif
       __pyx_t_11 = 0;
       __pyx_t_5 = __Pyx_PyUnicode_Join(__pyx_t_16, 7, __pyx_t_3, __pyx_t_11);
-      if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 95, __pyx_L1_error)
+      if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 96, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_5);
       __Pyx_DECREF(__pyx_t_13); __pyx_t_13 = 0;
       __Pyx_DECREF(__pyx_t_15); __pyx_t_15 = 0;
       __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
-      __pyx_t_6 = __pyx_f_11rocketstore_6client_8_records_corrupt(((PyObject*)__pyx_t_5)); if (unlikely(!__pyx_t_6)) __PYX_ERR(0, 95, __pyx_L1_error)
+      __pyx_t_6 = __pyx_f_11rocketstore_6client_8_records_corrupt(((PyObject*)__pyx_t_5)); if (unlikely(!__pyx_t_6)) __PYX_ERR(0, 96, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_6);
       __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
       __Pyx_Raise(__pyx_t_6, 0, 0, 0);
       __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
-      __PYX_ERR(0, 95, __pyx_L1_error)
+      __PYX_ERR(0, 96, __pyx_L1_error)
 
-      /* "rocketstore/client/_records.pyx":94
+      /* "rocketstore/client/_records.pyx":95
  *         store_size = 20 if sys_flag & STORE_V6 else 8
  *         fixed = MIN_RECORD + born_size - 8 + store_size - 8
  *         if total < fixed:             # <<<<<<<<<<<<<<
@@ -19255,7 +19268,7 @@ static PyObject *__pyx_pf_11rocketstore_6client_8_records_decode_messages(CYTHON
 */
     }
 
-    /* "rocketstore/client/_records.pyx":96
+    /* "rocketstore/client/_records.pyx":97
  *         if total < fixed:
  *             raise corrupt(f"record at {pos}: TOTALSIZE {total} is below {fixed} for its hosts")
  *         p = pos + 48 + born_size + 8 + store_size + 12             # <<<<<<<<<<<<<<
@@ -19264,7 +19277,7 @@ static PyObject *__pyx_pf_11rocketstore_6client_8_records_decode_messages(CYTHON
 */
     __pyx_v_p = (((((__pyx_v_pos + 48) + __pyx_v_born_size) + 8) + __pyx_v_store_size) + 12);
 
-    /* "rocketstore/client/_records.pyx":97
+    /* "rocketstore/client/_records.pyx":98
  *             raise corrupt(f"record at {pos}: TOTALSIZE {total} is below {fixed} for its hosts")
  *         p = pos + 48 + born_size + 8 + store_size + 12
  *         body_length = i32(base + p)             # <<<<<<<<<<<<<<
@@ -19273,7 +19286,7 @@ static PyObject *__pyx_pf_11rocketstore_6client_8_records_decode_messages(CYTHON
 */
     __pyx_v_body_length = __pyx_f_11rocketstore_6client_8_records_i32((__pyx_v_base + __pyx_v_p));
 
-    /* "rocketstore/client/_records.pyx":98
+    /* "rocketstore/client/_records.pyx":99
  *         p = pos + 48 + born_size + 8 + store_size + 12
  *         body_length = i32(base + p)
  *         p += 4             # <<<<<<<<<<<<<<
@@ -19282,7 +19295,7 @@ static PyObject *__pyx_pf_11rocketstore_6client_8_records_decode_messages(CYTHON
 */
     __pyx_v_p = (__pyx_v_p + 4);
 
-    /* "rocketstore/client/_records.pyx":99
+    /* "rocketstore/client/_records.pyx":100
  *         body_length = i32(base + p)
  *         p += 4
  *         if body_length < 0 or p + body_length > rec_end - 3:             # <<<<<<<<<<<<<<
@@ -19308,16 +19321,16 @@ static PyObject *__pyx_pf_11rocketstore_6client_8_records_decode_messages(CYTHON
     if (unlikely(__pyx_t_1)) {
 
 
-      /* "rocketstore/client/_records.pyx":100
+      /* "rocketstore/client/_records.pyx":101
  *         p += 4
  *         if body_length < 0 or p + body_length > rec_end - 3:
  *             raise corrupt(f"record at {pos}: BODYLENGTH {body_length} runs past the record")             # <<<<<<<<<<<<<<
  *         msg_body = PyBytes_FromStringAndSize(<const char*>base + p, body_length)
  *         p += body_length
 */
-      __pyx_t_6 = __Pyx_PyUnicode_From_Py_ssize_t(__pyx_v_pos, 0, ' ', 'd'); if (unlikely(!__pyx_t_6)) __PYX_ERR(0, 100, __pyx_L1_error)
+      __pyx_t_6 = __Pyx_PyUnicode_From_Py_ssize_t(__pyx_v_pos, 0, ' ', 'd'); if (unlikely(!__pyx_t_6)) __PYX_ERR(0, 101, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_6);
-      __pyx_t_5 = __Pyx_PyUnicode_From_int32_t(__pyx_v_body_length, 0, ' ', 'd'); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 100, __pyx_L1_error)
+      __pyx_t_5 = __Pyx_PyUnicode_From_int32_t(__pyx_v_body_length, 0, ' ', 'd'); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 101, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_5);
       __pyx_t_10[0] = __pyx_mstate_global->__pyx_kp_u_record_at;
       __pyx_t_10[1] = __pyx_t_6;
@@ -19330,18 +19343,18 @@ static PyObject *__pyx_pf_11rocketstore_6client_8_records_decode_messages(CYTHON
       #endif
       __pyx_t_11 = 0;
       __pyx_t_15 = __Pyx_PyUnicode_Join(__pyx_t_10, 5, __pyx_t_3, __pyx_t_11);
-      if (unlikely(!__pyx_t_15)) __PYX_ERR(0, 100, __pyx_L1_error)
+      if (unlikely(!__pyx_t_15)) __PYX_ERR(0, 101, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_15);
       __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
       __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
-      __pyx_t_5 = __pyx_f_11rocketstore_6client_8_records_corrupt(((PyObject*)__pyx_t_15)); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 100, __pyx_L1_error)
+      __pyx_t_5 = __pyx_f_11rocketstore_6client_8_records_corrupt(((PyObject*)__pyx_t_15)); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 101, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_5);
       __Pyx_DECREF(__pyx_t_15); __pyx_t_15 = 0;
       __Pyx_Raise(__pyx_t_5, 0, 0, 0);
       __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
-      __PYX_ERR(0, 100, __pyx_L1_error)
+      __PYX_ERR(0, 101, __pyx_L1_error)
 
-      /* "rocketstore/client/_records.pyx":99
+      /* "rocketstore/client/_records.pyx":100
  *         body_length = i32(base + p)
  *         p += 4
  *         if body_length < 0 or p + body_length > rec_end - 3:             # <<<<<<<<<<<<<<
@@ -19350,19 +19363,19 @@ static PyObject *__pyx_pf_11rocketstore_6client_8_records_decode_messages(CYTHON
 */
     }
 
-    /* "rocketstore/client/_records.pyx":101
+    /* "rocketstore/client/_records.pyx":102
  *         if body_length < 0 or p + body_length > rec_end - 3:
  *             raise corrupt(f"record at {pos}: BODYLENGTH {body_length} runs past the record")
  *         msg_body = PyBytes_FromStringAndSize(<const char*>base + p, body_length)             # <<<<<<<<<<<<<<
  *         p += body_length
  *         if magic == MAGIC_V1:
 */
-    __pyx_t_5 = PyBytes_FromStringAndSize((((char const *)__pyx_v_base) + __pyx_v_p), __pyx_v_body_length); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 101, __pyx_L1_error)
+    __pyx_t_5 = PyBytes_FromStringAndSize((((char const *)__pyx_v_base) + __pyx_v_p), __pyx_v_body_length); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 102, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_5);
     __Pyx_XDECREF_SET(__pyx_v_msg_body, __pyx_t_5);
     __pyx_t_5 = 0;
 
-    /* "rocketstore/client/_records.pyx":102
+    /* "rocketstore/client/_records.pyx":103
  *             raise corrupt(f"record at {pos}: BODYLENGTH {body_length} runs past the record")
  *         msg_body = PyBytes_FromStringAndSize(<const char*>base + p, body_length)
  *         p += body_length             # <<<<<<<<<<<<<<
@@ -19371,7 +19384,7 @@ static PyObject *__pyx_pf_11rocketstore_6client_8_records_decode_messages(CYTHON
 */
     __pyx_v_p = (__pyx_v_p + __pyx_v_body_length);
 
-    /* "rocketstore/client/_records.pyx":103
+    /* "rocketstore/client/_records.pyx":104
  *         msg_body = PyBytes_FromStringAndSize(<const char*>base + p, body_length)
  *         p += body_length
  *         if magic == MAGIC_V1:             # <<<<<<<<<<<<<<
@@ -19383,7 +19396,7 @@ static PyObject *__pyx_pf_11rocketstore_6client_8_records_decode_messages(CYTHON
     if (__pyx_t_1) {
 
 
-      /* "rocketstore/client/_records.pyx":104
+      /* "rocketstore/client/_records.pyx":105
  *         p += body_length
  *         if magic == MAGIC_V1:
  *             topic_length = base[p]             # <<<<<<<<<<<<<<
@@ -19392,7 +19405,7 @@ static PyObject *__pyx_pf_11rocketstore_6client_8_records_decode_messages(CYTHON
 */
       __pyx_v_topic_length = (__pyx_v_base[__pyx_v_p]);
 
-      /* "rocketstore/client/_records.pyx":105
+      /* "rocketstore/client/_records.pyx":106
  *         if magic == MAGIC_V1:
  *             topic_length = base[p]
  *             p += 1             # <<<<<<<<<<<<<<
@@ -19401,7 +19414,7 @@ static PyObject *__pyx_pf_11rocketstore_6client_8_records_decode_messages(CYTHON
 */
       __pyx_v_p = (__pyx_v_p + 1);
 
-      /* "rocketstore/client/_records.pyx":103
+      /* "rocketstore/client/_records.pyx":104
  *         msg_body = PyBytes_FromStringAndSize(<const char*>base + p, body_length)
  *         p += body_length
  *         if magic == MAGIC_V1:             # <<<<<<<<<<<<<<
@@ -19411,7 +19424,7 @@ static PyObject *__pyx_pf_11rocketstore_6client_8_records_decode_messages(CYTHON
       goto __pyx_L19;
     }
 
-    /* "rocketstore/client/_records.pyx":107
+    /* "rocketstore/client/_records.pyx":108
  *             p += 1
  *         else:
  *             topic_length = i16(base + p)             # <<<<<<<<<<<<<<
@@ -19421,7 +19434,7 @@ static PyObject *__pyx_pf_11rocketstore_6client_8_records_decode_messages(CYTHON
     /*else*/ {
       __pyx_v_topic_length = __pyx_f_11rocketstore_6client_8_records_i16((__pyx_v_base + __pyx_v_p));
 
-      /* "rocketstore/client/_records.pyx":108
+      /* "rocketstore/client/_records.pyx":109
  *         else:
  *             topic_length = i16(base + p)
  *             p += 2             # <<<<<<<<<<<<<<
@@ -19432,7 +19445,7 @@ static PyObject *__pyx_pf_11rocketstore_6client_8_records_decode_messages(CYTHON
     }
     __pyx_L19:;
 
-    /* "rocketstore/client/_records.pyx":109
+    /* "rocketstore/client/_records.pyx":110
  *             topic_length = i16(base + p)
  *             p += 2
  *         if topic_length <= 0 or p + topic_length > rec_end - 2:             # <<<<<<<<<<<<<<
@@ -19458,16 +19471,16 @@ static PyObject *__pyx_pf_11rocketstore_6client_8_records_decode_messages(CYTHON
     if (unlikely(__pyx_t_1)) {
 
 
-      /* "rocketstore/client/_records.pyx":110
+      /* "rocketstore/client/_records.pyx":111
  *             p += 2
  *         if topic_length <= 0 or p + topic_length > rec_end - 2:
  *             raise corrupt(f"record at {pos}: TOPICLENGTH {topic_length} runs past the record")             # <<<<<<<<<<<<<<
  *         try:
  *             topic = PyUnicode_DecodeUTF8(<const char*>base + p, topic_length, NULL)
 */
-      __pyx_t_5 = __Pyx_PyUnicode_From_Py_ssize_t(__pyx_v_pos, 0, ' ', 'd'); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 110, __pyx_L1_error)
+      __pyx_t_5 = __Pyx_PyUnicode_From_Py_ssize_t(__pyx_v_pos, 0, ' ', 'd'); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 111, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_5);
-      __pyx_t_15 = __Pyx_PyUnicode_From_int32_t(__pyx_v_topic_length, 0, ' ', 'd'); if (unlikely(!__pyx_t_15)) __PYX_ERR(0, 110, __pyx_L1_error)
+      __pyx_t_15 = __Pyx_PyUnicode_From_int32_t(__pyx_v_topic_length, 0, ' ', 'd'); if (unlikely(!__pyx_t_15)) __PYX_ERR(0, 111, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_15);
       __pyx_t_10[0] = __pyx_mstate_global->__pyx_kp_u_record_at;
       __pyx_t_10[1] = __pyx_t_5;
@@ -19480,18 +19493,18 @@ static PyObject *__pyx_pf_11rocketstore_6client_8_records_decode_messages(CYTHON
       #endif
       __pyx_t_11 = 0;
       __pyx_t_6 = __Pyx_PyUnicode_Join(__pyx_t_10, 5, __pyx_t_3, __pyx_t_11);
-      if (unlikely(!__pyx_t_6)) __PYX_ERR(0, 110, __pyx_L1_error)
+      if (unlikely(!__pyx_t_6)) __PYX_ERR(0, 111, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_6);
       __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
       __Pyx_DECREF(__pyx_t_15); __pyx_t_15 = 0;
-      __pyx_t_15 = __pyx_f_11rocketstore_6client_8_records_corrupt(((PyObject*)__pyx_t_6)); if (unlikely(!__pyx_t_15)) __PYX_ERR(0, 110, __pyx_L1_error)
+      __pyx_t_15 = __pyx_f_11rocketstore_6client_8_records_corrupt(((PyObject*)__pyx_t_6)); if (unlikely(!__pyx_t_15)) __PYX_ERR(0, 111, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_15);
       __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
       __Pyx_Raise(__pyx_t_15, 0, 0, 0);
       __Pyx_DECREF(__pyx_t_15); __pyx_t_15 = 0;
-      __PYX_ERR(0, 110, __pyx_L1_error)
+      __PYX_ERR(0, 111, __pyx_L1_error)
 
-      /* "rocketstore/client/_records.pyx":109
+      /* "rocketstore/client/_records.pyx":110
  *             topic_length = i16(base + p)
  *             p += 2
  *         if topic_length <= 0 or p + topic_length > rec_end - 2:             # <<<<<<<<<<<<<<
@@ -19500,7 +19513,7 @@ static PyObject *__pyx_pf_11rocketstore_6client_8_records_decode_messages(CYTHON
 */
     }
 
-    /* "rocketstore/client/_records.pyx":111
+    /* "rocketstore/client/_records.pyx":112
  *         if topic_length <= 0 or p + topic_length > rec_end - 2:
  *             raise corrupt(f"record at {pos}: TOPICLENGTH {topic_length} runs past the record")
  *         try:             # <<<<<<<<<<<<<<
@@ -19516,19 +19529,19 @@ static PyObject *__pyx_pf_11rocketstore_6client_8_records_decode_messages(CYTHON
       __Pyx_XGOTREF(__pyx_t_19);
       /*try:*/ {
 
-        /* "rocketstore/client/_records.pyx":112
+        /* "rocketstore/client/_records.pyx":113
  *             raise corrupt(f"record at {pos}: TOPICLENGTH {topic_length} runs past the record")
  *         try:
  *             topic = PyUnicode_DecodeUTF8(<const char*>base + p, topic_length, NULL)             # <<<<<<<<<<<<<<
  *         except UnicodeDecodeError:
  *             raise corrupt(f"record at {pos}: TOPIC is not UTF-8") from None
 */
-        __pyx_t_15 = PyUnicode_DecodeUTF8((((char const *)__pyx_v_base) + __pyx_v_p), __pyx_v_topic_length, NULL); if (unlikely(!__pyx_t_15)) __PYX_ERR(0, 112, __pyx_L23_error)
+        __pyx_t_15 = PyUnicode_DecodeUTF8((((char const *)__pyx_v_base) + __pyx_v_p), __pyx_v_topic_length, NULL); if (unlikely(!__pyx_t_15)) __PYX_ERR(0, 113, __pyx_L23_error)
         __Pyx_GOTREF(__pyx_t_15);
         __Pyx_XDECREF_SET(__pyx_v_topic, __pyx_t_15);
         __pyx_t_15 = 0;
 
-        /* "rocketstore/client/_records.pyx":111
+        /* "rocketstore/client/_records.pyx":112
  *         if topic_length <= 0 or p + topic_length > rec_end - 2:
  *             raise corrupt(f"record at {pos}: TOPICLENGTH {topic_length} runs past the record")
  *         try:             # <<<<<<<<<<<<<<
@@ -19548,7 +19561,7 @@ static PyObject *__pyx_pf_11rocketstore_6client_8_records_decode_messages(CYTHON
       __Pyx_XDECREF(__pyx_t_6); __pyx_t_6 = 0;
       __PYX_XCLEAR_MEMVIEW(&__pyx_t_8, 1);; __pyx_t_8.memview = NULL; __pyx_t_8.data = NULL;
 
-      /* "rocketstore/client/_records.pyx":113
+      /* "rocketstore/client/_records.pyx":114
  *         try:
  *             topic = PyUnicode_DecodeUTF8(<const char*>base + p, topic_length, NULL)
  *         except UnicodeDecodeError:             # <<<<<<<<<<<<<<
@@ -19558,19 +19571,19 @@ static PyObject *__pyx_pf_11rocketstore_6client_8_records_decode_messages(CYTHON
       __pyx_t_11 = __Pyx_PyErr_ExceptionMatches(((PyObject *)(((PyTypeObject*)PyExc_UnicodeDecodeError))));
       if (__pyx_t_11) {
         __Pyx_AddTraceback("rocketstore.client._records.decode_messages", __pyx_clineno, __pyx_lineno, __pyx_filename);
-        if (__Pyx_GetException(&__pyx_t_15, &__pyx_t_6, &__pyx_t_5) < 0) __PYX_ERR(0, 113, __pyx_L25_except_error)
+        if (__Pyx_GetException(&__pyx_t_15, &__pyx_t_6, &__pyx_t_5) < 0) __PYX_ERR(0, 114, __pyx_L25_except_error)
         __Pyx_XGOTREF(__pyx_t_15);
         __Pyx_XGOTREF(__pyx_t_6);
         __Pyx_XGOTREF(__pyx_t_5);
 
-        /* "rocketstore/client/_records.pyx":114
+        /* "rocketstore/client/_records.pyx":115
  *             topic = PyUnicode_DecodeUTF8(<const char*>base + p, topic_length, NULL)
  *         except UnicodeDecodeError:
  *             raise corrupt(f"record at {pos}: TOPIC is not UTF-8") from None             # <<<<<<<<<<<<<<
  *         p += topic_length
  *         properties_length = i16(base + p)
 */
-        __pyx_t_13 = __Pyx_PyUnicode_From_Py_ssize_t(__pyx_v_pos, 0, ' ', 'd'); if (unlikely(!__pyx_t_13)) __PYX_ERR(0, 114, __pyx_L25_except_error)
+        __pyx_t_13 = __Pyx_PyUnicode_From_Py_ssize_t(__pyx_v_pos, 0, ' ', 'd'); if (unlikely(!__pyx_t_13)) __PYX_ERR(0, 115, __pyx_L25_except_error)
         __Pyx_GOTREF(__pyx_t_13);
         __pyx_t_20[0] = __pyx_mstate_global->__pyx_kp_u_record_at;
         __pyx_t_20[1] = __pyx_t_13;
@@ -19581,19 +19594,19 @@ static PyObject *__pyx_pf_11rocketstore_6client_8_records_decode_messages(CYTHON
         #endif
         __pyx_t_11 = 0;
         __pyx_t_4 = __Pyx_PyUnicode_Join(__pyx_t_20, 3, __pyx_t_3, __pyx_t_11);
-        if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 114, __pyx_L25_except_error)
+        if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 115, __pyx_L25_except_error)
         __Pyx_GOTREF(__pyx_t_4);
         __Pyx_DECREF(__pyx_t_13); __pyx_t_13 = 0;
-        __pyx_t_13 = __pyx_f_11rocketstore_6client_8_records_corrupt(((PyObject*)__pyx_t_4)); if (unlikely(!__pyx_t_13)) __PYX_ERR(0, 114, __pyx_L25_except_error)
+        __pyx_t_13 = __pyx_f_11rocketstore_6client_8_records_corrupt(((PyObject*)__pyx_t_4)); if (unlikely(!__pyx_t_13)) __PYX_ERR(0, 115, __pyx_L25_except_error)
         __Pyx_GOTREF(__pyx_t_13);
         __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
         __Pyx_Raise(__pyx_t_13, 0, 0, Py_None);
         __Pyx_DECREF(__pyx_t_13); __pyx_t_13 = 0;
-        __PYX_ERR(0, 114, __pyx_L25_except_error)
+        __PYX_ERR(0, 115, __pyx_L25_except_error)
       }
       goto __pyx_L25_except_error;
 
-      /* "rocketstore/client/_records.pyx":111
+      /* "rocketstore/client/_records.pyx":112
  *         if topic_length <= 0 or p + topic_length > rec_end - 2:
  *             raise corrupt(f"record at {pos}: TOPICLENGTH {topic_length} runs past the record")
  *         try:             # <<<<<<<<<<<<<<
@@ -19609,7 +19622,7 @@ static PyObject *__pyx_pf_11rocketstore_6client_8_records_decode_messages(CYTHON
       __pyx_L30_try_end:;
     }
 
-    /* "rocketstore/client/_records.pyx":115
+    /* "rocketstore/client/_records.pyx":116
  *         except UnicodeDecodeError:
  *             raise corrupt(f"record at {pos}: TOPIC is not UTF-8") from None
  *         p += topic_length             # <<<<<<<<<<<<<<
@@ -19618,7 +19631,7 @@ static PyObject *__pyx_pf_11rocketstore_6client_8_records_decode_messages(CYTHON
 */
     __pyx_v_p = (__pyx_v_p + __pyx_v_topic_length);
 
-    /* "rocketstore/client/_records.pyx":116
+    /* "rocketstore/client/_records.pyx":117
  *             raise corrupt(f"record at {pos}: TOPIC is not UTF-8") from None
  *         p += topic_length
  *         properties_length = i16(base + p)             # <<<<<<<<<<<<<<
@@ -19627,7 +19640,7 @@ static PyObject *__pyx_pf_11rocketstore_6client_8_records_decode_messages(CYTHON
 */
     __pyx_v_properties_length = __pyx_f_11rocketstore_6client_8_records_i16((__pyx_v_base + __pyx_v_p));
 
-    /* "rocketstore/client/_records.pyx":117
+    /* "rocketstore/client/_records.pyx":118
  *         p += topic_length
  *         properties_length = i16(base + p)
  *         p += 2             # <<<<<<<<<<<<<<
@@ -19636,7 +19649,7 @@ static PyObject *__pyx_pf_11rocketstore_6client_8_records_decode_messages(CYTHON
 */
     __pyx_v_p = (__pyx_v_p + 2);
 
-    /* "rocketstore/client/_records.pyx":118
+    /* "rocketstore/client/_records.pyx":119
  *         properties_length = i16(base + p)
  *         p += 2
  *         if properties_length < 0 or p + properties_length != rec_end:             # <<<<<<<<<<<<<<
@@ -19662,16 +19675,16 @@ static PyObject *__pyx_pf_11rocketstore_6client_8_records_decode_messages(CYTHON
     if (unlikely(__pyx_t_1)) {
 
 
-      /* "rocketstore/client/_records.pyx":119
+      /* "rocketstore/client/_records.pyx":120
  *         p += 2
  *         if properties_length < 0 or p + properties_length != rec_end:
  *             raise corrupt(f"record at {pos}: PROPERTIESLENGTH {properties_length} does not end the record")             # <<<<<<<<<<<<<<
  *         try:
  *             properties = decode_properties(base + p, properties_length)
 */
-      __pyx_t_5 = __Pyx_PyUnicode_From_Py_ssize_t(__pyx_v_pos, 0, ' ', 'd'); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 119, __pyx_L1_error)
+      __pyx_t_5 = __Pyx_PyUnicode_From_Py_ssize_t(__pyx_v_pos, 0, ' ', 'd'); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 120, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_5);
-      __pyx_t_6 = __Pyx_PyUnicode_From_int32_t(__pyx_v_properties_length, 0, ' ', 'd'); if (unlikely(!__pyx_t_6)) __PYX_ERR(0, 119, __pyx_L1_error)
+      __pyx_t_6 = __Pyx_PyUnicode_From_int32_t(__pyx_v_properties_length, 0, ' ', 'd'); if (unlikely(!__pyx_t_6)) __PYX_ERR(0, 120, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_6);
       __pyx_t_10[0] = __pyx_mstate_global->__pyx_kp_u_record_at;
       __pyx_t_10[1] = __pyx_t_5;
@@ -19684,18 +19697,18 @@ static PyObject *__pyx_pf_11rocketstore_6client_8_records_decode_messages(CYTHON
       #endif
       __pyx_t_11 = 0;
       __pyx_t_15 = __Pyx_PyUnicode_Join(__pyx_t_10, 5, __pyx_t_3, __pyx_t_11);
-      if (unlikely(!__pyx_t_15)) __PYX_ERR(0, 119, __pyx_L1_error)
+      if (unlikely(!__pyx_t_15)) __PYX_ERR(0, 120, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_15);
       __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
       __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
-      __pyx_t_6 = __pyx_f_11rocketstore_6client_8_records_corrupt(((PyObject*)__pyx_t_15)); if (unlikely(!__pyx_t_6)) __PYX_ERR(0, 119, __pyx_L1_error)
+      __pyx_t_6 = __pyx_f_11rocketstore_6client_8_records_corrupt(((PyObject*)__pyx_t_15)); if (unlikely(!__pyx_t_6)) __PYX_ERR(0, 120, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_6);
       __Pyx_DECREF(__pyx_t_15); __pyx_t_15 = 0;
       __Pyx_Raise(__pyx_t_6, 0, 0, 0);
       __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
-      __PYX_ERR(0, 119, __pyx_L1_error)
+      __PYX_ERR(0, 120, __pyx_L1_error)
 
-      /* "rocketstore/client/_records.pyx":118
+      /* "rocketstore/client/_records.pyx":119
  *         properties_length = i16(base + p)
  *         p += 2
  *         if properties_length < 0 or p + properties_length != rec_end:             # <<<<<<<<<<<<<<
@@ -19704,7 +19717,7 @@ static PyObject *__pyx_pf_11rocketstore_6client_8_records_decode_messages(CYTHON
 */
     }
 
-    /* "rocketstore/client/_records.pyx":120
+    /* "rocketstore/client/_records.pyx":121
  *         if properties_length < 0 or p + properties_length != rec_end:
  *             raise corrupt(f"record at {pos}: PROPERTIESLENGTH {properties_length} does not end the record")
  *         try:             # <<<<<<<<<<<<<<
@@ -19720,19 +19733,19 @@ static PyObject *__pyx_pf_11rocketstore_6client_8_records_decode_messages(CYTHON
       __Pyx_XGOTREF(__pyx_t_17);
       /*try:*/ {
 
-        /* "rocketstore/client/_records.pyx":121
+        /* "rocketstore/client/_records.pyx":122
  *             raise corrupt(f"record at {pos}: PROPERTIESLENGTH {properties_length} does not end the record")
  *         try:
  *             properties = decode_properties(base + p, properties_length)             # <<<<<<<<<<<<<<
  *         except UnicodeDecodeError:
  *             raise corrupt(f"record at {pos}: PROPERTIES are not UTF-8") from None
 */
-        __pyx_t_6 = __pyx_f_11rocketstore_6client_8_records_decode_properties((__pyx_v_base + __pyx_v_p), __pyx_v_properties_length); if (unlikely(!__pyx_t_6)) __PYX_ERR(0, 121, __pyx_L36_error)
+        __pyx_t_6 = __pyx_f_11rocketstore_6client_8_records_decode_properties((__pyx_v_base + __pyx_v_p), __pyx_v_properties_length); if (unlikely(!__pyx_t_6)) __PYX_ERR(0, 122, __pyx_L36_error)
         __Pyx_GOTREF(__pyx_t_6);
         __Pyx_XDECREF_SET(__pyx_v_properties, __pyx_t_6);
         __pyx_t_6 = 0;
 
-        /* "rocketstore/client/_records.pyx":120
+        /* "rocketstore/client/_records.pyx":121
  *         if properties_length < 0 or p + properties_length != rec_end:
  *             raise corrupt(f"record at {pos}: PROPERTIESLENGTH {properties_length} does not end the record")
  *         try:             # <<<<<<<<<<<<<<
@@ -19752,7 +19765,7 @@ static PyObject *__pyx_pf_11rocketstore_6client_8_records_decode_messages(CYTHON
       __Pyx_XDECREF(__pyx_t_6); __pyx_t_6 = 0;
       __PYX_XCLEAR_MEMVIEW(&__pyx_t_8, 1);; __pyx_t_8.memview = NULL; __pyx_t_8.data = NULL;
 
-      /* "rocketstore/client/_records.pyx":122
+      /* "rocketstore/client/_records.pyx":123
  *         try:
  *             properties = decode_properties(base + p, properties_length)
  *         except UnicodeDecodeError:             # <<<<<<<<<<<<<<
@@ -19762,19 +19775,19 @@ static PyObject *__pyx_pf_11rocketstore_6client_8_records_decode_messages(CYTHON
       __pyx_t_11 = __Pyx_PyErr_ExceptionMatches(((PyObject *)(((PyTypeObject*)PyExc_UnicodeDecodeError))));
       if (__pyx_t_11) {
         __Pyx_AddTraceback("rocketstore.client._records.decode_messages", __pyx_clineno, __pyx_lineno, __pyx_filename);
-        if (__Pyx_GetException(&__pyx_t_6, &__pyx_t_15, &__pyx_t_5) < 0) __PYX_ERR(0, 122, __pyx_L38_except_error)
+        if (__Pyx_GetException(&__pyx_t_6, &__pyx_t_15, &__pyx_t_5) < 0) __PYX_ERR(0, 123, __pyx_L38_except_error)
         __Pyx_XGOTREF(__pyx_t_6);
         __Pyx_XGOTREF(__pyx_t_15);
         __Pyx_XGOTREF(__pyx_t_5);
 
-        /* "rocketstore/client/_records.pyx":123
+        /* "rocketstore/client/_records.pyx":124
  *             properties = decode_properties(base + p, properties_length)
  *         except UnicodeDecodeError:
  *             raise corrupt(f"record at {pos}: PROPERTIES are not UTF-8") from None             # <<<<<<<<<<<<<<
  *         if decompress and sys_flag & COMPRESSED and body_length:
  *             try:
 */
-        __pyx_t_13 = __Pyx_PyUnicode_From_Py_ssize_t(__pyx_v_pos, 0, ' ', 'd'); if (unlikely(!__pyx_t_13)) __PYX_ERR(0, 123, __pyx_L38_except_error)
+        __pyx_t_13 = __Pyx_PyUnicode_From_Py_ssize_t(__pyx_v_pos, 0, ' ', 'd'); if (unlikely(!__pyx_t_13)) __PYX_ERR(0, 124, __pyx_L38_except_error)
         __Pyx_GOTREF(__pyx_t_13);
         __pyx_t_20[0] = __pyx_mstate_global->__pyx_kp_u_record_at;
         __pyx_t_20[1] = __pyx_t_13;
@@ -19785,19 +19798,19 @@ static PyObject *__pyx_pf_11rocketstore_6client_8_records_decode_messages(CYTHON
         #endif
         __pyx_t_11 = 0;
         __pyx_t_4 = __Pyx_PyUnicode_Join(__pyx_t_20, 3, __pyx_t_3, __pyx_t_11);
-        if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 123, __pyx_L38_except_error)
+        if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 124, __pyx_L38_except_error)
         __Pyx_GOTREF(__pyx_t_4);
         __Pyx_DECREF(__pyx_t_13); __pyx_t_13 = 0;
-        __pyx_t_13 = __pyx_f_11rocketstore_6client_8_records_corrupt(((PyObject*)__pyx_t_4)); if (unlikely(!__pyx_t_13)) __PYX_ERR(0, 123, __pyx_L38_except_error)
+        __pyx_t_13 = __pyx_f_11rocketstore_6client_8_records_corrupt(((PyObject*)__pyx_t_4)); if (unlikely(!__pyx_t_13)) __PYX_ERR(0, 124, __pyx_L38_except_error)
         __Pyx_GOTREF(__pyx_t_13);
         __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
         __Pyx_Raise(__pyx_t_13, 0, 0, Py_None);
         __Pyx_DECREF(__pyx_t_13); __pyx_t_13 = 0;
-        __PYX_ERR(0, 123, __pyx_L38_except_error)
+        __PYX_ERR(0, 124, __pyx_L38_except_error)
       }
       goto __pyx_L38_except_error;
 
-      /* "rocketstore/client/_records.pyx":120
+      /* "rocketstore/client/_records.pyx":121
  *         if properties_length < 0 or p + properties_length != rec_end:
  *             raise corrupt(f"record at {pos}: PROPERTIESLENGTH {properties_length} does not end the record")
  *         try:             # <<<<<<<<<<<<<<
@@ -19813,7 +19826,7 @@ static PyObject *__pyx_pf_11rocketstore_6client_8_records_decode_messages(CYTHON
       __pyx_L43_try_end:;
     }
 
-    /* "rocketstore/client/_records.pyx":124
+    /* "rocketstore/client/_records.pyx":125
  *         except UnicodeDecodeError:
  *             raise corrupt(f"record at {pos}: PROPERTIES are not UTF-8") from None
  *         if decompress and sys_flag & COMPRESSED and body_length:             # <<<<<<<<<<<<<<
@@ -19845,7 +19858,7 @@ static PyObject *__pyx_pf_11rocketstore_6client_8_records_decode_messages(CYTHON
     if (__pyx_t_1) {
 
 
-      /* "rocketstore/client/_records.pyx":125
+      /* "rocketstore/client/_records.pyx":126
  *             raise corrupt(f"record at {pos}: PROPERTIES are not UTF-8") from None
  *         if decompress and sys_flag & COMPRESSED and body_length:
  *             try:             # <<<<<<<<<<<<<<
@@ -19861,7 +19874,7 @@ static PyObject *__pyx_pf_11rocketstore_6client_8_records_decode_messages(CYTHON
         __Pyx_XGOTREF(__pyx_t_19);
         /*try:*/ {
 
-          /* "rocketstore/client/_records.pyx":126
+          /* "rocketstore/client/_records.pyx":127
  *         if decompress and sys_flag & COMPRESSED and body_length:
  *             try:
  *                 msg_body = zlib.decompress(msg_body)             # <<<<<<<<<<<<<<
@@ -19869,9 +19882,9 @@ static PyObject *__pyx_pf_11rocketstore_6client_8_records_decode_messages(CYTHON
  *                 raise corrupt(f"record at {pos}: compressed BODY does not inflate: {exc}") from None
 */
           __pyx_t_15 = NULL;
-          __Pyx_GetModuleGlobalName(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_zlib); if (unlikely(!__pyx_t_6)) __PYX_ERR(0, 126, __pyx_L50_error)
+          __Pyx_GetModuleGlobalName(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_zlib); if (unlikely(!__pyx_t_6)) __PYX_ERR(0, 127, __pyx_L50_error)
           __Pyx_GOTREF(__pyx_t_6);
-          __pyx_t_13 = __Pyx_PyObject_GetAttrStr(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_decompress); if (unlikely(!__pyx_t_13)) __PYX_ERR(0, 126, __pyx_L50_error)
+          __pyx_t_13 = __Pyx_PyObject_GetAttrStr(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_decompress); if (unlikely(!__pyx_t_13)) __PYX_ERR(0, 127, __pyx_L50_error)
           __Pyx_GOTREF(__pyx_t_13);
           __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
           __pyx_t_7 = 1;
@@ -19891,13 +19904,13 @@ static PyObject *__pyx_pf_11rocketstore_6client_8_records_decode_messages(CYTHON
             __pyx_t_5 = __Pyx_PyObject_FastCall((PyObject*)__pyx_t_13, __pyx_callargs+__pyx_t_7, (2-__pyx_t_7) | (__pyx_t_7*__Pyx_PY_VECTORCALL_ARGUMENTS_OFFSET));
             __Pyx_XDECREF(__pyx_t_15); __pyx_t_15 = 0;
             __Pyx_DECREF(__pyx_t_13); __pyx_t_13 = 0;
-            if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 126, __pyx_L50_error)
+            if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 127, __pyx_L50_error)
             __Pyx_GOTREF(__pyx_t_5);
           }
           __Pyx_DECREF_SET(__pyx_v_msg_body, __pyx_t_5);
           __pyx_t_5 = 0;
 
-          /* "rocketstore/client/_records.pyx":125
+          /* "rocketstore/client/_records.pyx":126
  *             raise corrupt(f"record at {pos}: PROPERTIES are not UTF-8") from None
  *         if decompress and sys_flag & COMPRESSED and body_length:
  *             try:             # <<<<<<<<<<<<<<
@@ -19917,7 +19930,7 @@ static PyObject *__pyx_pf_11rocketstore_6client_8_records_decode_messages(CYTHON
         __Pyx_XDECREF(__pyx_t_6); __pyx_t_6 = 0;
         __PYX_XCLEAR_MEMVIEW(&__pyx_t_8, 1);; __pyx_t_8.memview = NULL; __pyx_t_8.data = NULL;
 
-        /* "rocketstore/client/_records.pyx":127
+        /* "rocketstore/client/_records.pyx":128
  *             try:
  *                 msg_body = zlib.decompress(msg_body)
  *             except zlib.error as exc:             # <<<<<<<<<<<<<<
@@ -19925,9 +19938,9 @@ static PyObject *__pyx_pf_11rocketstore_6client_8_records_decode_messages(CYTHON
  *         msg = _new_ext(MessageExt)
 */
         __Pyx_ErrFetch(&__pyx_t_5, &__pyx_t_13, &__pyx_t_15);
-        __Pyx_GetModuleGlobalName(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_zlib); if (unlikely(!__pyx_t_6)) __PYX_ERR(0, 127, __pyx_L52_except_error)
+        __Pyx_GetModuleGlobalName(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_zlib); if (unlikely(!__pyx_t_6)) __PYX_ERR(0, 128, __pyx_L52_except_error)
         __Pyx_GOTREF(__pyx_t_6);
-        __pyx_t_4 = __Pyx_PyObject_GetAttrStr(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_error); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 127, __pyx_L52_except_error)
+        __pyx_t_4 = __Pyx_PyObject_GetAttrStr(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_error); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 128, __pyx_L52_except_error)
         __Pyx_GOTREF(__pyx_t_4);
         __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
         __pyx_t_11 = __Pyx_PyErr_GivenExceptionMatches(__pyx_t_5, __pyx_t_4);
@@ -19936,7 +19949,7 @@ static PyObject *__pyx_pf_11rocketstore_6client_8_records_decode_messages(CYTHON
         __pyx_t_5 = 0; __pyx_t_13 = 0; __pyx_t_15 = 0;
         if (__pyx_t_11) {
           __Pyx_AddTraceback("rocketstore.client._records.decode_messages", __pyx_clineno, __pyx_lineno, __pyx_filename);
-          if (__Pyx_GetException(&__pyx_t_15, &__pyx_t_13, &__pyx_t_5) < 0) __PYX_ERR(0, 127, __pyx_L52_except_error)
+          if (__Pyx_GetException(&__pyx_t_15, &__pyx_t_13, &__pyx_t_5) < 0) __PYX_ERR(0, 128, __pyx_L52_except_error)
           __Pyx_XGOTREF(__pyx_t_15);
           __Pyx_XGOTREF(__pyx_t_13);
           __Pyx_XGOTREF(__pyx_t_5);
@@ -19944,16 +19957,16 @@ static PyObject *__pyx_pf_11rocketstore_6client_8_records_decode_messages(CYTHON
           __pyx_v_exc = __pyx_t_13;
           /*try:*/ {
 
-            /* "rocketstore/client/_records.pyx":128
+            /* "rocketstore/client/_records.pyx":129
  *                 msg_body = zlib.decompress(msg_body)
  *             except zlib.error as exc:
  *                 raise corrupt(f"record at {pos}: compressed BODY does not inflate: {exc}") from None             # <<<<<<<<<<<<<<
  *         msg = _new_ext(MessageExt)
  *         msg._topic = topic
 */
-            __pyx_t_4 = __Pyx_PyUnicode_From_Py_ssize_t(__pyx_v_pos, 0, ' ', 'd'); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 128, __pyx_L63_error)
+            __pyx_t_4 = __Pyx_PyUnicode_From_Py_ssize_t(__pyx_v_pos, 0, ' ', 'd'); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 129, __pyx_L63_error)
             __Pyx_GOTREF(__pyx_t_4);
-            __pyx_t_6 = __Pyx_PyObject_FormatSimple(__pyx_v_exc, __pyx_mstate_global->__pyx_empty_unicode); if (unlikely(!__pyx_t_6)) __PYX_ERR(0, 128, __pyx_L63_error)
+            __pyx_t_6 = __Pyx_PyObject_FormatSimple(__pyx_v_exc, __pyx_mstate_global->__pyx_empty_unicode); if (unlikely(!__pyx_t_6)) __PYX_ERR(0, 129, __pyx_L63_error)
             __Pyx_GOTREF(__pyx_t_6);
             __pyx_t_12[0] = __pyx_mstate_global->__pyx_kp_u_record_at;
             __pyx_t_12[1] = __pyx_t_4;
@@ -19968,19 +19981,19 @@ static PyObject *__pyx_pf_11rocketstore_6client_8_records_decode_messages(CYTHON
             __pyx_t_11 |= __Pyx_PyUnicode_KIND_04(__pyx_t_12[3]);
             #endif
             __pyx_t_21 = __Pyx_PyUnicode_Join(__pyx_t_12, 4, __pyx_t_3, __pyx_t_11);
-            if (unlikely(!__pyx_t_21)) __PYX_ERR(0, 128, __pyx_L63_error)
+            if (unlikely(!__pyx_t_21)) __PYX_ERR(0, 129, __pyx_L63_error)
             __Pyx_GOTREF(__pyx_t_21);
             __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
             __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
-            __pyx_t_6 = __pyx_f_11rocketstore_6client_8_records_corrupt(((PyObject*)__pyx_t_21)); if (unlikely(!__pyx_t_6)) __PYX_ERR(0, 128, __pyx_L63_error)
+            __pyx_t_6 = __pyx_f_11rocketstore_6client_8_records_corrupt(((PyObject*)__pyx_t_21)); if (unlikely(!__pyx_t_6)) __PYX_ERR(0, 129, __pyx_L63_error)
             __Pyx_GOTREF(__pyx_t_6);
             __Pyx_DECREF(__pyx_t_21); __pyx_t_21 = 0;
             __Pyx_Raise(__pyx_t_6, 0, 0, Py_None);
             __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
-            __PYX_ERR(0, 128, __pyx_L63_error)
+            __PYX_ERR(0, 129, __pyx_L63_error)
           }
 
-          /* "rocketstore/client/_records.pyx":127
+          /* "rocketstore/client/_records.pyx":128
  *             try:
  *                 msg_body = zlib.decompress(msg_body)
  *             except zlib.error as exc:             # <<<<<<<<<<<<<<
@@ -20025,7 +20038,7 @@ static PyObject *__pyx_pf_11rocketstore_6client_8_records_decode_messages(CYTHON
         }
         goto __pyx_L52_except_error;
 
-        /* "rocketstore/client/_records.pyx":125
+        /* "rocketstore/client/_records.pyx":126
  *             raise corrupt(f"record at {pos}: PROPERTIES are not UTF-8") from None
  *         if decompress and sys_flag & COMPRESSED and body_length:
  *             try:             # <<<<<<<<<<<<<<
@@ -20041,7 +20054,7 @@ static PyObject *__pyx_pf_11rocketstore_6client_8_records_decode_messages(CYTHON
         __pyx_L57_try_end:;
       }
 
-      /* "rocketstore/client/_records.pyx":124
+      /* "rocketstore/client/_records.pyx":125
  *         except UnicodeDecodeError:
  *             raise corrupt(f"record at {pos}: PROPERTIES are not UTF-8") from None
  *         if decompress and sys_flag & COMPRESSED and body_length:             # <<<<<<<<<<<<<<
@@ -20050,7 +20063,7 @@ static PyObject *__pyx_pf_11rocketstore_6client_8_records_decode_messages(CYTHON
 */
     }
 
-    /* "rocketstore/client/_records.pyx":129
+    /* "rocketstore/client/_records.pyx":130
  *             except zlib.error as exc:
  *                 raise corrupt(f"record at {pos}: compressed BODY does not inflate: {exc}") from None
  *         msg = _new_ext(MessageExt)             # <<<<<<<<<<<<<<
@@ -20060,7 +20073,7 @@ static PyObject *__pyx_pf_11rocketstore_6client_8_records_decode_messages(CYTHON
     __pyx_t_13 = NULL;
     __Pyx_INCREF(__pyx_v_11rocketstore_6client_8_records__new_ext);
     __pyx_t_15 = __pyx_v_11rocketstore_6client_8_records__new_ext; 
-    __Pyx_GetModuleGlobalName(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_MessageExt); if (unlikely(!__pyx_t_6)) __PYX_ERR(0, 129, __pyx_L1_error)
+    __Pyx_GetModuleGlobalName(__pyx_t_6, __pyx_mstate_global->__pyx_n_u_MessageExt); if (unlikely(!__pyx_t_6)) __PYX_ERR(0, 130, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_6);
     __pyx_t_7 = 1;
     #if CYTHON_UNPACK_METHODS
@@ -20080,121 +20093,121 @@ static PyObject *__pyx_pf_11rocketstore_6client_8_records_decode_messages(CYTHON
       __Pyx_XDECREF(__pyx_t_13); __pyx_t_13 = 0;
       __Pyx_DECREF(__pyx_t_6); __pyx_t_6 = 0;
       __Pyx_DECREF(__pyx_t_15); __pyx_t_15 = 0;
-      if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 129, __pyx_L1_error)
+      if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 130, __pyx_L1_error)
       __Pyx_GOTREF(__pyx_t_5);
     }
     __Pyx_XDECREF_SET(__pyx_v_msg, __pyx_t_5);
     __pyx_t_5 = 0;
 
-    /* "rocketstore/client/_records.pyx":130
+    /* "rocketstore/client/_records.pyx":131
  *                 raise corrupt(f"record at {pos}: compressed BODY does not inflate: {exc}") from None
  *         msg = _new_ext(MessageExt)
  *         msg._topic = topic             # <<<<<<<<<<<<<<
  *         msg._body = msg_body
  *         msg.flag = i32(base + pos + 16)
 */
-    if (__Pyx_PyObject_SetAttrStr(__pyx_v_msg, __pyx_mstate_global->__pyx_n_u_topic, __pyx_v_topic) < (0)) __PYX_ERR(0, 130, __pyx_L1_error)
+    if (__Pyx_PyObject_SetAttrStr(__pyx_v_msg, __pyx_mstate_global->__pyx_n_u_topic, __pyx_v_topic) < (0)) __PYX_ERR(0, 131, __pyx_L1_error)
 
-    /* "rocketstore/client/_records.pyx":131
+    /* "rocketstore/client/_records.pyx":132
  *         msg = _new_ext(MessageExt)
  *         msg._topic = topic
  *         msg._body = msg_body             # <<<<<<<<<<<<<<
  *         msg.flag = i32(base + pos + 16)
  *         msg.properties = properties
 */
-    if (__Pyx_PyObject_SetAttrStr(__pyx_v_msg, __pyx_mstate_global->__pyx_n_u_body_2, __pyx_v_msg_body) < (0)) __PYX_ERR(0, 131, __pyx_L1_error)
+    if (__Pyx_PyObject_SetAttrStr(__pyx_v_msg, __pyx_mstate_global->__pyx_n_u_body_2, __pyx_v_msg_body) < (0)) __PYX_ERR(0, 132, __pyx_L1_error)
 
-    /* "rocketstore/client/_records.pyx":132
+    /* "rocketstore/client/_records.pyx":133
  *         msg._topic = topic
  *         msg._body = msg_body
  *         msg.flag = i32(base + pos + 16)             # <<<<<<<<<<<<<<
  *         msg.properties = properties
  *         msg.transaction_id = None
 */
-    __pyx_t_5 = __Pyx_PyLong_From_int32_t(__pyx_f_11rocketstore_6client_8_records_i32(((__pyx_v_base + __pyx_v_pos) + 16))); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 132, __pyx_L1_error)
+    __pyx_t_5 = __Pyx_PyLong_From_int32_t(__pyx_f_11rocketstore_6client_8_records_i32(((__pyx_v_base + __pyx_v_pos) + 16))); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 133, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_5);
-    if (__Pyx_PyObject_SetAttrStr(__pyx_v_msg, __pyx_mstate_global->__pyx_n_u_flag, __pyx_t_5) < (0)) __PYX_ERR(0, 132, __pyx_L1_error)
+    if (__Pyx_PyObject_SetAttrStr(__pyx_v_msg, __pyx_mstate_global->__pyx_n_u_flag, __pyx_t_5) < (0)) __PYX_ERR(0, 133, __pyx_L1_error)
     __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
 
-    /* "rocketstore/client/_records.pyx":133
+    /* "rocketstore/client/_records.pyx":134
  *         msg._body = msg_body
  *         msg.flag = i32(base + pos + 16)
  *         msg.properties = properties             # <<<<<<<<<<<<<<
  *         msg.transaction_id = None
  *         msg.queue_id = i32(base + pos + 12)
 */
-    if (__Pyx_PyObject_SetAttrStr(__pyx_v_msg, __pyx_mstate_global->__pyx_n_u_properties, __pyx_v_properties) < (0)) __PYX_ERR(0, 133, __pyx_L1_error)
+    if (__Pyx_PyObject_SetAttrStr(__pyx_v_msg, __pyx_mstate_global->__pyx_n_u_properties, __pyx_v_properties) < (0)) __PYX_ERR(0, 134, __pyx_L1_error)
 
-    /* "rocketstore/client/_records.pyx":134
+    /* "rocketstore/client/_records.pyx":135
  *         msg.flag = i32(base + pos + 16)
  *         msg.properties = properties
  *         msg.transaction_id = None             # <<<<<<<<<<<<<<
  *         msg.queue_id = i32(base + pos + 12)
  *         msg.store_size = total
 */
-    if (__Pyx_PyObject_SetAttrStr(__pyx_v_msg, __pyx_mstate_global->__pyx_n_u_transaction_id, Py_None) < (0)) __PYX_ERR(0, 134, __pyx_L1_error)
+    if (__Pyx_PyObject_SetAttrStr(__pyx_v_msg, __pyx_mstate_global->__pyx_n_u_transaction_id, Py_None) < (0)) __PYX_ERR(0, 135, __pyx_L1_error)
 
-    /* "rocketstore/client/_records.pyx":135
+    /* "rocketstore/client/_records.pyx":136
  *         msg.properties = properties
  *         msg.transaction_id = None
  *         msg.queue_id = i32(base + pos + 12)             # <<<<<<<<<<<<<<
  *         msg.store_size = total
  *         msg.queue_offset = i64(base + pos + 20)
 */
-    __pyx_t_5 = __Pyx_PyLong_From_int32_t(__pyx_f_11rocketstore_6client_8_records_i32(((__pyx_v_base + __pyx_v_pos) + 12))); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 135, __pyx_L1_error)
+    __pyx_t_5 = __Pyx_PyLong_From_int32_t(__pyx_f_11rocketstore_6client_8_records_i32(((__pyx_v_base + __pyx_v_pos) + 12))); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 136, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_5);
-    if (__Pyx_PyObject_SetAttrStr(__pyx_v_msg, __pyx_mstate_global->__pyx_n_u_queue_id, __pyx_t_5) < (0)) __PYX_ERR(0, 135, __pyx_L1_error)
+    if (__Pyx_PyObject_SetAttrStr(__pyx_v_msg, __pyx_mstate_global->__pyx_n_u_queue_id, __pyx_t_5) < (0)) __PYX_ERR(0, 136, __pyx_L1_error)
     __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
 
-    /* "rocketstore/client/_records.pyx":136
+    /* "rocketstore/client/_records.pyx":137
  *         msg.transaction_id = None
  *         msg.queue_id = i32(base + pos + 12)
  *         msg.store_size = total             # <<<<<<<<<<<<<<
  *         msg.queue_offset = i64(base + pos + 20)
  *         msg.sys_flag = sys_flag
 */
-    __pyx_t_5 = PyLong_FromSsize_t(__pyx_v_total); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 136, __pyx_L1_error)
+    __pyx_t_5 = PyLong_FromSsize_t(__pyx_v_total); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 137, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_5);
-    if (__Pyx_PyObject_SetAttrStr(__pyx_v_msg, __pyx_mstate_global->__pyx_n_u_store_size, __pyx_t_5) < (0)) __PYX_ERR(0, 136, __pyx_L1_error)
+    if (__Pyx_PyObject_SetAttrStr(__pyx_v_msg, __pyx_mstate_global->__pyx_n_u_store_size, __pyx_t_5) < (0)) __PYX_ERR(0, 137, __pyx_L1_error)
     __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
 
-    /* "rocketstore/client/_records.pyx":137
+    /* "rocketstore/client/_records.pyx":138
  *         msg.queue_id = i32(base + pos + 12)
  *         msg.store_size = total
  *         msg.queue_offset = i64(base + pos + 20)             # <<<<<<<<<<<<<<
  *         msg.sys_flag = sys_flag
  *         msg.born_timestamp = i64(base + pos + 40)
 */
-    __pyx_t_5 = __Pyx_PyLong_From_int64_t(__pyx_f_11rocketstore_6client_8_records_i64(((__pyx_v_base + __pyx_v_pos) + 20))); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 137, __pyx_L1_error)
+    __pyx_t_5 = __Pyx_PyLong_From_int64_t(__pyx_f_11rocketstore_6client_8_records_i64(((__pyx_v_base + __pyx_v_pos) + 20))); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 138, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_5);
-    if (__Pyx_PyObject_SetAttrStr(__pyx_v_msg, __pyx_mstate_global->__pyx_n_u_queue_offset, __pyx_t_5) < (0)) __PYX_ERR(0, 137, __pyx_L1_error)
+    if (__Pyx_PyObject_SetAttrStr(__pyx_v_msg, __pyx_mstate_global->__pyx_n_u_queue_offset, __pyx_t_5) < (0)) __PYX_ERR(0, 138, __pyx_L1_error)
     __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
 
-    /* "rocketstore/client/_records.pyx":138
+    /* "rocketstore/client/_records.pyx":139
  *         msg.store_size = total
  *         msg.queue_offset = i64(base + pos + 20)
  *         msg.sys_flag = sys_flag             # <<<<<<<<<<<<<<
  *         msg.born_timestamp = i64(base + pos + 40)
  *         p = pos + 48
 */
-    __pyx_t_5 = __Pyx_PyLong_From_int(__pyx_v_sys_flag); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 138, __pyx_L1_error)
+    __pyx_t_5 = __Pyx_PyLong_From_int(__pyx_v_sys_flag); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 139, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_5);
-    if (__Pyx_PyObject_SetAttrStr(__pyx_v_msg, __pyx_mstate_global->__pyx_n_u_sys_flag, __pyx_t_5) < (0)) __PYX_ERR(0, 138, __pyx_L1_error)
+    if (__Pyx_PyObject_SetAttrStr(__pyx_v_msg, __pyx_mstate_global->__pyx_n_u_sys_flag, __pyx_t_5) < (0)) __PYX_ERR(0, 139, __pyx_L1_error)
     __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
 
-    /* "rocketstore/client/_records.pyx":139
+    /* "rocketstore/client/_records.pyx":140
  *         msg.queue_offset = i64(base + pos + 20)
  *         msg.sys_flag = sys_flag
  *         msg.born_timestamp = i64(base + pos + 40)             # <<<<<<<<<<<<<<
  *         p = pos + 48
  *         msg._born_host = PyBytes_FromStringAndSize(<const char*>base + p, born_size)
 */
-    __pyx_t_5 = __Pyx_PyLong_From_int64_t(__pyx_f_11rocketstore_6client_8_records_i64(((__pyx_v_base + __pyx_v_pos) + 40))); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 139, __pyx_L1_error)
+    __pyx_t_5 = __Pyx_PyLong_From_int64_t(__pyx_f_11rocketstore_6client_8_records_i64(((__pyx_v_base + __pyx_v_pos) + 40))); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 140, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_5);
-    if (__Pyx_PyObject_SetAttrStr(__pyx_v_msg, __pyx_mstate_global->__pyx_n_u_born_timestamp, __pyx_t_5) < (0)) __PYX_ERR(0, 139, __pyx_L1_error)
+    if (__Pyx_PyObject_SetAttrStr(__pyx_v_msg, __pyx_mstate_global->__pyx_n_u_born_timestamp, __pyx_t_5) < (0)) __PYX_ERR(0, 140, __pyx_L1_error)
     __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
 
-    /* "rocketstore/client/_records.pyx":140
+    /* "rocketstore/client/_records.pyx":141
  *         msg.sys_flag = sys_flag
  *         msg.born_timestamp = i64(base + pos + 40)
  *         p = pos + 48             # <<<<<<<<<<<<<<
@@ -20203,19 +20216,19 @@ static PyObject *__pyx_pf_11rocketstore_6client_8_records_decode_messages(CYTHON
 */
     __pyx_v_p = (__pyx_v_pos + 48);
 
-    /* "rocketstore/client/_records.pyx":141
+    /* "rocketstore/client/_records.pyx":142
  *         msg.born_timestamp = i64(base + pos + 40)
  *         p = pos + 48
  *         msg._born_host = PyBytes_FromStringAndSize(<const char*>base + p, born_size)             # <<<<<<<<<<<<<<
  *         p += born_size
  *         msg.store_timestamp = i64(base + p)
 */
-    __pyx_t_5 = PyBytes_FromStringAndSize((((char const *)__pyx_v_base) + __pyx_v_p), __pyx_v_born_size); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 141, __pyx_L1_error)
+    __pyx_t_5 = PyBytes_FromStringAndSize((((char const *)__pyx_v_base) + __pyx_v_p), __pyx_v_born_size); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 142, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_5);
-    if (__Pyx_PyObject_SetAttrStr(__pyx_v_msg, __pyx_mstate_global->__pyx_n_u_born_host, __pyx_t_5) < (0)) __PYX_ERR(0, 141, __pyx_L1_error)
+    if (__Pyx_PyObject_SetAttrStr(__pyx_v_msg, __pyx_mstate_global->__pyx_n_u_born_host, __pyx_t_5) < (0)) __PYX_ERR(0, 142, __pyx_L1_error)
     __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
 
-    /* "rocketstore/client/_records.pyx":142
+    /* "rocketstore/client/_records.pyx":143
  *         p = pos + 48
  *         msg._born_host = PyBytes_FromStringAndSize(<const char*>base + p, born_size)
  *         p += born_size             # <<<<<<<<<<<<<<
@@ -20224,19 +20237,19 @@ static PyObject *__pyx_pf_11rocketstore_6client_8_records_decode_messages(CYTHON
 */
     __pyx_v_p = (__pyx_v_p + __pyx_v_born_size);
 
-    /* "rocketstore/client/_records.pyx":143
+    /* "rocketstore/client/_records.pyx":144
  *         msg._born_host = PyBytes_FromStringAndSize(<const char*>base + p, born_size)
  *         p += born_size
  *         msg.store_timestamp = i64(base + p)             # <<<<<<<<<<<<<<
  *         p += 8
  *         msg._store_host = PyBytes_FromStringAndSize(<const char*>base + p, store_size)
 */
-    __pyx_t_5 = __Pyx_PyLong_From_int64_t(__pyx_f_11rocketstore_6client_8_records_i64((__pyx_v_base + __pyx_v_p))); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 143, __pyx_L1_error)
+    __pyx_t_5 = __Pyx_PyLong_From_int64_t(__pyx_f_11rocketstore_6client_8_records_i64((__pyx_v_base + __pyx_v_p))); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 144, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_5);
-    if (__Pyx_PyObject_SetAttrStr(__pyx_v_msg, __pyx_mstate_global->__pyx_n_u_store_timestamp, __pyx_t_5) < (0)) __PYX_ERR(0, 143, __pyx_L1_error)
+    if (__Pyx_PyObject_SetAttrStr(__pyx_v_msg, __pyx_mstate_global->__pyx_n_u_store_timestamp, __pyx_t_5) < (0)) __PYX_ERR(0, 144, __pyx_L1_error)
     __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
 
-    /* "rocketstore/client/_records.pyx":144
+    /* "rocketstore/client/_records.pyx":145
  *         p += born_size
  *         msg.store_timestamp = i64(base + p)
  *         p += 8             # <<<<<<<<<<<<<<
@@ -20245,19 +20258,19 @@ static PyObject *__pyx_pf_11rocketstore_6client_8_records_decode_messages(CYTHON
 */
     __pyx_v_p = (__pyx_v_p + 8);
 
-    /* "rocketstore/client/_records.pyx":145
+    /* "rocketstore/client/_records.pyx":146
  *         msg.store_timestamp = i64(base + p)
  *         p += 8
  *         msg._store_host = PyBytes_FromStringAndSize(<const char*>base + p, store_size)             # <<<<<<<<<<<<<<
  *         p += store_size
  *         msg.commit_log_offset = i64(base + pos + 28)
 */
-    __pyx_t_5 = PyBytes_FromStringAndSize((((char const *)__pyx_v_base) + __pyx_v_p), __pyx_v_store_size); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 145, __pyx_L1_error)
+    __pyx_t_5 = PyBytes_FromStringAndSize((((char const *)__pyx_v_base) + __pyx_v_p), __pyx_v_store_size); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 146, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_5);
-    if (__Pyx_PyObject_SetAttrStr(__pyx_v_msg, __pyx_mstate_global->__pyx_n_u_store_host, __pyx_t_5) < (0)) __PYX_ERR(0, 145, __pyx_L1_error)
+    if (__Pyx_PyObject_SetAttrStr(__pyx_v_msg, __pyx_mstate_global->__pyx_n_u_store_host, __pyx_t_5) < (0)) __PYX_ERR(0, 146, __pyx_L1_error)
     __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
 
-    /* "rocketstore/client/_records.pyx":146
+    /* "rocketstore/client/_records.pyx":147
  *         p += 8
  *         msg._store_host = PyBytes_FromStringAndSize(<const char*>base + p, store_size)
  *         p += store_size             # <<<<<<<<<<<<<<
@@ -20266,83 +20279,83 @@ static PyObject *__pyx_pf_11rocketstore_6client_8_records_decode_messages(CYTHON
 */
     __pyx_v_p = (__pyx_v_p + __pyx_v_store_size);
 
-    /* "rocketstore/client/_records.pyx":147
+    /* "rocketstore/client/_records.pyx":148
  *         msg._store_host = PyBytes_FromStringAndSize(<const char*>base + p, store_size)
  *         p += store_size
  *         msg.commit_log_offset = i64(base + pos + 28)             # <<<<<<<<<<<<<<
  *         msg.body_crc = i32(base + pos + 8)
  *         msg.reconsume_times = i32(base + p)
 */
-    __pyx_t_5 = __Pyx_PyLong_From_int64_t(__pyx_f_11rocketstore_6client_8_records_i64(((__pyx_v_base + __pyx_v_pos) + 28))); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 147, __pyx_L1_error)
+    __pyx_t_5 = __Pyx_PyLong_From_int64_t(__pyx_f_11rocketstore_6client_8_records_i64(((__pyx_v_base + __pyx_v_pos) + 28))); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 148, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_5);
-    if (__Pyx_PyObject_SetAttrStr(__pyx_v_msg, __pyx_mstate_global->__pyx_n_u_commit_log_offset, __pyx_t_5) < (0)) __PYX_ERR(0, 147, __pyx_L1_error)
+    if (__Pyx_PyObject_SetAttrStr(__pyx_v_msg, __pyx_mstate_global->__pyx_n_u_commit_log_offset, __pyx_t_5) < (0)) __PYX_ERR(0, 148, __pyx_L1_error)
     __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
 
-    /* "rocketstore/client/_records.pyx":148
+    /* "rocketstore/client/_records.pyx":149
  *         p += store_size
  *         msg.commit_log_offset = i64(base + pos + 28)
  *         msg.body_crc = i32(base + pos + 8)             # <<<<<<<<<<<<<<
  *         msg.reconsume_times = i32(base + p)
  *         msg.prepared_transaction_offset = i64(base + p + 4)
 */
-    __pyx_t_5 = __Pyx_PyLong_From_int32_t(__pyx_f_11rocketstore_6client_8_records_i32(((__pyx_v_base + __pyx_v_pos) + 8))); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 148, __pyx_L1_error)
+    __pyx_t_5 = __Pyx_PyLong_From_int32_t(__pyx_f_11rocketstore_6client_8_records_i32(((__pyx_v_base + __pyx_v_pos) + 8))); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 149, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_5);
-    if (__Pyx_PyObject_SetAttrStr(__pyx_v_msg, __pyx_mstate_global->__pyx_n_u_body_crc, __pyx_t_5) < (0)) __PYX_ERR(0, 148, __pyx_L1_error)
+    if (__Pyx_PyObject_SetAttrStr(__pyx_v_msg, __pyx_mstate_global->__pyx_n_u_body_crc, __pyx_t_5) < (0)) __PYX_ERR(0, 149, __pyx_L1_error)
     __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
 
-    /* "rocketstore/client/_records.pyx":149
+    /* "rocketstore/client/_records.pyx":150
  *         msg.commit_log_offset = i64(base + pos + 28)
  *         msg.body_crc = i32(base + pos + 8)
  *         msg.reconsume_times = i32(base + p)             # <<<<<<<<<<<<<<
  *         msg.prepared_transaction_offset = i64(base + p + 4)
  *         msg.broker_name = broker_name
 */
-    __pyx_t_5 = __Pyx_PyLong_From_int32_t(__pyx_f_11rocketstore_6client_8_records_i32((__pyx_v_base + __pyx_v_p))); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 149, __pyx_L1_error)
+    __pyx_t_5 = __Pyx_PyLong_From_int32_t(__pyx_f_11rocketstore_6client_8_records_i32((__pyx_v_base + __pyx_v_p))); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 150, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_5);
-    if (__Pyx_PyObject_SetAttrStr(__pyx_v_msg, __pyx_mstate_global->__pyx_n_u_reconsume_times, __pyx_t_5) < (0)) __PYX_ERR(0, 149, __pyx_L1_error)
+    if (__Pyx_PyObject_SetAttrStr(__pyx_v_msg, __pyx_mstate_global->__pyx_n_u_reconsume_times, __pyx_t_5) < (0)) __PYX_ERR(0, 150, __pyx_L1_error)
     __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
 
-    /* "rocketstore/client/_records.pyx":150
+    /* "rocketstore/client/_records.pyx":151
  *         msg.body_crc = i32(base + pos + 8)
  *         msg.reconsume_times = i32(base + p)
  *         msg.prepared_transaction_offset = i64(base + p + 4)             # <<<<<<<<<<<<<<
  *         msg.broker_name = broker_name
  *         msg._offset_msg_id = None
 */
-    __pyx_t_5 = __Pyx_PyLong_From_int64_t(__pyx_f_11rocketstore_6client_8_records_i64(((__pyx_v_base + __pyx_v_p) + 4))); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 150, __pyx_L1_error)
+    __pyx_t_5 = __Pyx_PyLong_From_int64_t(__pyx_f_11rocketstore_6client_8_records_i64(((__pyx_v_base + __pyx_v_p) + 4))); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 151, __pyx_L1_error)
     __Pyx_GOTREF(__pyx_t_5);
-    if (__Pyx_PyObject_SetAttrStr(__pyx_v_msg, __pyx_mstate_global->__pyx_n_u_prepared_transaction_offset, __pyx_t_5) < (0)) __PYX_ERR(0, 150, __pyx_L1_error)
+    if (__Pyx_PyObject_SetAttrStr(__pyx_v_msg, __pyx_mstate_global->__pyx_n_u_prepared_transaction_offset, __pyx_t_5) < (0)) __PYX_ERR(0, 151, __pyx_L1_error)
     __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
 
-    /* "rocketstore/client/_records.pyx":151
+    /* "rocketstore/client/_records.pyx":152
  *         msg.reconsume_times = i32(base + p)
  *         msg.prepared_transaction_offset = i64(base + p + 4)
  *         msg.broker_name = broker_name             # <<<<<<<<<<<<<<
  *         msg._offset_msg_id = None
  *         messages.append(msg)
 */
-    if (__Pyx_PyObject_SetAttrStr(__pyx_v_msg, __pyx_mstate_global->__pyx_n_u_broker_name, __pyx_v_broker_name) < (0)) __PYX_ERR(0, 151, __pyx_L1_error)
+    if (__Pyx_PyObject_SetAttrStr(__pyx_v_msg, __pyx_mstate_global->__pyx_n_u_broker_name, __pyx_v_broker_name) < (0)) __PYX_ERR(0, 152, __pyx_L1_error)
 
-    /* "rocketstore/client/_records.pyx":152
+    /* "rocketstore/client/_records.pyx":153
  *         msg.prepared_transaction_offset = i64(base + p + 4)
  *         msg.broker_name = broker_name
  *         msg._offset_msg_id = None             # <<<<<<<<<<<<<<
  *         messages.append(msg)
  *         pos = rec_end
 */
-    if (__Pyx_PyObject_SetAttrStr(__pyx_v_msg, __pyx_mstate_global->__pyx_n_u_offset_msg_id, Py_None) < (0)) __PYX_ERR(0, 152, __pyx_L1_error)
+    if (__Pyx_PyObject_SetAttrStr(__pyx_v_msg, __pyx_mstate_global->__pyx_n_u_offset_msg_id, Py_None) < (0)) __PYX_ERR(0, 153, __pyx_L1_error)
 
-    /* "rocketstore/client/_records.pyx":153
+    /* "rocketstore/client/_records.pyx":154
  *         msg.broker_name = broker_name
  *         msg._offset_msg_id = None
  *         messages.append(msg)             # <<<<<<<<<<<<<<
  *         pos = rec_end
  *     return messages
 */
-    __pyx_t_30 = __Pyx_PyList_Append(__pyx_v_messages, __pyx_v_msg); if (unlikely(__pyx_t_30 == ((int)-1))) __PYX_ERR(0, 153, __pyx_L1_error)
+    __pyx_t_30 = __Pyx_PyList_Append(__pyx_v_messages, __pyx_v_msg); if (unlikely(__pyx_t_30 == ((int)-1))) __PYX_ERR(0, 154, __pyx_L1_error)
 
 
-    /* "rocketstore/client/_records.pyx":154
+    /* "rocketstore/client/_records.pyx":155
  *         msg._offset_msg_id = None
  *         messages.append(msg)
  *         pos = rec_end             # <<<<<<<<<<<<<<
@@ -20351,7 +20364,7 @@ static PyObject *__pyx_pf_11rocketstore_6client_8_records_decode_messages(CYTHON
     __pyx_v_pos = __pyx_v_rec_end;
   }
 
-  /* "rocketstore/client/_records.pyx":155
+  /* "rocketstore/client/_records.pyx":156
  *         messages.append(msg)
  *         pos = rec_end
  *     return messages             # <<<<<<<<<<<<<<
@@ -20367,7 +20380,7 @@ static PyObject *__pyx_pf_11rocketstore_6client_8_records_decode_messages(CYTHON
   }
   goto __pyx_L0;
 
-  /* "rocketstore/client/_records.pyx":65
+  /* "rocketstore/client/_records.pyx":66
  * 
  * 
  * def decode_messages(body, bint decompress=True, broker_name=None):             # <<<<<<<<<<<<<<
@@ -21999,6 +22012,8 @@ static CYTHON_SMALL_CODE int __pyx_pymod_exec__records(PyObject *__pyx_pyinit_mo
   static PyThread_type_lock __pyx_t_7[8];
   int __pyx_t_8;
   Py_ssize_t __pyx_t_9;
+  uint32_t __pyx_t_10;
+  int __pyx_t_11;
   int __pyx_lineno = 0;
   const char *__pyx_filename = NULL;
   int __pyx_clineno = 0;
@@ -22601,8 +22616,8 @@ __Pyx_RefNannySetupContext("PyInit__records", 0);
  * import zlib
  * 
  * from rocketstore.client.message import MessageExt             # <<<<<<<<<<<<<<
+ * from rocketstore.common import record as _record
  * 
- * cdef uint32_t MAGIC_V1 = 0xDAA320A7
 */
   {
     PyObject* const __pyx_imported_names[] = {__pyx_mstate_global->__pyx_n_u_MessageExt};
@@ -22621,78 +22636,158 @@ __Pyx_RefNannySetupContext("PyInit__records", 0);
   }
   __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
 
-  /* "rocketstore/client/_records.pyx":17
- * from rocketstore.client.message import MessageExt
+  /* "rocketstore/client/_records.pyx":16
  * 
- * cdef uint32_t MAGIC_V1 = 0xDAA320A7             # <<<<<<<<<<<<<<
- * cdef uint32_t MAGIC_V2 = 0xDAA320AB
- * cdef int MIN_RECORD = 4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + 8 + 8 + 8 + 4 + 8 + 4 + 1 + 2
+ * from rocketstore.client.message import MessageExt
+ * from rocketstore.common import record as _record             # <<<<<<<<<<<<<<
+ * 
+ * cdef uint32_t MAGIC_V1 = _record.MESSAGE_MAGIC_CODE
 */
-  __pyx_v_11rocketstore_6client_8_records_MAGIC_V1 = 0xDAA320A7;
+  {
+    PyObject* const __pyx_imported_names[] = {__pyx_mstate_global->__pyx_n_u_record};
+    __pyx_t_1 = __Pyx_Import(__pyx_mstate_global->__pyx_n_u_rocketstore_common, __pyx_imported_names, 1, NULL, 0); if (unlikely(!__pyx_t_1)) __PYX_ERR(0, 16, __pyx_L1_error)
+  }
+  __pyx_t_4 = __pyx_t_1;
+  __Pyx_GOTREF(__pyx_t_4);
+  {
+    PyObject* const __pyx_imported_names[] = {__pyx_mstate_global->__pyx_n_u_record};
+    __pyx_t_9 = 0; {
+      __pyx_t_5 = __Pyx_ImportFrom(__pyx_t_4, __pyx_imported_names[__pyx_t_9]); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 16, __pyx_L1_error)
+      __Pyx_GOTREF(__pyx_t_5);
+      switch (__pyx_t_9) {
+        case 0:
+        if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_record_2, __pyx_t_5) < (0)) __PYX_ERR(0, 16, __pyx_L1_error)
+        break;
+        default:;
+      }
+      __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
+    }
+  }
+  __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
 
   /* "rocketstore/client/_records.pyx":18
+ * from rocketstore.common import record as _record
  * 
- * cdef uint32_t MAGIC_V1 = 0xDAA320A7
- * cdef uint32_t MAGIC_V2 = 0xDAA320AB             # <<<<<<<<<<<<<<
- * cdef int MIN_RECORD = 4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + 8 + 8 + 8 + 4 + 8 + 4 + 1 + 2
- * cdef int COMPRESSED = 0x1
+ * cdef uint32_t MAGIC_V1 = _record.MESSAGE_MAGIC_CODE             # <<<<<<<<<<<<<<
+ * cdef uint32_t MAGIC_V2 = _record.MESSAGE_MAGIC_CODE_V2
+ * cdef int MIN_RECORD = _record.MIN_RECORD_SIZE
 */
-  __pyx_v_11rocketstore_6client_8_records_MAGIC_V2 = 0xDAA320AB;
+  __Pyx_GetModuleGlobalName(__pyx_t_4, __pyx_mstate_global->__pyx_n_u_record_2); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 18, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_4);
+  __pyx_t_5 = __Pyx_PyObject_GetAttrStr(__pyx_t_4, __pyx_mstate_global->__pyx_n_u_MESSAGE_MAGIC_CODE); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 18, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_5);
+  __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
+  __pyx_t_10 = __Pyx_PyLong_As_uint32_t(__pyx_t_5); if (unlikely((__pyx_t_10 == ((uint32_t)-1)) && PyErr_Occurred())) __PYX_ERR(0, 18, __pyx_L1_error)
+  __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
+  __pyx_v_11rocketstore_6client_8_records_MAGIC_V1 = __pyx_t_10;
 
   /* "rocketstore/client/_records.pyx":19
- * cdef uint32_t MAGIC_V1 = 0xDAA320A7
- * cdef uint32_t MAGIC_V2 = 0xDAA320AB
- * cdef int MIN_RECORD = 4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + 8 + 8 + 8 + 4 + 8 + 4 + 1 + 2             # <<<<<<<<<<<<<<
- * cdef int COMPRESSED = 0x1
- * cdef int BORN_V6 = 0x10
+ * 
+ * cdef uint32_t MAGIC_V1 = _record.MESSAGE_MAGIC_CODE
+ * cdef uint32_t MAGIC_V2 = _record.MESSAGE_MAGIC_CODE_V2             # <<<<<<<<<<<<<<
+ * cdef int MIN_RECORD = _record.MIN_RECORD_SIZE
+ * cdef int COMPRESSED = _record.SysFlag.COMPRESSED
 */
-  __pyx_v_11rocketstore_6client_8_records_MIN_RECORD = 0x5b;
+  __Pyx_GetModuleGlobalName(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_record_2); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 19, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_5);
+  __pyx_t_4 = __Pyx_PyObject_GetAttrStr(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_MESSAGE_MAGIC_CODE_V2); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 19, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_4);
+  __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
+  __pyx_t_10 = __Pyx_PyLong_As_uint32_t(__pyx_t_4); if (unlikely((__pyx_t_10 == ((uint32_t)-1)) && PyErr_Occurred())) __PYX_ERR(0, 19, __pyx_L1_error)
+  __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
+  __pyx_v_11rocketstore_6client_8_records_MAGIC_V2 = __pyx_t_10;
 
   /* "rocketstore/client/_records.pyx":20
- * cdef uint32_t MAGIC_V2 = 0xDAA320AB
- * cdef int MIN_RECORD = 4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + 8 + 8 + 8 + 4 + 8 + 4 + 1 + 2
- * cdef int COMPRESSED = 0x1             # <<<<<<<<<<<<<<
- * cdef int BORN_V6 = 0x10
- * cdef int STORE_V6 = 0x20
+ * cdef uint32_t MAGIC_V1 = _record.MESSAGE_MAGIC_CODE
+ * cdef uint32_t MAGIC_V2 = _record.MESSAGE_MAGIC_CODE_V2
+ * cdef int MIN_RECORD = _record.MIN_RECORD_SIZE             # <<<<<<<<<<<<<<
+ * cdef int COMPRESSED = _record.SysFlag.COMPRESSED
+ * cdef int BORN_V6 = _record.SysFlag.BORNHOST_V6
 */
-  __pyx_v_11rocketstore_6client_8_records_COMPRESSED = 0x1;
+  __Pyx_GetModuleGlobalName(__pyx_t_4, __pyx_mstate_global->__pyx_n_u_record_2); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 20, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_4);
+  __pyx_t_5 = __Pyx_PyObject_GetAttrStr(__pyx_t_4, __pyx_mstate_global->__pyx_n_u_MIN_RECORD_SIZE); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 20, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_5);
+  __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
+  __pyx_t_11 = __Pyx_PyLong_As_int(__pyx_t_5); if (unlikely((__pyx_t_11 == (int)-1) && PyErr_Occurred())) __PYX_ERR(0, 20, __pyx_L1_error)
+  __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
+  __pyx_v_11rocketstore_6client_8_records_MIN_RECORD = __pyx_t_11;
 
   /* "rocketstore/client/_records.pyx":21
- * cdef int MIN_RECORD = 4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + 8 + 8 + 8 + 4 + 8 + 4 + 1 + 2
- * cdef int COMPRESSED = 0x1
- * cdef int BORN_V6 = 0x10             # <<<<<<<<<<<<<<
- * cdef int STORE_V6 = 0x20
- * 
+ * cdef uint32_t MAGIC_V2 = _record.MESSAGE_MAGIC_CODE_V2
+ * cdef int MIN_RECORD = _record.MIN_RECORD_SIZE
+ * cdef int COMPRESSED = _record.SysFlag.COMPRESSED             # <<<<<<<<<<<<<<
+ * cdef int BORN_V6 = _record.SysFlag.BORNHOST_V6
+ * cdef int STORE_V6 = _record.SysFlag.STOREHOST_V6
 */
-  __pyx_v_11rocketstore_6client_8_records_BORN_V6 = 0x10;
+  __Pyx_GetModuleGlobalName(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_record_2); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 21, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_5);
+  __pyx_t_4 = __Pyx_PyObject_GetAttrStr(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_SysFlag); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 21, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_4);
+  __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
+  __pyx_t_5 = __Pyx_PyObject_GetAttrStr(__pyx_t_4, __pyx_mstate_global->__pyx_n_u_COMPRESSED); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 21, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_5);
+  __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
+  __pyx_t_11 = __Pyx_PyLong_As_int(__pyx_t_5); if (unlikely((__pyx_t_11 == (int)-1) && PyErr_Occurred())) __PYX_ERR(0, 21, __pyx_L1_error)
+  __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
+  __pyx_v_11rocketstore_6client_8_records_COMPRESSED = __pyx_t_11;
 
   /* "rocketstore/client/_records.pyx":22
- * cdef int COMPRESSED = 0x1
- * cdef int BORN_V6 = 0x10
- * cdef int STORE_V6 = 0x20             # <<<<<<<<<<<<<<
+ * cdef int MIN_RECORD = _record.MIN_RECORD_SIZE
+ * cdef int COMPRESSED = _record.SysFlag.COMPRESSED
+ * cdef int BORN_V6 = _record.SysFlag.BORNHOST_V6             # <<<<<<<<<<<<<<
+ * cdef int STORE_V6 = _record.SysFlag.STOREHOST_V6
+ * 
+*/
+  __Pyx_GetModuleGlobalName(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_record_2); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 22, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_5);
+  __pyx_t_4 = __Pyx_PyObject_GetAttrStr(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_SysFlag); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 22, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_4);
+  __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
+  __pyx_t_5 = __Pyx_PyObject_GetAttrStr(__pyx_t_4, __pyx_mstate_global->__pyx_n_u_BORNHOST_V6); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 22, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_5);
+  __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
+  __pyx_t_11 = __Pyx_PyLong_As_int(__pyx_t_5); if (unlikely((__pyx_t_11 == (int)-1) && PyErr_Occurred())) __PYX_ERR(0, 22, __pyx_L1_error)
+  __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
+  __pyx_v_11rocketstore_6client_8_records_BORN_V6 = __pyx_t_11;
+
+  /* "rocketstore/client/_records.pyx":23
+ * cdef int COMPRESSED = _record.SysFlag.COMPRESSED
+ * cdef int BORN_V6 = _record.SysFlag.BORNHOST_V6
+ * cdef int STORE_V6 = _record.SysFlag.STOREHOST_V6             # <<<<<<<<<<<<<<
  * 
  * cdef object _new_ext = MessageExt.__new__
 */
-  __pyx_v_11rocketstore_6client_8_records_STORE_V6 = 0x20;
+  __Pyx_GetModuleGlobalName(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_record_2); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 23, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_5);
+  __pyx_t_4 = __Pyx_PyObject_GetAttrStr(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_SysFlag); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 23, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_4);
+  __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
+  __pyx_t_5 = __Pyx_PyObject_GetAttrStr(__pyx_t_4, __pyx_mstate_global->__pyx_n_u_STOREHOST_V6); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 23, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_5);
+  __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
+  __pyx_t_11 = __Pyx_PyLong_As_int(__pyx_t_5); if (unlikely((__pyx_t_11 == (int)-1) && PyErr_Occurred())) __PYX_ERR(0, 23, __pyx_L1_error)
+  __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
+  __pyx_v_11rocketstore_6client_8_records_STORE_V6 = __pyx_t_11;
 
-  /* "rocketstore/client/_records.pyx":24
- * cdef int STORE_V6 = 0x20
+  /* "rocketstore/client/_records.pyx":25
+ * cdef int STORE_V6 = _record.SysFlag.STOREHOST_V6
  * 
  * cdef object _new_ext = MessageExt.__new__             # <<<<<<<<<<<<<<
  * cdef object _CorruptMessageError = None
  * 
 */
-  __Pyx_GetModuleGlobalName(__pyx_t_4, __pyx_mstate_global->__pyx_n_u_MessageExt); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 24, __pyx_L1_error)
-  __Pyx_GOTREF(__pyx_t_4);
-  __pyx_t_5 = __Pyx_PyObject_GetAttrStr(__pyx_t_4, __pyx_mstate_global->__pyx_n_u_new); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 24, __pyx_L1_error)
+  __Pyx_GetModuleGlobalName(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_MessageExt); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 25, __pyx_L1_error)
   __Pyx_GOTREF(__pyx_t_5);
-  __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
+  __pyx_t_4 = __Pyx_PyObject_GetAttrStr(__pyx_t_5, __pyx_mstate_global->__pyx_n_u_new); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 25, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_4);
+  __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
   __Pyx_XGOTREF(__pyx_v_11rocketstore_6client_8_records__new_ext);
-  __Pyx_DECREF_SET(__pyx_v_11rocketstore_6client_8_records__new_ext, __pyx_t_5);
-  __Pyx_GIVEREF(__pyx_t_5);
-  __pyx_t_5 = 0;
+  __Pyx_DECREF_SET(__pyx_v_11rocketstore_6client_8_records__new_ext, __pyx_t_4);
+  __Pyx_GIVEREF(__pyx_t_4);
+  __pyx_t_4 = 0;
 
-  /* "rocketstore/client/_records.pyx":25
+  /* "rocketstore/client/_records.pyx":26
  * 
  * cdef object _new_ext = MessageExt.__new__
  * cdef object _CorruptMessageError = None             # <<<<<<<<<<<<<<
@@ -22704,40 +22799,40 @@ __Pyx_RefNannySetupContext("PyInit__records", 0);
   __Pyx_DECREF_SET(__pyx_v_11rocketstore_6client_8_records__CorruptMessageError, Py_None);
   __Pyx_GIVEREF(Py_None);
 
-  /* "rocketstore/client/_records.pyx":65
+  /* "rocketstore/client/_records.pyx":66
  * 
  * 
  * def decode_messages(body, bint decompress=True, broker_name=None):             # <<<<<<<<<<<<<<
  *     """Every record of a pull, query or view reply body, in order (see codec.decode_messages)."""
  *     cdef const uint8_t[::1] view
 */
-  __pyx_t_5 = __Pyx_PyBool_FromLong(((int)1)); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 65, __pyx_L1_error)
-  __Pyx_GOTREF(__pyx_t_5);
+  __pyx_t_4 = __Pyx_PyBool_FromLong(((int)1)); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 66, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_4);
   {
-    PyObject* __pyx_temp[2] = {__pyx_t_5, Py_None};
-    __pyx_t_4 = __Pyx_PyTuple_FromArray(__pyx_temp, 2); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 65, __pyx_L1_error)
-    __Pyx_GOTREF(__pyx_t_4);
+    PyObject* __pyx_temp[2] = {__pyx_t_4, Py_None};
+    __pyx_t_5 = __Pyx_PyTuple_FromArray(__pyx_temp, 2); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 66, __pyx_L1_error)
+    __Pyx_GOTREF(__pyx_t_5);
   }
-  __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
-  __pyx_t_5 = __Pyx_CyFunction_New(&__pyx_mdef_11rocketstore_6client_8_records_1decode_messages, 0, __pyx_mstate_global->__pyx_n_u_decode_messages, NULL, __pyx_mstate_global->__pyx_n_u_rocketstore_client__records, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[0])); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 65, __pyx_L1_error)
-  __Pyx_GOTREF(__pyx_t_5);
-  #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
-  PyUnstable_Object_EnableDeferredRefcount(__pyx_t_5);
-  #endif
-  __Pyx_CyFunction_SetDefaultsTuple(__pyx_t_5, __pyx_t_4);
   __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
-  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_decode_messages, __pyx_t_5) < (0)) __PYX_ERR(0, 65, __pyx_L1_error)
+  __pyx_t_4 = __Pyx_CyFunction_New(&__pyx_mdef_11rocketstore_6client_8_records_1decode_messages, 0, __pyx_mstate_global->__pyx_n_u_decode_messages, NULL, __pyx_mstate_global->__pyx_n_u_rocketstore_client__records, __pyx_mstate_global->__pyx_d, ((PyObject *)__pyx_mstate_global->__pyx_codeobj_tab[0])); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 66, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_4);
+  #if CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX >= 0x030E0000
+  PyUnstable_Object_EnableDeferredRefcount(__pyx_t_4);
+  #endif
+  __Pyx_CyFunction_SetDefaultsTuple(__pyx_t_4, __pyx_t_5);
   __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
+  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_decode_messages, __pyx_t_4) < (0)) __PYX_ERR(0, 66, __pyx_L1_error)
+  __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
 
   /* "rocketstore/client/_records.pyx":1
  * # cython: boundscheck=False, wraparound=False, initializedcheck=False             # <<<<<<<<<<<<<<
  * """Stored records to MessageExt, natively: the per-message half of rocketstore.client.codec.
  * 
 */
-  __pyx_t_5 = __Pyx_PyDict_NewPresized(0); if (unlikely(!__pyx_t_5)) __PYX_ERR(0, 1, __pyx_L1_error)
-  __Pyx_GOTREF(__pyx_t_5);
-  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_test, __pyx_t_5) < (0)) __PYX_ERR(0, 1, __pyx_L1_error)
-  __Pyx_DECREF(__pyx_t_5); __pyx_t_5 = 0;
+  __pyx_t_4 = __Pyx_PyDict_NewPresized(0); if (unlikely(!__pyx_t_4)) __PYX_ERR(0, 1, __pyx_L1_error)
+  __Pyx_GOTREF(__pyx_t_4);
+  if (PyDict_SetItem(__pyx_mstate_global->__pyx_d, __pyx_mstate_global->__pyx_n_u_test, __pyx_t_4) < (0)) __PYX_ERR(0, 1, __pyx_L1_error)
+  __Pyx_DECREF(__pyx_t_4); __pyx_t_4 = 0;
 
   /*--- Wrapped vars code ---*/
 
@@ -22903,38 +22998,38 @@ static int __Pyx_InitConstants(__pyx_mstatetype *__pyx_mstate) {
   int __pyx_clineno = 0;
   CYTHON_UNUSED_VAR(__pyx_mstate);
   {
-    const struct { const unsigned int length: 8; } str_length_index[] = {{1},{1},{6},{38},{24},{14},{10},{13},{8},{21},{5},{2},{1},{2},{13},{15},{26},{19},{20},{14},{12},{36},{15},{23},{25},{32},{20},{22},{1},{1},{37},{45},{22},{179},{1},{8},{15},{7},{6},{2},{9},{50},{10},{31},{30},{37},{5},{1},{19},{8},{10},{8},{15},{20},{12},{9},{17},{8},{8},{12},{10},{8},{10},{8},{7},{14},{11},{10},{19},{14},{12},{10},{17},{13},{12},{12},{19},{8},{5},{10},{13},{14},{11},{6},{3},{15},{18},{4},{4},{8},{11},{9},{14},{11},{1},{4},{18},{17},{5},{15},{10},{15},{6},{3},{9},{5},{3},{5},{4},{5},{6},{7},{2},{5},{5},{8},{4},{5},{7},{8},{4},{3},{8},{4},{4},{3},{1},{4},{3},{3},{27},{10},{17},{8},{12},{7},{15},{8},{27},{24},{26},{10},{5},{4},{5},{4},{4},{10},{15},{6},{8},{5},{12},{5},{14},{6},{6},{6},{4},{1},{4}};
+    const struct { const unsigned int length: 8; } str_length_index[] = {{1},{1},{6},{38},{24},{14},{10},{13},{8},{21},{5},{2},{1},{2},{13},{15},{26},{19},{20},{14},{12},{36},{15},{23},{25},{32},{20},{22},{1},{1},{37},{45},{22},{179},{1},{8},{15},{7},{6},{2},{9},{50},{10},{31},{30},{37},{5},{1},{11},{10},{19},{8},{18},{21},{15},{10},{12},{8},{7},{15},{20},{12},{9},{17},{8},{8},{12},{10},{8},{10},{8},{7},{14},{11},{10},{19},{14},{12},{10},{17},{13},{12},{12},{19},{8},{5},{10},{13},{14},{7},{11},{6},{3},{15},{18},{4},{4},{8},{11},{9},{14},{11},{1},{4},{18},{17},{5},{15},{10},{15},{6},{3},{9},{5},{3},{5},{4},{5},{6},{7},{2},{5},{5},{8},{4},{5},{7},{8},{4},{3},{8},{4},{4},{3},{1},{4},{3},{3},{27},{10},{17},{8},{12},{7},{15},{6},{8},{27},{24},{26},{18},{10},{5},{4},{5},{4},{4},{10},{15},{6},{8},{5},{12},{5},{14},{6},{6},{6},{4},{1},{4}};
     const struct { const unsigned int length: 11; } bytes_length_index[] = {{1},{1066}};
     #ifndef CYTHON_COMPRESS_STRINGS
       #define CYTHON_COMPRESS_STRINGS 90
     #endif
-    #if (CYTHON_COMPRESS_STRINGS) == 1 /* compression: zlib (1773 bytes) */
-static const char cstring[] = "x\332}UMs\333\306\0316e\271U+\305\021%\3333V\233vi\331\243$\225\031S\226RYq\344\241h\332\3414\262>\250f&\366x\220\005\260\244\266\002w\301\335\205B:\227\036y\304\021G\034q\304\221G\036y\344\221\307\374\204\374\204\276\013\360K\252\047\232!\260\330}\277\236g\237\367Uf\016a\205\236\264\220\331VD\"\207\324\324&\302H\020\213\013\0331Bl\251\r\034\202\245B\273\310\346`\304\270B\204\331H\235\223\261a\215\013D\225D\347\\\302\223Jd\022\207\377\214\364\212{JR\233\240w\210\233\377!\226\332G\302c\022\271:\3404\302\372\223\302\223\326&\312\357\241=tp\364\362\307\357\313o^\237}\007\037\207\305\327\225R\351\350eY\307\332C\307\247G\307\345\323\263J\271\212\260 I)\377>{\365xw\366d\342{vt\\)i\277\031\263do\306\342\254\370}\265\362\266\014k\2137\\A\244$vR\301\024+e5\007+\262\207\236\037\222\006\027\355\037(\371\031\361\032znq\246h\335\343\036p\004|\330Th|\327\267)\033\037H%\200\t{\306\030i\336~\347\374\352\336\304r\377E\t3]\032\226\222\326\031R\034h\304\366c\316\2346j$E^B\221\025v\211\035j\243\006\267\311&\"-\027|!\324\206\265\241\363n\300\245)\201\331\306&\252C\250\261\261<\307.\201T\010\267\200\2717\\\021\270&\220@\251\255\3169\323l\332\304\241&\021@\td\323\365AT\241\215\030:.\037?\336\336\335N\252\025D_\267D\3223-\007\n\0056\2014\323\243\216\202\350\252\355\022\231G\225\032js/\021\232F\001\252\270\342\000\002aH\222T)\033\tf\254(g\006\270SV\337\030\321D/\211\366~\205\035I\362\357\261m\033`\010\272r\034}\310\231\314c\323\262\251\304\246C\010\323\317\272Ee\272\262\031\007D5\3549\n\031\206 \266g\021\303@\266\227\204d\234=\006\204\227\024;pjQF\2256JD\017\244\010n]\020%\025\027\344+\313\241\204\251\257F\2472\357\266[^\222A\307\301\216\303-`\014T+p\033\331X\341\374GNS\3625{\351\275\313|\261Z\252T\016J\\\010\317U\207 O\\\047e!\270(;\016u%\225\343\275\226\252\222\246G\230E\264>\363S\251\032\306q\273\005\277\227pO\306\033\322R\247\244f\030#.\001*\300\322lO\027u\242\250\"\r\275ak\037\370\253y\314\322\357\272\006;\362\242\r\027\004\244W\rLY\362\346\266\347$g\0147\322\267No\030@\205a\235\023""\353Bz\215\364k\024E/\265\022\322\225\307\\j]@\2042\033\333]*\315\221\216\321\364\2603\016;\276\245\311\312J\3049\263AZ\372\003\2243)E\316\224>YO\375`\372i,&\267\333\360\020\314\320\243\314\240\322\200\313\204\021F\0311x\255\246\0036d\335\240\266\221\\zj\2458\324\r\n\033_\243az\265\0324\210l3\213\362\374$\2024\261$:C\222\305\022V\362v\010\253\253\363$\247\244\037H\262P\264\001\365\340\206k\n~AD\002\302\262`d\202\310\240\022\240\033:\327\"&\266.`l5@\224\016\257\217\n\264\270\307\224\r\"\264\211\321H\305!\365g:\335\354\204n\300\225Nc\320\013\330\3014\047@y\322\323D\213\213\264\254\032m\021\033\006_]\377$\314\212\006V\243\211Am\230D\244\245E\"\323\307\007\242\377s4p\235Z0~\364\354\031g\326\263\007\030\323\244i\264\032\010L\261\006dw]\250\336\345\256\313%T\346\3028\2675*&q\322\263#4\256\340.\021\212\0229]\215(\003\265{\000\305N\337\25194\237\001\tt\0172\020\033I\231\024\244N\245\322\310&\355\232O\3335?n\327\217\034if\254\217\354\217\241\0215\232\033I\327j\022\340\312\004\330\022\027\354\335T \351\266^M\356\024Z\333\203\301\330\226\206\2466\021O\362\030\301R\320\227\316,\021\324\206\306\000\256<\027\306\006\201)\355\021\251)n}\2009|4\270\2616X{\022g~\373\303\215[\013\377\365:\245\216\347\227|\031\344\202\257\303\325\2608\\\370\264\323\034\316/v\366\374\023\237\004;a&\314\016\347\377\0364\303\371\260\030\236\014\347\327\202\207Am\274\314\375\266p\343\326Z\220\375u\376\317\235\207\035\323\317hw\345o\371\047\303\205\305\316\216?\347\347\206K+\376F\220\r6C\034^F\047\021\036.,\3737\375\202_\016V\202\302\354\307v  \027\370}\355\257\372\225\340,\274\027\312h\326\177\260\261\327\315uwz\231\324h\305\377&\260\300HD\331+F\377\214\233\203\335\177\365\013\375\303\301\217o\007o\337\r\027V\374\207\276\031\200\333\252\377\324\307\276\027\034\004v\370@\203\275\343\277\n\276\010\267\302\367qn\270p\327\377!x\026\036\204,.\352\272\026\203\255\340-D_\211\266\242w\335\271nn\234\266\360\377\351\276\353g\372P\373R\347%`^\367O\375\017\341\n\204=\r\177\211\037\350h\367|\013\354\037\245\010?\351$""\364<\367\005\240~\032\230\341\\\270\031\231\361B\222c6\364n7\323\005\373\325\301\352fT\214\336w\037uEo\265W\234D\320D\025\207K\177\001\352\232af\270\224\365\263\277\302\327\323\000\007\036\340\300\311\2166\3746\270\t`\252\220\350Ax\030\257\304\273\335\255\356\311\225T\317\272Y\r\360O\303\245;\203;\237G\231\350\263\230\200Q\265w\273\217\207\237._\261}\335k\216J\370kP\202\314\267\000\347xgq\260\370Yp\n8W\241\000s\360\371^w\375Z\246\375.\3566\223L\367\007\367\277\214r\321N<\027\257\307\047\327\263\034\366\023\214\337\370vrC\357\342y r\351\223\341\262\206\373\013\370\3015\254\372\333\300tv\270|\317\257\007\047\201\023\345\006\377\250\016\252g\203\263\237\006?\201\322nw\316\341\276\233:\316^\252\311g@\030\274v\257\013a\261\263\037dG\345\217nG\367\304\016P\36604\243\314\254\305\224a;z\020\025S\353\346\310\271\n\035s\027<\346\243\003\255\365T\021\211t\366\007\367\267\342\\\374m\357V\357\264\047\373\271)c\177\003\035g\303G\211\222\307w\373b\260\3664.\304\207\275\273=\263\177\263_\230Z\243\360fX\010\313\240\313\355H\304\331\217\027{-(|\177\031\255C\373\221x+>\215E7q{\021\344\246\220\227\375?\372M\335$\267;X\017\200\302\377\000^\232\232w";
-    PyObject *data = __Pyx_DecompressString(cstring, 1773, 1);
+    #if (CYTHON_COMPRESS_STRINGS) == 1 /* compression: zlib (1846 bytes) */
+static const char cstring[] = "x\332}UMs\333\306\0316e\271U+\305\021%\3333V\233vi\331\2434\221\031K\226\\Yq\344\241(\332\3464\024%\222\361L\354\361 \013`Im\005\356\202\330\205B:\227\036y\304\021G\034q\304\221G\036u\344\221\307\374\204\374\204\274\013\360K\212\247\232\021\261\330}\336\257\347}\366Ej\016a\211\236\264\221\336\221D \213\324\345&\302\310!\006wL\304\0101\205\002X\004\013\211\366\220\311\001\304\270D\204\231H\236\2211\260\316\035D\245@g\\\300/\025H\047\026\377\031\251\025w\245\240&A\357\021\327\377K\014y\200\034\227\td+\207S\017\353O\266\236\2647Qv\037\355\243\303\362\321\217\337\027\216_\327\336\300K)\367\272\230\317\227\217\n\312\327>:\251\224O\n\225Z\261PE\330!q*?\324^=\336\233=\231\330\326\312\047\305\274\262\233\201\305{3\210Z\356\373j\361]\001\326\006o\332\016\021\202\230q\006\323Z)\253[X\222}\364\242D\232\334\351\274\245\344g\304\353\350\205\301\231\244\r\227\273\300\021\360aRG\325w}\233\262\361\201\220\0160a\316\200\221\342\355\377\234_\335\233 \017^\3461S\251a!h\203!\311\201Fl>\346\314\352\240f\234\344\005$Yd\027\330\242&jr\223l\"\322\266\301\026\\m\030\033*\356\0064M:\230ml\242\006\270\032\203\305\031\266\t\204B\270\r\314\035sI\240M \201|G\236q\246\3304\211Eu\342\000%\020M\345\007^\035\005b\350\244p\362xgo\047\316\326!\252\335\002\tW7,H\024\330\004\322t\227Z\022\274\313\216MD\026\025\353\250\303\335Xh\252\nP\305\025\003\020\010C\202$J\331\210k\306\222r\246\2019e\215\215\021M\364\202(\353W\330\022$\373\001\233\246\006@\320\225e\251C\316D\026\353\206I\005\326-B\230\372m\030T$+\223q\250\250\216]K\"Ms\210\351\032D\323\220\351\306.\031g\217\241\302\013\212-85(\243R\201b\321\003)\0167\316\211\024\222;\344\033\303\242\204\311oF\247\"kw\332n\034A\371\301\226\305\r`\014T\353\340\0162\261\304\331O\234&\344+\366\222\276\213l\256\232/\026\017\017\313\225\3437\345jM{\373,_.\235T\n\325j\341(\317\035\307\265e\t4\213\033\244\3408\334)X\026\265\005\025%\000\344^\027\264\370\366h\352\372\374qG{\273]*\036k\225B\276\\9\322\324%\030{j\313j\255\\)\214\002VI\313%\314 \325\216xe\341\206R\177vz\0214""\355\244\323\206\377#P\201vL\332\262B\352\2326\352\024\020\t\244\251^N\027\r\"\251$M\265a*\033\370\253\273\314P\317\206\242rdE\2336\310S\255\232\230\262\370\311M\327\212\317\030n&O\025^\323\200h\3158#\306\271p\233\311\333\310\213Z*\235%+\227\331\3248\007\017\0056\306]H\325\001\345\243\345bk\354v\254\201\311\312\210\245?\263A\332\352\005t9IE\314\244>YO\355`\266\252Ztnv\340\307a\232\032\224\032\025\032H\005\006$eD\343\365\272r\330\024\r\215\232#\021i\261\262\022\260\344\220>\310x\254\025Mw\353u\270\205\242\303\014\312\263\023GB\307\202\250@q0\3031\342\247EXC\236\305\241\005\375H\342\205\244MH\0137m\335\341\347\304\211k1\014\230\313\240dH\010X\207\361`\020\035\033\3470\033\233\240|\2137Fy\032\334e\322\204$M\2425\023\331\010\365\232\214P3f\035\312KF>\250\007p\360\311 \300|<8\210\022+i\033u\332&&L\327\206\372\0270\220\232X\216\306\0225a\334\221\266\322\212H~>\022\365yj\342\0065`\306\251\0017\216\254\006\034\020\247\270S\325\252B`T6!\272mC\3666\267m. 3\033\276\031\246\252\212\t\034\017\206Q5\266\303m\342HJ\304t5\242\014\264\357B)f\362L\340\320\034\r\002\250\0361\320\034I\230LZ\346\220\006\025R\3257\231\014\331d2d\307\223\341\023G\212\037\343\023\373\243\002\257\234@+ ,\221\243\241\025\217\014E\016\264\322\001\014\261\001g\047\302I\266\325j\322k\230+.L\345\216\320\024\345\261\250\342\237Q\271\022\256\2555K\0205\341\336\000\207\256\r3\213\300\047\302%BQ\337\376\010\037\201\362\340\306\332`\355I\224\372\355O7n-\374\317\355\346\273\256\227\367\204\237\361\237\005\253An\270\360y\2675\234_\354\356{\247\036\361w\203T\220\036\316\377\323o\005\363A.8\035\316\257\371\017\375\372x\231\371m\341\306\2555?\375\353\374_\273\017\273\272\227R\346\322\333\366N\207\013\213\335]o\316\313\014\227V\274\r?\355o\0068\270\010OC<\\X\366nz[^\301_\361\267f_v|\007b\201\3353o\325+\372\265\340^ \302Y\373\301\306~/\323\333\355\247\022\320\212\367\255o\000\310\t\323W@\377\216Z\203\275\377\\n]\226\006?\276\033\274{?\\X\361\036z\272\017f\253\336S\017{\256\177\350\233\301\003U\354\035\357\225\377\257`;\370""\020e\206\013w\275\267\376\363\3400`QN\345\265\350o\373\357\300\373J\270\035\276\357\315\3652\343\260[\177\014\367\3462u\t\271/u\217\240\346u\257\342}\014V\300m%\370%z\240\274\335\363\014\300?J*\374\254\033\323\363\302s\240\352\247\276\036\314\005\233\241\036-\3041f]\357\365R=\300\257\016V7\303\\\370\241\367\250\347\364W\373\271\211\007ETn\270\3647\240\256\025\244\206Ki/\375+\274=\365\261\357B\0358\336Q\300\357\374\233PL\025\002=\010J\321J\264\327\333\356\235^\t\365\274\227V\005\376e\270tgp\347\3130\025~\021\021\000U\373\267/\361\360\363\345+\330\327\375\326(\205\277\373y\210|\013\352\034\357,\016\026\277\360+P\347*$\240\017\276\334\357\255_\213t\320\303\275V\034\351\376\340\376Wa&\334\215\346\242\365\350\364z\224\322e\\\343\267\236\031w\350}4\017D.}6\\V\345\376\002v\320\206Uo\007\230N\017\227\357y\r\377\324\267\302\314\340\353\352\240Z\033\324~\032\374\004J\273\335=\203~\267\224\237\375D\223\317\2010x\354]\027\302b\367\300O\217\322\037uG\335\211]\240\354a\240\207\251Y\304\224a3|\020\346\022tkd\\\205\033s\027,\346\303C\245\365D\021\261t\016\006\367\267\243L\364]\377V\277\322\027\227\231)c\377\000\035\247\203G\261\222\307\275}9X{\032mE\245\376\335\276~y\363rk\212F\301\315`+(\200.wB\047J\177:\331kN\341\375\253p\035\256\037\211\266\243J\344\364b\263\227~fZ\362\262\367g\257\245.\311\355.V\003`\353wF>\303\377";
+    PyObject *data = __Pyx_DecompressString(cstring, 1846, 1);
     #define __Pyx_DecompressString_LZSS_UNUSED
     if (unlikely(!data)) __PYX_ERR(0, 1, __pyx_L1_error)
     const char* const bytes = __Pyx_PyBytes_AsString(data);
     #if !CYTHON_ASSUME_SAFE_MACROS
     if (likely(bytes)); else { Py_DECREF(data); __PYX_ERR(0, 1, __pyx_L1_error) }
     #endif
-    #elif (CYTHON_COMPRESS_STRINGS) > 0 && (CYTHON_COMPRESS_STRINGS) <= 90 /* compression: lzss (2306 bytes) */
-static const char cstring[] = "\377\001\002 at 0x\377 bytes l\377eft, a r\377ecord ne\367eds\035\001leas\277t 8 do\"\000n\377ot end t\373he!\005for i\277ts hos\003\000i\377s below \375 \007\000outsid\377e [ obje\377ct> runs\363 pM\0018\007#010\377x, .: : \377BODYLENG\373TH\n\000MAGIC\357CODEH\001: P\377ROPERTIE\277S are \207\001U\317TF-8\016\t3\006TO\207PIC\200\001\034\010\017\002\027\010T\277ALSIZEt\000c\377ompresse\371d}\002\342\007infla\377te: <Mem\377oryView \377of <cont\237iguou\241 \215 dmi\264 t>\007\rin\021\005wstr\207 d a$\006\231 \264!\005\030><(\tA\006>\357?Can\203Aass\277ign to\257@a\377d-only m\372\240\002v\242\000Inval\377id mode,\317 exp\374 \333\000\047c\365\047t\001\047\262@tran\317\047, g\317@%\005sh\377ape in a=x\305@Note\346@\241`\277Cython\316Ad?eliber\220 k\000\336\320\001cter!\001n \177PEP-484\335\002\373re\353As sub\343cl\246\000\334`\262 bui\373lt[\000types\377. If you\340\344b\302\001\223`$\n\340`n s\353et\347b\047\357\002ati\367on_<\000ing\047\355 \356#iv\242\000o F\377alse.]ad\367d_n\265\000coll\374\356`,\000s.abcd\377isableen\336\002\001gcis\004\003dn\377o defaul\377t __redu\177ce__ duN\002\357non-\263@via}l\033\000cinit!\001\376\231\205\002at rock\377etstore/\377client/_~\266\205\003s.pyxug\002\276\233Aalloc\302` \377array da\207ta.\013\020\367#\234a\246cs\377.ASCIIBC\377orruptMe\377ssageErr\377orEllips\373is\014\005xtSeq_uence\234\204\001.\241\204\007\337__Pyx\001\000Di\377ct_NextR\317ef__\305$\350\000__\366\232B__\001\005geti\227tem\r\001d0\001\027\000f\347unc\035\001\030\000sta}t1\002impor\213 ?__main;\001\345`\273ulM\002nam\002\003e\371wT\001\210 _chec\007ksuT\000\n\001?\004\025\001\206a\373__\037\001unpicmk?\000En \005vt\260A\036\230\001qualO\005\236E\247F1c\230\204\002\277\001\272Dex\314\001\267`\301_\203\005\303`\262\006\003\006.\007te\375s\310\001body_b\357orn_\307\210\001_is\377_corouti\277ne_offM\001m?sg_id_\360B \003\343to\265\000\337`\335E_bu\377fferasyn\357cio.9\006sbasse^\001a\002crci\002\277lengtho\002swizex\002tim\215\000\377ampbroke}r\300\002ccast""\342`\374\207\000\354 traceb\377ackcommi\337t_log\232\004co\377untdecod\227e_m\253cs\013\001\330\210\003d\360\352\"\325\000\210\212\003\255`odee\247nde\360 \317\206\002e\331ae\377xcfixedf\367lag\000\001sforwmat\253\207\004idi.\000\305x\241as\000\002\264\000\266\213\001ma?gicmem\370\207\001r\005\340\370\207\001\257 \261!\330!\225andi\277mobjpp\273\000p\377oppospre\277pared_\214\210\001s\363ac\336\206\002\351#prop\277erties\000\007_>\255#queue\210@\002\003\376\230Crec_end\332\274\214\001n\352`e_\305\"reOgist\326\001\246\206\006.\251\206\003!.\247\206\005\277\206\010\023\005\276!c\005\020\315%\343et\261\207\004\256\211\002\270Asta\033rtf\000ps\220`\233c\021\003\353or\203\004t\321@str\177uctsys_\333!\370\270b\275b\320\004total\336\375\tidun\250!up\377datevalu\373es\333\212\001xzlib\377O\320\000\032\320\0320\260\377\001\360\006\000\005\010\200u\377\210C\210u\220C\220s\377\230!\2306\240\023\240A\377\330\010\017\210q\330\004\013\377\210:\220Q\220e\2305\377\240\001\240\021\330\004\037\230\377q\240\004\240A\240Q\330\277\004\032\230$\230f\003\005!\377\360\010\000\005\032\230\021\340\377\004\n\210$\210b\220\001\376;\001t\2202\220Q\330\010\377\013\2105\220\002\220!\330\377\014\022\220\047\230\021\230,\377\240a\240v\250Q\250a\377\330\010\020\220\003\2201\220\337E\230\022\2301\001\t4\230\371ri\0005\0006\220\023\220I\177\230T\240\026\240s\2504\t\377\320\047:\270!\2705\300\376c\000\013\2106\220\022\220;\273\230c\"\000r\250\021Z\010\320\377\0477\260q\3208K\310\3771\310M\320YZ\320Z\377[\330\010\022\220$\220b\375\230\232\000\023\2203\220a\220\177u\230B\230d\240\"\351\001\377\024\220F\230)\2402\240\377]\260!\330\010\025\220V\177\2309\240B\240n\260\204 \377\020\220\013\2302\230Z\240\377r\250\022\2502\250[\270\323\002\270\037\000q\0031]\017H\310\377\001\310\021\330\010\014\210D\376\361\000#\220R\220z\240\022\276T\000R\240{\260\"J\001\026k\220c\201 %\334\003\r\210\232\"\367<\220r\200 3\230b\240\177\002\240,\250b\260\010_\002~\245\047\320\0478\270\001\270S\000\377\023\320\023,\250A\250]""\177\270%\270r\300\023\300\241@\374;\004\245!A\330\014\033\2304\376\235@\001\330\014\021\220\021\340\276\013\0003\230a\230u\305\000a\\\r\002\206A=\230\003\312\000Sf\000\377\"\240M\260\022\2608\270w2\270Q\250*9\270\021\335\001\377\t\330\014\024\320\024(\250\337\001\250\035\260e\"\000S\300\277\016\310a\330\017\020\324*G\357\300q\330\010\300\002\034\230C\336\227`\005\240R\240\n\005\013\320\257\013\035\230R\307@\023\306 b\337\320(:\270#[\014>\270\363a\270=\000g\000\031\320\031*\377\250!\2505\260\002\260#\333\260QV\rM\310\300b;\220\335d\235B[\260\004\224@\014\r\313\330\020\353\001{5\000\204@\023\220\3754\347 \021\330\020\026\220g\377\230Q\230l\250!\320+\377S\320ST\320T`\320\035`\347`\016\210h\355@\253\000\313\204\002\256\220\204\0019\220A\227\204\0018\371M\013\207\210>\230\276@\272\002\227D\220\205\0015\236\231@$\240b\250\356b\032\005\033\275\230\332%d\250\"\250K\002<\371\220a\001\370\001S\240\001\240\025\216/\000\004\250B\350\204\001\214c\266b>\377\320\0312\260!\260=\300\177\005\300R\300s\310!\275$\376\257 \036\230c\240\021\240%\372\351`\021\r\005\210?\320\0323\377\2601\260M\300\025\300b\357\310\003\3101$\007 \240\003\377\2401\240E\250\022\2504w\250r\260\261\001\210<\220\235\r\363\320\013H\n\224@*\250#\250\377Q\250e\2602\260R\260=r\323a\013\210?\230\320\204\001\256A\335Q\222\206\001\007\220q\241\205\001\016\210\005a\375\206\0011";
-    PyObject *data = __Pyx_DecompressString_LZSS(cstring, 2306, 3052);
+    #elif (CYTHON_COMPRESS_STRINGS) > 0 && (CYTHON_COMPRESS_STRINGS) <= 90 /* compression: lzss (2399 bytes) */
+static const char cstring[] = "\377\001\002 at 0x\377 bytes l\377eft, a r\377ecord ne\367eds\035\001leas\277t 8 do\"\000n\377ot end t\373he!\005for i\277ts hos\003\000i\377s below \375 \007\000outsid\377e [ obje\377ct> runs\363 pM\0018\007#010\377x, .: : \377BODYLENG\373TH\n\000MAGIC\357CODEH\001: P\377ROPERTIE\277S are \207\001U\317TF-8\016\t3\006TO\207PIC\200\001\034\010\017\002\027\010T\277ALSIZEt\000c\377ompresse\371d}\002\342\007infla\377te: <Mem\377oryView \377of <cont\237iguou\241 \215 dmi\264 t>\007\rin\021\005wstr\207 d a$\006\231 \264!\005\030><(\tA\006>\357?Can\203Aass\277ign to\257@a\377d-only m\372\240\002v\242\000Inval\377id mode,\317 exp\374 \333\000\047c\365\047t\001\047\262@tran\317\047, g\317@%\005sh\377ape in a=x\305@Note\346@\241`\277Cython\316Ad?eliber\220 k\000\336\320\001cter!\001n \177PEP-484\335\002\373re\353As sub\343cl\246\000\334`\262 bui\373lt[\000types\377. If you\340\344b\302\001\223`$\n\340`n s\353et\347b\047\357\002ati\367on_<\000ing\047\355 \356#iv\242\000o F\377alse.]ad\367d_n\265\000coll\374\356`,\000s.abcd\377isableen\336\002\001gcis\004\003dn\377o defaul\377t __redu\177ce__ duN\002\357non-\263@via}l\033\000cinit!\001\376\231\205\002at rock\377etstore/\377client/_~\266\205\003s.pyxug\002\276\233Aalloc\302` \377array da\207ta.\013\020\367#\234a\246cs\377.ASCIIBB\377ORNHOST_\377V6COMPRE\377SSEDCorr\377uptMessa\377geErrorE\377llipsisM^\036\000AGE_\271\205\002_\273\205\001\376\000\017_V2MIN_\177RECORD_\201\205\001\376B\005xtSTORE\376j\004Sequenc\377eSysFlag\372\372\204\001.\377\204\007__Pyx\376\001\000Dict_Ne\177xtRef__\243D\266\306 __\370B__\001\005g\277etitem\r\001d<0\001\027\000func\035\001\030\000\357stat1\002imp\373or\351 __mai}n;\001modulM\0027nam\002\003ewT\001\346 \377_checksu`T\000\n\001?\004\025\001\344a__\037\001\277unpick?\000E\315n \005vt\216a\230\001qu#alO\005\374E\205fc\366\204\002\277\001\366\230dex\314\001set_\302\203\005s\202a\264\004\003\006.\007te\375s\310\001body_b\357orn_\245\211\001_is\377_corouti\277ne_offM\001m_sg_id\276d_\325bv\047\003to""\274\000abc\302e\377_buffera\177syncio.@\006\237sbasee\001h\002c\373rcp\002lengt\275hv\002size\177\002t\373im\224\000ampbr\357oker\307\002cca\317stcl\215\001\363 tr\377acebackc\377ommit_lo\375g\241\004countd\177ecode_m\373c\ts\013\001\275\211\003d\361\"\334\000\355\212\003\273`\177odeende\367 \372\264\207\002e\251\204\001excfi\317xedf\323`\000\001sf\337ormat\220\210\004id\025i.\000x\250as\000\002\264\000\233\214\001\377magicmem\200\335\210\001r\005\335\210\001\266 \270!\337!\234an\377dimobjpp\376\273\000popposp\377repared_\316\361\210\001sac\303\207\002\360#pr\377operties\372\000\007_\255#queue\370\217@\002\003\237Crec_eknd\241\215\001n\361`e_\305\"~\256\215\003regist\334\001\n\221\207\006.\224\207\003.\222\207\005\252\207\010\023\005\304!\341c\005\020\324$%\n\210@ons\343et\256\210\004\253\212\002\320Asta\033rtx\000ps\250`\263c\021\003\353or\233\004t\351@str\177uctsys_\363!\370\320b\325b\350\004total\336\225)idun\300!up\377datevalu\373es\330\213\001xzlib\377O\320\000\032\320\0320\260\377\001\360\006\000\005\010\200u\377\210C\210u\220C\220s\377\230!\2306\240\023\240A\377\330\010\017\210q\330\004\013\377\210:\220Q\220e\2305\377\240\001\240\021\330\004\037\230\377q\240\004\240A\240Q\330\277\004\032\230$\230f\003\005!\377\360\010\000\005\032\230\021\340\377\004\n\210$\210b\220\001\376;\001t\2202\220Q\330\010\377\013\2105\220\002\220!\330\377\014\022\220\047\230\021\230,\377\240a\240v\250Q\250a\377\330\010\020\220\003\2201\220\337E\230\022\2301\001\t4\230\371ri\0005\0006\220\023\220I\177\230T\240\026\240s\2504\t\377\320\047:\270!\2705\300\376c\000\013\2106\220\022\220;\273\230c\"\000r\250\021Z\010\320\377\0477\260q\3208K\310\3771\310M\320YZ\320Z\377[\330\010\022\220$\220b\375\230\232\000\023\2203\220a\220\177u\230B\230d\240\"\351\001\377\024\220F\230)\2402\240\377]\260!\330\010\025\220V\177\2309\240B\240n\260\204 \377\020\220\013\2302\230Z\240\377r\250\022\2502\250[\270\323\002\270\037\000q\0031]\017H\310\377\001\310\021\330\010\014\210D\376\361\000#\220R\220z\240\022""\276T\000R\240{\260\"J\001\026k\220c\201 %\334\003\r\210\232\"\367<\220r\200 3\230b\240\177\002\240,\250b\260\010_\002~\245\047\320\0478\270\001\270S\000\377\023\320\023,\250A\250]\177\270%\270r\300\023\300\241@\374;\004\245!A\330\014\033\2304\376\235@\001\330\014\021\220\021\340\276\013\0003\230a\230u\305\000a\\\r\002\206A=\230\003\312\000Sf\000\377\"\240M\260\022\2608\270w2\270Q\250*9\270\021\335\001\377\t\330\014\024\320\024(\250\337\001\250\035\260e\"\000S\300\277\016\310a\330\017\020\324*G\357\300q\330\010\300\002\034\230C\336\227`\005\240R\240\n\005\013\320\257\013\035\230R\307@\023\306 b\337\320(:\270#[\014>\270\363a\270=\000g\000\031\320\031*\377\250!\2505\260\002\260#\333\260QV\rM\310\300b;\220\335d\235B[\260\004\224@\014\r\313\330\020\353\001{5\000\204@\023\220\3754\347 \021\330\020\026\220g\377\230Q\230l\250!\320+\377S\320ST\320T`\320\035`\347`\016\210h\355@\253\000\313\204\002\256\220\204\0019\220A\227\204\0018\371M\013\207\210>\230\276@\272\002\227D\220\205\0015\236\231@$\240b\250\356b\032\005\033\275\230\332%d\250\"\250K\002<\371\220a\001\370\001S\240\001\240\025\216/\000\004\250B\350\204\001\214c\266b>\377\320\0312\260!\260=\300\177\005\300R\300s\310!\275$\376\257 \036\230c\240\021\240%\372\351`\021\r\005\210?\320\0323\377\2601\260M\300\025\300b\357\310\003\3101$\007 \240\003\377\2401\240E\250\022\2504w\250r\260\261\001\210<\220\235\r\363\320\013H\n\224@*\250#\250\377Q\250e\2602\260R\260=r\323a\013\210?\230\320\204\001\256A\335Q\222\206\001\007\220q\241\205\001\016\210\005a\375\206\0011";
+    PyObject *data = __Pyx_DecompressString_LZSS(cstring, 2399, 3177);
     #define __Pyx_DecompressString_UNUSED
     if (unlikely(!data)) __PYX_ERR(0, 1, __pyx_L1_error)
     const char* const bytes = __Pyx_PyBytes_AsString(data);
     #if !CYTHON_ASSUME_SAFE_MACROS
     if (likely(bytes)); else { Py_DECREF(data); __PYX_ERR(0, 1, __pyx_L1_error) }
     #endif
-    #else /* compression: none (3052 bytes) */
-static const char bytes[] = "\001\002 at 0x bytes left, a record needs at least 8 does not end the record for its hosts is below  is outside [ object> runs past the record#010x, .: : BODYLENGTH : MAGICCODE is : PROPERTIES are not UTF-8: PROPERTIESLENGTH : TOPIC is not UTF-8: TOPICLENGTH : TOTALSIZE : compressed BODY does not inflate: <MemoryView of <contiguous and direct><contiguous and indirect><strided and direct or indirect><strided and direct><strided and indirect>>?Cannot assign to read-only memoryviewInvalid mode, expected \047c\047 or \047fortran\047, got Invalid shape in axis Note that Cython is deliberately stricter than PEP-484 and rejects subclasses of builtin types. If you need to pass subclasses then set the \047annotation_typing\047 directive to False.]add_notecollections.abcdisableenablegcisenabledno default __reduce__ due to non-trivial __cinit__record at rocketstore/client/_records.pyxunable to allocate array data.unable to allocate shape and strides.ASCIIBCorruptMessageErrorEllipsisMessageExtSequenceView.MemoryView__Pyx_PyDict_NextRef__annotate____class____class_getitem____dict____func____getstate____import____main____module____name____new____pyx_checksum__pyx_state__pyx_type__pyx_unpickle_Enum__pyx_vtable____qualname____reduce____reduce_cython____reduce_ex____set_name____setstate____setstate_cython____test___body_born_host_is_coroutine_offset_msg_id_store_host_topicabcallocate_bufferasyncio.coroutinesbasebodybody_crcbody_lengthborn_sizeborn_timestampbroker_nameccastcline_in_tracebackcommit_log_offsetcountdecode_messagesdecompressdtype_is_objectencodeendenumerateerrorexcfixedflagflagsformatfortranidindexitemsitemsizeleftmagicmemviewmessagesmodemsgmsg_bodynamendimobjppackpopposprepared_transaction_offsetpropertiesproperties_lengthqueue_idqueue_offsetrec_endreconsume_timesregisterrocketstore.client._recordsrocketstore.client.codecrocketstore.client.messagesetdefaultshapesizestartstepstopstore_sizestore_timestampstructsys_flagtopictopic_lengthtotaltransaction_idunpackupdatevalues""viewxzlibO\320\000\032\320\0320\260\001\360\006\000\005\010\200u\210C\210u\220C\220s\230!\2306\240\023\240A\330\010\017\210q\330\004\013\210:\220Q\220e\2305\240\001\240\021\330\004\037\230q\240\004\240A\240Q\330\004\032\230$\230f\240A\240Q\330\004\032\230!\360\010\000\005\032\230\021\340\004\n\210$\210b\220\001\330\010\017\210t\2202\220Q\330\010\013\2105\220\002\220!\330\014\022\220\047\230\021\230,\240a\240v\250Q\250a\330\010\020\220\003\2201\220E\230\022\2301\330\010\020\220\003\2201\220E\230\022\2304\230r\240\021\330\010\013\2106\220\023\220I\230T\240\026\240s\250!\330\014\022\220\047\230\021\230,\240a\320\047:\270!\2705\300\001\330\010\013\2106\220\022\220;\230c\240\026\240r\250\021\330\014\022\220\047\230\021\230,\240a\320\0477\260q\3208K\3101\310M\320YZ\320Z[\330\010\022\220$\220b\230\001\330\010\023\2203\220a\220u\230B\230d\240\"\240A\330\010\024\220F\230)\2402\240]\260!\330\010\025\220V\2309\240B\240n\260A\330\010\020\220\013\2302\230Z\240r\250\022\2502\250[\270\002\270!\330\010\013\2106\220\022\2201\330\014\022\220\047\230\021\230,\240a\320\0477\260q\3208H\310\001\310\021\330\010\014\210D\220\002\220#\220R\220z\240\022\2402\240R\240{\260\"\260A\330\010\026\220c\230\021\230%\230r\240\021\330\010\r\210Q\330\010\013\210<\220r\230\022\2303\230b\240\002\240,\250b\260\010\270\002\270!\330\014\022\220\047\230\021\230,\240a\320\0478\270\001\270\021\330\010\023\320\023,\250A\250]\270%\270r\300\023\300A\330\010\r\210Q\330\010\013\2106\220\023\220A\330\014\033\2304\230q\240\001\330\014\021\220\021\340\014\033\2303\230a\230u\240B\240a\330\014\021\220\021\330\010\013\210=\230\003\2302\230S\240\002\240\"\240M\260\022\2608\2702\270Q\330\014\022\220\047\230\021\230,\240a\320\0479\270\021\270!\330\010\t\330\014\024\320\024(\250\001\250\035\260e\2702\270S\300\016\310a\330\017\020\330\014\022\220\047\230\021\230,\240a\320\047G\300q\330\010\r\210Q\330\010\034\230C\230q\240\005\240R\240q\330\010\r\210Q\330\010\013\320\013\035\230R\230r\240\023\240B\240b\320(:\270#\270Q\330\014""\022\220\047\230\021\230,\240a\320\047>\270a\270q\330\010\t\330\014\031\320\031*\250!\2505\260\002\260#\260Q\330\017\020\330\014\022\220\047\230\021\230,\240a\320\047M\310Q\330\010\013\210;\220d\230)\2402\240[\260\004\260A\330\014\r\330\020\033\2304\230{\250!\2501\330\014\023\2204\220z\240\021\330\020\026\220g\230Q\230l\250!\320+S\320ST\320T`\320`a\330\010\016\210h\220a\220q\330\010\013\210:\220Q\330\010\013\2109\220A\330\010\013\2108\2203\220a\220u\230B\230d\240\"\240A\330\010\013\210>\230\021\330\010\013\320\013\035\230Q\330\010\013\210<\220s\230!\2305\240\002\240$\240b\250\001\330\010\013\210>\230\021\330\010\013\320\013\033\2303\230a\230u\240B\240d\250\"\250A\330\010\013\210<\220q\330\010\013\320\013\035\230S\240\001\240\025\240b\250\004\250B\250a\330\010\014\210D\220\002\220!\330\010\013\210>\320\0312\260!\260=\300\005\300R\300s\310!\330\010\r\210Q\330\010\013\320\013\036\230c\240\021\240%\240r\250\021\330\010\r\210Q\330\010\013\210?\320\0323\2601\260M\300\025\300b\310\003\3101\330\010\r\210Q\330\010\013\320\013 \240\003\2401\240E\250\022\2504\250r\260\021\330\010\013\210<\220s\230!\2305\240\002\240$\240b\250\001\330\010\013\320\013\036\230c\240\021\240%\240r\250\021\330\010\013\320\013*\250#\250Q\250e\2602\260R\260r\270\021\330\010\013\210?\230!\330\010\013\320\013\035\230Q\330\010\020\220\007\220q\230\001\330\010\016\210a\330\004\013\2101";
+    #else /* compression: none (3177 bytes) */
+static const char bytes[] = "\001\002 at 0x bytes left, a record needs at least 8 does not end the record for its hosts is below  is outside [ object> runs past the record#010x, .: : BODYLENGTH : MAGICCODE is : PROPERTIES are not UTF-8: PROPERTIESLENGTH : TOPIC is not UTF-8: TOPICLENGTH : TOTALSIZE : compressed BODY does not inflate: <MemoryView of <contiguous and direct><contiguous and indirect><strided and direct or indirect><strided and direct><strided and indirect>>?Cannot assign to read-only memoryviewInvalid mode, expected \047c\047 or \047fortran\047, got Invalid shape in axis Note that Cython is deliberately stricter than PEP-484 and rejects subclasses of builtin types. If you need to pass subclasses then set the \047annotation_typing\047 directive to False.]add_notecollections.abcdisableenablegcisenabledno default __reduce__ due to non-trivial __cinit__record at rocketstore/client/_records.pyxunable to allocate array data.unable to allocate shape and strides.ASCIIBBORNHOST_V6COMPRESSEDCorruptMessageErrorEllipsisMESSAGE_MAGIC_CODEMESSAGE_MAGIC_CODE_V2MIN_RECORD_SIZEMessageExtSTOREHOST_V6SequenceSysFlagView.MemoryView__Pyx_PyDict_NextRef__annotate____class____class_getitem____dict____func____getstate____import____main____module____name____new____pyx_checksum__pyx_state__pyx_type__pyx_unpickle_Enum__pyx_vtable____qualname____reduce____reduce_cython____reduce_ex____set_name____setstate____setstate_cython____test___body_born_host_is_coroutine_offset_msg_id_record_store_host_topicabcallocate_bufferasyncio.coroutinesbasebodybody_crcbody_lengthborn_sizeborn_timestampbroker_nameccastcline_in_tracebackcommit_log_offsetcountdecode_messagesdecompressdtype_is_objectencodeendenumerateerrorexcfixedflagflagsformatfortranidindexitemsitemsizeleftmagicmemviewmessagesmodemsgmsg_bodynamendimobjppackpopposprepared_transaction_offsetpropertiesproperties_lengthqueue_idqueue_offsetrec_endreconsume_timesrecordregisterrocketstore.client._recordsrocketstore.client.codecrocketstore.client.messagerocketstore.common""setdefaultshapesizestartstepstopstore_sizestore_timestampstructsys_flagtopictopic_lengthtotaltransaction_idunpackupdatevaluesviewxzlibO\320\000\032\320\0320\260\001\360\006\000\005\010\200u\210C\210u\220C\220s\230!\2306\240\023\240A\330\010\017\210q\330\004\013\210:\220Q\220e\2305\240\001\240\021\330\004\037\230q\240\004\240A\240Q\330\004\032\230$\230f\240A\240Q\330\004\032\230!\360\010\000\005\032\230\021\340\004\n\210$\210b\220\001\330\010\017\210t\2202\220Q\330\010\013\2105\220\002\220!\330\014\022\220\047\230\021\230,\240a\240v\250Q\250a\330\010\020\220\003\2201\220E\230\022\2301\330\010\020\220\003\2201\220E\230\022\2304\230r\240\021\330\010\013\2106\220\023\220I\230T\240\026\240s\250!\330\014\022\220\047\230\021\230,\240a\320\047:\270!\2705\300\001\330\010\013\2106\220\022\220;\230c\240\026\240r\250\021\330\014\022\220\047\230\021\230,\240a\320\0477\260q\3208K\3101\310M\320YZ\320Z[\330\010\022\220$\220b\230\001\330\010\023\2203\220a\220u\230B\230d\240\"\240A\330\010\024\220F\230)\2402\240]\260!\330\010\025\220V\2309\240B\240n\260A\330\010\020\220\013\2302\230Z\240r\250\022\2502\250[\270\002\270!\330\010\013\2106\220\022\2201\330\014\022\220\047\230\021\230,\240a\320\0477\260q\3208H\310\001\310\021\330\010\014\210D\220\002\220#\220R\220z\240\022\2402\240R\240{\260\"\260A\330\010\026\220c\230\021\230%\230r\240\021\330\010\r\210Q\330\010\013\210<\220r\230\022\2303\230b\240\002\240,\250b\260\010\270\002\270!\330\014\022\220\047\230\021\230,\240a\320\0478\270\001\270\021\330\010\023\320\023,\250A\250]\270%\270r\300\023\300A\330\010\r\210Q\330\010\013\2106\220\023\220A\330\014\033\2304\230q\240\001\330\014\021\220\021\340\014\033\2303\230a\230u\240B\240a\330\014\021\220\021\330\010\013\210=\230\003\2302\230S\240\002\240\"\240M\260\022\2608\2702\270Q\330\014\022\220\047\230\021\230,\240a\320\0479\270\021\270!\330\010\t\330\014\024\320\024(\250\001\250\035\260e\2702\270S\300\016\310a\330\017\020\330\014\022\220\047\230\021\230,\240a\320\047G\300q\330\010\r\210Q\330""\010\034\230C\230q\240\005\240R\240q\330\010\r\210Q\330\010\013\320\013\035\230R\230r\240\023\240B\240b\320(:\270#\270Q\330\014\022\220\047\230\021\230,\240a\320\047>\270a\270q\330\010\t\330\014\031\320\031*\250!\2505\260\002\260#\260Q\330\017\020\330\014\022\220\047\230\021\230,\240a\320\047M\310Q\330\010\013\210;\220d\230)\2402\240[\260\004\260A\330\014\r\330\020\033\2304\230{\250!\2501\330\014\023\2204\220z\240\021\330\020\026\220g\230Q\230l\250!\320+S\320ST\320T`\320`a\330\010\016\210h\220a\220q\330\010\013\210:\220Q\330\010\013\2109\220A\330\010\013\2108\2203\220a\220u\230B\230d\240\"\240A\330\010\013\210>\230\021\330\010\013\320\013\035\230Q\330\010\013\210<\220s\230!\2305\240\002\240$\240b\250\001\330\010\013\210>\230\021\330\010\013\320\013\033\2303\230a\230u\240B\240d\250\"\250A\330\010\013\210<\220q\330\010\013\320\013\035\230S\240\001\240\025\240b\250\004\250B\250a\330\010\014\210D\220\002\220!\330\010\013\210>\320\0312\260!\260=\300\005\300R\300s\310!\330\010\r\210Q\330\010\013\320\013\036\230c\240\021\240%\240r\250\021\330\010\r\210Q\330\010\013\210?\320\0323\2601\260M\300\025\300b\310\003\3101\330\010\r\210Q\330\010\013\320\013 \240\003\2401\240E\250\022\2504\250r\260\021\330\010\013\210<\220s\230!\2305\240\002\240$\240b\250\001\330\010\013\320\013\036\230c\240\021\240%\240r\250\021\330\010\013\320\013*\250#\250Q\250e\2602\260R\260r\270\021\330\010\013\210?\230!\330\010\013\320\013\035\230Q\330\010\020\220\007\220q\230\001\330\010\016\210a\330\004\013\2101";
     PyObject *data = NULL;
     #define __Pyx_DecompressString_UNUSED
     #define __Pyx_DecompressString_LZSS_UNUSED
     #endif
     PyObject **stringtab = __pyx_mstate->__pyx_string_tab;
     Py_ssize_t pos = 0;
-    for (int i = 0; i < 161; i++) {
+    for (int i = 0; i < 171; i++) {
       Py_ssize_t bytes_length = str_length_index[i].length;
       PyObject *string = PyUnicode_DecodeUTF8(bytes + pos, bytes_length, NULL);
       if (likely(string) && i >= 46) PyUnicode_InternInPlace(&string);
@@ -22945,8 +23040,8 @@ static const char bytes[] = "\001\002 at 0x bytes left, a record needs at least 
       stringtab[i] = string;
       pos += bytes_length;
     }
-    for (int i = 161; i < 163; i++) {
-      Py_ssize_t bytes_length = bytes_length_index[i-161].length;
+    for (int i = 171; i < 173; i++) {
+      Py_ssize_t bytes_length = bytes_length_index[i-171].length;
       PyObject *string = PyBytes_FromStringAndSize(bytes + pos, bytes_length);
       stringtab[i] = string;
       pos += bytes_length;
@@ -22956,14 +23051,14 @@ static const char bytes[] = "\001\002 at 0x bytes left, a record needs at least 
       }
     }
     Py_XDECREF(data);
-    for (Py_ssize_t i = 0; i < 163; i++) {
+    for (Py_ssize_t i = 0; i < 173; i++) {
       if (unlikely(PyObject_Hash(stringtab[i]) == -1)) {
         __PYX_ERR(0, 1, __pyx_L1_error)
       }
     }
     #if CYTHON_IMMORTAL_CONSTANTS
     {
-      PyObject **table = stringtab + 161;
+      PyObject **table = stringtab + 171;
       for (Py_ssize_t i=0; i<2; ++i) {
         #if PY_VERSION_HEX >= 0x030F0000
         PyUnstable_SetImmortal(table[i]);
@@ -23051,7 +23146,7 @@ static int __Pyx_CreateCodeObjects(__pyx_mstatetype *__pyx_mstate) {
   PyObject* tuple_dedup_map = PyDict_New();
   if (unlikely(!tuple_dedup_map)) return -1;
   {
-    const __Pyx_PyCode_New_function_description descr = {3, 0, 0, 25, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 65};
+    const __Pyx_PyCode_New_function_description descr = {3, 0, 0, 25, (unsigned int)(CO_OPTIMIZED|CO_NEWLOCALS), 66};
     PyObject* const varnames[] = {__pyx_mstate->__pyx_n_u_body, __pyx_mstate->__pyx_n_u_decompress, __pyx_mstate->__pyx_n_u_broker_name, __pyx_mstate->__pyx_n_u_view, __pyx_mstate->__pyx_n_u_base, __pyx_mstate->__pyx_n_u_end, __pyx_mstate->__pyx_n_u_pos, __pyx_mstate->__pyx_n_u_left, __pyx_mstate->__pyx_n_u_total, __pyx_mstate->__pyx_n_u_p, __pyx_mstate->__pyx_n_u_rec_end, __pyx_mstate->__pyx_n_u_magic, __pyx_mstate->__pyx_n_u_sys_flag, __pyx_mstate->__pyx_n_u_born_size, __pyx_mstate->__pyx_n_u_store_size, __pyx_mstate->__pyx_n_u_fixed, __pyx_mstate->__pyx_n_u_body_length, __pyx_mstate->__pyx_n_u_topic_length, __pyx_mstate->__pyx_n_u_properties_length, __pyx_mstate->__pyx_n_u_messages, __pyx_mstate->__pyx_n_u_msg, __pyx_mstate->__pyx_n_u_msg_body, __pyx_mstate->__pyx_n_u_topic_2, __pyx_mstate->__pyx_n_u_properties, __pyx_mstate->__pyx_n_u_exc};
     __pyx_mstate_global->__pyx_codeobj_tab[0] = __Pyx_PyCode_New(descr, varnames, __pyx_mstate->__pyx_kp_u_rocketstore_client__records_pyx, __pyx_mstate->__pyx_n_u_decode_messages, __pyx_mstate->__pyx_kp_b_iso88591_0_uCuCs_6_A_q_Qe5_q_AQ_fAQ_b_t2, tuple_dedup_map); if (unlikely(!__pyx_mstate_global->__pyx_codeobj_tab[0])) goto bad;
   }
@@ -29496,6 +29591,28 @@ static CYTHON_INLINE int __pyx_memoryview_slice_memviewslice(
     return 0;
 }
 
+/* CIntFromPyVerify */
+#define __PYX_VERIFY_RETURN_INT(target_type, func_type, func_value)\
+    __PYX__VERIFY_RETURN_INT(target_type, func_type, func_value, 0)
+#define __PYX_VERIFY_RETURN_INT_EXC(target_type, func_type, func_value)\
+    __PYX__VERIFY_RETURN_INT(target_type, func_type, func_value, 1)
+#define __PYX__VERIFY_RETURN_INT(target_type, func_type, func_value, exc)\
+    {\
+        func_type value = func_value;\
+        if (sizeof(target_type) < sizeof(func_type)) {\
+            if (unlikely(value != (func_type) (target_type) value)) {\
+                func_type zero = 0;\
+                if (exc && unlikely(value == (func_type)-1 && PyErr_Occurred()))\
+                    return (target_type) -1;\
+                if (is_unsigned && unlikely(value < zero))\
+                    goto raise_neg_overflow;\
+                else\
+                    goto raise_overflow;\
+            }\
+        }\
+        return (target_type) value;\
+    }
+
 /* IsLittleEndian (used by BufferFormatCheck) */
 static CYTHON_INLINE int __Pyx_Is_Little_Endian(void)
 {
@@ -30323,6 +30440,608 @@ no_fail:
     return new_mvs;
 }
 
+/* CIntFromPy */
+static uint32_t __Pyx_LargePyLong___Pyx_PyLong_As_uint32_t(PyObject *x);
+static uint32_t __Pyx_raise_neg_overflow___Pyx_PyLong_As_uint32_t(void) {
+    const char* type_name = "uint32_t";
+    PyErr_Format(PyExc_OverflowError,
+        "can't convert negative value to %.200s", type_name);
+    return (uint32_t) -1;
+}
+static uint32_t __Pyx_raise_overflow___Pyx_PyLong_As_uint32_t(void) {
+    const char* type_name = "uint32_t";
+    PyErr_Format(PyExc_OverflowError,
+        "value too large to convert to %.200s", type_name);
+    return (uint32_t) -1;
+}
+static CYTHON_INLINE uint32_t __Pyx_PyULong___Pyx_PyLong_As_uint32_t(PyObject *x) {
+    const int is_unsigned = 1;
+#if CYTHON_USE_PYLONG_INTERNALS
+    {
+        const digit* digits = __Pyx_PyLong_Digits(x);
+        const Py_ssize_t size = __Pyx_PyLong_DigitCount(x);
+        if (size == 2 && (8 * sizeof(uint32_t) > 1 * PyLong_SHIFT)) {
+            if ((8 * sizeof(unsigned long) > 2 * PyLong_SHIFT)) {
+                __PYX_VERIFY_RETURN_INT(uint32_t, unsigned long, (((((unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0])))
+            } else if ((8 * sizeof(uint32_t) >= 2 * PyLong_SHIFT)) {
+                return (uint32_t) (((((uint32_t)digits[1]) << PyLong_SHIFT) | (uint32_t)digits[0]));
+            }
+        } else
+        if (size == 3 && (8 * sizeof(uint32_t) > 2 * PyLong_SHIFT)) {
+            if ((8 * sizeof(unsigned long) > 3 * PyLong_SHIFT)) {
+                __PYX_VERIFY_RETURN_INT(uint32_t, unsigned long, (((((((unsigned long)digits[2]) << PyLong_SHIFT) | (unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0])))
+            } else if ((8 * sizeof(uint32_t) >= 3 * PyLong_SHIFT)) {
+                return (uint32_t) (((((((uint32_t)digits[2]) << PyLong_SHIFT) | (uint32_t)digits[1]) << PyLong_SHIFT) | (uint32_t)digits[0]));
+            }
+        } else
+        if (size == 4 && (8 * sizeof(uint32_t) > 3 * PyLong_SHIFT)) {
+            if ((8 * sizeof(unsigned long) > 4 * PyLong_SHIFT)) {
+                __PYX_VERIFY_RETURN_INT(uint32_t, unsigned long, (((((((((unsigned long)digits[3]) << PyLong_SHIFT) | (unsigned long)digits[2]) << PyLong_SHIFT) | (unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0])))
+            } else if ((8 * sizeof(uint32_t) >= 4 * PyLong_SHIFT)) {
+                return (uint32_t) (((((((((uint32_t)digits[3]) << PyLong_SHIFT) | (uint32_t)digits[2]) << PyLong_SHIFT) | (uint32_t)digits[1]) << PyLong_SHIFT) | (uint32_t)digits[0]));
+            }
+        } else
+        {}
+    }
+#elif CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX < 0x030C00A7
+    if (unlikely(Py_SIZE(x) < 0)) {
+        goto raise_neg_overflow;
+    }
+#else
+    {
+        int result = PyObject_RichCompareBool(x, Py_False, Py_LT);
+        if (unlikely(result < 0))
+            return (uint32_t) -1;
+        if (unlikely(result == 1))
+            goto raise_neg_overflow;
+    }
+#endif
+    if ((sizeof(uint32_t) <= sizeof(unsigned long))) {
+        __PYX_VERIFY_RETURN_INT_EXC(uint32_t, unsigned long, PyLong_AsUnsignedLong(x))
+    } else if ((sizeof(uint32_t) <= sizeof(unsigned PY_LONG_LONG))) {
+        __PYX_VERIFY_RETURN_INT_EXC(uint32_t, unsigned PY_LONG_LONG, PyLong_AsUnsignedLongLong(x))
+    }
+    return __Pyx_LargePyLong___Pyx_PyLong_As_uint32_t(x);
+raise_neg_overflow:
+    return __Pyx_raise_neg_overflow___Pyx_PyLong_As_uint32_t();
+raise_overflow:
+    return __Pyx_raise_overflow___Pyx_PyLong_As_uint32_t();
+}
+static CYTHON_INLINE uint32_t __Pyx_PySLong___Pyx_PyLong_As_uint32_t(PyObject *x) {
+    const int is_unsigned = 0;
+#if CYTHON_USE_PYLONG_INTERNALS
+    if (__Pyx_PyLong_IsNeg(x)) {
+        const Py_ssize_t size = __Pyx_PyLong_DigitCount(x);
+        const digit* digits = __Pyx_PyLong_Digits(x);
+        if (size == 2 && (8 * sizeof(uint32_t) > 1 * PyLong_SHIFT)) {
+            if ((8 * sizeof(long) > 2 * PyLong_SHIFT)) {
+                long ival = - (long) (((((unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0]));
+                __PYX_VERIFY_RETURN_INT(uint32_t, long, ival)
+            } else if ((8 * sizeof(uint32_t) - 1 > 2 * PyLong_SHIFT)) {
+                return (uint32_t) (((uint32_t) -1) * (((((uint32_t)digits[1]) << PyLong_SHIFT) | (uint32_t)digits[0])));
+            }
+        } else
+        if (size == 3 && (8 * sizeof(uint32_t) > 2 * PyLong_SHIFT)) {
+            if ((8 * sizeof(long) > 3 * PyLong_SHIFT)) {
+                long ival = - (long) (((((((unsigned long)digits[2]) << PyLong_SHIFT) | (unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0]));
+                __PYX_VERIFY_RETURN_INT(uint32_t, long, ival)
+            } else if ((8 * sizeof(uint32_t) - 1 > 3 * PyLong_SHIFT)) {
+                return (uint32_t) (((uint32_t) -1) * (((((((uint32_t)digits[2]) << PyLong_SHIFT) | (uint32_t)digits[1]) << PyLong_SHIFT) | (uint32_t)digits[0])));
+            }
+        } else
+        if (size == 4 && (8 * sizeof(uint32_t) > 3 * PyLong_SHIFT)) {
+            if ((8 * sizeof(long) > 4 * PyLong_SHIFT)) {
+                long ival = - (long) (((((((((unsigned long)digits[3]) << PyLong_SHIFT) | (unsigned long)digits[2]) << PyLong_SHIFT) | (unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0]));
+                __PYX_VERIFY_RETURN_INT(uint32_t, long, ival)
+            } else if ((8 * sizeof(uint32_t) - 1 > 4 * PyLong_SHIFT)) {
+                return (uint32_t) (((uint32_t) -1) * (((((((((uint32_t)digits[3]) << PyLong_SHIFT) | (uint32_t)digits[2]) << PyLong_SHIFT) | (uint32_t)digits[1]) << PyLong_SHIFT) | (uint32_t)digits[0])));
+            }
+        } else
+        {}
+    } else {
+        const Py_ssize_t size = __Pyx_PyLong_DigitCount(x);
+        const digit* digits = __Pyx_PyLong_Digits(x);
+        if (size == 2 && (8 * sizeof(uint32_t) > 1 * PyLong_SHIFT)) {
+            if ((8 * sizeof(long) > 2 * PyLong_SHIFT)) {
+                __PYX_VERIFY_RETURN_INT(uint32_t, unsigned long, (((((unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0])))
+            } else if ((8 * sizeof(uint32_t) - 1 > 2 * PyLong_SHIFT)) {
+                return (uint32_t) (((((uint32_t)digits[1]) << PyLong_SHIFT) | (uint32_t)digits[0]));
+            }
+        } else
+        if (size == 3 && (8 * sizeof(uint32_t) > 2 * PyLong_SHIFT)) {
+            if ((8 * sizeof(long) > 3 * PyLong_SHIFT)) {
+                __PYX_VERIFY_RETURN_INT(uint32_t, unsigned long, (((((((unsigned long)digits[2]) << PyLong_SHIFT) | (unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0])))
+            } else if ((8 * sizeof(uint32_t) - 1 > 3 * PyLong_SHIFT)) {
+                return (uint32_t) (((((((uint32_t)digits[2]) << PyLong_SHIFT) | (uint32_t)digits[1]) << PyLong_SHIFT) | (uint32_t)digits[0]));
+            }
+        } else
+        if (size == 4 && (8 * sizeof(uint32_t) > 3 * PyLong_SHIFT)) {
+            if ((8 * sizeof(long) > 4 * PyLong_SHIFT)) {
+                __PYX_VERIFY_RETURN_INT(uint32_t, unsigned long, (((((((((unsigned long)digits[3]) << PyLong_SHIFT) | (unsigned long)digits[2]) << PyLong_SHIFT) | (unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0])))
+            } else if ((8 * sizeof(uint32_t) - 1 > 4 * PyLong_SHIFT)) {
+                return (uint32_t) (((((((((uint32_t)digits[3]) << PyLong_SHIFT) | (uint32_t)digits[2]) << PyLong_SHIFT) | (uint32_t)digits[1]) << PyLong_SHIFT) | (uint32_t)digits[0]));
+            }
+        } else
+        {}
+    }
+#endif
+    #if __PYX_LIMITED_VERSION_HEX >= 0x030d0000
+    if ((sizeof(uint32_t) <= sizeof(int)) && (sizeof(int) < sizeof(long))) {
+        __PYX_VERIFY_RETURN_INT_EXC(uint32_t, int, PyLong_AsInt(x))
+    } else
+    #endif
+    if ((sizeof(uint32_t) <= sizeof(long))) {
+        __PYX_VERIFY_RETURN_INT_EXC(uint32_t, long, PyLong_AsLong(x))
+    } else if ((sizeof(uint32_t) <= sizeof(PY_LONG_LONG))) {
+        __PYX_VERIFY_RETURN_INT_EXC(uint32_t, PY_LONG_LONG, PyLong_AsLongLong(x))
+    }
+    return __Pyx_LargePyLong___Pyx_PyLong_As_uint32_t(x);
+raise_neg_overflow:
+    return __Pyx_raise_neg_overflow___Pyx_PyLong_As_uint32_t();
+raise_overflow:
+    return __Pyx_raise_overflow___Pyx_PyLong_As_uint32_t();
+}
+static uint32_t __Pyx_LargePyLong___Pyx_PyLong_As_uint32_t(PyObject *x) {
+#ifdef __Pyx_HAS_GCC_DIAGNOSTIC
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wconversion"
+#endif
+    const uint32_t neg_one = (uint32_t) -1, const_zero = (uint32_t) 0;
+#ifdef __Pyx_HAS_GCC_DIAGNOSTIC
+#pragma GCC diagnostic pop
+#endif
+    const int is_unsigned = neg_one > const_zero;
+    uint32_t val;
+    int ret = -1;
+#if PY_VERSION_HEX >= 0x030d00A6 && !CYTHON_COMPILING_IN_LIMITED_API
+    Py_ssize_t bytes_copied = PyLong_AsNativeBytes(
+        x, &val, sizeof(val), Py_ASNATIVEBYTES_NATIVE_ENDIAN | (is_unsigned ? Py_ASNATIVEBYTES_UNSIGNED_BUFFER | Py_ASNATIVEBYTES_REJECT_NEGATIVE : 0));
+    if (unlikely(bytes_copied == -1)) {
+    } else if (unlikely(bytes_copied > (Py_ssize_t) sizeof(val))) {
+        goto raise_overflow;
+    } else {
+        ret = 0;
+    }
+#elif PY_VERSION_HEX < 0x030d0000 && !(CYTHON_COMPILING_IN_PYPY || CYTHON_COMPILING_IN_LIMITED_API) || defined(_PyLong_AsByteArray)
+    int one = 1; int is_little = (int)*(unsigned char *)&one;
+    unsigned char *bytes = (unsigned char *)&val;
+    ret = _PyLong_AsByteArray((PyLongObject *)x,
+                                bytes, sizeof(val),
+                                is_little, !is_unsigned);
+    if ((0)) goto raise_overflow;
+#else
+    PyObject *v;
+    PyObject *stepval = NULL, *mask = NULL, *shift = NULL;
+    int bits, remaining_bits, is_negative = 0;
+    int chunk_size = (sizeof(long) < 8) ? 30 : 62;
+    if (likely(PyLong_CheckExact(x))) {
+        v = __Pyx_NewRef(x);
+    } else {
+        v = PyNumber_Long(x);
+        if (unlikely(!v)) return (uint32_t) -1;
+        assert(PyLong_CheckExact(v));
+    }
+    {
+        int result = PyObject_RichCompareBool(v, Py_False, Py_LT);
+        if (unlikely(result < 0)) {
+            Py_DECREF(v);
+            return (uint32_t) -1;
+        }
+        is_negative = result == 1;
+    }
+    if (is_unsigned && unlikely(is_negative)) {
+        Py_DECREF(v);
+        PyErr_SetString(PyExc_OverflowError,
+            "can't convert negative value to uint32_t");
+        return (uint32_t) -1;
+    } else if (is_negative) {
+        stepval = PyNumber_Invert(v);
+        Py_DECREF(v);
+        if (unlikely(!stepval))
+            return (uint32_t) -1;
+    } else {
+        stepval = v;
+    }
+    v = NULL;
+    val = (uint32_t) 0;
+    mask = PyLong_FromLong((1L << chunk_size) - 1); if (unlikely(!mask)) goto done;
+    shift = PyLong_FromLong(chunk_size); if (unlikely(!shift)) goto done;
+    for (bits = 0; bits < (int) sizeof(uint32_t) * 8 - chunk_size; bits += chunk_size) {
+        PyObject *tmp, *digit;
+        long idigit;
+        digit = PyNumber_And(stepval, mask);
+        if (unlikely(!digit)) goto done;
+        idigit = PyLong_AsLong(digit);
+        Py_DECREF(digit);
+        if (unlikely(idigit < 0)) goto done;
+        val |= ((uint32_t) idigit) << bits;
+        tmp = PyNumber_Rshift(stepval, shift);
+        if (unlikely(!tmp)) goto done;
+        Py_DECREF(stepval); stepval = tmp;
+    }
+    Py_DECREF(shift); shift = NULL;
+    Py_DECREF(mask); mask = NULL;
+    {
+        long idigit = PyLong_AsLong(stepval);
+        if (unlikely(idigit < 0)) goto done;
+        remaining_bits = ((int) sizeof(uint32_t) * 8) - bits - (is_unsigned ? 0 : 1);
+        if (unlikely(idigit >= (1L << remaining_bits)))
+            goto raise_overflow;
+        val |= ((uint32_t) idigit) << bits;
+    }
+    if (!is_unsigned) {
+        if (unlikely(val & (((uint32_t) 1) << (sizeof(uint32_t) * 8 - 1))))
+            goto raise_overflow;
+        if (is_negative)
+            val = ~val;
+    }
+    ret = 0;
+done:
+    Py_XDECREF(shift);
+    Py_XDECREF(mask);
+    Py_XDECREF(stepval);
+#endif
+    if (unlikely(ret))
+        return (uint32_t) -1;
+    return val;
+raise_overflow:
+    return __Pyx_raise_overflow___Pyx_PyLong_As_uint32_t();
+}
+static CYTHON_INLINE uint32_t __Pyx_PyLong___Pyx_PyLong_As_uint32_t(PyObject *x) {
+#ifdef __Pyx_HAS_GCC_DIAGNOSTIC
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wconversion"
+#endif
+    const uint32_t neg_one = (uint32_t) -1, const_zero = (uint32_t) 0;
+#ifdef __Pyx_HAS_GCC_DIAGNOSTIC
+#pragma GCC diagnostic pop
+#endif
+    const int is_unsigned = neg_one > const_zero;
+    if (is_unsigned) {
+        #if CYTHON_USE_PYLONG_INTERNALS
+        if (unlikely(__Pyx_PyLong_IsNeg(x))) {
+            goto raise_neg_overflow;
+        } else if (__Pyx_PyLong_IsCompact(x)) {
+            __PYX_VERIFY_RETURN_INT(uint32_t, __Pyx_compact_upylong, __Pyx_PyLong_CompactValueUnsigned(x))
+        } else
+        #endif
+        {
+            return __Pyx_PyULong___Pyx_PyLong_As_uint32_t(x);
+        }
+    } else {
+        #if CYTHON_USE_PYLONG_INTERNALS
+        if (__Pyx_PyLong_IsCompact(x)) {
+            __PYX_VERIFY_RETURN_INT(uint32_t, __Pyx_compact_pylong, __Pyx_PyLong_CompactValue(x))
+        } else
+        #endif
+        {
+            return __Pyx_PySLong___Pyx_PyLong_As_uint32_t(x);
+        }
+    }
+#if CYTHON_USE_PYLONG_INTERNALS
+raise_neg_overflow:
+    return __Pyx_raise_neg_overflow___Pyx_PyLong_As_uint32_t();
+raise_overflow:
+    return __Pyx_raise_overflow___Pyx_PyLong_As_uint32_t();
+#endif
+}
+static uint32_t __Pyx_NonPyLong___Pyx_PyLong_As_uint32_t(PyObject *x) {
+    uint32_t val;
+    PyObject *tmp = __Pyx_PyNumber_Long(x);
+    if (!tmp) return (uint32_t) -1;
+    val = __Pyx_PyLong_As_uint32_t(tmp);
+    Py_DECREF(tmp);
+    return val;
+}
+static CYTHON_INLINE uint32_t __Pyx_PyLong_As_uint32_t(PyObject *x) {
+    if (likely(PyLong_Check(x))) {
+        return __Pyx_PyLong___Pyx_PyLong_As_uint32_t(x);
+    } else {
+        return __Pyx_NonPyLong___Pyx_PyLong_As_uint32_t(x);
+    }
+}
+
+/* CIntFromPy */
+static int __Pyx_LargePyLong___Pyx_PyLong_As_int(PyObject *x);
+static int __Pyx_raise_neg_overflow___Pyx_PyLong_As_int(void) {
+    const char* type_name = "int";
+    PyErr_Format(PyExc_OverflowError,
+        "can't convert negative value to %.200s", type_name);
+    return (int) -1;
+}
+static int __Pyx_raise_overflow___Pyx_PyLong_As_int(void) {
+    const char* type_name = "int";
+    PyErr_Format(PyExc_OverflowError,
+        "value too large to convert to %.200s", type_name);
+    return (int) -1;
+}
+static CYTHON_INLINE int __Pyx_PyULong___Pyx_PyLong_As_int(PyObject *x) {
+    const int is_unsigned = 1;
+#if CYTHON_USE_PYLONG_INTERNALS
+    {
+        const digit* digits = __Pyx_PyLong_Digits(x);
+        const Py_ssize_t size = __Pyx_PyLong_DigitCount(x);
+        if (size == 2 && (8 * sizeof(int) > 1 * PyLong_SHIFT)) {
+            if ((8 * sizeof(unsigned long) > 2 * PyLong_SHIFT)) {
+                __PYX_VERIFY_RETURN_INT(int, unsigned long, (((((unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0])))
+            } else if ((8 * sizeof(int) >= 2 * PyLong_SHIFT)) {
+                return (int) (((((int)digits[1]) << PyLong_SHIFT) | (int)digits[0]));
+            }
+        } else
+        if (size == 3 && (8 * sizeof(int) > 2 * PyLong_SHIFT)) {
+            if ((8 * sizeof(unsigned long) > 3 * PyLong_SHIFT)) {
+                __PYX_VERIFY_RETURN_INT(int, unsigned long, (((((((unsigned long)digits[2]) << PyLong_SHIFT) | (unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0])))
+            } else if ((8 * sizeof(int) >= 3 * PyLong_SHIFT)) {
+                return (int) (((((((int)digits[2]) << PyLong_SHIFT) | (int)digits[1]) << PyLong_SHIFT) | (int)digits[0]));
+            }
+        } else
+        if (size == 4 && (8 * sizeof(int) > 3 * PyLong_SHIFT)) {
+            if ((8 * sizeof(unsigned long) > 4 * PyLong_SHIFT)) {
+                __PYX_VERIFY_RETURN_INT(int, unsigned long, (((((((((unsigned long)digits[3]) << PyLong_SHIFT) | (unsigned long)digits[2]) << PyLong_SHIFT) | (unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0])))
+            } else if ((8 * sizeof(int) >= 4 * PyLong_SHIFT)) {
+                return (int) (((((((((int)digits[3]) << PyLong_SHIFT) | (int)digits[2]) << PyLong_SHIFT) | (int)digits[1]) << PyLong_SHIFT) | (int)digits[0]));
+            }
+        } else
+        {}
+    }
+#elif CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX < 0x030C00A7
+    if (unlikely(Py_SIZE(x) < 0)) {
+        goto raise_neg_overflow;
+    }
+#else
+    {
+        int result = PyObject_RichCompareBool(x, Py_False, Py_LT);
+        if (unlikely(result < 0))
+            return (int) -1;
+        if (unlikely(result == 1))
+            goto raise_neg_overflow;
+    }
+#endif
+    if ((sizeof(int) <= sizeof(unsigned long))) {
+        __PYX_VERIFY_RETURN_INT_EXC(int, unsigned long, PyLong_AsUnsignedLong(x))
+    } else if ((sizeof(int) <= sizeof(unsigned PY_LONG_LONG))) {
+        __PYX_VERIFY_RETURN_INT_EXC(int, unsigned PY_LONG_LONG, PyLong_AsUnsignedLongLong(x))
+    }
+    return __Pyx_LargePyLong___Pyx_PyLong_As_int(x);
+raise_neg_overflow:
+    return __Pyx_raise_neg_overflow___Pyx_PyLong_As_int();
+raise_overflow:
+    return __Pyx_raise_overflow___Pyx_PyLong_As_int();
+}
+static CYTHON_INLINE int __Pyx_PySLong___Pyx_PyLong_As_int(PyObject *x) {
+    const int is_unsigned = 0;
+#if CYTHON_USE_PYLONG_INTERNALS
+    if (__Pyx_PyLong_IsNeg(x)) {
+        const Py_ssize_t size = __Pyx_PyLong_DigitCount(x);
+        const digit* digits = __Pyx_PyLong_Digits(x);
+        if (size == 2 && (8 * sizeof(int) > 1 * PyLong_SHIFT)) {
+            if ((8 * sizeof(long) > 2 * PyLong_SHIFT)) {
+                long ival = - (long) (((((unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0]));
+                __PYX_VERIFY_RETURN_INT(int, long, ival)
+            } else if ((8 * sizeof(int) - 1 > 2 * PyLong_SHIFT)) {
+                return (int) (((int) -1) * (((((int)digits[1]) << PyLong_SHIFT) | (int)digits[0])));
+            }
+        } else
+        if (size == 3 && (8 * sizeof(int) > 2 * PyLong_SHIFT)) {
+            if ((8 * sizeof(long) > 3 * PyLong_SHIFT)) {
+                long ival = - (long) (((((((unsigned long)digits[2]) << PyLong_SHIFT) | (unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0]));
+                __PYX_VERIFY_RETURN_INT(int, long, ival)
+            } else if ((8 * sizeof(int) - 1 > 3 * PyLong_SHIFT)) {
+                return (int) (((int) -1) * (((((((int)digits[2]) << PyLong_SHIFT) | (int)digits[1]) << PyLong_SHIFT) | (int)digits[0])));
+            }
+        } else
+        if (size == 4 && (8 * sizeof(int) > 3 * PyLong_SHIFT)) {
+            if ((8 * sizeof(long) > 4 * PyLong_SHIFT)) {
+                long ival = - (long) (((((((((unsigned long)digits[3]) << PyLong_SHIFT) | (unsigned long)digits[2]) << PyLong_SHIFT) | (unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0]));
+                __PYX_VERIFY_RETURN_INT(int, long, ival)
+            } else if ((8 * sizeof(int) - 1 > 4 * PyLong_SHIFT)) {
+                return (int) (((int) -1) * (((((((((int)digits[3]) << PyLong_SHIFT) | (int)digits[2]) << PyLong_SHIFT) | (int)digits[1]) << PyLong_SHIFT) | (int)digits[0])));
+            }
+        } else
+        {}
+    } else {
+        const Py_ssize_t size = __Pyx_PyLong_DigitCount(x);
+        const digit* digits = __Pyx_PyLong_Digits(x);
+        if (size == 2 && (8 * sizeof(int) > 1 * PyLong_SHIFT)) {
+            if ((8 * sizeof(long) > 2 * PyLong_SHIFT)) {
+                __PYX_VERIFY_RETURN_INT(int, unsigned long, (((((unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0])))
+            } else if ((8 * sizeof(int) - 1 > 2 * PyLong_SHIFT)) {
+                return (int) (((((int)digits[1]) << PyLong_SHIFT) | (int)digits[0]));
+            }
+        } else
+        if (size == 3 && (8 * sizeof(int) > 2 * PyLong_SHIFT)) {
+            if ((8 * sizeof(long) > 3 * PyLong_SHIFT)) {
+                __PYX_VERIFY_RETURN_INT(int, unsigned long, (((((((unsigned long)digits[2]) << PyLong_SHIFT) | (unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0])))
+            } else if ((8 * sizeof(int) - 1 > 3 * PyLong_SHIFT)) {
+                return (int) (((((((int)digits[2]) << PyLong_SHIFT) | (int)digits[1]) << PyLong_SHIFT) | (int)digits[0]));
+            }
+        } else
+        if (size == 4 && (8 * sizeof(int) > 3 * PyLong_SHIFT)) {
+            if ((8 * sizeof(long) > 4 * PyLong_SHIFT)) {
+                __PYX_VERIFY_RETURN_INT(int, unsigned long, (((((((((unsigned long)digits[3]) << PyLong_SHIFT) | (unsigned long)digits[2]) << PyLong_SHIFT) | (unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0])))
+            } else if ((8 * sizeof(int) - 1 > 4 * PyLong_SHIFT)) {
+                return (int) (((((((((int)digits[3]) << PyLong_SHIFT) | (int)digits[2]) << PyLong_SHIFT) | (int)digits[1]) << PyLong_SHIFT) | (int)digits[0]));
+            }
+        } else
+        {}
+    }
+#endif
+    #if __PYX_LIMITED_VERSION_HEX >= 0x030d0000
+    if ((sizeof(int) <= sizeof(int)) && (sizeof(int) < sizeof(long))) {
+        __PYX_VERIFY_RETURN_INT_EXC(int, int, PyLong_AsInt(x))
+    } else
+    #endif
+    if ((sizeof(int) <= sizeof(long))) {
+        __PYX_VERIFY_RETURN_INT_EXC(int, long, PyLong_AsLong(x))
+    } else if ((sizeof(int) <= sizeof(PY_LONG_LONG))) {
+        __PYX_VERIFY_RETURN_INT_EXC(int, PY_LONG_LONG, PyLong_AsLongLong(x))
+    }
+    return __Pyx_LargePyLong___Pyx_PyLong_As_int(x);
+raise_neg_overflow:
+    return __Pyx_raise_neg_overflow___Pyx_PyLong_As_int();
+raise_overflow:
+    return __Pyx_raise_overflow___Pyx_PyLong_As_int();
+}
+static int __Pyx_LargePyLong___Pyx_PyLong_As_int(PyObject *x) {
+#ifdef __Pyx_HAS_GCC_DIAGNOSTIC
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wconversion"
+#endif
+    const int neg_one = (int) -1, const_zero = (int) 0;
+#ifdef __Pyx_HAS_GCC_DIAGNOSTIC
+#pragma GCC diagnostic pop
+#endif
+    const int is_unsigned = neg_one > const_zero;
+    int val;
+    int ret = -1;
+#if PY_VERSION_HEX >= 0x030d00A6 && !CYTHON_COMPILING_IN_LIMITED_API
+    Py_ssize_t bytes_copied = PyLong_AsNativeBytes(
+        x, &val, sizeof(val), Py_ASNATIVEBYTES_NATIVE_ENDIAN | (is_unsigned ? Py_ASNATIVEBYTES_UNSIGNED_BUFFER | Py_ASNATIVEBYTES_REJECT_NEGATIVE : 0));
+    if (unlikely(bytes_copied == -1)) {
+    } else if (unlikely(bytes_copied > (Py_ssize_t) sizeof(val))) {
+        goto raise_overflow;
+    } else {
+        ret = 0;
+    }
+#elif PY_VERSION_HEX < 0x030d0000 && !(CYTHON_COMPILING_IN_PYPY || CYTHON_COMPILING_IN_LIMITED_API) || defined(_PyLong_AsByteArray)
+    int one = 1; int is_little = (int)*(unsigned char *)&one;
+    unsigned char *bytes = (unsigned char *)&val;
+    ret = _PyLong_AsByteArray((PyLongObject *)x,
+                                bytes, sizeof(val),
+                                is_little, !is_unsigned);
+    if ((0)) goto raise_overflow;
+#else
+    PyObject *v;
+    PyObject *stepval = NULL, *mask = NULL, *shift = NULL;
+    int bits, remaining_bits, is_negative = 0;
+    int chunk_size = (sizeof(long) < 8) ? 30 : 62;
+    if (likely(PyLong_CheckExact(x))) {
+        v = __Pyx_NewRef(x);
+    } else {
+        v = PyNumber_Long(x);
+        if (unlikely(!v)) return (int) -1;
+        assert(PyLong_CheckExact(v));
+    }
+    {
+        int result = PyObject_RichCompareBool(v, Py_False, Py_LT);
+        if (unlikely(result < 0)) {
+            Py_DECREF(v);
+            return (int) -1;
+        }
+        is_negative = result == 1;
+    }
+    if (is_unsigned && unlikely(is_negative)) {
+        Py_DECREF(v);
+        PyErr_SetString(PyExc_OverflowError,
+            "can't convert negative value to int");
+        return (int) -1;
+    } else if (is_negative) {
+        stepval = PyNumber_Invert(v);
+        Py_DECREF(v);
+        if (unlikely(!stepval))
+            return (int) -1;
+    } else {
+        stepval = v;
+    }
+    v = NULL;
+    val = (int) 0;
+    mask = PyLong_FromLong((1L << chunk_size) - 1); if (unlikely(!mask)) goto done;
+    shift = PyLong_FromLong(chunk_size); if (unlikely(!shift)) goto done;
+    for (bits = 0; bits < (int) sizeof(int) * 8 - chunk_size; bits += chunk_size) {
+        PyObject *tmp, *digit;
+        long idigit;
+        digit = PyNumber_And(stepval, mask);
+        if (unlikely(!digit)) goto done;
+        idigit = PyLong_AsLong(digit);
+        Py_DECREF(digit);
+        if (unlikely(idigit < 0)) goto done;
+        val |= ((int) idigit) << bits;
+        tmp = PyNumber_Rshift(stepval, shift);
+        if (unlikely(!tmp)) goto done;
+        Py_DECREF(stepval); stepval = tmp;
+    }
+    Py_DECREF(shift); shift = NULL;
+    Py_DECREF(mask); mask = NULL;
+    {
+        long idigit = PyLong_AsLong(stepval);
+        if (unlikely(idigit < 0)) goto done;
+        remaining_bits = ((int) sizeof(int) * 8) - bits - (is_unsigned ? 0 : 1);
+        if (unlikely(idigit >= (1L << remaining_bits)))
+            goto raise_overflow;
+        val |= ((int) idigit) << bits;
+    }
+    if (!is_unsigned) {
+        if (unlikely(val & (((int) 1) << (sizeof(int) * 8 - 1))))
+            goto raise_overflow;
+        if (is_negative)
+            val = ~val;
+    }
+    ret = 0;
+done:
+    Py_XDECREF(shift);
+    Py_XDECREF(mask);
+    Py_XDECREF(stepval);
+#endif
+    if (unlikely(ret))
+        return (int) -1;
+    return val;
+raise_overflow:
+    return __Pyx_raise_overflow___Pyx_PyLong_As_int();
+}
+static CYTHON_INLINE int __Pyx_PyLong___Pyx_PyLong_As_int(PyObject *x) {
+#ifdef __Pyx_HAS_GCC_DIAGNOSTIC
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wconversion"
+#endif
+    const int neg_one = (int) -1, const_zero = (int) 0;
+#ifdef __Pyx_HAS_GCC_DIAGNOSTIC
+#pragma GCC diagnostic pop
+#endif
+    const int is_unsigned = neg_one > const_zero;
+    if (is_unsigned) {
+        #if CYTHON_USE_PYLONG_INTERNALS
+        if (unlikely(__Pyx_PyLong_IsNeg(x))) {
+            goto raise_neg_overflow;
+        } else if (__Pyx_PyLong_IsCompact(x)) {
+            __PYX_VERIFY_RETURN_INT(int, __Pyx_compact_upylong, __Pyx_PyLong_CompactValueUnsigned(x))
+        } else
+        #endif
+        {
+            return __Pyx_PyULong___Pyx_PyLong_As_int(x);
+        }
+    } else {
+        #if CYTHON_USE_PYLONG_INTERNALS
+        if (__Pyx_PyLong_IsCompact(x)) {
+            __PYX_VERIFY_RETURN_INT(int, __Pyx_compact_pylong, __Pyx_PyLong_CompactValue(x))
+        } else
+        #endif
+        {
+            return __Pyx_PySLong___Pyx_PyLong_As_int(x);
+        }
+    }
+#if CYTHON_USE_PYLONG_INTERNALS
+raise_neg_overflow:
+    return __Pyx_raise_neg_overflow___Pyx_PyLong_As_int();
+raise_overflow:
+    return __Pyx_raise_overflow___Pyx_PyLong_As_int();
+#endif
+}
+static int __Pyx_NonPyLong___Pyx_PyLong_As_int(PyObject *x) {
+    int val;
+    PyObject *tmp = __Pyx_PyNumber_Long(x);
+    if (!tmp) return (int) -1;
+    val = __Pyx_PyLong_As_int(tmp);
+    Py_DECREF(tmp);
+    return val;
+}
+static CYTHON_INLINE int __Pyx_PyLong_As_int(PyObject *x) {
+    if (likely(PyLong_Check(x))) {
+        return __Pyx_PyLong___Pyx_PyLong_As_int(x);
+    } else {
+        return __Pyx_NonPyLong___Pyx_PyLong_As_int(x);
+    }
+}
+
 /* PyObjectVectorcallKwds (used by PyObjectVectorcallMethodKwds) */
 #if CYTHON_VECTORCALL
 CYTHON_UNUSED static int __Pyx_CheckVectorcallKwarg(PyObject *kwnames, Py_ssize_t i) {
@@ -30779,329 +31498,6 @@ static int __Pyx_CheckUnpickleChecksum(long checksum, long checksum1, long check
         return 0;
     __Pyx_RaiseUnpickleChecksumError(checksum, checksum1, checksum2, checksum3, members);
     return -1;
-}
-
-/* CIntFromPyVerify (used by CIntFromPy) */
-#define __PYX_VERIFY_RETURN_INT(target_type, func_type, func_value)\
-    __PYX__VERIFY_RETURN_INT(target_type, func_type, func_value, 0)
-#define __PYX_VERIFY_RETURN_INT_EXC(target_type, func_type, func_value)\
-    __PYX__VERIFY_RETURN_INT(target_type, func_type, func_value, 1)
-#define __PYX__VERIFY_RETURN_INT(target_type, func_type, func_value, exc)\
-    {\
-        func_type value = func_value;\
-        if (sizeof(target_type) < sizeof(func_type)) {\
-            if (unlikely(value != (func_type) (target_type) value)) {\
-                func_type zero = 0;\
-                if (exc && unlikely(value == (func_type)-1 && PyErr_Occurred()))\
-                    return (target_type) -1;\
-                if (is_unsigned && unlikely(value < zero))\
-                    goto raise_neg_overflow;\
-                else\
-                    goto raise_overflow;\
-            }\
-        }\
-        return (target_type) value;\
-    }
-
-/* CIntFromPy */
-static int __Pyx_LargePyLong___Pyx_PyLong_As_int(PyObject *x);
-static int __Pyx_raise_neg_overflow___Pyx_PyLong_As_int(void) {
-    const char* type_name = "int";
-    PyErr_Format(PyExc_OverflowError,
-        "can't convert negative value to %.200s", type_name);
-    return (int) -1;
-}
-static int __Pyx_raise_overflow___Pyx_PyLong_As_int(void) {
-    const char* type_name = "int";
-    PyErr_Format(PyExc_OverflowError,
-        "value too large to convert to %.200s", type_name);
-    return (int) -1;
-}
-static CYTHON_INLINE int __Pyx_PyULong___Pyx_PyLong_As_int(PyObject *x) {
-    const int is_unsigned = 1;
-#if CYTHON_USE_PYLONG_INTERNALS
-    {
-        const digit* digits = __Pyx_PyLong_Digits(x);
-        const Py_ssize_t size = __Pyx_PyLong_DigitCount(x);
-        if (size == 2 && (8 * sizeof(int) > 1 * PyLong_SHIFT)) {
-            if ((8 * sizeof(unsigned long) > 2 * PyLong_SHIFT)) {
-                __PYX_VERIFY_RETURN_INT(int, unsigned long, (((((unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0])))
-            } else if ((8 * sizeof(int) >= 2 * PyLong_SHIFT)) {
-                return (int) (((((int)digits[1]) << PyLong_SHIFT) | (int)digits[0]));
-            }
-        } else
-        if (size == 3 && (8 * sizeof(int) > 2 * PyLong_SHIFT)) {
-            if ((8 * sizeof(unsigned long) > 3 * PyLong_SHIFT)) {
-                __PYX_VERIFY_RETURN_INT(int, unsigned long, (((((((unsigned long)digits[2]) << PyLong_SHIFT) | (unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0])))
-            } else if ((8 * sizeof(int) >= 3 * PyLong_SHIFT)) {
-                return (int) (((((((int)digits[2]) << PyLong_SHIFT) | (int)digits[1]) << PyLong_SHIFT) | (int)digits[0]));
-            }
-        } else
-        if (size == 4 && (8 * sizeof(int) > 3 * PyLong_SHIFT)) {
-            if ((8 * sizeof(unsigned long) > 4 * PyLong_SHIFT)) {
-                __PYX_VERIFY_RETURN_INT(int, unsigned long, (((((((((unsigned long)digits[3]) << PyLong_SHIFT) | (unsigned long)digits[2]) << PyLong_SHIFT) | (unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0])))
-            } else if ((8 * sizeof(int) >= 4 * PyLong_SHIFT)) {
-                return (int) (((((((((int)digits[3]) << PyLong_SHIFT) | (int)digits[2]) << PyLong_SHIFT) | (int)digits[1]) << PyLong_SHIFT) | (int)digits[0]));
-            }
-        } else
-        {}
-    }
-#elif CYTHON_COMPILING_IN_CPYTHON && PY_VERSION_HEX < 0x030C00A7
-    if (unlikely(Py_SIZE(x) < 0)) {
-        goto raise_neg_overflow;
-    }
-#else
-    {
-        int result = PyObject_RichCompareBool(x, Py_False, Py_LT);
-        if (unlikely(result < 0))
-            return (int) -1;
-        if (unlikely(result == 1))
-            goto raise_neg_overflow;
-    }
-#endif
-    if ((sizeof(int) <= sizeof(unsigned long))) {
-        __PYX_VERIFY_RETURN_INT_EXC(int, unsigned long, PyLong_AsUnsignedLong(x))
-    } else if ((sizeof(int) <= sizeof(unsigned PY_LONG_LONG))) {
-        __PYX_VERIFY_RETURN_INT_EXC(int, unsigned PY_LONG_LONG, PyLong_AsUnsignedLongLong(x))
-    }
-    return __Pyx_LargePyLong___Pyx_PyLong_As_int(x);
-raise_neg_overflow:
-    return __Pyx_raise_neg_overflow___Pyx_PyLong_As_int();
-raise_overflow:
-    return __Pyx_raise_overflow___Pyx_PyLong_As_int();
-}
-static CYTHON_INLINE int __Pyx_PySLong___Pyx_PyLong_As_int(PyObject *x) {
-    const int is_unsigned = 0;
-#if CYTHON_USE_PYLONG_INTERNALS
-    if (__Pyx_PyLong_IsNeg(x)) {
-        const Py_ssize_t size = __Pyx_PyLong_DigitCount(x);
-        const digit* digits = __Pyx_PyLong_Digits(x);
-        if (size == 2 && (8 * sizeof(int) > 1 * PyLong_SHIFT)) {
-            if ((8 * sizeof(long) > 2 * PyLong_SHIFT)) {
-                long ival = - (long) (((((unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0]));
-                __PYX_VERIFY_RETURN_INT(int, long, ival)
-            } else if ((8 * sizeof(int) - 1 > 2 * PyLong_SHIFT)) {
-                return (int) (((int) -1) * (((((int)digits[1]) << PyLong_SHIFT) | (int)digits[0])));
-            }
-        } else
-        if (size == 3 && (8 * sizeof(int) > 2 * PyLong_SHIFT)) {
-            if ((8 * sizeof(long) > 3 * PyLong_SHIFT)) {
-                long ival = - (long) (((((((unsigned long)digits[2]) << PyLong_SHIFT) | (unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0]));
-                __PYX_VERIFY_RETURN_INT(int, long, ival)
-            } else if ((8 * sizeof(int) - 1 > 3 * PyLong_SHIFT)) {
-                return (int) (((int) -1) * (((((((int)digits[2]) << PyLong_SHIFT) | (int)digits[1]) << PyLong_SHIFT) | (int)digits[0])));
-            }
-        } else
-        if (size == 4 && (8 * sizeof(int) > 3 * PyLong_SHIFT)) {
-            if ((8 * sizeof(long) > 4 * PyLong_SHIFT)) {
-                long ival = - (long) (((((((((unsigned long)digits[3]) << PyLong_SHIFT) | (unsigned long)digits[2]) << PyLong_SHIFT) | (unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0]));
-                __PYX_VERIFY_RETURN_INT(int, long, ival)
-            } else if ((8 * sizeof(int) - 1 > 4 * PyLong_SHIFT)) {
-                return (int) (((int) -1) * (((((((((int)digits[3]) << PyLong_SHIFT) | (int)digits[2]) << PyLong_SHIFT) | (int)digits[1]) << PyLong_SHIFT) | (int)digits[0])));
-            }
-        } else
-        {}
-    } else {
-        const Py_ssize_t size = __Pyx_PyLong_DigitCount(x);
-        const digit* digits = __Pyx_PyLong_Digits(x);
-        if (size == 2 && (8 * sizeof(int) > 1 * PyLong_SHIFT)) {
-            if ((8 * sizeof(long) > 2 * PyLong_SHIFT)) {
-                __PYX_VERIFY_RETURN_INT(int, unsigned long, (((((unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0])))
-            } else if ((8 * sizeof(int) - 1 > 2 * PyLong_SHIFT)) {
-                return (int) (((((int)digits[1]) << PyLong_SHIFT) | (int)digits[0]));
-            }
-        } else
-        if (size == 3 && (8 * sizeof(int) > 2 * PyLong_SHIFT)) {
-            if ((8 * sizeof(long) > 3 * PyLong_SHIFT)) {
-                __PYX_VERIFY_RETURN_INT(int, unsigned long, (((((((unsigned long)digits[2]) << PyLong_SHIFT) | (unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0])))
-            } else if ((8 * sizeof(int) - 1 > 3 * PyLong_SHIFT)) {
-                return (int) (((((((int)digits[2]) << PyLong_SHIFT) | (int)digits[1]) << PyLong_SHIFT) | (int)digits[0]));
-            }
-        } else
-        if (size == 4 && (8 * sizeof(int) > 3 * PyLong_SHIFT)) {
-            if ((8 * sizeof(long) > 4 * PyLong_SHIFT)) {
-                __PYX_VERIFY_RETURN_INT(int, unsigned long, (((((((((unsigned long)digits[3]) << PyLong_SHIFT) | (unsigned long)digits[2]) << PyLong_SHIFT) | (unsigned long)digits[1]) << PyLong_SHIFT) | (unsigned long)digits[0])))
-            } else if ((8 * sizeof(int) - 1 > 4 * PyLong_SHIFT)) {
-                return (int) (((((((((int)digits[3]) << PyLong_SHIFT) | (int)digits[2]) << PyLong_SHIFT) | (int)digits[1]) << PyLong_SHIFT) | (int)digits[0]));
-            }
-        } else
-        {}
-    }
-#endif
-    #if __PYX_LIMITED_VERSION_HEX >= 0x030d0000
-    if ((sizeof(int) <= sizeof(int)) && (sizeof(int) < sizeof(long))) {
-        __PYX_VERIFY_RETURN_INT_EXC(int, int, PyLong_AsInt(x))
-    } else
-    #endif
-    if ((sizeof(int) <= sizeof(long))) {
-        __PYX_VERIFY_RETURN_INT_EXC(int, long, PyLong_AsLong(x))
-    } else if ((sizeof(int) <= sizeof(PY_LONG_LONG))) {
-        __PYX_VERIFY_RETURN_INT_EXC(int, PY_LONG_LONG, PyLong_AsLongLong(x))
-    }
-    return __Pyx_LargePyLong___Pyx_PyLong_As_int(x);
-raise_neg_overflow:
-    return __Pyx_raise_neg_overflow___Pyx_PyLong_As_int();
-raise_overflow:
-    return __Pyx_raise_overflow___Pyx_PyLong_As_int();
-}
-static int __Pyx_LargePyLong___Pyx_PyLong_As_int(PyObject *x) {
-#ifdef __Pyx_HAS_GCC_DIAGNOSTIC
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wconversion"
-#endif
-    const int neg_one = (int) -1, const_zero = (int) 0;
-#ifdef __Pyx_HAS_GCC_DIAGNOSTIC
-#pragma GCC diagnostic pop
-#endif
-    const int is_unsigned = neg_one > const_zero;
-    int val;
-    int ret = -1;
-#if PY_VERSION_HEX >= 0x030d00A6 && !CYTHON_COMPILING_IN_LIMITED_API
-    Py_ssize_t bytes_copied = PyLong_AsNativeBytes(
-        x, &val, sizeof(val), Py_ASNATIVEBYTES_NATIVE_ENDIAN | (is_unsigned ? Py_ASNATIVEBYTES_UNSIGNED_BUFFER | Py_ASNATIVEBYTES_REJECT_NEGATIVE : 0));
-    if (unlikely(bytes_copied == -1)) {
-    } else if (unlikely(bytes_copied > (Py_ssize_t) sizeof(val))) {
-        goto raise_overflow;
-    } else {
-        ret = 0;
-    }
-#elif PY_VERSION_HEX < 0x030d0000 && !(CYTHON_COMPILING_IN_PYPY || CYTHON_COMPILING_IN_LIMITED_API) || defined(_PyLong_AsByteArray)
-    int one = 1; int is_little = (int)*(unsigned char *)&one;
-    unsigned char *bytes = (unsigned char *)&val;
-    ret = _PyLong_AsByteArray((PyLongObject *)x,
-                                bytes, sizeof(val),
-                                is_little, !is_unsigned);
-    if ((0)) goto raise_overflow;
-#else
-    PyObject *v;
-    PyObject *stepval = NULL, *mask = NULL, *shift = NULL;
-    int bits, remaining_bits, is_negative = 0;
-    int chunk_size = (sizeof(long) < 8) ? 30 : 62;
-    if (likely(PyLong_CheckExact(x))) {
-        v = __Pyx_NewRef(x);
-    } else {
-        v = PyNumber_Long(x);
-        if (unlikely(!v)) return (int) -1;
-        assert(PyLong_CheckExact(v));
-    }
-    {
-        int result = PyObject_RichCompareBool(v, Py_False, Py_LT);
-        if (unlikely(result < 0)) {
-            Py_DECREF(v);
-            return (int) -1;
-        }
-        is_negative = result == 1;
-    }
-    if (is_unsigned && unlikely(is_negative)) {
-        Py_DECREF(v);
-        PyErr_SetString(PyExc_OverflowError,
-            "can't convert negative value to int");
-        return (int) -1;
-    } else if (is_negative) {
-        stepval = PyNumber_Invert(v);
-        Py_DECREF(v);
-        if (unlikely(!stepval))
-            return (int) -1;
-    } else {
-        stepval = v;
-    }
-    v = NULL;
-    val = (int) 0;
-    mask = PyLong_FromLong((1L << chunk_size) - 1); if (unlikely(!mask)) goto done;
-    shift = PyLong_FromLong(chunk_size); if (unlikely(!shift)) goto done;
-    for (bits = 0; bits < (int) sizeof(int) * 8 - chunk_size; bits += chunk_size) {
-        PyObject *tmp, *digit;
-        long idigit;
-        digit = PyNumber_And(stepval, mask);
-        if (unlikely(!digit)) goto done;
-        idigit = PyLong_AsLong(digit);
-        Py_DECREF(digit);
-        if (unlikely(idigit < 0)) goto done;
-        val |= ((int) idigit) << bits;
-        tmp = PyNumber_Rshift(stepval, shift);
-        if (unlikely(!tmp)) goto done;
-        Py_DECREF(stepval); stepval = tmp;
-    }
-    Py_DECREF(shift); shift = NULL;
-    Py_DECREF(mask); mask = NULL;
-    {
-        long idigit = PyLong_AsLong(stepval);
-        if (unlikely(idigit < 0)) goto done;
-        remaining_bits = ((int) sizeof(int) * 8) - bits - (is_unsigned ? 0 : 1);
-        if (unlikely(idigit >= (1L << remaining_bits)))
-            goto raise_overflow;
-        val |= ((int) idigit) << bits;
-    }
-    if (!is_unsigned) {
-        if (unlikely(val & (((int) 1) << (sizeof(int) * 8 - 1))))
-            goto raise_overflow;
-        if (is_negative)
-            val = ~val;
-    }
-    ret = 0;
-done:
-    Py_XDECREF(shift);
-    Py_XDECREF(mask);
-    Py_XDECREF(stepval);
-#endif
-    if (unlikely(ret))
-        return (int) -1;
-    return val;
-raise_overflow:
-    return __Pyx_raise_overflow___Pyx_PyLong_As_int();
-}
-static CYTHON_INLINE int __Pyx_PyLong___Pyx_PyLong_As_int(PyObject *x) {
-#ifdef __Pyx_HAS_GCC_DIAGNOSTIC
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wconversion"
-#endif
-    const int neg_one = (int) -1, const_zero = (int) 0;
-#ifdef __Pyx_HAS_GCC_DIAGNOSTIC
-#pragma GCC diagnostic pop
-#endif
-    const int is_unsigned = neg_one > const_zero;
-    if (is_unsigned) {
-        #if CYTHON_USE_PYLONG_INTERNALS
-        if (unlikely(__Pyx_PyLong_IsNeg(x))) {
-            goto raise_neg_overflow;
-        } else if (__Pyx_PyLong_IsCompact(x)) {
-            __PYX_VERIFY_RETURN_INT(int, __Pyx_compact_upylong, __Pyx_PyLong_CompactValueUnsigned(x))
-        } else
-        #endif
-        {
-            return __Pyx_PyULong___Pyx_PyLong_As_int(x);
-        }
-    } else {
-        #if CYTHON_USE_PYLONG_INTERNALS
-        if (__Pyx_PyLong_IsCompact(x)) {
-            __PYX_VERIFY_RETURN_INT(int, __Pyx_compact_pylong, __Pyx_PyLong_CompactValue(x))
-        } else
-        #endif
-        {
-            return __Pyx_PySLong___Pyx_PyLong_As_int(x);
-        }
-    }
-#if CYTHON_USE_PYLONG_INTERNALS
-raise_neg_overflow:
-    return __Pyx_raise_neg_overflow___Pyx_PyLong_As_int();
-raise_overflow:
-    return __Pyx_raise_overflow___Pyx_PyLong_As_int();
-#endif
-}
-static int __Pyx_NonPyLong___Pyx_PyLong_As_int(PyObject *x) {
-    int val;
-    PyObject *tmp = __Pyx_PyNumber_Long(x);
-    if (!tmp) return (int) -1;
-    val = __Pyx_PyLong_As_int(tmp);
-    Py_DECREF(tmp);
-    return val;
-}
-static CYTHON_INLINE int __Pyx_PyLong_As_int(PyObject *x) {
-    if (likely(PyLong_Check(x))) {
-        return __Pyx_PyLong___Pyx_PyLong_As_int(x);
-    } else {
-        return __Pyx_NonPyLong___Pyx_PyLong_As_int(x);
-    }
 }
 
 /* CIntFromPy */

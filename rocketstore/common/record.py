@@ -65,14 +65,16 @@ COMPRESSION_ZLIB = 0x3 << 8
 
 
 def c_header() -> str:
-    """These constants as C macros (``RS_<NAME>``), for the native code's generated header."""
-    names = ("MESSAGE_MAGIC_CODE", "MESSAGE_MAGIC_CODE_V2", "BLANK_MAGIC_CODE",
-             "END_FILE_MIN_BLANK_LENGTH", "MIN_RECORD_SIZE", "MAX_TOPIC_LENGTH",
+    """These constants as C macros (``RS_<NAME>``), for the native code's generated header.
+    The magic codes are unsigned (uint32_t); the rest are plain ints, as C enum values are."""
+    codes = ("MESSAGE_MAGIC_CODE", "MESSAGE_MAGIC_CODE_V2", "BLANK_MAGIC_CODE")
+    sizes = ("END_FILE_MIN_BLANK_LENGTH", "MIN_RECORD_SIZE", "MAX_TOPIC_LENGTH",
              "MAX_PROPERTIES_LENGTH", "TRANSACTION_TYPE_MASK", "COMPRESSION_TYPE_MASK")
-    lines = [f"#define RS_{name} {globals()[name]:#x}u" for name in names]
-    lines += [f"#define RS_SYSFLAG_{name} {flag.value:#x}u"
+    lines = [f"#define RS_{name} {globals()[name]:#x}u" for name in codes]
+    lines += [f"#define RS_{name} {globals()[name]}" for name in sizes]
+    lines += [f"#define RS_SYSFLAG_{name} {flag.value}"
               for name, flag in SysFlag.__members__.items()]
     # the first (most significant) byte of each magic code, which a scan looks for
-    lines += [f"#define RS_MESSAGE_MAGIC_BYTE0 {MESSAGE_MAGIC_CODE >> 24:#x}u",
-              f"#define RS_BLANK_MAGIC_BYTE0 {BLANK_MAGIC_CODE >> 24:#x}u"]
+    lines += [f"#define RS_MESSAGE_MAGIC_BYTE0 {MESSAGE_MAGIC_CODE >> 24}",
+              f"#define RS_BLANK_MAGIC_BYTE0 {BLANK_MAGIC_CODE >> 24}"]
     return "\n".join(lines) + "\n"
