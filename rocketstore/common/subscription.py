@@ -26,5 +26,5 @@ def parse_tags(expression: str | None) -> frozenset[str]:
         return frozenset()
     tags = frozenset(tag.strip() for tag in text.split("||") if tag.strip())
     if not tags:
-        raise NoTagError(f"expression {expression!r} holds no tag (use '*' for every message)")
+        raise NoTagError(f"subscription expression {expression!r} holds no tag (use '*' for every message)")
     return tags
