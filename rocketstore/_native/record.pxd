@@ -24,6 +24,11 @@ cdef extern from "rs_vocabulary.h":
         SYSFLAG_ROLLBACK "RS_SYSFLAG_TRANSACTION_ROLLBACK"
         SYSFLAG_BORNHOST_V6 "RS_SYSFLAG_BORNHOST_V6"
         SYSFLAG_STOREHOST_V6 "RS_SYSFLAG_STOREHOST_V6"
+        QUEUEID_OFFSET "RS_QUEUEID_OFFSET"
+        QUEUEOFFSET_OFFSET "RS_QUEUEOFFSET_OFFSET"
+        PHYSICALOFFSET_OFFSET "RS_PHYSICALOFFSET_OFFSET"
+        SYSFLAG_OFFSET "RS_SYSFLAG_OFFSET"
+        BORNHOST_OFFSET "RS_BORNHOST_OFFSET"
 
 cdef enum:
     MAX_PORT = 65535
@@ -62,22 +67,22 @@ cdef inline const char* record_layout(const char* p, int64_t avail, RecordInfo* 
     r.size = rs_get_i32(p) if avail >= 4 else 0
     if r.size < MIN_RECORD_SIZE or r.size > avail:
         return "total size out of range"
-    r.queue_id = rs_get_i32(p + 12)
-    r.queue_offset = rs_get_i64(p + 20)
-    r.phy_offset = rs_get_i64(p + 28)
-    r.sys_flag = rs_get_i32(p + 36)
+    r.queue_id = rs_get_i32(p + QUEUEID_OFFSET)
+    r.queue_offset = rs_get_i64(p + QUEUEOFFSET_OFFSET)
+    r.phy_offset = rs_get_i64(p + PHYSICALOFFSET_OFFSET)
+    r.sys_flag = rs_get_i32(p + SYSFLAG_OFFSET)
     bh = 16 if r.sys_flag & SYSFLAG_BORNHOST_V6 else 4
     sh = 16 if r.sys_flag & SYSFLAG_STOREHOST_V6 else 4
     r.born_host_len = bh
     r.store_host_len = sh
-    off = 48 + bh + 4
+    off = BORNHOST_OFFSET + bh + 4
     r.store_ts_offset = off
     if off + 8 + sh + 4 + 4 + 8 + 4 > r.size:
         return "header runs past the record"
     r.store_ts = rs_get_i64(p + off)
     # host ports are not covered by the CRC: a TCP port (its two high bytes zero), or the
     # record is damaged
-    if rs_get_u16(p + 48 + bh) | rs_get_u16(p + off + 8 + sh):
+    if rs_get_u16(p + BORNHOST_OFFSET + bh) | rs_get_u16(p + off + 8 + sh):
         return "host port out of range"
     off += 8 + sh + 4 + 4 + 8
     r.body_len = rs_get_i32(p + off)

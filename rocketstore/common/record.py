@@ -69,7 +69,8 @@ def c_header() -> str:
     The magic codes are unsigned (uint32_t); the rest are plain ints, as C enum values are."""
     codes = ("MESSAGE_MAGIC_CODE", "MESSAGE_MAGIC_CODE_V2", "BLANK_MAGIC_CODE")
     sizes = ("END_FILE_MIN_BLANK_LENGTH", "MIN_RECORD_SIZE", "MAX_TOPIC_LENGTH",
-             "MAX_PROPERTIES_LENGTH", "TRANSACTION_TYPE_MASK", "COMPRESSION_TYPE_MASK")
+             "MAX_PROPERTIES_LENGTH", "TRANSACTION_TYPE_MASK", "COMPRESSION_TYPE_MASK",
+             *(name for name in globals() if name.endswith("_OFFSET")))
     lines = [f"#define RS_{name} {globals()[name]:#x}u" for name in codes]
     lines += [f"#define RS_{name} {globals()[name]}" for name in sizes]
     lines += [f"#define RS_SYSFLAG_{name} {flag.value}"
