@@ -30,6 +30,16 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import IO, Any
 
+from rocketstore.common.atomic_file import write_atomically
+from rocketstore.common.java_properties import (
+    camel_case,
+    convert_value,
+    escape_value,
+    java_trim,
+    parse_properties,
+    read_properties_text,
+)
+
 __all__ = [
     "PROPERTY_KEYS",
     "BrokerRole",
@@ -77,14 +87,6 @@ class _Spec:
     path: bool = False  # str or os.PathLike, normalised to str; must not be empty
     enum_type: type[enum.Enum] | None = None
     check: Callable[[str], str] | None = None  # validates (and may normalise) a str value
-
-
-def is_ascii_int(text: str, *, signed: bool = False) -> bool:
-    """Whether text is a decimal integer in ASCII digits (one leading '-' when signed):
-    str.isdigit() also takes digits such as '¹' that int() refuses."""
-    if signed and text.startswith("-"):
-        text = text[1:]
-    return text.isascii() and text.isdigit()
 
 
 def _bool(default: bool, *, key: str | None = None) -> Any:
@@ -377,12 +379,8 @@ class StoreConfig:
         level on the ``rocketstore.config`` logger. ``overrides`` (snake_case field names) win
         over the file. A bad value raises ``ValueError`` naming the key and the field.
         """
-        if isinstance(source, (str, os.PathLike)):
-            with open(source, encoding="latin-1", newline="") as fh:
-                text = fh.read()
-        else:
-            data = source.read()
-            text = data.decode("latin-1") if isinstance(data, (bytes, bytearray)) else data
+        data = read_properties_text(source)
+        text = data.decode("latin-1") if isinstance(data, (bytes, bytearray)) else data
         values: dict[str, Any] = {}
         for key, raw in parse_properties(text).items():
             name = _KEY_TO_FIELD.get(key)
@@ -391,7 +389,7 @@ class StoreConfig:
                 continue
             spec = _SPECS[name]
             try:
-                values[name] = _validate(name, spec, _convert(name, spec, _java_trim(raw)))
+                values[name] = _validate(name, spec, _convert(name, spec, java_trim(raw)))
             except (TypeError, ValueError) as exc:
                 raise ValueError(f"property {key!r} (field {name}): {exc}") from exc
         values.update(overrides)
@@ -415,14 +413,10 @@ class StoreConfig:
                 text = "true" if value else "false"
             else:
                 text = str(value)
-            lines.append(f"{PROPERTY_KEYS[f.name]}={_escape_value(text)}")
+            lines.append(f"{PROPERTY_KEYS[f.name]}={escape_value(text)}")
         text = "\n".join(lines) + "\n"
         if path is not None:
-            target = os.fspath(path)
-            tmp = target + ".tmp"
-            with open(tmp, "w", encoding="utf-8") as f:
-                f.write(text)
-            os.replace(tmp, target)
+            write_atomically(path, text)
         return text
 
 
@@ -496,152 +490,14 @@ def _validate(name: str, spec: _Spec, value: Any) -> Any:
     return value
 
 
-_INT_RE = re.compile(r"[+-]?[0-9]+")
-
-
 def _convert(name: str, spec: _Spec, text: str) -> Any:
     """Convert a trimmed property value to the field's Python type."""
-    if spec.kind == "bool":
-        lowered = text.lower()
-        if lowered not in ("true", "false"):
-            raise ValueError(f"{name} must be true or false, got {text!r}")
-        return lowered == "true"
-    if spec.kind == "int":
-        if not _INT_RE.fullmatch(text):
-            raise ValueError(f"{name} must be a decimal int, got {text!r}")
-        return int(text)
-    return text
-
-
-def _java_trim(text: str) -> str:
-    """Java ``String.trim()``: strip every char <= U+0020 from both ends."""
-    start, end = 0, len(text)
-    while start < end and text[start] <= " ":
-        start += 1
-    while end > start and text[end - 1] <= " ":
-        end -= 1
-    return text[start:end]
-
-
-# --------------------------------------------------------------------------------------------
-# Java .properties syntax
-# --------------------------------------------------------------------------------------------
-
-_PROP_WS = " \t\f"
-_NEWLINE_RE = re.compile(r"\r\n|\r|\n")
-_HEX4_RE = re.compile(r"[0-9a-fA-F]{4}")
-_UNESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
-
-
-def parse_properties(text: str) -> dict[str, str]:
-    """Parse ``.properties`` text like ``java.util.Properties.load``; later keys win."""
-    result: dict[str, str] = {}
-    natural = _NEWLINE_RE.split(text)
-    i = 0
-    while i < len(natural):
-        line = natural[i].lstrip(_PROP_WS)
-        i += 1
-        if not line or line[0] in "#!":
-            continue
-        # A logical line goes on while it ends in an odd number of backslashes.
-        while (len(line) - len(line.rstrip("\\"))) % 2 == 1:
-            line = line[:-1]
-            if i >= len(natural):
-                break
-            line += natural[i].lstrip(_PROP_WS)
-            i += 1
-        key, value = _split_key_value(line)
-        result[_unescape(key)] = _unescape(value)
-    return result
-
-
-def _split_key_value(line: str) -> tuple[str, str]:
-    """Split a logical line at its first unescaped ``=``, ``:`` or whitespace (Java rules)."""
-    limit = len(line)
-    key_len = 0
-    value_start = limit
-    has_sep = False
-    preceding_backslash = False
-    while key_len < limit:
-        c = line[key_len]
-        if not preceding_backslash and c in "=:":
-            value_start = key_len + 1
-            has_sep = True
-            break
-        if not preceding_backslash and c in _PROP_WS:
-            value_start = key_len + 1
-            break
-        preceding_backslash = (not preceding_backslash) if c == "\\" else False
-        key_len += 1
-    while value_start < limit:
-        c = line[value_start]
-        if c not in _PROP_WS:
-            if not has_sep and c in "=:":
-                has_sep = True
-            else:
-                break
-        value_start += 1
-    return line[:key_len], line[value_start:]
-
-
-def _unescape(text: str) -> str:
-    if "\\" not in text:
+    if spec.kind not in ("bool", "int"):
         return text
-    out: list[str] = []
-    i, n = 0, len(text)
-    while i < n:
-        c = text[i]
-        i += 1
-        if c != "\\":
-            out.append(c)
-            continue
-        if i >= n:  # a lone trailing backslash is dropped, as Java does
-            break
-        c = text[i]
-        i += 1
-        if c == "u":
-            digits = text[i : i + 4]
-            if not _HEX4_RE.fullmatch(digits):
-                raise ValueError(f"malformed \\uxxxx escape in properties text {text!r}")
-            out.append(chr(int(digits, 16)))
-            i += 4
-        else:
-            out.append(_UNESCAPES.get(c, c))
-    result = "".join(out)
-    if any("\ud800" <= ch <= "\udfff" for ch in result):
-        # Java strings are UTF-16: join \uD83D\uDE00 style surrogate pairs into one character.
-        result = result.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
-    return result
-
-
-def _escape_value(text: str) -> str:
-    """Escape a value like ``Properties.store``: a leading space, specials, non-ASCII."""
-    out: list[str] = []
-    for idx, ch in enumerate(text):
-        code = ord(ch)
-        if ch == "\\":
-            out.append("\\\\")
-        elif ch == " ":
-            out.append("\\ " if idx == 0 else " ")
-        elif ch == "\t":
-            out.append("\\t")
-        elif ch == "\n":
-            out.append("\\n")
-        elif ch == "\r":
-            out.append("\\r")
-        elif ch == "\f":
-            out.append("\\f")
-        elif ch in "=:#!":
-            out.append("\\" + ch)
-        elif code < 0x20 or code > 0x7E:
-            if code > 0xFFFF:
-                units = ch.encode("utf-16-be")
-                out.append(f"\\u{units[0:2].hex().upper()}\\u{units[2:4].hex().upper()}")
-            else:
-                out.append(f"\\u{code:04X}")
-        else:
-            out.append(ch)
-    return "".join(out)
+    try:
+        return convert_value(spec.kind, text)
+    except ValueError as exc:
+        raise ValueError(f"{name} {exc}") from None
 
 
 # --------------------------------------------------------------------------------------------
@@ -649,16 +505,11 @@ def _escape_value(text: str) -> str:
 # --------------------------------------------------------------------------------------------
 
 
-def _camel(name: str) -> str:
-    head, *rest = name.split("_")
-    return head + "".join(part[:1].upper() + part[1:] for part in rest)
-
-
 _SPECS: dict[str, _Spec] = {f.name: f.metadata["spec"] for f in dataclasses.fields(StoreConfig)}
 
 #: Every StoreConfig field (snake_case) -> its RocketMQ ``.properties`` key (camelCase).
 PROPERTY_KEYS: Mapping[str, str] = MappingProxyType(
-    {name: spec.key or _camel(name) for name, spec in _SPECS.items()}
+    {name: spec.key or camel_case(name) for name, spec in _SPECS.items()}
 )
 
 _KEY_TO_FIELD: dict[str, str] = {key: name for name, key in PROPERTY_KEYS.items()}

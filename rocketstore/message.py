@@ -1,4 +1,5 @@
-"""Shared vocabulary: messages, statuses, property names and sysFlag bits (FORMAT.md)."""
+"""The store's message types and statuses; the record vocabulary (property names, sysFlag bits,
+magic codes) re-exported from :mod:`rocketstore.common`."""
 from __future__ import annotations
 
 import enum
@@ -8,6 +9,8 @@ from rocketstore._native.hosts import format_host, make_msg_id, parse_host, pars
 from rocketstore._native.message import Message, new_uniq_key, validate_topic
 from rocketstore._native.record import CorruptRecordError, MessageExt
 from rocketstore._native.record_writer import PutMessageResult, PutMessagesResult, PutMessageStatus
+from rocketstore.common.properties import MessageProperty
+from rocketstore.common.record import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE, SysFlag
 
 __all__ = [
     "BLANK_MAGIC_CODE", "CorruptRecordError", "GetMessageStatus", "Message", "MessageExt",
@@ -15,9 +18,6 @@ __all__ = [
     "PutMessagesResult", "SysFlag", "format_host", "make_msg_id", "new_uniq_key", "parse_host",
     "parse_msg_id", "queue_key", "split_queue_key", "validate_topic",
 ]
-
-MESSAGE_MAGIC_CODE = 0xDAA320A7
-BLANK_MAGIC_CODE = 0xCBD43194
 
 
 class GetMessageStatus(enum.IntEnum):
@@ -32,41 +32,6 @@ class GetMessageStatus(enum.IntEnum):
     OFFSET_TOO_SMALL = 6
     NO_MATCHED_LOGIC_QUEUE = 7
     NO_MESSAGE_IN_QUEUE = 8
-
-
-class MessageProperty:
-    """Well-known property names (MessageConst)."""
-
-    TAGS = "TAGS"
-    KEYS = "KEYS"
-    UNIQ_KEY = "UNIQ_KEY"
-    DELAY = "DELAY"
-    WAIT = "WAIT"
-    TRAN_MSG = "TRAN_MSG"
-    PGROUP = "PGROUP"
-    REAL_TOPIC = "REAL_TOPIC"
-    REAL_QID = "REAL_QID"
-    RETRY_TOPIC = "RETRY_TOPIC"
-    MAX_RECONSUME_TIMES = "MAX_RECONSUME_TIMES"
-    CLUSTER = "CLUSTER"
-    ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
-
-
-class SysFlag(enum.IntFlag):
-    """SYSFLAG bits of a CommitLog record."""
-
-    COMPRESSED = 0x1
-    MULTI_TAGS = 0x2
-    TRANSACTION_NOT_TYPE = 0x0
-    TRANSACTION_PREPARED = 0x4
-    TRANSACTION_COMMIT = 0x8
-    TRANSACTION_ROLLBACK = 0xC
-    BORNHOST_V6 = 0x10
-    STOREHOST_V6 = 0x20
-
-    @staticmethod
-    def transaction_type(sys_flag: int) -> int:
-        return sys_flag & 0xC
 
 
 def queue_key(topic: str, queue_id: int) -> str:

@@ -7,7 +7,7 @@ import pytest
 
 from rocketstore.client.config import parse_namesrv_addr
 from rocketstore.client.message import Message as ClientMessage
-from rocketstore.config import is_ascii_int
+from rocketstore.common.text import is_ascii_int
 from rocketstore.message import split_queue_key
 from rocketstore.store import layout
 

@@ -53,8 +53,12 @@ from rocketstore._native.record import STATUS_NAMES as _STATUS_NAMES
 
 cdef enum:
     MAX_DELAY_LEVELS = 64
-    SCHEDULE_TOPIC_LEN = 19
-cdef const char* SCHEDULE_TOPIC = b"SCHEDULE_TOPIC_XXXX"
+
+# rocketstore/common/topics.py's SCHEDULE_TOPIC, through the header setup.py generates
+cdef extern from "rs_vocabulary.h":
+    const char* SCHEDULE_TOPIC "RS_SCHEDULE_TOPIC"
+    enum:
+        SCHEDULE_TOPIC_LEN "RS_SCHEDULE_TOPIC_LEN"
 
 rs_crc32_init()     # this module's copy of the CRC tables (check_record is inlined here)
 

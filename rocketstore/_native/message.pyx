@@ -16,11 +16,13 @@ from rocketstore._native.includes.python cimport PyUnicode_DecodeASCII
 from rocketstore._native.record cimport MAX_TOPIC_LENGTH
 
 from rocketstore._native.hosts import parse_host
+from rocketstore.common.properties import MessageProperty as _MessageProperty
 
-PROPERTY_TAGS = "TAGS"
-PROPERTY_KEYS = "KEYS"
-PROPERTY_UNIQ_KEY = "UNIQ_KEY"
+PROPERTY_TAGS = _MessageProperty.TAGS
+PROPERTY_KEYS = _MessageProperty.KEYS
+PROPERTY_UNIQ_KEY = _MessageProperty.UNIQ_KEY
 cdef str _UNIQ_KEY = PROPERTY_UNIQ_KEY
+cdef str _DELAY = _MessageProperty.DELAY
 
 
 # UNIQ_KEY: the client's message id (MessageClientIDSetter)
@@ -170,7 +172,7 @@ cdef class Message:
             if not isinstance(delay_level, int) or isinstance(delay_level, bool) or delay_level < 0:
                 raise ValueError(f"delay_level must be a non-negative int, got {delay_level!r}")
             if delay_level > 0:
-                props["DELAY"] = str(delay_level)
+                props[_DELAY] = str(delay_level)
         self.flag = flag
         if born_timestamp is not None and (not isinstance(born_timestamp, int) or born_timestamp < 0):
             raise ValueError(f"born_timestamp must be a non-negative int (ms), got {born_timestamp!r}")
@@ -266,7 +268,7 @@ cdef class Message:
 
     @property
     def delay_level(self):
-        value = self._props.get("DELAY")
+        value = self._props.get(_DELAY)
         return int(value) if value and (value.isascii() and value.isdigit()) else 0
 
     def __repr__(self):

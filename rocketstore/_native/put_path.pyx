@@ -15,8 +15,12 @@ from rocketstore._native.record_writer cimport (
     status_result,
 )
 
+from rocketstore.common.properties import MessageProperty as _MessageProperty
+
 cdef enum:
     S_FLUSH_DISK_TIMEOUT = 1
+
+cdef str _WAIT = _MessageProperty.WAIT
 
 
 cdef class PutLock:
@@ -128,7 +132,7 @@ cdef class PutPath:
         cdef dict props = message._props
         cdef int64_t end
         cdef bint ok
-        if r.status_code == S_PUT_OK and (props is None or props.get("WAIT") != "false"):
+        if r.status_code == S_PUT_OK and (props is None or props.get(_WAIT) != "false"):
             end = r.commitlog_offset + r.wrote_bytes
             with nogil:
                 ok = self.sync_group._wait_flushed(end, self.sync_timeout_s)

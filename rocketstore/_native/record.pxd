@@ -7,20 +7,31 @@ from rocketstore._native.includes.byteorder cimport rs_get_i32, rs_get_i64, rs_g
 from rocketstore._native.includes.crc32 cimport rs_crc32
 from rocketstore._native.includes.record_checks cimport rs_short_equal, rs_topic_legal
 
-# Record layout constants (offsets for IPv4 hosts).
+# The record's constants, from rocketstore/common/record.py through the header setup.py
+# generates (src/rs_vocabulary.h): C macros, as fast as literals.
+cdef extern from "rs_vocabulary.h":
+    const uint32_t MESSAGE_MAGIC "RS_MESSAGE_MAGIC_CODE"
+    const uint32_t BLANK_MAGIC "RS_BLANK_MAGIC_CODE"
+    enum:
+        MESSAGE_MAGIC_BYTE0 "RS_MESSAGE_MAGIC_BYTE0"
+        BLANK_MAGIC_BYTE0 "RS_BLANK_MAGIC_BYTE0"
+        MIN_RECORD_SIZE "RS_MIN_RECORD_SIZE"
+        END_FILE_MIN_BLANK_LENGTH "RS_END_FILE_MIN_BLANK_LENGTH"
+        MAX_TOPIC_LENGTH "RS_MAX_TOPIC_LENGTH"
+        MAX_PROPERTIES_LENGTH "RS_MAX_PROPERTIES_LENGTH"
+        SYSFLAG_TRANSACTION_MASK "RS_TRANSACTION_TYPE_MASK"
+        SYSFLAG_PREPARED "RS_SYSFLAG_TRANSACTION_PREPARED"
+        SYSFLAG_ROLLBACK "RS_SYSFLAG_TRANSACTION_ROLLBACK"
+        SYSFLAG_BORNHOST_V6 "RS_SYSFLAG_BORNHOST_V6"
+        SYSFLAG_STOREHOST_V6 "RS_SYSFLAG_STOREHOST_V6"
+        QUEUEID_OFFSET "RS_QUEUEID_OFFSET"
+        QUEUEOFFSET_OFFSET "RS_QUEUEOFFSET_OFFSET"
+        PHYSICALOFFSET_OFFSET "RS_PHYSICALOFFSET_OFFSET"
+        SYSFLAG_OFFSET "RS_SYSFLAG_OFFSET"
+        BORNHOST_OFFSET "RS_BORNHOST_OFFSET"
+
 cdef enum:
-    MESSAGE_MAGIC = 0xDAA320A7
-    BLANK_MAGIC = 0xCBD43194
-    MIN_RECORD_SIZE = 91
-    END_FILE_MIN_BLANK_LENGTH = 8
-    MAX_TOPIC_LENGTH = 127
-    MAX_PROPERTIES_LENGTH = 32767
     MAX_PORT = 65535
-    SYSFLAG_TRANSACTION_MASK = 0xC
-    SYSFLAG_PREPARED = 0x4
-    SYSFLAG_ROLLBACK = 0xC
-    SYSFLAG_BORNHOST_V6 = 0x10
-    SYSFLAG_STOREHOST_V6 = 0x20
 
 # What check_record finds at a position.
 cdef enum:
@@ -56,22 +67,22 @@ cdef inline const char* record_layout(const char* p, int64_t avail, RecordInfo* 
     r.size = rs_get_i32(p) if avail >= 4 else 0
     if r.size < MIN_RECORD_SIZE or r.size > avail:
         return "total size out of range"
-    r.queue_id = rs_get_i32(p + 12)
-    r.queue_offset = rs_get_i64(p + 20)
-    r.phy_offset = rs_get_i64(p + 28)
-    r.sys_flag = rs_get_i32(p + 36)
+    r.queue_id = rs_get_i32(p + QUEUEID_OFFSET)
+    r.queue_offset = rs_get_i64(p + QUEUEOFFSET_OFFSET)
+    r.phy_offset = rs_get_i64(p + PHYSICALOFFSET_OFFSET)
+    r.sys_flag = rs_get_i32(p + SYSFLAG_OFFSET)
     bh = 16 if r.sys_flag & SYSFLAG_BORNHOST_V6 else 4
     sh = 16 if r.sys_flag & SYSFLAG_STOREHOST_V6 else 4
     r.born_host_len = bh
     r.store_host_len = sh
-    off = 48 + bh + 4
+    off = BORNHOST_OFFSET + bh + 4
     r.store_ts_offset = off
     if off + 8 + sh + 4 + 4 + 8 + 4 > r.size:
         return "header runs past the record"
     r.store_ts = rs_get_i64(p + off)
     # host ports are not covered by the CRC: a TCP port (its two high bytes zero), or the
     # record is damaged
-    if rs_get_u16(p + 48 + bh) | rs_get_u16(p + off + 8 + sh):
+    if rs_get_u16(p + BORNHOST_OFFSET + bh) | rs_get_u16(p + off + 8 + sh):
         return "host port out of range"
     off += 8 + sh + 4 + 4 + 8
     r.body_len = rs_get_i32(p + off)

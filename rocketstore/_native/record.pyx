@@ -16,6 +16,12 @@ from rocketstore._native.properties cimport properties_dict, tags_code_of
 
 import numpy as np
 
+from rocketstore.common.properties import MessageProperty as _MessageProperty
+
+cdef str _TAGS = _MessageProperty.TAGS
+cdef str _KEYS = _MessageProperty.KEYS
+cdef str _UNIQ_KEY = _MessageProperty.UNIQ_KEY
+
 rs_crc32_init()     # this module's copy of the CRC tables (check_record is inlined here)
 
 # record_status's and the scans' names of the REC_* statuses, by value
@@ -71,16 +77,16 @@ cdef class MessageExt:
 
     @property
     def tags(self):
-        return self.properties.get("TAGS")
+        return self.properties.get(_TAGS)
 
     @property
     def keys(self):
-        value = self.properties.get("KEYS")
+        value = self.properties.get(_KEYS)
         return [k for k in value.split(" ") if k] if value else []
 
     @property
     def uniq_key(self):
-        return self.properties.get("UNIQ_KEY")
+        return self.properties.get(_UNIQ_KEY)
 
     @property
     def tags_code(self):
@@ -120,7 +126,7 @@ cdef class MessageExt:
             "topic": self.topic, "queueId": self.queue_id, "queueOffset": self.queue_offset,
             "commitLogOffset": self.commitlog_offset, "storeSize": self.store_size,
             "msgId": self.msg_id, "tags": self.tags, "tagsCode": self.tags_code,
-            "keys": self.properties.get("KEYS"), "uniqKey": self.uniq_key,
+            "keys": self.properties.get(_KEYS), "uniqKey": self.uniq_key,
             "properties": dict(sorted(self.properties.items())),
             "propertiesString": self.properties_string, "bodyCRC": self.body_crc,
             "bodyLen": self.info.body_len, "flag": self.flag, "sysFlag": self.sys_flag,
@@ -313,12 +319,6 @@ cdef void _scan(const char* p, int64_t start, int64_t end, bint check_crc, int64
     count_out[0] = count
     info_out[0] = info
     pos_out[0] = pos
-
-
-# first bytes of the two magic codes (big-endian): a record's MAGICCODE, an END_FILE blank's
-cdef enum:
-    MESSAGE_MAGIC_BYTE0 = 0xDA
-    BLANK_MAGIC_BYTE0 = 0xCB
 
 
 cdef int64_t _find_record(const char* p, int64_t start, int64_t end, int64_t segment_end,

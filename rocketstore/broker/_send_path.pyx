@@ -40,6 +40,7 @@ from rocketstore._native.message import validate_topic
 from rocketstore._native.send_header import SendHeaderError
 from rocketstore.remoting._command import create_response
 from rocketstore.remoting._frames import encode_json_header
+from rocketstore.common import properties as _properties, topics as _topics
 
 cdef enum:
     _PERM_WRITE = 2
@@ -54,18 +55,18 @@ cdef enum:
 cdef long long _INT32_MAX = 2147483647
 cdef long long _INT32_MIN = -2147483648
 
-cdef str _RETRY_PREFIX = "%RETRY%"
-cdef str _DELAY = "DELAY"
-cdef str _TRAN_MSG = "TRAN_MSG"
-cdef str _CLUSTER = "CLUSTER"
-cdef str _WAIT = "WAIT"
+cdef str _RETRY_PREFIX = _topics.RETRY_GROUP_TOPIC_PREFIX
+cdef str _DELAY = _properties.MessageProperty.DELAY
+cdef str _TRAN_MSG = _properties.MessageProperty.TRAN_MSG
+cdef str _CLUSTER = _properties.MessageProperty.CLUSTER
+cdef str _WAIT = _properties.MessageProperty.WAIT
 cdef str _FALSE = "false"
 cdef str _NUL = "\x00"
 cdef str _K_MSG_ID = "msgId"
 cdef str _K_QUEUE_ID = "queueId"
 cdef str _K_QUEUE_OFFSET = "queueOffset"
-cdef str _K_REGION = "MSG_REGION"
-cdef str _K_TRACE = "TRACE_ON"
+cdef str _K_REGION = _properties.MessageConst.MSG_REGION
+cdef str _K_TRACE = _properties.MessageConst.TRACE_SWITCH
 # stand-ins for the per-send values in the reply template (found where the encoder put them)
 cdef str _MARK_MSG_ID = "@msgId@"
 cdef str _MARK_QUEUE_ID = "@queueId@"

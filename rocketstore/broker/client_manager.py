@@ -20,7 +20,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from rocketstore.config import is_ascii_int
+from rocketstore.common.subscription import EXPRESSION_TYPE_TAG, SUB_ALL
+from rocketstore.common.text import is_ascii_int
 from rocketstore.remoting import RemotingConnection
 
 log = logging.getLogger("rocketstore.broker")
@@ -34,7 +35,6 @@ CONSUME_FROM_WHERE = ("CONSUME_FROM_LAST_OFFSET", "CONSUME_FROM_LAST_OFFSET_AND_
 LANGUAGES = ("JAVA", "CPP", "DOTNET", "PYTHON", "DELPHI", "ERLANG", "RUBY", "OTHER", "HTTP",
              "GO", "PHP", "OMS")
 
-SUB_ALL = "*"
 
 
 def enum_name(value: Any, names: tuple[str, ...], what: str) -> str:
@@ -57,7 +57,7 @@ class SubscriptionData:
     tags_set: list[str] = field(default_factory=list)
     code_set: list[int] = field(default_factory=list)
     sub_version: int = 0
-    expression_type: str = "TAG"
+    expression_type: str = EXPRESSION_TYPE_TAG
     class_filter_mode: bool = False
 
     def to_json(self) -> dict[str, Any]:
@@ -82,7 +82,7 @@ class SubscriptionData:
             tags_set=[str(t) for t in tags] if isinstance(tags, list) else [],
             code_set=[c for c in codes if isinstance(c, int)] if isinstance(codes, list) else [],
             sub_version=version,
-            expression_type=str(data.get("expressionType") or "TAG"),
+            expression_type=str(data.get("expressionType") or EXPRESSION_TYPE_TAG),
             class_filter_mode=bool(data.get("classFilterMode", False)),
         )
 

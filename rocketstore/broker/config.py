@@ -19,16 +19,21 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-import re
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from rocketstore.config import PROPERTY_KEYS, StoreConfig, parse_properties
+from rocketstore.common.java_properties import (
+    camel_case,
+    convert_value,
+    parse_properties,
+    read_properties_text,
+)
+from rocketstore.common.perm import PERM_READ, PERM_WRITE
+from rocketstore.common.topics import TRACE_TOPIC
+from rocketstore.config import PROPERTY_KEYS, StoreConfig
 
 log = logging.getLogger("rocketstore.broker")
 
-#: PermName: what a topic or a broker allows.
-PERM_PRIORITY, PERM_READ, PERM_WRITE, PERM_INHERIT = 0x8, 0x4, 0x2, 0x1
 MASTER_ID = 0
 
 
@@ -65,7 +70,7 @@ class BrokerConfig:
     broker_topic_enable: bool = True
     auto_create_subscription_group: bool = True
     trace_topic_enable: bool = False
-    msg_trace_topic_name: str = "RMQ_SYS_TRACE_TOPIC"
+    msg_trace_topic_name: str = TRACE_TOPIC
     #: Consumer offsets are written to consumerOffset.json this often (ms).
     flush_consumer_offset_interval: int = 5000
     long_polling_enable: bool = True
@@ -154,12 +159,7 @@ class BrokerConfig:
 
         ``overrides`` (snake_case broker fields, or ``store=StoreConfig``) win over the file.
         """
-        if isinstance(source, (str, os.PathLike)):
-            with open(source, encoding="latin-1", newline="") as fh:
-                text = fh.read()
-        else:
-            text = source.read()
-        properties = parse_properties(text)
+        properties = parse_properties(read_properties_text(source))
         values: dict[str, Any] = {}
         store_values: dict[str, str] = {}
         for key, raw in properties.items():
@@ -191,29 +191,13 @@ def _convert(kind: Any, text: str) -> Any:
     kind = kind.replace(" ", "")
     if kind.startswith("str"):
         return text
-    if kind == "bool":
-        if text.lower() not in ("true", "false"):
-            raise ValueError(f"must be true or false, got {text!r}")
-        return text.lower() == "true"
-    if kind == "int":
-        if not re.fullmatch(r"[+-]?[0-9]+", text):
-            raise ValueError(f"must be a decimal integer, got {text!r}")
-        return int(text)
-    if kind == "float":
-        try:
-            return float(text)
-        except ValueError:
-            raise ValueError(f"must be a number, got {text!r}") from None
-    raise ValueError(f"unsupported setting type {kind}")
-
-
-def _camel(name: str) -> str:
-    head, *rest = name.split("_")
-    return head + "".join(part[:1].upper() + part[1:] for part in rest)
+    if kind not in ("bool", "int", "float"):
+        raise ValueError(f"unsupported setting type {kind}")
+    return convert_value(kind, text)
 
 
 _BROKER_KEYS: dict[str, dataclasses.Field[Any]] = {
-    f.metadata.get("key", _camel(f.name)): f
+    f.metadata.get("key", camel_case(f.name)): f
     for f in dataclasses.fields(BrokerConfig)
     if f.metadata.get("properties", True)
 }

@@ -13,60 +13,25 @@ RocketMQ writes these files with fastjson, whose integer map keys are unquoted
 from __future__ import annotations
 
 import logging
-import os
-import re
-import shutil
 import threading
 from typing import Any
 
 import orjson
 
+from rocketstore.common.atomic_file import DEFAULT_FILE_SYSTEM, FileSystem, write_atomically
+from rocketstore.common.fastjson import loads_fastjson
 from rocketstore.remoting.protocol import DataVersion
 
 log = logging.getLogger("rocketstore.broker")
-
-_BARE_INT_KEY = re.compile(rb"([{,]\s*)(-?\d+)(\s*:)")
-
-
-def loads_lenient(data: bytes) -> Any:
-    """JSON, or fastjson's JSON with unquoted integer keys."""
-    try:
-        return orjson.loads(data)
-    except orjson.JSONDecodeError:
-        return orjson.loads(_BARE_INT_KEY.sub(rb'\1"\2"\3', data))
-
-
-def write_atomically(path: str, data: bytes) -> None:
-    """Replace ``path`` with ``data`` so that a crash at any moment leaves the old or the new
-    content whole: temp file fsynced, old kept as ``.bak``, rename, directory fsynced."""
-    directory = os.path.dirname(path) or "."
-    os.makedirs(directory, exist_ok=True)
-    tmp = path + ".tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            written = os.write(fd, view)
-            view = view[written:]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    if os.path.exists(path):
-        shutil.copyfile(path, path + ".bak")
-    os.replace(tmp, path)
-    dir_fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
 
 
 class JsonConfigFile:
     """One of the broker's JSON files: load (falling back to ``.bak``) and atomic writes,
     one writer at a time."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, fs: FileSystem = DEFAULT_FILE_SYSTEM) -> None:
         self.path = path
+        self.fs = fs
         self._write_lock = threading.Lock()
 
     def load(self) -> Any | None:
@@ -82,7 +47,7 @@ class JsonConfigFile:
             if not data.strip():
                 continue
             try:
-                return loads_lenient(data)
+                return loads_fastjson(data)
             except orjson.JSONDecodeError as exc:
                 log.warning("%s is not valid JSON (%s)", candidate, exc)
                 first_error = first_error or exc
@@ -111,7 +76,7 @@ class JsonConfigFile:
 
     def write(self, data: bytes) -> None:
         with self._write_lock:
-            write_atomically(self.path, data)
+            write_atomically(self.path, data, backup="copy", fs=self.fs)
 
 
 def dumps_pretty(data: Any) -> bytes:

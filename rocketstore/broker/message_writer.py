@@ -17,13 +17,13 @@ import asyncio
 from collections.abc import Callable
 from typing import TypeVar
 
+from rocketstore.common.record import TRANSACTION_TYPE_MASK, SysFlag
+from rocketstore.common.topics import SCHEDULE_TOPIC
 from rocketstore.message import Message, MessageProperty, PutMessageResult, PutMessagesResult
 from rocketstore.store import MessageStore
 
-SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
-#: sysFlag transaction bits: prepared 0x4, rollback 0xC (commit 0x8 and none 0x0 may delay).
-_TRANSACTION_MASK = 0xC
-_PREPARED, _ROLLBACK = 0x4, 0xC
+# prepared and rolled-back messages are not delayed (commit and none may be)
+_PREPARED, _ROLLBACK = int(SysFlag.TRANSACTION_PREPARED), int(SysFlag.TRANSACTION_ROLLBACK)
 
 T = TypeVar("T")
 
@@ -50,7 +50,7 @@ class MessageWriter:
     def schedule_if_delayed(self, message: Message, queue_id: int) -> int:
         """Redirect a delayed message to SCHEDULE_TOPIC_XXXX (in place); returns the queue id
         to put it to."""
-        if message.sys_flag & _TRANSACTION_MASK in (_PREPARED, _ROLLBACK):
+        if message.sys_flag & TRANSACTION_TYPE_MASK in (_PREPARED, _ROLLBACK):
             return queue_id
         properties = message.properties
         level = delay_level_of(properties)

@@ -27,7 +27,8 @@ from collections.abc import Callable
 import orjson
 
 from rocketstore.broker.config_file import JsonConfigFile, dumps_pretty
-from rocketstore.broker.message_writer import SCHEDULE_TOPIC, MessageWriter
+from rocketstore.broker.message_writer import MessageWriter
+from rocketstore.common.topics import SCHEDULE_TOPIC
 from rocketstore.message import (
     GetMessageStatus,
     Message,

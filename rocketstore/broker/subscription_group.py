@@ -19,7 +19,8 @@ from typing import Any
 
 from rocketstore.broker.config import BrokerConfig
 from rocketstore.broker.config_file import JsonConfigFile, dumps_pretty
-from rocketstore.config import is_ascii_int
+from rocketstore.common.java_properties import camel_case
+from rocketstore.common.text import is_ascii_int
 from rocketstore.remoting.protocol import DataVersion
 
 log = logging.getLogger("rocketstore.broker")
@@ -53,7 +54,7 @@ class SubscriptionGroupConfig:
             raise ValueError(f"retryMaxTimes must be in [-1, 10000], got {self.retry_max_times}")
 
     def to_json(self) -> dict[str, Any]:
-        return {_camel(f.name): getattr(self, f.name) for f in fields(self)}
+        return {camel_case(f.name): getattr(self, f.name) for f in fields(self)}
 
     @classmethod
     def from_json(cls, data: Any, name: str | None = None) -> SubscriptionGroupConfig:
@@ -61,7 +62,7 @@ class SubscriptionGroupConfig:
             raise ValueError("a subscription group config must be a JSON object")
         values: dict[str, Any] = {}
         for f in fields(cls):
-            key = _camel(f.name)
+            key = camel_case(f.name)
             if key not in data or data[key] is None:
                 continue
             value = data[key]
@@ -84,11 +85,6 @@ class SubscriptionGroupConfig:
                 raise ValueError("groupName is missing")
             values["group_name"] = name
         return cls(**values)
-
-
-def _camel(name: str) -> str:
-    head, *rest = name.split("_")
-    return head + "".join(part[:1].upper() + part[1:] for part in rest)
 
 
 class SubscriptionGroupManager:

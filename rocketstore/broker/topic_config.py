@@ -22,46 +22,24 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from rocketstore.broker.config import PERM_INHERIT, PERM_READ, PERM_WRITE, BrokerConfig
+from rocketstore.broker.config import BrokerConfig
 from rocketstore.broker.config_file import JsonConfigFile, dumps_pretty
-from rocketstore.config import is_ascii_int
+from rocketstore.common.perm import PERM_INHERIT, PERM_READ, PERM_WRITE
+from rocketstore.common.text import is_ascii_int
+from rocketstore.common.topics import (
+    AUTO_CREATE_TOPIC_KEY_TOPIC,
+    BENCHMARK_TOPIC,
+    OFFSET_MOVED_EVENT,
+    REPLY_TOPIC_SUFFIX,
+    SCHEDULE_TOPIC,
+    SELF_TEST_TOPIC,
+)
 from rocketstore.message import validate_topic
 from rocketstore.remoting.protocol import DataVersion
 
 log = logging.getLogger("rocketstore.broker")
 
-AUTO_CREATE_TOPIC_KEY_TOPIC = "TBW102"
-SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
-BENCHMARK_TOPIC = "BenchmarkTest"
-OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
-SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
-TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
-TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
-TRANS_CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
-RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
-DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
-#: Topics no producer may send to (TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET).
-NOT_ALLOWED_SEND_TOPICS = frozenset({
-    SCHEDULE_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC,
-    "RMQ_SYS_SELF_TEST_TOPIC", "RMQ_SYS_BENCHMARK_TOPIC",
-})
 DEFAULT_QUEUE_NUMS = 16
-
-
-def retry_topic(group: str) -> str:
-    return RETRY_GROUP_TOPIC_PREFIX + group
-
-
-def dlq_topic(group: str) -> str:
-    return DLQ_GROUP_TOPIC_PREFIX + group
-
-
-def is_writeable(perm: int) -> bool:
-    return bool(perm & PERM_WRITE)
-
-
-def is_readable(perm: int) -> bool:
-    return bool(perm & PERM_READ)
 
 
 @dataclass(frozen=True)
@@ -158,7 +136,7 @@ class TopicConfigManager:
         system.append(TopicConfig(SCHEDULE_TOPIC, levels, levels))
         if config.trace_topic_enable:
             system.append(TopicConfig(config.msg_trace_topic_name, 1, 1))
-        system.append(TopicConfig(f"{config.broker_cluster_name}_REPLY_TOPIC", 1, 1))
+        system.append(TopicConfig(config.broker_cluster_name + REPLY_TOPIC_SUFFIX, 1, 1))
         for topic in system:
             self.table[topic.topic_name] = topic
 

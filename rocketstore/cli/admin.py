@@ -25,7 +25,7 @@ from rocketstore.client import (
     MQClientError,
     Producer,
 )
-from rocketstore.config import is_ascii_int
+from rocketstore.common.text import is_ascii_int
 from rocketstore.remoting.errors import RemotingError
 
 DEFAULT_NAMESRV = "127.0.0.1:9876"

@@ -28,6 +28,7 @@ from rocketstore import (
     StoreConfig,
     StoreLockedError,
 )
+from rocketstore.common.java_properties import camel_case
 from rocketstore.message import validate_topic
 from rocketstore.store import (
     SEGMENT_NAME_DIGITS,
@@ -300,18 +301,15 @@ def echo_json(data: Any, *, indent: int | None = 2) -> None:
     click.echo(json.dumps(data, ensure_ascii=False, indent=indent))
 
 
-def camel_case(name: str) -> str:
-    """snake_case -> camelCase, the CLI's JSON key style (RocketMQ's); a duration's "_s"
-    suffix becomes "Seconds" (duration_s -> durationSeconds)."""
-    first, *rest = name.split("_")
-    words = ["Seconds" if word == "s" else word[:1].upper() + word[1:] for word in rest]
-    return first + "".join(words)
+#: The CLI's JSON key style is RocketMQ's camelCase; a duration's "_s" suffix becomes
+#: "Seconds" (duration_s -> durationSeconds).
+_CLI_WORDS = {"s": "Seconds"}
 
 
 def camel_case_keys(data: Any) -> Any:
     """data (dicts, lists, scalars) with every dict key in camelCase."""
     if isinstance(data, dict):
-        return {camel_case(str(k)): camel_case_keys(v) for k, v in data.items()}
+        return {camel_case(str(k), _CLI_WORDS): camel_case_keys(v) for k, v in data.items()}
     if isinstance(data, list | tuple):
         return [camel_case_keys(v) for v in data]
     return data

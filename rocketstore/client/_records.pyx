@@ -13,13 +13,14 @@ from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
 import zlib
 
 from rocketstore.client.message import MessageExt
+from rocketstore.common import record as _record
 
-cdef uint32_t MAGIC_V1 = 0xDAA320A7
-cdef uint32_t MAGIC_V2 = 0xDAA320AB
-cdef int MIN_RECORD = 4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + 8 + 8 + 8 + 4 + 8 + 4 + 1 + 2
-cdef int COMPRESSED = 0x1
-cdef int BORN_V6 = 0x10
-cdef int STORE_V6 = 0x20
+cdef uint32_t MAGIC_V1 = _record.MESSAGE_MAGIC_CODE
+cdef uint32_t MAGIC_V2 = _record.MESSAGE_MAGIC_CODE_V2
+cdef int MIN_RECORD = _record.MIN_RECORD_SIZE
+cdef int COMPRESSED = _record.SysFlag.COMPRESSED
+cdef int BORN_V6 = _record.SysFlag.BORNHOST_V6
+cdef int STORE_V6 = _record.SysFlag.STOREHOST_V6
 
 cdef object _new_ext = MessageExt.__new__
 cdef object _CorruptMessageError = None

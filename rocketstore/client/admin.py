@@ -17,6 +17,7 @@ from rocketstore.client.errors import MQBrokerError, MQClientError
 from rocketstore.client.instance import ClientInstance, parse_offset_table
 from rocketstore.client.loop import BlockingClient
 from rocketstore.client.message import (
+    AUTO_CREATE_TOPIC_KEY_TOPIC,
     MessageExt,
     MessageQueue,
     PullStatus,
@@ -25,8 +26,8 @@ from rocketstore.client.message import (
     validate_topic,
 )
 from rocketstore.client.subscription import SubscriptionData
+from rocketstore.common.fastjson import loads_object_keys
 from rocketstore.remoting import RequestCode, ResponseCode, create_request
-from rocketstore.remoting.fastjson import loads_object_keys
 from rocketstore.remoting.protocol import MASTER_ID, TopicRouteData
 
 #: QUERY_MESSAGE's end of time: everything.
@@ -149,7 +150,7 @@ class AsyncAdmin:
                 raise ValueError(f"{name} must be in [1, 1024], got {value}")
         if perm not in (2, 4, 6):
             raise ValueError(f"perm must be 2 (write), 4 (read) or 6 (both), got {perm}")
-        ext = {"topic": topic, "defaultTopic": "TBW102", "readQueueNums": str(read_queue_nums),
+        ext = {"topic": topic, "defaultTopic": AUTO_CREATE_TOPIC_KEY_TOPIC, "readQueueNums": str(read_queue_nums),
                "writeQueueNums": str(write_queue_nums), "perm": str(perm), "topicFilterType": "SINGLE_TAG",
                "topicSysFlag": "0", "order": "true" if order else "false"}
         addresses = [broker_addr] if broker_addr else list((await self.masters(cluster)).values())

@@ -18,8 +18,9 @@ import orjson
 
 from rocketstore.client.codec import decode_messages
 from rocketstore.client.errors import MQBrokerError, MQClientError
-from rocketstore.client.message import MessageQueue, PullResult, PullStatus
+from rocketstore.client.message import MessageConst, MessageQueue, PullResult, PullStatus
 from rocketstore.client.subscription import SubscriptionData
+from rocketstore.common.fastjson import loads_fastjson
 from rocketstore.remoting import (
     RemotingClient,
     RemotingCommand,
@@ -32,7 +33,6 @@ from rocketstore.remoting.protocol import (
     BodyError,
     TopicRouteData,
     decode_topic_route_data,
-    loads_fastjson,
 )
 
 log = logging.getLogger("rocketstore.client")
@@ -166,7 +166,7 @@ class ClientAPI:
             queue_id=_int_field(response, "queueId", -1),
             queue_offset=_int_field(response, "queueOffset", -1),
             transaction_id=ext.get("transactionId"),
-            region_id=ext.get("MSG_REGION"),
+            region_id=ext.get(MessageConst.MSG_REGION),
         )
 
     # ---- pulling ----

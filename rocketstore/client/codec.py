@@ -23,11 +23,11 @@ from rocketstore.client.message import (
     decode_properties,
     encode_properties,
 )
-
-MESSAGE_MAGIC_CODE = 0xDAA320A7
-#: RocketMQ 5's records with a 2-byte topic length.
-MESSAGE_MAGIC_CODE_V2 = 0xDAA320AB
-BLANK_MAGIC_CODE = 0xCBD43194
+from rocketstore.common.record import (
+    MESSAGE_MAGIC_CODE,
+    MESSAGE_MAGIC_CODE_V2,
+    MIN_RECORD_SIZE,
+)
 
 #: TOTALSIZE MAGIC BODYCRC QUEUEID FLAG QUEUEOFFSET PHYSICALOFFSET SYSFLAG BORNTIMESTAMP
 _HEAD = struct.Struct(">iIiiiqqiq")
@@ -35,8 +35,6 @@ _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _I16 = struct.Struct(">h")
 _BATCH_HEAD = struct.Struct(">iiiii")
-#: The smallest v1 record: IPv4 hosts, empty body, topic and properties.
-MIN_RECORD_SIZE = 4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + 8 + 8 + 8 + 4 + 8 + 4 + 1 + 2
 
 
 class CorruptMessageError(ValueError):

@@ -17,7 +17,14 @@ import time
 from dataclasses import dataclass, field
 from typing import IO, Any, TypeVar
 
-from rocketstore.config import is_ascii_int, parse_properties
+from rocketstore.common.java_properties import (
+    camel_case,
+    convert_value,
+    parse_properties,
+    read_properties_text,
+)
+from rocketstore.common.text import is_ascii_int
+from rocketstore.common.topics import AUTO_CREATE_TOPIC_KEY_TOPIC
 
 C = TypeVar("C", bound="ClientConfig")
 
@@ -144,12 +151,8 @@ class ClientConfig:
     def from_properties(cls: type[C], source: str | os.PathLike[str] | IO[str], **overrides: Any) -> C:
         """Read a ``.properties`` file with RocketMQ's camelCase keys (``namesrvAddr``,
         ``sendMsgTimeout``, ...). Unknown keys raise ValueError; ``overrides`` win."""
-        if isinstance(source, (str, os.PathLike)):
-            with open(source, encoding="latin-1", newline="") as fh:
-                text = fh.read()
-        else:
-            text = source.read()
-        fields = {_camel(f.name): f for f in dataclasses.fields(cls)}
+        text = read_properties_text(source)
+        fields = {camel_case(f.name): f for f in dataclasses.fields(cls)}
         values: dict[str, Any] = {}
         for key, raw in parse_properties(text).items():
             f = fields.get(key)
@@ -160,26 +163,18 @@ class ClientConfig:
         return cls(**values)
 
 
-def _camel(name: str) -> str:
-    head, *rest = name.split("_")
-    return head + "".join(part[:1].upper() + part[1:] for part in rest)
-
-
 def _convert(key: str, kind: Any, text: str) -> Any:
     name = kind if isinstance(kind, str) else getattr(kind, "__name__", str(kind))
-    if name == "bool":
-        if text.lower() not in ("true", "false"):
-            raise ValueError(f"property {key!r} must be true or false, got {text!r}")
-        return text.lower() == "true"
-    if name == "int":
-        if not re.fullmatch(r"[+-]?[0-9]+", text):
-            raise ValueError(f"property {key!r} must be a decimal integer, got {text!r}")
-        return int(text)
     if name == "MessageModel":
         return MessageModel(text)
     if name == "ConsumeFromWhere":
         return ConsumeFromWhere(text)
-    return text
+    if name not in ("bool", "int"):
+        return text
+    try:
+        return convert_value(name, text)
+    except ValueError as exc:
+        raise ValueError(f"property {key!r} {exc}") from None
 
 
 @dataclass(frozen=True)
@@ -187,7 +182,7 @@ class ProducerConfig(ClientConfig):
     """DefaultMQProducer's settings."""
 
     producer_group: str = DEFAULT_PRODUCER_GROUP
-    create_topic_key: str = "TBW102"
+    create_topic_key: str = AUTO_CREATE_TOPIC_KEY_TOPIC
     default_topic_queue_nums: int = 4
     send_msg_timeout: int = 3_000
     compress_msg_body_over_howmuch: int = 4 * 1024

@@ -30,6 +30,7 @@ from rocketstore.client.config import (
 from rocketstore.client.errors import MQClientError
 from rocketstore.client.instance import ClientInstance
 from rocketstore.client.message import (
+    RETRY_GROUP_TOPIC_PREFIX,
     MessageConst,
     MessageExt,
     MessageQueue,
@@ -308,7 +309,7 @@ class BaseConsumer:
         if last != -1:
             return -1
         where = self.config.consume_from_where
-        is_retry = mq.topic.startswith("%RETRY%")
+        is_retry = mq.topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
         try:
             if where is ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET or (
                     where is ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET and is_retry):

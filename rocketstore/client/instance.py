@@ -30,6 +30,7 @@ from rocketstore.client.route import (
     publish_info_from_route,
     subscribe_info_from_route,
 )
+from rocketstore.common.fastjson import loads_object_keys
 from rocketstore.remoting import (
     RemotingClient,
     RemotingClientConfig,
@@ -39,7 +40,6 @@ from rocketstore.remoting import (
     ResponseCode,
     create_response,
 )
-from rocketstore.remoting.fastjson import loads_object_keys
 from rocketstore.remoting.protocol import MASTER_ID, TopicRouteData
 
 log = logging.getLogger("rocketstore.client")

@@ -12,7 +12,6 @@ from __future__ import annotations
 import enum
 import os
 import random
-import re
 import socket
 import threading
 import time
@@ -20,83 +19,31 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from rocketstore.config import is_ascii_int
-
-#: RocketMQ's Validators: topic names.
-MAX_TOPIC_LENGTH = 127
-_TOPIC_RE = re.compile(r"[%|a-zA-Z0-9_-]{1,127}")
-_TOPIC_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789%|_-")
-NAME_VALUE_SEPARATOR = "\x01"
-PROPERTY_SEPARATOR = "\x02"
-
-RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
-DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
-#: The topic whose route stands for any topic a broker may create on first send.
-AUTO_CREATE_TOPIC_KEY_TOPIC = "TBW102"
-
-
-class MessageConst:
-    """Well-known property names (RocketMQ's MessageConst)."""
-
-    KEYS = "KEYS"
-    TAGS = "TAGS"
-    WAIT_STORE_MSG_OK = "WAIT"
-    DELAY_TIME_LEVEL = "DELAY"
-    RETRY_TOPIC = "RETRY_TOPIC"
-    REAL_TOPIC = "REAL_TOPIC"
-    REAL_QUEUE_ID = "REAL_QID"
-    TRANSACTION_PREPARED = "TRAN_MSG"
-    PRODUCER_GROUP = "PGROUP"
-    MIN_OFFSET = "MIN_OFFSET"
-    MAX_OFFSET = "MAX_OFFSET"
-    BUYER_ID = "BUYER_ID"
-    ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
-    TRANSFER_FLAG = "TRANSFER_FLAG"
-    CORRECTION_FLAG = "CORRECTION_FLAG"
-    MQ2_FLAG = "MQ2_FLAG"
-    RECONSUME_TIME = "RECONSUME_TIME"
-    MSG_REGION = "MSG_REGION"
-    TRACE_SWITCH = "TRACE_ON"
-    UNIQ_CLIENT_MESSAGE_ID_KEYIDX = "UNIQ_KEY"
-    MAX_RECONSUME_TIMES = "MAX_RECONSUME_TIMES"
-    CONSUME_START_TIMESTAMP = "CONSUME_START_TIME"
-    SHARDING_KEY = "SHARDING_KEY"
-
-
-#: Properties a user may not set with put_user_property (RocketMQ's STRING_HASH_SET).
-SYSTEM_PROPERTIES = frozenset(
-    value for name, value in vars(MessageConst).items() if not name.startswith("_")
+from rocketstore.common.properties import (
+    NAME_VALUE_SEPARATOR,
+    PROPERTY_SEPARATOR,
+    SYSTEM_PROPERTIES,
+    MessageConst,
+)
+from rocketstore.common.record import MAX_TOPIC_LENGTH, SysFlag
+from rocketstore.common.text import is_ascii_int
+from rocketstore.common.topics import (
+    AUTO_CREATE_TOPIC_KEY_TOPIC,
+    DLQ_GROUP_TOPIC_PREFIX,
+    RETRY_GROUP_TOPIC_PREFIX,
+    dlq_topic,
+    retry_topic,
+    validate_topic,
 )
 
-
-class SysFlag(enum.IntFlag):
-    """SYSFLAG bits of a message (MessageSysFlag)."""
-
-    COMPRESSED = 0x1
-    MULTI_TAGS = 0x2
-    TRANSACTION_PREPARED = 0x4
-    TRANSACTION_COMMIT = 0x8
-    TRANSACTION_ROLLBACK = 0xC
-    BORNHOST_V6 = 0x10
-    STOREHOST_V6 = 0x20
-
-
-def validate_topic(topic: object) -> str:
-    """RocketMQ's rule: 1..127 characters of ``[%|a-zA-Z0-9_-]``. Raises naming ``topic``."""
-    if not isinstance(topic, str):
-        raise TypeError(f"topic must be str, got {type(topic).__name__}")
-    if _TOPIC_RE.fullmatch(topic):
-        return topic
-    if not topic:
-        raise ValueError("topic must not be empty")
-    if len(topic) > MAX_TOPIC_LENGTH:
-        raise ValueError(f"topic is {len(topic)} characters long; at most {MAX_TOPIC_LENGTH} are allowed")
-    bad = next((c for c in topic if c not in _TOPIC_CHARS), None)
-    if bad is not None:
-        raise ValueError(f"topic {topic!r} has an illegal character {bad!r}; "
-                         "allowed are letters, digits, '%', '|', '_' and '-'")
-    return topic
-
+__all__ = [
+    "AUTO_CREATE_TOPIC_KEY_TOPIC", "DLQ_GROUP_TOPIC_PREFIX", "MAX_TOPIC_LENGTH",
+    "NAME_VALUE_SEPARATOR", "PROPERTY_SEPARATOR", "RETRY_GROUP_TOPIC_PREFIX", "SYSTEM_PROPERTIES",
+    "Message", "MessageConst", "MessageExt", "MessageQueue", "PullResult", "PullStatus",
+    "SendResult", "SendStatus", "SysFlag", "create_offset_msg_id", "decode_offset_msg_id",
+    "decode_properties", "dlq_topic", "encode_properties", "format_host", "java_hash_code",
+    "new_uniq_key", "retry_topic", "tags_hash_code", "validate_topic",
+]
 
 def _check_property_text(what: str, value: object) -> str:
     if not isinstance(value, str):
@@ -526,11 +473,3 @@ def _utf16_units(text: str) -> Iterable[int]:
 def tags_hash_code(tags: str | None) -> int:
     """The tags code the broker stores and filters on: ``String.hashCode`` of the tag."""
     return java_hash_code(tags) if tags else 0
-
-
-def retry_topic(group: str) -> str:
-    return RETRY_GROUP_TOPIC_PREFIX + group
-
-
-def dlq_topic(group: str) -> str:
-    return DLQ_GROUP_TOPIC_PREFIX + group

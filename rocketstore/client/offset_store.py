@@ -26,6 +26,7 @@ import orjson
 
 from rocketstore.client.errors import MQBrokerError
 from rocketstore.client.message import MessageQueue
+from rocketstore.common.atomic_file import write_atomically
 
 log = logging.getLogger("rocketstore.client")
 
@@ -165,15 +166,7 @@ class LocalFileOffsetStore(_MemoryTable):
             self._write_locked(data)
 
     def _write_locked(self, data: bytes) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name("offsets.json.tmp")
-        with open(tmp, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        if self.path.exists():
-            os.replace(self.path, self.path.with_name("offsets.json.bak"))
-        os.replace(tmp, self.path)
+        write_atomically(self.path, data, backup="move")
 
     async def persist_all(self, mqs: Iterable[MessageQueue]) -> None:
         if self.offsets:

@@ -13,8 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from rocketstore.client.message import MessageQueue
-from rocketstore.config import is_ascii_int
-from rocketstore.remoting.protocol import MASTER_ID, PERM_READ, PERM_WRITE, TopicRouteData
+from rocketstore.common.perm import PERM_READ, PERM_WRITE
+from rocketstore.common.text import is_ascii_int
+from rocketstore.remoting.protocol import MASTER_ID, TopicRouteData
 
 
 @dataclass

@@ -13,9 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rocketstore.client.message import MessageExt, tags_hash_code, validate_topic
-
-SUB_ALL = "*"
-EXPRESSION_TYPE_TAG = "TAG"
+from rocketstore.common.subscription import EXPRESSION_TYPE_TAG, SUB_ALL, parse_tags
 
 
 @dataclass
@@ -32,18 +30,11 @@ class SubscriptionData:
     def build(cls, topic: str, expression: str | None) -> SubscriptionData:
         """Parse ``expression``; ValueError names it when it holds no tag."""
         validate_topic(topic)
-        if expression is not None and not isinstance(expression, str):
-            raise TypeError(f"expression must be str, got {type(expression).__name__}")
-        text = (expression or "").strip()
-        if not text or text == SUB_ALL:
-            return cls(topic, SUB_ALL)
-        tags = [tag.strip() for tag in text.split("||")]
-        tags = [tag for tag in tags if tag]
+        tags = parse_tags(expression)
         if not tags:
-            raise ValueError(f"expression {expression!r} holds no tag (use '*' for every message)")
-        if any(tag == SUB_ALL for tag in tags):
             return cls(topic, SUB_ALL)
-        return cls(topic, text, frozenset(tags), frozenset(tags_hash_code(tag) for tag in tags))
+        assert expression is not None
+        return cls(topic, expression.strip(), tags, frozenset(tags_hash_code(tag) for tag in tags))
 
     @property
     def matches_all(self) -> bool:

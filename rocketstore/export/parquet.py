@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow.parquet as pq
 
+from rocketstore.common.atomic_file import install_file, write_atomically
 from rocketstore.store import Segment, columnar_schema
 
 if TYPE_CHECKING:
@@ -117,14 +118,9 @@ def read_manifest(out_dir: str) -> dict[str, Any] | None:
 
 
 def _write_manifest(out_dir: str, manifest: dict[str, Any]) -> None:
-    path = os.path.join(out_dir, MANIFEST)
-    tmp = os.path.join(out_dir, "." + MANIFEST + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(manifest, f, indent=2, sort_keys=True)
-        f.write("\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    text = json.dumps(manifest, indent=2, sort_keys=True) + "\n"
+    write_atomically(os.path.join(out_dir, MANIFEST), text,
+                     tmp_path=os.path.join(out_dir, "." + MANIFEST + ".tmp"))
 
 
 def _make_progress(progress: bool | Progress | None, total: int, what: str
@@ -227,9 +223,7 @@ def export_parquet(store: MessageStore, out_dir: str | os.PathLike[str], *,
             raise
         writer.close()
         step(end - pos)
-        with open(tmp, "rb") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, final)
+        install_file(tmp, final)
         seg = SegmentExport(name, os.path.basename(final), base, end, rows,
                             os.path.getsize(final), time.monotonic() - t0)
         with lock:

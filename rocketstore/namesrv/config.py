@@ -10,13 +10,16 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-import re
 from dataclasses import dataclass
 from typing import IO, Any
 
-from rocketstore.config import parse_properties
+from rocketstore.common.java_properties import (
+    camel_case,
+    convert_value,
+    parse_properties,
+    read_properties_text,
+)
 from rocketstore.remoting.config import RemotingServerConfig
-from rocketstore.remoting.headers import camel_case
 
 log = logging.getLogger("rocketstore.namesrv")
 
@@ -65,11 +68,7 @@ class NamesrvConfig:
         Unknown keys are ignored (logged at debug level); a bad value raises ValueError naming
         the key. ``overrides`` (snake_case) win over the file.
         """
-        if isinstance(source, (str, os.PathLike)):
-            with open(source, encoding="latin-1", newline="") as fh:
-                text = fh.read()
-        else:
-            text = source.read()
+        text = read_properties_text(source)
         fields = {camel_case(f.name): f for f in dataclasses.fields(cls)}
         values: dict[str, Any] = {}
         for key, raw in parse_properties(text).items():
@@ -78,27 +77,9 @@ class NamesrvConfig:
                 log.debug("ignoring property %r: not a name server setting", key)
                 continue
             try:
-                values[f.name] = _convert(f.type, raw.strip())
+                values[f.name] = convert_value(f.type, raw.strip())
             except ValueError as exc:
                 raise ValueError(f"property {key!r} (field {f.name}): {exc}") from None
         values.update(overrides)
         return cls(**values)
-
-
-def _convert(kind: Any, text: str) -> Any:
-    kind = kind if isinstance(kind, str) else getattr(kind, "__name__", str(kind))
-    if kind == "bool":
-        if text.lower() not in ("true", "false"):
-            raise ValueError(f"must be true or false, got {text!r}")
-        return text.lower() == "true"
-    if kind == "int":
-        if not re.fullmatch(r"[+-]?[0-9]+", text):
-            raise ValueError(f"must be a decimal integer, got {text!r}")
-        return int(text)
-    if kind == "float":
-        try:
-            return float(text)
-        except ValueError:
-            raise ValueError(f"must be a number, got {text!r}") from None
-    return text
 

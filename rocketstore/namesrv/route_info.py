@@ -14,9 +14,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from rocketstore.common.perm import PERM_WRITE
 from rocketstore.remoting.protocol import (
     MASTER_ID,
-    PERM_WRITE,
     DataVersion,
     QueueData,
     RegisterBrokerResult,

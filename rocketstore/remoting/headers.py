@@ -29,6 +29,7 @@ import typing
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
+from rocketstore.common.java_properties import camel_case
 from rocketstore.remoting._headers import FieldSpec, HeaderDecoder
 from rocketstore.remoting.errors import RemotingError
 
@@ -119,11 +120,6 @@ def _parse_float(name: str, value: Any) -> float:
         return float(value)
     except (TypeError, ValueError):
         raise HeaderFieldError(name, f"must be a number, got {value!r:.60}") from None
-
-
-def camel_case(name: str) -> str:
-    head, *rest = name.split("_")
-    return head + "".join(part[:1].upper() + part[1:] for part in rest)
 
 
 @dataclasses.dataclass(frozen=True)

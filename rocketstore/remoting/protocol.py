@@ -17,10 +17,12 @@ from typing import Any
 
 import orjson
 
+from rocketstore.common.fastjson import loads_fastjson
+from rocketstore.common.perm import PERM_READ, PERM_WRITE
+
 #: TopicConfig's defaults (RocketMQ's TopicConfig class).
 DEFAULT_READ_QUEUE_NUMS = 16
 DEFAULT_WRITE_QUEUE_NUMS = 16
-PERM_PRIORITY, PERM_READ, PERM_WRITE, PERM_INHERIT = 0x8, 0x4, 0x2, 0x1
 DEFAULT_PERM = PERM_READ | PERM_WRITE
 MASTER_ID = 0
 
@@ -204,22 +206,6 @@ def encode_route_json(data: Mapping[str, Any]) -> bytes:
     """Route, cluster-info and topic-list bodies: sorted keys as fastjson's MapSortField
     writes them, integer broker ids as quoted strings."""
     return orjson.dumps(data, option=orjson.OPT_NON_STR_KEYS | orjson.OPT_SORT_KEYS)
-
-
-# An integer object key written bare by fastjson: `{0:"a"` or `,1:"b"`.
-_BARE_INT_KEY = re.compile(rb"([{,]\s*)(-?\d+)(\s*:)")
-
-
-def loads_fastjson(body: bytes) -> Any:
-    """Parse JSON that may carry fastjson's unquoted integer keys (older name servers).
-
-    The keys are quoted only if the standard parse fails, and only where a bare integer
-    follows ``{`` or ``,`` and precedes ``:``; topic names cannot contain those characters.
-    """
-    try:
-        return orjson.loads(body)
-    except orjson.JSONDecodeError:
-        return orjson.loads(_BARE_INT_KEY.sub(rb'\1"\2"\3', body))
 
 
 @dataclass(frozen=True)

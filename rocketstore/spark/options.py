@@ -32,14 +32,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from rocketstore.config import is_ascii_int
+from rocketstore.common.text import is_ascii_int
+from rocketstore.common.topics import TOPIC_NAME_RE
 from rocketstore.message import queue_key
 
 DEFAULT_PARTITION_BYTES = 256 << 20
 DEFAULT_BATCH_BYTES = 8 << 20
 DEFAULT_BATCH_ROWS = 32768
 
-_TOPIC_RE = re.compile(r"^[%|a-zA-Z0-9_-]+$")     # RocketMQ's topic name rule
 
 BATCH_OPTIONS = ("path", "topics", "startOffsets", "endOffsets", "startTimestamp",
                  "endTimestamp", "includeBody", "partitionBytes", "batchBytes", "batchRows",
@@ -112,7 +112,7 @@ def parse_topics(value: Any, option: str = "topics") -> tuple[str, ...]:
         if not topic:
             raise OptionError(f"option {option!r} is a comma-separated list of topics; it has "
                               f"an empty entry: {value!r}")
-        if len(topic) > 255 or not _TOPIC_RE.match(topic):
+        if len(topic) > 255 or not TOPIC_NAME_RE.fullmatch(topic):
             raise OptionError(f"option {option!r}: {topic!r} is not a valid topic name "
                               "(letters, digits, %, |, _ and -; at most 255 characters)")
         if topic not in topics:
@@ -314,7 +314,7 @@ class StreamOptions:
 
 def _group_name(value: Any, option: str) -> str:
     name = str(value).strip()
-    if not name or len(name) > 255 or not _TOPIC_RE.match(name):
+    if not name or len(name) > 255 or not TOPIC_NAME_RE.fullmatch(name):
         raise OptionError(f"option {option!r}: {value!r} is not a valid consumer group name "
                           "(letters, digits, %, |, _ and -)")
     return name

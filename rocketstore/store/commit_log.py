@@ -22,6 +22,7 @@ from rocketstore._native import (
     topic_queue_table,
 )
 from rocketstore._native.mapped_file import MappedFile
+from rocketstore.common.record import BLANK_MAGIC_CODE
 from rocketstore.config import StoreConfig
 from rocketstore.message import (
     Message,
@@ -44,7 +45,6 @@ from rocketstore.store.transient_store_pool import TransientStorePool
 
 log = logging.getLogger("rocketstore.store")
 
-BLANK_MAGIC = 0xCBD43194
 
 
 #: the errnos that mean the file system has no room for what is asked (a full disk, a quota)
@@ -102,7 +102,7 @@ def _fills_segment(mf: MappedFile, pos: int, segment: int) -> bool:
     if pos + 8 > _readable_end(mf):
         return False
     size, magic = struct.unpack(">iI", mf.read(pos, 8))
-    return magic == BLANK_MAGIC and size == segment - pos
+    return magic == BLANK_MAGIC_CODE and size == segment - pos
 
 
 def _report_damage(on_damage: Callable[[DamagedRange], None] | None, damaged: DamagedRange,

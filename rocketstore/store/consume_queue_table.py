@@ -12,7 +12,7 @@ from rocketstore._native.consume_queue import group_records, write_grouped_units
 from rocketstore._native.dispatch import DispatchBatch
 from rocketstore._native.message import validate_topic
 from rocketstore._native.topic_queue_table import MAX_QUEUE_ID
-from rocketstore.config import is_ascii_int
+from rocketstore.common.text import is_ascii_int
 from rocketstore.store.consume_queue import ConsumeQueue
 from rocketstore.store.layout import CONSUME_QUEUE_DIR
 

@@ -20,12 +20,12 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import re
-import shutil
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from rocketstore.common.atomic_file import write_atomically
+from rocketstore.common.fastjson import loads_fastjson
 from rocketstore.message import queue_key, split_queue_key
 from rocketstore.store.layout import CONFIG_DIR
 
@@ -33,8 +33,6 @@ if TYPE_CHECKING:
     from rocketstore.store.message_store import MessageStore
 
 CONSUMER_OFFSET_FILE = "consumerOffset.json"
-
-_BARE_INT_KEY = re.compile(r'([{,]\s*)(-?\d+)(\s*:)')
 
 
 def consumer_offset_path(root: str | os.PathLike[str]) -> str:
@@ -44,12 +42,9 @@ def consumer_offset_path(root: str | os.PathLike[str]) -> str:
 
 def _parse_table(text: str, path: str) -> dict[str, dict[int, int]]:
     try:
-        data = json.loads(text)
-    except ValueError:
-        try:                                  # fastjson: {0:120} with bare integer keys
-            data = json.loads(_BARE_INT_KEY.sub(r'\1"\2"\3', text))
-        except ValueError as exc:
-            raise ValueError(f"{path} is not valid JSON: {exc}") from None
+        data = loads_fastjson(text, loads=json.loads)
+    except ValueError as exc:
+        raise ValueError(f"{path} is not valid JSON: {exc}") from None
     if not isinstance(data, dict):
         raise ValueError(f"{path}: expected a JSON object with an offsetTable")
     table = data.get("offsetTable", {})
@@ -144,21 +139,7 @@ def _render(table: Mapping[str, Mapping[int, int]]) -> str:
 def write_offset_table(root: str | os.PathLike[str], table: Mapping[str, Mapping[int, int]]
                        ) -> None:
     """Replace the file atomically: temp file (fsynced), old file kept as .bak, rename."""
-    path = consumer_offset_path(root)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(_render(table))
-        f.flush()
-        os.fsync(f.fileno())
-    if os.path.exists(path):
-        shutil.copyfile(path, path + ".bak")
-    os.replace(tmp, path)
-    dir_fd = os.open(os.path.dirname(path), os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    write_atomically(consumer_offset_path(root), _render(table), backup="copy")
 
 
 def commit_group_offsets(root: str | os.PathLike[str], group: str,

@@ -20,6 +20,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from rocketstore.common.atomic_file import write_atomically
+
 log = logging.getLogger("rocketstore.store")
 
 DAMAGE_FILE = "damagedRanges.json"
@@ -202,10 +204,4 @@ class DamageFile:
         data = {"updated": now,
                 "commitLog": [r.as_dict() for r in ranges],
                 "indexFiles": [{"name": n, "reason": why} for n, why in sorted(index_files.items())]}
-        os.makedirs(os.path.dirname(self.path), exist_ok=True)
-        tmp = self.path + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=1)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
+        write_atomically(self.path, json.dumps(data, indent=1))

@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from rocketstore.config import is_ascii_int
+from rocketstore.common.text import is_ascii_int
 
 SEGMENT_NAME_DIGITS = 20
 CONSUME_QUEUE_UNIT_SIZE = 20

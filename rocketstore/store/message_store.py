@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from rocketstore._native import hosts, record, record_writer
+from rocketstore.common.topics import is_system_topic
 from rocketstore.config import StoreConfig
 from rocketstore.message import (
     GetMessageStatus,
@@ -483,7 +484,7 @@ class MessageStore(ColumnarReads):
         """RocketMQ cleanUnusedTopic: delete the queues of every topic not in keep (and not
         a system topic: SCHEDULE_TOPIC_XXXX, RMQ_SYS_*, retry and DLQ topics stay).
         Returns the number of topics deleted."""
-        doomed = [t for t in self.topics() if t not in keep and not _is_system_topic(t)]
+        doomed = [t for t in self.topics() if t not in keep and not is_system_topic(t)]
         return sum(self.delete_topic(t) for t in doomed)
 
     # ---- reads -----------------------------------------------------------------------------
@@ -715,11 +716,6 @@ class MessageStore(ColumnarReads):
     def __repr__(self) -> str:
         return (f"MessageStore({self.root!r}, running={self._running}, "
                 f"read_only={self.read_only}, max_phy_offset={self.get_max_phy_offset()})")
-
-
-def _is_system_topic(topic: str) -> bool:
-    return (topic == "SCHEDULE_TOPIC_XXXX" or topic.startswith("RMQ_SYS_")
-            or topic.startswith("%RETRY%") or topic.startswith("%DLQ%"))
 
 
 @atexit.register

@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import shutil
 import struct
 from collections import defaultdict
@@ -26,6 +25,9 @@ from typing import Any
 
 import numpy as np
 
+from rocketstore.common.fastjson import loads_fastjson
+from rocketstore.common.record import BLANK_MAGIC_CODE, END_FILE_MIN_BLANK_LENGTH
+from rocketstore.common.topics import SCHEDULE_TOPIC
 from rocketstore.config import StoreConfig
 from rocketstore.store.damage import DamagedRange
 from rocketstore.store.layout import COMMITLOG_DIR, CONFIG_DIR, segment_name
@@ -33,10 +35,6 @@ from rocketstore.store.message_store import MessageStore
 
 log = logging.getLogger("rocketstore.store")
 
-BLANK_MAGIC = 0xCBD43194
-END_FILE_MIN_BLANK = 8
-SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
-_BARE_INT_KEY = re.compile(r'([{,]\s*)(-?\d+)(\s*:)')
 # progress(bytes_done, bytes_total)
 Progress = Callable[[int, int], None]
 
@@ -86,10 +84,10 @@ class _SegmentWriter:
         if self._file is None:
             self._open(self.offset - self.offset % self.segment)
         rel = self.offset - self._file_start
-        if rel + size + END_FILE_MIN_BLANK > self.segment:
+        if rel + size + END_FILE_MIN_BLANK_LENGTH > self.segment:
             assert self._file is not None
             self._file.seek(rel)
-            self._file.write(struct.pack(">iI", self.segment - rel, BLANK_MAGIC))
+            self._file.write(struct.pack(">iI", self.segment - rel, BLANK_MAGIC_CODE))
             self.offset = self._file_start + self.segment
             self._open(self.offset)
             rel = 0
@@ -112,10 +110,7 @@ class _SegmentWriter:
 def _read_json(path: str) -> Any:
     with open(path, encoding="utf-8") as f:
         text = f.read()
-    try:
-        return json.loads(text)
-    except ValueError:
-        return json.loads(_BARE_INT_KEY.sub(r'\1"\2"\3', text))
+    return loads_fastjson(text, loads=json.loads)
 
 
 def salvage(source: str | os.PathLike[str], target: str | os.PathLike[str],

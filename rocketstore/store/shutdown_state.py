@@ -8,6 +8,8 @@ import json
 import logging
 import os
 
+from rocketstore.common.atomic_file import write_atomically
+
 log = logging.getLogger("rocketstore.store")
 
 QUEUE_OFFSETS_FILE = "queueOffsets.json"
@@ -41,21 +43,11 @@ def read_shutdown_state(path: str) -> tuple[QueueOffsets, int | None] | None:
 def write_shutdown_state(path: str, table: QueueOffsets, commit_log_end: int) -> None:
     """Write the file at a clean shutdown; a failure (a full disk) is logged: the next open
     checks the queues itself."""
-    tmp = path + ".tmp"
+    text = json.dumps({"queueOffsets": table, "commitLogEnd": commit_log_end}, sort_keys=True)
     try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump({"queueOffsets": table,
-                       "commitLogEnd": commit_log_end}, f, sort_keys=True)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        write_atomically(path, text)
     except OSError as exc:      # a full disk: the next open checks the queues itself
         log.warning("could not write %s: %s", path, exc)
-        try:
-            os.remove(tmp)
-        except OSError:
-            pass
 
 
 def remove_shutdown_state(path: str) -> None:

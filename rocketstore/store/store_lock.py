@@ -4,7 +4,7 @@ from __future__ import annotations
 import fcntl
 import os
 
-from rocketstore.config import is_ascii_int
+from rocketstore.common.text import is_ascii_int
 
 
 class StoreLockedError(RuntimeError):

@@ -1,10 +1,12 @@
-"""Tag subscription expressions: `*` (everything) or `TagA || TagB` (RocketMQ TAG type)."""
+"""Tag subscriptions as the store filters them: the tags of an expression (read by
+:func:`rocketstore.common.subscription.parse_tags`) and their hash codes."""
 from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
 
 from rocketstore._native.hashes import java_hash
+from rocketstore.common.subscription import SUB_ALL, parse_tags
 
 
 @dataclass(frozen=True)
@@ -26,16 +28,10 @@ class Subscription:
 
 @functools.lru_cache(maxsize=1024)
 def parse_subscription(expression: str | None) -> Subscription:
-    """Parse as RocketMQ's FilterAPI.buildSubscriptionData: '*' or empty means all; else tags
-    separated by '||', trimmed, empty ones ignored."""
+    """The subscription of an expression (None: every message)."""
     if expression is None:
-        expression = "*"
+        expression = SUB_ALL
     if not isinstance(expression, str):
         raise TypeError(f"subscription must be a str, got {type(expression).__name__}")
-    text = expression.strip()
-    if text in ("", "*"):
-        return Subscription(expression, frozenset(), frozenset())
-    tags = frozenset(t.strip() for t in text.split("||") if t.strip())
-    if not tags:
-        raise ValueError(f"subscription {expression!r} names no tag")
+    tags = parse_tags(expression)
     return Subscription(expression, tags, frozenset(java_hash(t) for t in tags))

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,7 +20,9 @@ import numpy as np
 
 from rocketstore._native import dispatch
 from rocketstore._native.index_file import IndexFile, IndexFileCorruptError, record_index_key_hashes
-from rocketstore.config import StoreConfig, is_ascii_int
+from rocketstore.common.fastjson import loads_fastjson
+from rocketstore.common.text import is_ascii_int
+from rocketstore.config import StoreConfig
 from rocketstore.store.consume_queue import BLANK_UNIT_SIZE, UNIT_DTYPE, ConsumeQueue
 from rocketstore.store.damage import DamagedRange
 from rocketstore.store.layout import INDEX_HEADER_SIZE, INDEX_SLOT_SIZE
@@ -30,7 +31,6 @@ from rocketstore.store.store_lock import lock_holder
 
 log = logging.getLogger("rocketstore.store")
 
-_BARE_INT_KEY = re.compile(r'([{,]\s*)(-?\d+)(\s*:)')
 MAX_LISTED = 20          # problems named per kind (the rest are counted)
 ITEM_DTYPE = np.dtype([("hash", ">i4"), ("phy", ">i8"), ("diff", ">i4"), ("prev", ">i4")])
 # progress(what, done, total)
@@ -314,10 +314,7 @@ def _check_other_files(store: MessageStore, report: VerifyReport) -> None:
             with open(path, encoding="utf-8") as fh:
                 text = fh.read()
             if text.strip():
-                try:
-                    data = json.loads(text)
-                except ValueError:      # fastjson writes integer keys bare: {0:120}
-                    data = json.loads(_BARE_INT_KEY.sub(r'\1"\2"\3', text))
+                data = loads_fastjson(text, loads=json.loads)
                 if not isinstance(data, dict):
                     raise ValueError("not a JSON object")
         except (OSError, ValueError) as exc:

@@ -12,8 +12,8 @@ import broker_helpers
 import orjson
 from broker_helpers import cluster, props, send_fields
 
+from rocketstore.common.fastjson import loads_object_keys
 from rocketstore.remoting import RequestCode, ResponseCode, create_response
-from rocketstore.remoting.fastjson import loads_object_keys
 
 arun = broker_helpers.arun
 

@@ -13,7 +13,7 @@ import broker_helpers
 import orjson
 from broker_helpers import cluster, props, pull_fields, send_fields
 
-from rocketstore.broker.config import PERM_READ
+from rocketstore.common.perm import PERM_READ
 from rocketstore.message import MessageProperty
 from rocketstore.remoting import RequestCode, ResponseCode
 from rocketstore.store.layout import CONFIG_DIR

@@ -5,20 +5,21 @@ topic creation rules, lock expiry."""
 from __future__ import annotations
 
 import io
-import os
 from pathlib import Path
 
 import orjson
 import pytest
 
-from rocketstore.broker.config import PERM_INHERIT, PERM_READ, PERM_WRITE, BrokerConfig
-from rocketstore.broker.config_file import JsonConfigFile, write_atomically
+from rocketstore.broker.config import BrokerConfig
+from rocketstore.broker.config_file import JsonConfigFile
 from rocketstore.broker.consumer_offset_manager import ConsumerOffsetManager
 from rocketstore.broker.processors.admin import message_queue_key
 from rocketstore.broker.rebalance_lock import RebalanceLockManager
 from rocketstore.broker.subscription_group import SubscriptionGroupConfig, SubscriptionGroupManager
 from rocketstore.broker.topic_config import TopicConfigManager
-from rocketstore.remoting.fastjson import dumps_object_keys as fastjson_dumps
+from rocketstore.common.atomic_file import FileSystem
+from rocketstore.common.fastjson import dumps_object_keys as fastjson_dumps
+from rocketstore.common.perm import PERM_INHERIT, PERM_READ, PERM_WRITE
 
 
 def test_broker_properties_carry_broker_and_store_keys(caplog) -> None:
@@ -48,7 +49,12 @@ def test_broker_properties_carry_broker_and_store_keys(caplog) -> None:
         BrokerConfig(listen_port=70000)
 
 
-def test_writes_are_atomic_and_fall_back_to_bak(tmp_path: Path, monkeypatch) -> None:
+class _PowerCutAtRename(FileSystem):
+    def replace(self, src: str, dst: str) -> None:
+        raise OSError("power cut")
+
+
+def test_writes_are_atomic_and_fall_back_to_bak(tmp_path: Path) -> None:
     path = str(tmp_path / "config" / "topics.json")
     file = JsonConfigFile(path)
     file.write(b'{"v": 1}')
@@ -57,13 +63,8 @@ def test_writes_are_atomic_and_fall_back_to_bak(tmp_path: Path, monkeypatch) -> 
     assert orjson.loads(Path(path + ".bak").read_bytes()) == {"v": 1}
 
     # a crash between writing the temp file and the rename: the old version is whole
-    def crash(*args, **kwargs):
-        raise OSError("power cut")
-
-    monkeypatch.setattr(os, "replace", crash)
     with pytest.raises(OSError):
-        write_atomically(path, b'{"v": 3}')
-    monkeypatch.undo()
+        JsonConfigFile(path, fs=_PowerCutAtRename()).write(b'{"v": 3}')
     assert file.load() == {"v": 2}
     # a torn main file (written by something else): the .bak copy is read
     Path(path + ".bak").write_bytes(b'{"v": 1}')

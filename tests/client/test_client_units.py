@@ -23,7 +23,7 @@ from rocketstore.client.offset_store import LocalFileOffsetStore, ReadOffsetType
 from rocketstore.client.process_queue import ProcessQueue
 from rocketstore.client.route import publish_info_from_route, subscribe_info_from_route
 from rocketstore.client.subscription import SubscriptionData
-from rocketstore.remoting.fastjson import FastjsonError, dumps_object_keys, loads_object_keys
+from rocketstore.common.fastjson import FastjsonError, dumps_object_keys, loads_object_keys
 from rocketstore.remoting.protocol import BrokerData, QueueData, TopicRouteData
 
 

@@ -12,10 +12,9 @@ import rocketstore.remoting
 FORBIDDEN = {
     "remoting": ("rocketstore.store", "rocketstore.broker", "rocketstore._native", "rocketstore.namesrv",
                  "rocketstore.client", "rocketstore.message", "rocketstore.config"),
-    # rocketstore.config (StoreConfig's module) imports nothing native: its .properties parser
-    # serves namesrv.properties too
+    # the .properties syntax namesrv.properties needs is in rocketstore.common
     "namesrv": ("rocketstore.store", "rocketstore.broker", "rocketstore._native", "rocketstore.client",
-                "rocketstore.message"),
+                "rocketstore.message", "rocketstore.config"),
 }
 
 

@@ -11,7 +11,7 @@ INVOKE_BROKER_TO_RESET_OFFSET 222 (reset a group's offsets by time), QUERY_TOPIC
 client and passed back).
 
 Bodies are RocketMQ's JSON; those keyed by MessageQueue (202, 208, 222) use fastjson's
-object keys (:mod:`rocketstore.remoting.fastjson`).
+object keys (:mod:`rocketstore.common.fastjson`).
 """
 
 from __future__ import annotations
@@ -23,13 +23,18 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from rocketstore.broker.config import BROKER_PROPERTY_KEYS, PERM_READ, PERM_WRITE
+from rocketstore.broker.config import BROKER_PROPERTY_KEYS
 from rocketstore.broker.subscription_group import SubscriptionGroupConfig
-from rocketstore.broker.topic_config import (
+from rocketstore.broker.topic_config import TopicConfig
+from rocketstore.common.fastjson import dumps_object_keys as fastjson_dumps
+from rocketstore.common.perm import PERM_READ, PERM_WRITE
+from rocketstore.common.topics import (
+    AUTO_CREATE_TOPIC_KEY_TOPIC,
+    BENCHMARK_TOPIC,
     NOT_ALLOWED_SEND_TOPICS,
     OFFSET_MOVED_EVENT,
     SCHEDULE_TOPIC,
-    TopicConfig,
+    SELF_TEST_TOPIC,
 )
 from rocketstore.config import PROPERTY_KEYS
 from rocketstore.message import validate_topic
@@ -43,7 +48,6 @@ from rocketstore.remoting import (
     create_request,
     create_response,
 )
-from rocketstore.remoting.fastjson import dumps_object_keys as fastjson_dumps
 from rocketstore.remoting.headers import get_bool, get_int, get_str, require_int, require_str
 
 if TYPE_CHECKING:
@@ -151,8 +155,8 @@ class AdminBrokerProcessor:
     def get_system_topic_list(self, ctx: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         system = sorted(t for t in self.topics.table
                         if t in NOT_ALLOWED_SEND_TOPICS or t in (
-                            SCHEDULE_TOPIC, OFFSET_MOVED_EVENT, "TBW102", "SELF_TEST_TOPIC",
-                            "BenchmarkTest", self.config.broker_cluster_name, self.config.broker_name))
+                            SCHEDULE_TOPIC, OFFSET_MOVED_EVENT, AUTO_CREATE_TOPIC_KEY_TOPIC, SELF_TEST_TOPIC,
+                            BENCHMARK_TOPIC, self.config.broker_cluster_name, self.config.broker_name))
         return create_response(request, body=orjson.dumps({"topicList": system}))
 
     # ---- broker ----

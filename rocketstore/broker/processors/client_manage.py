@@ -25,11 +25,12 @@ from rocketstore.broker.client_manager import (
     SubscriptionData,
     enum_name,
 )
-from rocketstore.broker.config import PERM_READ, PERM_WRITE
 from rocketstore.broker.rebalance_lock import MessageQueueKey, RebalanceLockManager
 from rocketstore.broker.subscription_group import SubscriptionGroupManager
-from rocketstore.broker.topic_config import TopicConfigManager, retry_topic
-from rocketstore.config import is_ascii_int
+from rocketstore.broker.topic_config import TopicConfigManager
+from rocketstore.common.perm import PERM_READ, PERM_WRITE
+from rocketstore.common.text import is_ascii_int
+from rocketstore.common.topics import retry_topic
 from rocketstore.remoting import (
     RemotingCommand,
     RemotingConnection,

@@ -23,7 +23,9 @@ from rocketstore.broker.consumer_offset_manager import ConsumerOffsetManager
 from rocketstore.broker.long_polling import PullRequestHoldService
 from rocketstore.broker.stats import BrokerStats
 from rocketstore.broker.subscription_group import SubscriptionGroupManager
-from rocketstore.broker.topic_config import TopicConfigManager, is_readable
+from rocketstore.broker.topic_config import TopicConfigManager
+from rocketstore.common.perm import is_readable
+from rocketstore.common.subscription import EXPRESSION_TYPE_TAG
 from rocketstore.message import GetMessageStatus
 from rocketstore.remoting import (
     RemotingCommand,
@@ -128,7 +130,7 @@ class PullMessageProcessor:
                                    f"maxMsgNums must be positive, got {header.max_msg_nums}")
         if sys_flag & FLAG_SUBSCRIPTION:
             expression = header.subscription
-            expression_type = header.expression_type or "TAG"
+            expression_type = header.expression_type or EXPRESSION_TYPE_TAG
         else:
             group_info = self.consumers.get(header.consumer_group)
             if group_info is None:
@@ -146,7 +148,7 @@ class PullMessageProcessor:
                                        "the consumer's subscription not latest")
             expression = subscription.sub_string
             expression_type = subscription.expression_type
-        if expression_type.upper() != "TAG":
+        if expression_type.upper() != EXPRESSION_TYPE_TAG:
             return create_response(request, ResponseCode.SYSTEM_ERROR,
                                    f"The broker does not support consumer to filter message by {expression_type}")
         try:

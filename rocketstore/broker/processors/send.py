@@ -28,18 +28,18 @@ from rocketstore._native.send_header import (
     parse_properties_text,
 )
 from rocketstore.broker._send_path import SendPath
-from rocketstore.broker.config import PERM_READ, PERM_WRITE, BrokerConfig
+from rocketstore.broker.config import BrokerConfig
 from rocketstore.broker.message_writer import MessageWriter
 from rocketstore.broker.stats import BrokerStats
 from rocketstore.broker.subscription_group import SubscriptionGroupManager
-from rocketstore.broker.topic_config import (
+from rocketstore.broker.topic_config import TopicConfig, TopicConfigManager
+from rocketstore.common.perm import PERM_READ, PERM_WRITE, is_writeable
+from rocketstore.common.properties import MessageConst
+from rocketstore.common.topics import (
     DLQ_GROUP_TOPIC_PREFIX,
     NOT_ALLOWED_SEND_TOPICS,
     RETRY_GROUP_TOPIC_PREFIX,
-    TopicConfig,
-    TopicConfigManager,
     dlq_topic,
-    is_writeable,
 )
 from rocketstore.message import (
     Message,
@@ -151,7 +151,8 @@ class SendMessageProcessor:
         self._send_queue_wait_s = config.wait_time_mills_in_send_queue / 1000
         self._put_lock = self.store.commit_log.put_lock
         self._page_cache_busy_ns = self.store.config.os_page_cache_busy_timeout_mills * 1_000_000
-        self._reply_extra = {"MSG_REGION": config.region_id, "TRACE_ON": "true" if config.trace_on else "false"}
+        self._reply_extra = {MessageConst.MSG_REGION: config.region_id,
+                            MessageConst.TRACE_SWITCH: "true" if config.trace_on else "false"}
 
     def register_with(self, server: RemotingServer, *, native: bool = True) -> None:
         """native: SEND_MESSAGE and SEND_MESSAGE_V2 go to :class:`SendPath`, which serves

@@ -17,10 +17,12 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from rocketstore.broker.config import PERM_READ, PERM_WRITE, BrokerConfig
+from rocketstore.broker.config import BrokerConfig
 from rocketstore.broker.message_writer import MessageWriter
 from rocketstore.broker.subscription_group import SubscriptionGroupManager
-from rocketstore.broker.topic_config import TopicConfigManager, dlq_topic, is_writeable, retry_topic
+from rocketstore.broker.topic_config import TopicConfigManager
+from rocketstore.common.perm import PERM_READ, PERM_WRITE, is_writeable
+from rocketstore.common.topics import dlq_topic, retry_topic
 from rocketstore.message import CorruptRecordError, Message, MessageProperty, PutMessageStatus
 from rocketstore.remoting import (
     RemotingCommand,

@@ -38,7 +38,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from rocketstore._native.mapped_file import MappedFile
-from rocketstore.config import StoreConfig, is_ascii_int
+from rocketstore.common.text import is_ascii_int
+from rocketstore.config import StoreConfig
 from rocketstore.store.mapped_file_queue import MappedFileQueue, last_modified_ms
 from rocketstore.store.services.service_thread import ServiceThread
 

@@ -1,5 +1,9 @@
 """fastjson's non-standard JSON: maps whose keys are objects or bare integers.
 
+RocketMQ writes its config files (``consumerOffset.json``, ``topics.json``...) and older name
+servers their route bodies with fastjson, whose integer map keys are unquoted (``{0:120}``).
+:func:`loads_fastjson` reads that as well as JSON.
+
 RocketMQ's Java side serializes a ``Map<MessageQueue, ...>`` (ConsumeStats, TopicStatsTable,
 ResetOffsetBody) with each key written as a JSON object, and older versions write integer keys
 unquoted. Neither is JSON, so standard parsers refuse it. :func:`loads_object_keys` reads it:
@@ -11,7 +15,8 @@ RocketMQ's own tools can read what our servers send.
 from __future__ import annotations
 
 import re
-from typing import Any
+from collections.abc import Callable
+from typing import Any, AnyStr
 
 import orjson
 
@@ -22,6 +27,29 @@ _TOKEN = re.compile(r"""
     | (?P<literal>true|false|null)
     | (?P<punct>[{}\[\]:,])
     )""", re.VERBOSE | re.DOTALL)
+# An integer object key written bare by fastjson: `{0:"a"` or `,1:"b"`. Topic names cannot
+# hold these characters, so only keys match.
+_BARE_INT_KEY = re.compile(r"([{,]\s*)(-?\d+)(\s*:)")
+_BARE_INT_KEY_BYTES = re.compile(rb"([{,]\s*)(-?\d+)(\s*:)")
+
+
+def quote_bare_int_keys(text: AnyStr) -> AnyStr:
+    """``text`` with fastjson's bare integer keys quoted (``{0:1}`` -> ``{"0":1}``)."""
+    if isinstance(text, str):
+        return _BARE_INT_KEY.sub(r'\1"\2"\3', text)
+    return _BARE_INT_KEY_BYTES.sub(rb'\1"\2"\3', text)
+
+
+def loads_fastjson(data: bytes | str, *, loads: Callable[[Any], Any] = orjson.loads) -> Any:
+    """Parse JSON that may carry fastjson's unquoted integer keys. The keys are quoted only if
+    the standard parse fails. ``loads`` parses (orjson's; ``json.loads`` where a caller needs
+    Python's limits); its ValueError is raised when the quoted text fails too."""
+    try:
+        return loads(data)
+    except ValueError:
+        return loads(quote_bare_int_keys(data))
+
+
 _LITERALS = {"true": True, "false": False, "null": None}
 _MAX_DEPTH = 64
 

@@ -1,0 +1,59 @@
+"""Message property names (RocketMQ's MessageConst) and the separators of the properties text."""
+from __future__ import annotations
+
+#: Between a property's name and its value in a record's properties text.
+NAME_VALUE_SEPARATOR = "\x01"
+#: Between two properties.
+PROPERTY_SEPARATOR = "\x02"
+
+
+class MessageConst:
+    """Well-known property names, with RocketMQ's MessageConst names."""
+
+    KEYS = "KEYS"
+    TAGS = "TAGS"
+    WAIT_STORE_MSG_OK = "WAIT"
+    DELAY_TIME_LEVEL = "DELAY"
+    RETRY_TOPIC = "RETRY_TOPIC"
+    REAL_TOPIC = "REAL_TOPIC"
+    REAL_QUEUE_ID = "REAL_QID"
+    TRANSACTION_PREPARED = "TRAN_MSG"
+    PRODUCER_GROUP = "PGROUP"
+    MIN_OFFSET = "MIN_OFFSET"
+    MAX_OFFSET = "MAX_OFFSET"
+    BUYER_ID = "BUYER_ID"
+    ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
+    TRANSFER_FLAG = "TRANSFER_FLAG"
+    CORRECTION_FLAG = "CORRECTION_FLAG"
+    MQ2_FLAG = "MQ2_FLAG"
+    RECONSUME_TIME = "RECONSUME_TIME"
+    MSG_REGION = "MSG_REGION"
+    TRACE_SWITCH = "TRACE_ON"
+    UNIQ_CLIENT_MESSAGE_ID_KEYIDX = "UNIQ_KEY"
+    MAX_RECONSUME_TIMES = "MAX_RECONSUME_TIMES"
+    CONSUME_START_TIMESTAMP = "CONSUME_START_TIME"
+    SHARDING_KEY = "SHARDING_KEY"
+
+
+#: Properties a user may not set with put_user_property (RocketMQ's STRING_HASH_SET).
+SYSTEM_PROPERTIES = frozenset(
+    value for name, value in vars(MessageConst).items() if not name.startswith("_")
+)
+
+
+class MessageProperty:
+    """The same names, spelled as the store and the broker use them."""
+
+    TAGS = MessageConst.TAGS
+    KEYS = MessageConst.KEYS
+    UNIQ_KEY = MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX
+    DELAY = MessageConst.DELAY_TIME_LEVEL
+    WAIT = MessageConst.WAIT_STORE_MSG_OK
+    TRAN_MSG = MessageConst.TRANSACTION_PREPARED
+    PGROUP = MessageConst.PRODUCER_GROUP
+    REAL_TOPIC = MessageConst.REAL_TOPIC
+    REAL_QID = MessageConst.REAL_QUEUE_ID
+    RETRY_TOPIC = MessageConst.RETRY_TOPIC
+    MAX_RECONSUME_TIMES = MessageConst.MAX_RECONSUME_TIMES
+    CLUSTER = "CLUSTER"
+    ORIGIN_MESSAGE_ID = MessageConst.ORIGIN_MESSAGE_ID
