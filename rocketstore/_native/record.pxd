@@ -1,4 +1,4 @@
-# The CommitLog record (FORMAT.md "CommitLog record (v1)"): its constants and the validation
+# The CommitLog record (docs/format.md, 3.1 "Message record (v1)"): its constants and the validation
 # every decoder inlines into its loop.
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t
 from libc.string cimport memset

@@ -1,7 +1,7 @@
 """The client's side of the record formats: stored records decoded, batches encoded.
 
 A PULL, QUERY_MESSAGE or VIEW_MESSAGE_BY_ID reply carries CommitLog records back to back, as
-stored (FORMAT.md "CommitLog record (v1)"); :func:`decode_messages` turns them into
+stored (docs/format.md, 3.1 "Message record (v1)"); :func:`decode_messages` turns them into
 :class:`MessageExt` and checks every length against what is left, so a broken body raises
 :class:`CorruptMessageError` instead of yielding bogus messages. The per-message work is
 native (``_records.pyx``); :func:`decode_messages_py` is the plain-Python reference the tests

@@ -4,7 +4,7 @@ RocketMQ's client-side vocabulary (``org.apache.rocketmq.common.message``), in P
 :class:`Message` is what a producer sends: a topic, a body, a flag and string properties, with
 the well-known properties (tags, keys, delay level) as attributes. A :class:`MessageExt` is what
 a consumer receives: the stored record's fields besides. Property text travels as
-``name\\x01value`` pairs joined by ``\\x02`` (FORMAT.md).
+``name\\x01value`` pairs joined by ``\\x02`` (docs/format.md, 3.4 "Properties").
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """RocketMQ's remoting protocol on asyncio: frames, commands, servers and clients.
 
 `rocketstore.remoting` speaks RocketMQ 4.9's remoting protocol on asyncio (uvloop when
-installed); `rocketstore.namesrv` is a name server on top of it, plus the registrar a broker uses.
-The wire format is in FORMAT.md ("Remoting protocol"); what the C++ client sends is in
-CPP_CLIENT.md. Neither package imports the store or the broker.
+installed); `rocketstore.namesrv` is a name server on top of it.
+The wire format is in docs/remoting.md; what the C++ client sends is in its section 9,
+"Client compatibility: the C++ client". Neither package imports the store or the broker.
 
 ## Commands
 

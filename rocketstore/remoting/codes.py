@@ -184,7 +184,7 @@ ROCKETMQ_VERSION_4_9_8 = 409
 ROCKETMQ_VERSION_4_9_4 = 401
 
 #: What our servers and clients say they are written in. RocketMQ's broker says JAVA, and the
-#: peers we have observed (CPP_CLIENT.md) were only ever answered by it, so we say the same.
+#: peers we have observed (docs/remoting.md, section 9) were only ever answered by it, so we say the same.
 DEFAULT_LANGUAGE = LanguageCode.JAVA
 
 _REQUEST_NAMES = {member.value: member.name for member in RequestCode}

@@ -3,7 +3,7 @@ tested against, and the checked decoder of unusual JSON headers that the native 
 
 Connections use :mod:`rocketstore.remoting.codec` (native); this module has the same functions.
 
-A frame (FORMAT.md, "Remoting protocol")::
+A frame (docs/remoting.md, section 2 "Frame")::
 
     int32 length                      bytes that follow this field
     int32 serializeType << 24 | headerLength

@@ -89,7 +89,8 @@ def test_byte_at_a_time() -> None:
 
 
 def test_cpp_client_route_request_decodes() -> None:
-    """The GET_ROUTEINFO_BY_TOPIC frame of CPP_CLIENT.md section 2, byte for byte."""
+    """The GET_ROUTEINFO_BY_TOPIC frame the C++ client sends (docs/remoting.md, section 9),
+    byte for byte."""
     header = (
         b'{"code":105,"extFields":{"AccessKey":"","OnsChannel":"ALIYUN","Signature":'
         b'"N/YT7X6tJe5UfutmW+uNwTTJ7Fc=","topic":"TopicTest"},"flag":0,"language":"CPP",'

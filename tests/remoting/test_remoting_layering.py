@@ -1,4 +1,4 @@
-"""The house's rule (DESIGN.md): remoting and namesrv are network peers and never import the
+"""The house's rule (docs/design.md): remoting and namesrv are network peers and never import the
 store, the broker or the native store code; remoting imports nothing of namesrv either."""
 
 from __future__ import annotations

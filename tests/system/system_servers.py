@@ -200,7 +200,7 @@ def pull_request(topic: str, queue_id: int, offset: int, group: str, max_msgs: i
 
 
 def record_bodies(records: bytes) -> list[bytes]:
-    """The bodies of CommitLog records back to back (FORMAT.md: TOTALSIZE ... BODYLENGTH body
+    """The bodies of CommitLog records back to back (docs/format.md 3.1: TOTALSIZE ... BODYLENGTH body
     TOPICLENGTH topic PROPERTIESLENGTH properties), each length checked."""
     bodies = []
     pos = 0
