@@ -40,6 +40,7 @@ import orjson
 from rocketstore.remoting._command cimport RemotingCommand, new_command, new_lazy_command
 from rocketstore.remoting._command import _set_ext_fields_decoder
 
+from rocketstore.common.send_header import REQUIRED_SEND_HEADER_FIELDS, SEND_HEADER_FIELDS
 from rocketstore.remoting.codes import LanguageCode
 from rocketstore.remoting.errors import FrameError, HeaderError
 from rocketstore.remoting.pycodec import decode_json_header_checked, normalize_ext
@@ -131,25 +132,15 @@ cdef inline bint _int32_of(PyObject* value, int* out):
 
 # ---- SEND headers, typed ----------------------------------------------------------------------
 
-# SendRequestHeader's fields: (attribute, SEND_MESSAGE's wire name, SEND_MESSAGE_V2's); the
-# first eight are required.
-_SEND_FIELDS = (
-    ("producer_group", "producerGroup", "a"), ("topic", "topic", "b"),
-    ("default_topic", "defaultTopic", "c"), ("default_topic_queue_nums", "defaultTopicQueueNums", "d"),
-    ("queue_id", "queueId", "e"), ("sys_flag", "sysFlag", "f"),
-    ("born_timestamp", "bornTimestamp", "g"), ("flag", "flag", "h"),
-    ("properties", "properties", "i"), ("reconsume_times", "reconsumeTimes", "j"),
-    ("unit_mode", "unitMode", "k"), ("max_reconsume_times", "maxReconsumeTimes", "l"),
-    ("batch", "batch", "m"),
-)
-
-
 def _send_header_decoder(str name, int wire):
-    """A decoder of SEND headers whose wire names are column ``wire`` of _SEND_FIELDS."""
+    """A decoder of SEND headers whose wire names are column ``wire`` of SEND_HEADER_FIELDS
+    (1: the long names, 2: the one-letter ones); the values come in that table's order."""
+    required = REQUIRED_SEND_HEADER_FIELDS
     ext = msgspec.defstruct(
         f"{name}Fields",
-        [(f[0], str) for f in _SEND_FIELDS[:8]] + [(f[0], str | None, None) for f in _SEND_FIELDS[8:]],
-        rename={f[0]: f[wire] for f in _SEND_FIELDS}, gc=False)
+        [(f[0], str) for f in SEND_HEADER_FIELDS[:required]]
+        + [(f[0], str | None, None) for f in SEND_HEADER_FIELDS[required:]],
+        rename={f[0]: f[wire] for f in SEND_HEADER_FIELDS}, gc=False)
     header = msgspec.defstruct(
         f"{name}Header",
         [("code", int), ("extFields", ext), ("language", str), ("flag", int, 0), ("opaque", int, 0),

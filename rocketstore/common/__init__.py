@@ -1,0 +1,1 @@
+"""The native-free vocabulary every layer may import."""
