@@ -44,7 +44,7 @@ from rocketstore._native.hosts import parse_host
 from rocketstore._native.message import validate_topic
 from rocketstore.broker.processors.send._send_header import (
     SendHeaderError, decode_request_header)
-from rocketstore.broker.topic_config import is_writeable
+from rocketstore.broker.config import PERM_WRITE as _PERM_WRITE_BIT
 from rocketstore.message import MessageProperty
 from rocketstore.remoting._command import create_response
 from rocketstore.remoting._frames import encode_json_header
@@ -65,6 +65,7 @@ cdef int _MESSAGE_ILLEGAL = ResponseCode.MESSAGE_ILLEGAL
 cdef int _NO_PERMISSION = ResponseCode.NO_PERMISSION
 cdef int _TOPIC_NOT_EXIST = ResponseCode.TOPIC_NOT_EXIST
 
+cdef long long _PERM_WRITE = _PERM_WRITE_BIT
 cdef long long _INT32_MAX = 2147483647
 cdef long long _INT32_MIN = -2147483648
 
@@ -86,6 +87,11 @@ cdef str _K_TRACE = "TRACE_ON"
 cdef str _MARK_MSG_ID = "@msgId@"
 cdef str _MARK_QUEUE_ID = "@queueId@"
 cdef str _MARK_QUEUE_OFFSET = "@queueOffset@"
+
+
+cdef inline bint _writeable(long long perm) noexcept:
+    """topic_config.is_writeable, without a Python call."""
+    return perm & _PERM_WRITE != 0
 
 
 cdef dict _reply_fields(str msg_id, str queue_id, str queue_offset, str region, str trace_on):
@@ -169,7 +175,7 @@ cdef class SendPath(DirectHandler):
         self.v2 = v2
         config = processor.config   # frozen: its values are read once
         self.fast_failure = config.broker_fast_failure_enable
-        self.broker_writeable = is_writeable(config.broker_permission)
+        self.broker_writeable = _writeable(config.broker_permission)
         self.reject_transaction = config.reject_transaction_message
         self.broker_ip = config.broker_ip1
         self.topics = topics
@@ -277,7 +283,7 @@ cdef class SendPath(DirectHandler):
             topic_config = self.processor.topic_config_for_send(header)
             if topic_config is None:
                 return create_response(request, _TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!")
-        if not is_writeable(topic_config.perm):
+        if not _writeable(topic_config.perm):
             return create_response(request, _NO_PERMISSION, f"the topic[{topic}] sending message is forbidden")
         queue_id = header.queue_id
         read_nums = topic_config.read_queue_nums
