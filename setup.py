@@ -1,7 +1,7 @@
 """Build the Cython extensions (rocketstore/_native/*.pyx, the remoting codec in
 rocketstore/remoting/_*.pyx, the clients' record decoder rocketstore/client/_records.pyx, the
-broker's native send path rocketstore/broker/_send_path.pyx) and
-the C helpers in src/.
+broker's native request paths rocketstore/broker/processors/*/_*.pyx) and the C helpers in
+src/.
 
 src/rs_vocabulary.h is generated here from rocketstore/common/ (record codes, system topics):
 the native code reads those facts from their one home. It is never committed.
@@ -111,11 +111,12 @@ def client(name: str) -> Extension:
     )
 
 
-def broker(name: str) -> Extension:
-    """The broker's native request paths: over the native layer and the remoting codec."""
+def broker(path: str) -> Extension:
+    """The broker's native request paths (``path`` below rocketstore/broker/, without .pyx):
+    over the native layer and the remoting codec."""
     return Extension(
-        f"rocketstore.broker.{name}",
-        [f"rocketstore/broker/{name}.pyx"],
+        "rocketstore.broker." + path.replace("/", "."),
+        [f"rocketstore/broker/{path}.pyx"],
         include_dirs=["src", numpy.get_include()],
         depends=C_DEPENDS,
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
@@ -125,7 +126,7 @@ def broker(name: str) -> Extension:
 
 
 REMOTING_MODULES = ["_command", "_frames", "_headers", "_pump"]
-BROKER_MODULES = ["_send_path"]
+BROKER_MODULES = ["processors/send/_send_header", "processors/send/_send_path"]
 CLIENT_MODULES = ["_records"]
 MODULES = [os.path.splitext(os.path.basename(p))[0] for p in sorted(glob.glob("rocketstore/_native/*.pyx"))]
 

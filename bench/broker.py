@@ -32,7 +32,7 @@ Parts (the letters of the issue):
 (g) where a send's CPU goes, in this process, by the calling thread's CPU time (best of
     ``--repeat``, ``--parts-count`` sends, 64 a read): the echo server's own per-frame work,
     FrameDecoder.feed (and orjson's parse of the header alone), the broker's send handler
-    (the native SendPath and the Python processor, on a BrokerController in this process,
+    (the native SendPath and the processor's Python entry, on a BrokerController in this process,
     decoded requests given), the store's append_message of a prebuilt message, and the
     reply's encoding. Information: what a send costs by step, and which steps any broker that
     parses JSON headers with a library and stores the record must pay.
@@ -593,7 +593,7 @@ async def _send_parts(args: argparse.Namespace, dirs: C.TempDirs, size: int) -> 
                         replies.append(handler(ctx, request))
             return once
         for name, handler in (("broker SEND_MESSAGE_V2, native SendPath (checks, properties, Message, put, stats, reply)", native),
-                              ("broker SEND_MESSAGE_V2, Python processor (the same in Python)", python)):
+                              ("broker SEND_MESSAGE_V2, Python entry point (header from the ext fields, the same rules)", python)):
             ns = _per_op_ns(count, sends(handler), args.repeat, decode_requests)
             bad = [r for r in replies if getattr(r, "code", None) != ResponseCode.SUCCESS]
             if bad:

@@ -159,7 +159,7 @@ def main() -> None:
         high = _callgrind_instructions(args.count, args.size, args.queues, native)
         per_send = (high - low) / (args.count - args.low)
         print(f"{args.size} B: {per_send:,.0f} instructions per send "
-              f"({'native SendPath' if native else 'Python processor'}; "
+              f"({'native SendPath' if native else 'Python entry points'}; "
               f"{args.low:,} and {args.count:,} sends: {low:,} and {high:,})")
         return
     best = float("inf")
@@ -171,7 +171,7 @@ def main() -> None:
             shutil.rmtree(root, ignore_errors=True)
         best = min(best, ns)
     print(f"{args.size} B: {best:,.0f} CPU ns per send on the loop thread "
-          f"({'native SendPath' if native else 'Python processor'}; {args.count:,} sends, "
+          f"({'native SendPath' if native else 'Python entry points'}; {args.count:,} sends, "
           f"{written / args.count:.0f} reply bytes each)")
 
 

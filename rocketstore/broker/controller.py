@@ -69,7 +69,8 @@ class BrokerController:
                  store_opener: Callable[[str, Any], MessageStore] | None = None, *,
                  native_send: bool = True) -> None:
         self.config = config
-        #: SEND_MESSAGE / V2 through the native SendPath (False: the Python processor only)
+        #: SEND_MESSAGE / V2 straight to the native SendPath (False: through the processor's Python
+        #: entry points, which run the same rules)
         self._native_send = native_send
         self.root = os.path.abspath(config.store.store_path_root_dir)
         #: opens the store (a seam for tests: an injected flush function, a slow disk)

@@ -150,7 +150,8 @@ class ClientAPI:
     async def send_message(self, address: str, header_v2: dict[str, str], body: bytes, *,
                            batch: bool, timeout: float, oneway: bool = False) -> SendReply | None:
         """SEND_MESSAGE_V2 (SEND_BATCH_MESSAGE for a batch); ``header_v2`` has the one-letter
-        names (``a`` producerGroup ... ``m`` batch: :data:`SEND_HEADER_V2_NAMES`)."""
+        names (``a`` producerGroup ... ``m`` batch:
+        :data:`rocketstore.common.send_header.SEND_HEADER_FIELDS`)."""
         code = RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE_V2
         request = create_request(code, header_v2, body, oneway=oneway)
         if oneway:
@@ -353,10 +354,3 @@ def _copy(request: RemotingCommand) -> RemotingCommand:
                           remark=request.remark, serialize_type=request.serialize_type,
                           oneway=request.is_oneway)
 
-
-#: SendMessageRequestHeader's names and SEND_MESSAGE_V2's one-letter ones.
-SEND_HEADER_V2_NAMES = {
-    "producerGroup": "a", "topic": "b", "defaultTopic": "c", "defaultTopicQueueNums": "d",
-    "queueId": "e", "sysFlag": "f", "bornTimestamp": "g", "flag": "h", "properties": "i",
-    "reconsumeTimes": "j", "unitMode": "k", "maxReconsumeTimes": "l", "batch": "m",
-}

@@ -23,6 +23,7 @@ from rocketstore.client.message import (
     decode_properties,
     encode_properties,
 )
+from rocketstore.common.batch import BatchBodyError, decode_batch_body, encode_batch_body
 from rocketstore.common.record import (
     MESSAGE_MAGIC_CODE,
     MESSAGE_MAGIC_CODE_V2,
@@ -34,7 +35,6 @@ _HEAD = struct.Struct(">iIiiiqqiq")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _I16 = struct.Struct(">h")
-_BATCH_HEAD = struct.Struct(">iiiii")
 
 
 class CorruptMessageError(ValueError):
@@ -156,41 +156,19 @@ def decode_messages(body: bytes | bytearray | memoryview | None, *, decompress: 
 
 def encode_batch(messages: Sequence[Message]) -> bytes:
     """A batch body: each message as TOTALSIZE, MAGIC 0, BODYCRC 0, FLAG, BODY, PROPERTIES."""
-    parts: list[bytes] = []
-    for msg in messages:
-        properties = encode_properties(msg.properties).encode("utf-8")
-        if len(properties) > 32767:
-            raise ValueError(f"message properties are {len(properties)} bytes; at most 32767 fit")
-        body = msg.body
-        total = _BATCH_HEAD.size + len(body) + 2 + len(properties)
-        parts.append(_BATCH_HEAD.pack(total, 0, 0, msg.flag, len(body)))
-        parts.append(body)
-        parts.append(_I16.pack(len(properties)))
-        parts.append(properties)
-    return b"".join(parts)
+    return encode_batch_body(
+        (msg.flag, msg.body, encode_properties(msg.properties).encode("utf-8")) for msg in messages)
 
 
 def decode_batch(body: bytes) -> list[Message]:
     """The messages of a batch body (tests and tools; topic left empty). Checks every length."""
-    data = memoryview(body)
+    try:
+        entries = decode_batch_body(body)
+    except BatchBodyError as exc:
+        raise CorruptMessageError(str(exc)) from None
     messages: list[Message] = []
-    pos = 0
-    while pos < len(data):
-        if len(data) - pos < _BATCH_HEAD.size + 2:
-            raise CorruptMessageError(f"batch entry at {pos} is truncated")
-        total, _, _, flag, body_length = _BATCH_HEAD.unpack_from(data, pos)
-        end = pos + total
-        p = pos + _BATCH_HEAD.size
-        if total < _BATCH_HEAD.size + 2 or end > len(data) or body_length < 0 or p + body_length + 2 > end:
-            raise CorruptMessageError(f"batch entry at {pos}: TOTALSIZE {total} / BODYLENGTH {body_length} do not fit")
-        msg_body = bytes(data[p:p + body_length])
-        p += body_length
-        properties_length = _I16.unpack_from(data, p)[0]
-        p += 2
-        if properties_length < 0 or p + properties_length != end:
-            raise CorruptMessageError(f"batch entry at {pos}: PROPERTIESLENGTH {properties_length} does not end it")
+    for flag, msg_body, properties in entries:
         msg = Message("", msg_body, flag=flag)
-        msg.properties = decode_properties(bytes(data[p:end]).decode("utf-8"))
+        msg.properties = decode_properties(properties.decode("utf-8"))
         messages.append(msg)
-        pos = end
     return messages

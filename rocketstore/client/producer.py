@@ -41,6 +41,7 @@ from rocketstore.client.message import (
 )
 from rocketstore.client.route import TopicPublishInfo
 from rocketstore.client.selector import MessageQueueSelector
+from rocketstore.common.send_header import V2_NAME
 from rocketstore.remoting import ResponseCode
 from rocketstore.remoting.errors import RemotingConnectError, RemotingError
 
@@ -299,23 +300,22 @@ class AsyncProducer:
             properties = dict(properties)
             reconsume_times = properties.pop(MessageConst.RECONSUME_TIME, "0")
             max_reconsume_times = properties.pop(MessageConst.MAX_RECONSUME_TIMES, None)
-        # SEND_MESSAGE_V2's one-letter names (SendMessageRequestHeaderV2)
         header = {
-            "a": self.group,
-            "b": msg.topic,
-            "c": self.config.create_topic_key,
-            "d": self._default_queue_nums,
-            "e": str(mq.queue_id),
-            "f": str(sys_flag),
-            "g": str(int(time.time() * 1000)),
-            "h": str(msg.flag),
-            "i": encode_properties(properties),
-            "j": reconsume_times,
-            "k": "false",
-            "m": "true" if batch else "false",
+            V2_NAME["producer_group"]: self.group,
+            V2_NAME["topic"]: msg.topic,
+            V2_NAME["default_topic"]: self.config.create_topic_key,
+            V2_NAME["default_topic_queue_nums"]: self._default_queue_nums,
+            V2_NAME["queue_id"]: str(mq.queue_id),
+            V2_NAME["sys_flag"]: str(sys_flag),
+            V2_NAME["born_timestamp"]: str(int(time.time() * 1000)),
+            V2_NAME["flag"]: str(msg.flag),
+            V2_NAME["properties"]: encode_properties(properties),
+            V2_NAME["reconsume_times"]: reconsume_times,
+            V2_NAME["unit_mode"]: "false",
+            V2_NAME["batch"]: "true" if batch else "false",
         }
         if max_reconsume_times is not None:
-            header["l"] = max_reconsume_times
+            header[V2_NAME["max_reconsume_times"]] = max_reconsume_times
         reply = await instance.api.send_message(address, header, body, batch=batch, timeout=timeout,
                                                 oneway=mode is CommunicationMode.ONEWAY)
         if reply is None:

@@ -9,8 +9,9 @@ cdef class RemotingCommand:
     cdef public object remark
     cdef object _ext_fields             # None while _ext_json holds them
     cdef bytes _ext_json                # a JSON header they are decoded from when first read
-    cdef public object send_header      # a SEND request's ext field values (a tuple in SendRequestHeader's
-                                        # order, from the frame decoder's typed path), or None
+    cdef public object send_header      # a SEND request's ext field values (a tuple in
+                                        # rocketstore.common.send_header's order, from the frame
+                                        # decoder's typed path), or None
     cdef public object body
     cdef public int serialize_type
 

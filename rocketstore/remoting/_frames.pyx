@@ -40,6 +40,8 @@ import orjson
 from rocketstore.remoting._command cimport RemotingCommand, new_command, new_lazy_command
 from rocketstore.remoting._command import _set_ext_fields_decoder
 
+from rocketstore.common.send_header import REQUIRED_SEND_HEADER_FIELDS as _REQUIRED_SEND_FIELDS
+from rocketstore.common.send_header import SEND_HEADER_FIELDS as _SEND_FIELDS
 from rocketstore.remoting.codes import LanguageCode
 from rocketstore.remoting.errors import FrameError, HeaderError
 from rocketstore.remoting.pycodec import decode_json_header_checked, normalize_ext
@@ -131,24 +133,14 @@ cdef inline bint _int32_of(PyObject* value, int* out):
 
 # ---- SEND headers, typed ----------------------------------------------------------------------
 
-# SendRequestHeader's fields: (attribute, SEND_MESSAGE's wire name, SEND_MESSAGE_V2's); the
-# first eight are required.
-_SEND_FIELDS = (
-    ("producer_group", "producerGroup", "a"), ("topic", "topic", "b"),
-    ("default_topic", "defaultTopic", "c"), ("default_topic_queue_nums", "defaultTopicQueueNums", "d"),
-    ("queue_id", "queueId", "e"), ("sys_flag", "sysFlag", "f"),
-    ("born_timestamp", "bornTimestamp", "g"), ("flag", "flag", "h"),
-    ("properties", "properties", "i"), ("reconsume_times", "reconsumeTimes", "j"),
-    ("unit_mode", "unitMode", "k"), ("max_reconsume_times", "maxReconsumeTimes", "l"),
-    ("batch", "batch", "m"),
-)
-
-
 def _send_header_decoder(str name, int wire):
-    """A decoder of SEND headers whose wire names are column ``wire`` of _SEND_FIELDS."""
+    """A decoder of SEND headers whose wire names are column ``wire`` of
+    rocketstore.common.send_header.SEND_HEADER_FIELDS (1: the long names, 2: the one-letter
+    ones); the values come in that table's order."""
     ext = msgspec.defstruct(
         f"{name}Fields",
-        [(f[0], str) for f in _SEND_FIELDS[:8]] + [(f[0], str | None, None) for f in _SEND_FIELDS[8:]],
+        [(f[0], str) for f in _SEND_FIELDS[:_REQUIRED_SEND_FIELDS]]
+        + [(f[0], str | None, None) for f in _SEND_FIELDS[_REQUIRED_SEND_FIELDS:]],
         rename={f[0]: f[wire] for f in _SEND_FIELDS}, gc=False)
     header = msgspec.defstruct(
         f"{name}Header",

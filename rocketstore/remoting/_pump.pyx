@@ -2,9 +2,10 @@
 """The per-request loop of a remoting connection: decoded commands to their processors, and
 replies straight into the connection's frame writer.
 
-What every request takes (a processor looked up by code, called, its reply encoded) runs
-here; everything else (responses to our own requests, malformed frames, processors that fail
-or answer later) goes back to the Python connection that owns the pump.
+This is the one place a request is dispatched (a processor looked up by code, called, its reply
+encoded). What is not a plain request with a plain reply (responses to our own requests,
+malformed frames, codes nobody serves, processors that fail or answer later) goes to the
+connection that owns the pump, through the small interface :class:`RequestPump` names.
 """
 
 from rocketstore.remoting._command cimport RemotingCommand
@@ -31,10 +32,12 @@ cdef class DirectHandler:
 cdef class RequestPump:
     """Dispatches a connection's decoded commands.
 
-    ``connection`` provides the slow paths: ``_handle_response(cmd)``, ``_handle_request(cmd)``
-    (no processor), ``_handle_result(request, result)`` (an awaitable), ``_handler_failed(request,
-    exc)``, ``_handle_malformed(error)``, ``_send_error(request, code, remark)`` and ``_flush()``.
-    It keeps ``paused`` and ``closed`` up to date: dispatch stops as soon as either is set.
+    ``connection`` provides the slow paths, all public: ``on_response(cmd)`` (the reply to one
+    of its own requests), ``on_unhandled_request(request)`` (no processor for its code),
+    ``on_async_result(request, result)`` (an awaitable), ``on_handler_error(request, exc)``,
+    ``on_malformed(error)`` (a HeaderError), ``send_error(request, code, remark)`` and
+    ``flush()``. It keeps ``paused`` and ``closed`` up to date: dispatch stops as soon as
+    either is set.
     """
 
     cdef object _connection
@@ -66,17 +69,17 @@ cdef class RequestPump:
                 return index
             item = items[index]
             if type(item) is not RemotingCommand:
-                connection._handle_malformed(item)
+                connection.on_malformed(item)
                 continue
             request = <RemotingCommand>item
             if request.flag & _FLAG_RESPONSE:
-                connection._handle_response(request)
+                connection.on_response(request)
                 continue
             handler = self._handlers.get(request.code)
             if handler is None:
                 handler = self._processors.default
                 if handler is None:
-                    connection._handle_request(request)  # answers REQUEST_CODE_NOT_SUPPORTED
+                    connection.on_unhandled_request(request)
                     continue
             try:
                 if isinstance(handler, DirectHandler):
@@ -85,17 +88,17 @@ cdef class RequestPump:
                         None if request.flag & _FLAG_ONEWAY or self.closed else self._writer)
                     if result is handler:       # its reply is in the writer
                         if self._writer.nbytes >= self._high_water_mark:
-                            connection._flush()
+                            connection.flush()
                         continue
                 else:
                     result = handler(connection, request)
             except Exception as exc:
-                connection._handler_failed(request, exc)
+                connection.on_handler_error(request, exc)
                 continue
             if result is None:
                 continue
             if type(result) is not RemotingCommand:
-                connection._handle_result(request, result)
+                connection.on_async_result(request, result)
                 continue
             if request.flag & _FLAG_ONEWAY or self.closed:
                 continue
@@ -106,8 +109,8 @@ cdef class RequestPump:
             try:
                 queued = self._writer.add(response)
             except Exception as exc:  # ValueError, TypeError, orjson.JSONEncodeError
-                connection._send_error(request, _SYSTEM_ERROR, f"response not encodable: {exc}")
+                connection.send_error(request, _SYSTEM_ERROR, f"response not encodable: {exc}")
                 continue
             if queued >= self._high_water_mark:
-                connection._flush()  # now: the transport then tells whether to pause
+                connection.flush()  # now: the transport then tells whether to pause
         return count

@@ -113,7 +113,6 @@ class RemotingConnection(asyncio.Protocol):
         on_open: ConnectionListener | None = None,
         on_close: ConnectionListener | None = None,
     ) -> None:
-        self._processors = processors
         self._limits = limits
         self._on_open = on_open
         self._on_close = on_close
@@ -129,7 +128,6 @@ class RemotingConnection(asyncio.Protocol):
         self._closed = False
         self._writer = FrameWriter()
         self._high_water_mark = limits.write_buffer_high_water_mark
-        self._handlers = processors.handlers
         self._pump = RequestPump(self, processors, self._writer, self._high_water_mark)
         self._backlog: list[RemotingCommand | HeaderError] = []
         self._receiving = False
@@ -229,7 +227,7 @@ class RemotingConnection(asyncio.Protocol):
         finally:
             self._receiving = False
             if self._writer.nbytes:
-                self._flush()
+                self.flush()
 
     def _process_backlog(self) -> None:
         items, self._backlog = self._backlog, []
@@ -303,12 +301,13 @@ class RemotingConnection(asyncio.Protocol):
         if self._transport is None or self._closed:
             raise RemotingSendRequestError(f"connection to {self.remote_address} is closed")
         if self._writer.add(cmd) >= self._high_water_mark:
-            self._flush()  # now: the transport then tells whether to pause
+            self.flush()  # now: the transport then tells whether to pause
         elif not self._receiving and not self._flush_scheduled:
             self._flush_scheduled = True
-            self._loop.call_soon(self._flush)
+            self._loop.call_soon(self.flush)
 
-    def _flush(self) -> None:
+    def flush(self) -> None:
+        """Write what is queued now."""
         self._flush_scheduled = False
         transport = self._transport
         if transport is None or not self._writer.nbytes:
@@ -337,9 +336,11 @@ class RemotingConnection(asyncio.Protocol):
         except RemotingSendRequestError:
             pass
         except Exception as exc:  # ValueError, struct.error, orjson.JSONEncodeError
-            self._send_error(request, ResponseCode.SYSTEM_ERROR, f"response not encodable: {exc}")
+            self.send_error(request, ResponseCode.SYSTEM_ERROR, f"response not encodable: {exc}")
 
-    def _send_error(self, request: RemotingCommand, code: int, remark: str) -> None:
+    def send_error(self, request: RemotingCommand, code: int, remark: str) -> None:
+        """Answer ``request`` with ``code`` and ``remark`` (nothing for a oneway request or on
+        a closed connection)."""
         if request.flag & FLAG_ONEWAY or self._closed:
             return
         response = create_response(request, code, remark)
@@ -393,7 +394,8 @@ class RemotingConnection(asyncio.Protocol):
         request.flag = (request.flag | FLAG_ONEWAY) & ~FLAG_RESPONSE
         self._write(request)
 
-    def _handle_response(self, response: RemotingCommand) -> None:
+    def on_response(self, response: RemotingCommand) -> None:
+        """The peer's reply to one of our requests."""
         future = self._pending.pop(response.opaque)
         if future is None:
             log.debug("response from %s to unknown opaque %d (timed out?)", self.remote_address, response.opaque)
@@ -402,24 +404,17 @@ class RemotingConnection(asyncio.Protocol):
 
     # ---- the peer's requests ----
 
-    def _handle_request(self, request: RemotingCommand) -> None:
-        handler = self._handlers.get(request.code, self._processors.default)
-        if handler is None:
-            self._send_error(
-                request,
-                ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
-                f" request type {request.code} not supported",
-            )
-            return
-        try:
-            result = handler(self, request)
-        except Exception as exc:
-            self._handler_failed(request, exc)
-            return
-        if result is not None:
-            self._handle_result(request, result)
+    # The pump (remoting/_pump.pyx) dispatches every request; these are what it hands back.
 
-    def _handle_result(self, request: RemotingCommand, result: HandlerResult) -> None:
+    def on_unhandled_request(self, request: RemotingCommand) -> None:
+        """A request no processor serves: REQUEST_CODE_NOT_SUPPORTED."""
+        self.send_error(
+            request,
+            ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+            f" request type {request.code} not supported",
+        )
+
+    def on_async_result(self, request: RemotingCommand, result: HandlerResult) -> None:
         """A processor's result other than None: a reply, or an awaitable of one."""
         if isinstance(result, RemotingCommand):
             self.send_response(request, result)
@@ -427,7 +422,7 @@ class RemotingConnection(asyncio.Protocol):
         try:
             future = asyncio.ensure_future(result)
         except TypeError as exc:
-            self._handler_failed(request, exc)
+            self.on_handler_error(request, exc)
             return
         if future is not result:
             # Our task (the handler's coroutine): cancelled if the connection closes. A future
@@ -448,17 +443,18 @@ class RemotingConnection(asyncio.Protocol):
             return
         exc = done.exception()
         if exc is not None:
-            self._handler_failed(request, exc)
+            self.on_handler_error(request, exc)
             return
         response = done.result()
         if response is None:
             return
         if not isinstance(response, RemotingCommand):
-            self._handler_failed(request, TypeError(f"processor returned {type(response).__name__}"))
+            self.on_handler_error(request, TypeError(f"processor returned {type(response).__name__}"))
             return
         self.send_response(request, response)
 
-    def _handler_failed(self, request: RemotingCommand, exc: BaseException) -> None:
+    def on_handler_error(self, request: RemotingCommand, exc: BaseException) -> None:
+        """A processor raised: logged, and answered SYSTEM_ERROR naming the exception."""
         if isinstance(exc, HeaderFieldError):
             log.info("bad %s request from %s: %s", describe_request(request.code), self.remote_address, exc)
         else:
@@ -468,9 +464,11 @@ class RemotingConnection(asyncio.Protocol):
                 self.remote_address,
                 exc_info=(type(exc), exc, exc.__traceback__),
             )
-        self._send_error(request, ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
+        self.send_error(request, ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
 
-    def _handle_malformed(self, error: HeaderError) -> None:
+    def on_malformed(self, error: HeaderError) -> None:
+        """A frame whose header could not be decoded: answered when it can be, else the
+        connection is closed."""
         flag = error.flag or 0
         if error.opaque is None:
             # Nobody can be answered: the peer is confused, drop it.
@@ -505,7 +503,7 @@ class RemotingConnection(asyncio.Protocol):
         """Close after writing what is queued and buffered."""
         self._closed = self._pump.closed = True
         if self._transport is not None:
-            self._flush()
+            self.flush()
             self._transport.close()
 
     def abort(self) -> None:

@@ -6,7 +6,8 @@ broker does this once per message.
 Values are read as RocketMQ reads them: integers as Java's Long.parseLong (ASCII digits, an
 optional sign, at most 19 digits, in the long range; the C++ client's JSON numbers arrive as
 ints), booleans as "true"/"false" in any case plus the C++ client's "1"/"0". A missing required
-field or a malformed value raises SendHeaderError naming the field's wire name.
+field or a malformed value raises SendHeaderError naming the field's wire name. The names are
+rocketstore.common.send_header's.
 """
 cimport cython
 from cpython.dict cimport PyDict_GetItem, PyDict_SetItem
@@ -18,7 +19,11 @@ cdef extern from "Python.h":
                                   int direction) except -2
     object PyUnicode_Substring(object text, Py_ssize_t start, Py_ssize_t end)
 
-from rocketstore._native.send_header cimport SendRequestHeader
+from rocketstore.broker.processors.send._send_header cimport SendRequestHeader
+
+from rocketstore.common.send_header import SEND_HEADER_FIELD as _FIELD
+from rocketstore.common.send_header import SEND_HEADER_FIELDS as _FIELDS
+from rocketstore.remoting.headers import HeaderFieldError
 
 
 class SendHeaderError(ValueError):
@@ -27,22 +32,48 @@ class SendHeaderError(ValueError):
     def __init__(self, field, message):
         super().__init__(f"header field {field!r} {message}")
         self.field = field
+        self.reason = message
 
 
-# wire names: (long, one-letter)
-cdef tuple _PRODUCER_GROUP = ("producerGroup", "a")
-cdef tuple _TOPIC = ("topic", "b")
-cdef tuple _DEFAULT_TOPIC = ("defaultTopic", "c")
-cdef tuple _DEFAULT_QUEUE_NUMS = ("defaultTopicQueueNums", "d")
-cdef tuple _QUEUE_ID = ("queueId", "e")
-cdef tuple _SYS_FLAG = ("sysFlag", "f")
-cdef tuple _BORN_TIMESTAMP = ("bornTimestamp", "g")
-cdef tuple _FLAG = ("flag", "h")
-cdef tuple _PROPERTIES = ("properties", "i")
-cdef tuple _RECONSUME_TIMES = ("reconsumeTimes", "j")
-cdef tuple _UNIT_MODE = ("unitMode", "k")
-cdef tuple _MAX_RECONSUME_TIMES = ("maxReconsumeTimes", "l")
-cdef tuple _BATCH = ("batch", "m")
+cdef tuple _names(str attribute):
+    """(SEND_MESSAGE's wire name, SEND_MESSAGE_V2's) of a SendRequestHeader attribute."""
+    field = _FIELD[attribute]
+    return (field.name, field.v2_name)
+
+
+cdef Py_ssize_t _at(str attribute) except -1:
+    """Where the frame decoder's typed tuple holds an attribute's value."""
+    return _FIELDS.index(_FIELD[attribute])
+
+
+cdef tuple _PRODUCER_GROUP = _names("producer_group")
+cdef tuple _TOPIC = _names("topic")
+cdef tuple _DEFAULT_TOPIC = _names("default_topic")
+cdef tuple _DEFAULT_QUEUE_NUMS = _names("default_topic_queue_nums")
+cdef tuple _QUEUE_ID = _names("queue_id")
+cdef tuple _SYS_FLAG = _names("sys_flag")
+cdef tuple _BORN_TIMESTAMP = _names("born_timestamp")
+cdef tuple _FLAG = _names("flag")
+cdef tuple _PROPERTIES = _names("properties")
+cdef tuple _RECONSUME_TIMES = _names("reconsume_times")
+cdef tuple _UNIT_MODE = _names("unit_mode")
+cdef tuple _MAX_RECONSUME_TIMES = _names("max_reconsume_times")
+cdef tuple _BATCH = _names("batch")
+
+cdef Py_ssize_t _FIELD_COUNT = len(_FIELDS)
+cdef Py_ssize_t _AT_PRODUCER_GROUP = _at("producer_group")
+cdef Py_ssize_t _AT_TOPIC = _at("topic")
+cdef Py_ssize_t _AT_DEFAULT_TOPIC = _at("default_topic")
+cdef Py_ssize_t _AT_DEFAULT_QUEUE_NUMS = _at("default_topic_queue_nums")
+cdef Py_ssize_t _AT_QUEUE_ID = _at("queue_id")
+cdef Py_ssize_t _AT_SYS_FLAG = _at("sys_flag")
+cdef Py_ssize_t _AT_BORN_TIMESTAMP = _at("born_timestamp")
+cdef Py_ssize_t _AT_FLAG = _at("flag")
+cdef Py_ssize_t _AT_PROPERTIES = _at("properties")
+cdef Py_ssize_t _AT_RECONSUME_TIMES = _at("reconsume_times")
+cdef Py_ssize_t _AT_UNIT_MODE = _at("unit_mode")
+cdef Py_ssize_t _AT_MAX_RECONSUME_TIMES = _at("max_reconsume_times")
+cdef Py_ssize_t _AT_BATCH = _at("batch")
 
 cdef long long _LONG_MAX = 9223372036854775807
 
@@ -136,6 +167,15 @@ def decode_send_header(dict ext not None, bint v2=False):
     return read_send_header(ext, v2)
 
 
+def decode_request_header(dict ext not None, bint v2=False):
+    """decode_send_header for a request: a bad field raises the remoting layer's
+    HeaderFieldError, which the connection answers SYSTEM_ERROR naming the field."""
+    try:
+        return read_send_header(ext, v2)
+    except SendHeaderError as exc:
+        raise HeaderFieldError(exc.field, exc.reason) from None
+
+
 cdef SendRequestHeader read_send_header(dict ext, bint v2):
     cdef SendRequestHeader h = SendRequestHeader.__new__(SendRequestHeader)
     h.producer_group = _require_str(ext, _PRODUCER_GROUP, v2)
@@ -159,26 +199,25 @@ cdef SendRequestHeader read_send_header(dict ext, bint v2):
 
 cdef SendRequestHeader read_send_struct(tuple fields, bint v2):
     """The SEND header of a typed decode of its ext fields (the frame decoder's SEND path):
-    the 13 values in the order of the declarations above (producerGroup / a ... batch / m),
-    each a str or None, the first eight present."""
+    the values in SEND_HEADER_FIELDS' order, each a str or None, the required ones present."""
     cdef SendRequestHeader h = SendRequestHeader.__new__(SendRequestHeader)
-    if len(fields) != 13:
-        raise ValueError(f"a SEND header has 13 fields, got {len(fields)}")
-    h.producer_group = fields[0]
-    h.topic = fields[1]
-    h.default_topic = fields[2]
-    h.default_topic_queue_nums = _parse_long(fields[3], _DEFAULT_QUEUE_NUMS, v2)
-    h.queue_id = _parse_long(fields[4], _QUEUE_ID, v2)
-    h.sys_flag = _parse_long(fields[5], _SYS_FLAG, v2)
-    h.born_timestamp = _parse_long(fields[6], _BORN_TIMESTAMP, v2)
-    h.flag = _parse_long(fields[7], _FLAG, v2)
-    h.properties = fields[8]
-    value = fields[9]
+    if len(fields) != _FIELD_COUNT:
+        raise ValueError(f"a SEND header has {_FIELD_COUNT} fields, got {len(fields)}")
+    h.producer_group = fields[_AT_PRODUCER_GROUP]
+    h.topic = fields[_AT_TOPIC]
+    h.default_topic = fields[_AT_DEFAULT_TOPIC]
+    h.default_topic_queue_nums = _parse_long(fields[_AT_DEFAULT_QUEUE_NUMS], _DEFAULT_QUEUE_NUMS, v2)
+    h.queue_id = _parse_long(fields[_AT_QUEUE_ID], _QUEUE_ID, v2)
+    h.sys_flag = _parse_long(fields[_AT_SYS_FLAG], _SYS_FLAG, v2)
+    h.born_timestamp = _parse_long(fields[_AT_BORN_TIMESTAMP], _BORN_TIMESTAMP, v2)
+    h.flag = _parse_long(fields[_AT_FLAG], _FLAG, v2)
+    h.properties = fields[_AT_PROPERTIES]
+    value = fields[_AT_RECONSUME_TIMES]
     h.reconsume_times = 0 if value is None else _parse_long(value, _RECONSUME_TIMES, v2)
-    value = fields[11]
+    value = fields[_AT_MAX_RECONSUME_TIMES]
     h.max_reconsume_times = None if value is None else _parse_long(value, _MAX_RECONSUME_TIMES, v2)
-    h.unit_mode = _bool_of(fields[10], _UNIT_MODE, v2)
-    h.batch = _bool_of(fields[12], _BATCH, v2)
+    h.unit_mode = _bool_of(fields[_AT_UNIT_MODE], _UNIT_MODE, v2)
+    h.batch = _bool_of(fields[_AT_BATCH], _BATCH, v2)
     return h
 
 

@@ -1,4 +1,4 @@
-"""rocketstore._native.send_header against a plain-Python reference: SEND headers (long and
+"""rocketstore.broker.processors.send._send_header against a plain-Python reference: SEND headers (long and
 one-letter names; strings and the C++ client's JSON numbers) and properties text."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rocketstore._native.send_header import (
+from rocketstore.broker.processors.send._send_header import (
     SendHeaderError,
     decode_send_header,
     parse_properties_text,

@@ -1,5 +1,5 @@
-"""Type stub of rocketstore/_native/send_header.pyx: a SEND request's header and properties
-text, read natively (once per message in the broker)."""
+"""Type stub of rocketstore/broker/processors/send/_send_header.pyx: a SEND request's header
+and properties text, read natively (once per message in the broker)."""
 
 from typing import final
 
@@ -7,6 +7,7 @@ class SendHeaderError(ValueError):
     """A SEND header field that is missing or malformed; ``field`` is its wire name."""
 
     field: str
+    reason: str
     def __init__(self, field: str, message: str) -> None: ...
 
 @final
@@ -29,6 +30,9 @@ class SendRequestHeader:
 
 def decode_send_header(ext: dict[str, object], v2: bool = False) -> SendRequestHeader:
     """The SEND header of a request's ext fields (v2: SEND_MESSAGE_V2's one-letter names)."""
+
+def decode_request_header(ext: dict[str, object], v2: bool = False) -> SendRequestHeader:
+    """decode_send_header, a bad field raising remoting's HeaderFieldError."""
 
 def parse_properties_text(text: str | None) -> dict[str, str]:
     """RocketMQ's string2messageProperties (pairs with an empty name or value dropped)."""

@@ -1,0 +1,36 @@
+"""Type stub of rocketstore/broker/processors/send/_send_path.pyx: the send rules, with
+SEND_MESSAGE / SEND_MESSAGE_V2's common case in one native call."""
+
+from collections.abc import Callable, Collection
+from typing import Any, final
+
+from rocketstore._native.message import Message
+from rocketstore._native.record_writer import PutMessageResult
+from rocketstore.broker.processors.send._send_header import SendRequestHeader
+from rocketstore.remoting._command import RemotingCommand
+from rocketstore.remoting._pump import DirectHandler
+
+#: MESSAGE_ILLEGAL's remark for a message whose properties hold NUL.
+NUL_IN_PROPERTIES: str
+
+@final
+class SendPath(DirectHandler):
+    """The request handler of SEND_MESSAGE (v2=False) or SEND_MESSAGE_V2 (v2=True) for a
+    SendMessageProcessor, and the send rules its entry points run."""
+
+    def __init__(
+        self,
+        processor: Any,
+        v2: bool,
+        *,
+        topics: Any,
+        not_allowed_topics: Collection[str],
+        append: Callable[[Message, int], PutMessageResult],
+    ) -> None: ...
+    def __call__(self, ctx: Any, request: RemotingCommand) -> Any: ...
+    def send(self, ctx: Any, request: RemotingCommand, header: SendRequestHeader) -> Any:
+        """The reply to a send whose header is read (or an awaitable of it): every rule."""
+    def stored_reply(
+        self, request: RemotingCommand, msg_id: str, queue_id: int, queue_offset: int
+    ) -> RemotingCommand:
+        """SUCCESS with the fields of a stored send."""

@@ -1,0 +1,416 @@
+# cython: language_level=3, boundscheck=False, wraparound=False
+"""SEND_MESSAGE 10 / SEND_MESSAGE_V2 310 (and SEND_BATCH_MESSAGE 320's checks): the broker's
+send rules, written once in RocketMQ's order, with their common case in one native call.
+
+Every send runs :meth:`SendPath.send`: busy (fast failure), a writeable broker, a legal topic
+name, a topic one may send to, its config (created from the default topic when new, through
+the processor), a writeable topic, the queue id (a random write queue when negative), the
+transaction bits; then a batch goes to the processor's batch rules, and a message meets the
+TRAN_MSG check, a retry topic's redirect to its dead-letter topic (the processor's), the NUL
+check, the Message, the delay redirect, the append and the reply. A refusal gets RocketMQ's
+response code and remark here. What needs the broker's tables or futures (topic creation, the
+retry/DLQ redirect, a batch, a refused put, a SYNC_FLUSH reply) goes through the processor's
+public methods.
+
+The common case (an existing topic, a queue id in range, nothing to redirect) makes no Python
+call but the append. When the request pump asks (``call_into``: a JSON request that expects a
+reply, ASYNC_FLUSH or WAIT=false), a stored send's reply is written straight into the
+connection's frame writer from a template made at start by the generic encoder, so it is byte
+for byte what ``create_response`` + ``FrameWriter.add`` would write; only msgId, queueId,
+queueOffset and opaque are filled in per send.
+"""
+cimport cython
+from libc.stdint cimport int64_t, uint32_t
+from libc.string cimport memcpy
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
+from cpython.dict cimport PyDict_Contains, PyDict_GetItem, PyDict_SetItem
+from cpython.object cimport PyObject
+
+from rocketstore._native.includes.atomic cimport rs_load_acquire_i64
+from rocketstore._native.includes.byteorder cimport rs_put_u32
+from rocketstore._native.hosts cimport MSG_ID_TEXT, msg_id_into
+from rocketstore._native.message cimport Message
+from rocketstore._native.put_path cimport PutLock, lock_clock_ns
+from rocketstore._native.record_writer cimport PutMessageResult
+from rocketstore.broker.processors.send._send_header cimport (
+    SendRequestHeader, read_properties_text, read_send_header, read_send_struct)
+from rocketstore.remoting._command cimport RemotingCommand
+from rocketstore.remoting._frames cimport DECIMAL_TEXT_MAX, FrameWriter, put_decimal
+from rocketstore.remoting._pump cimport DirectHandler
+
+from random import randrange
+
+from rocketstore._native.hosts import parse_host
+from rocketstore._native.message import validate_topic
+from rocketstore.broker.processors.send._send_header import (
+    SendHeaderError, decode_request_header)
+from rocketstore.common.perm import PERM_WRITE as _PERM_WRITE_BIT
+from rocketstore.common.properties import MessageConst, MessageProperty
+from rocketstore.common.topics import RETRY_GROUP_TOPIC_PREFIX
+from rocketstore.remoting._command import create_response
+from rocketstore.remoting._frames import encode_json_header
+from rocketstore.remoting.codes import ResponseCode
+
+cdef enum:
+    _CLIENT_SYS_FLAGS = 0xF     # sysFlag bits a producer may set (compressed, multi tags, transaction)
+    _TRANSACTION_MASK = 0xC
+    _MAX_VALID_TOPICS = 4096    # names remembered as valid (a cache, cleared when full)
+    _QUEUE_ID_TEXTS = 256
+    _FLAG_RESPONSE = 1
+    _MAX_HOST_RAW = 16           # an IPv6 store host
+
+cdef int _SUCCESS = ResponseCode.SUCCESS
+cdef int _SYSTEM_ERROR = ResponseCode.SYSTEM_ERROR
+cdef int _SYSTEM_BUSY = ResponseCode.SYSTEM_BUSY
+cdef int _MESSAGE_ILLEGAL = ResponseCode.MESSAGE_ILLEGAL
+cdef int _NO_PERMISSION = ResponseCode.NO_PERMISSION
+cdef int _TOPIC_NOT_EXIST = ResponseCode.TOPIC_NOT_EXIST
+
+cdef long long _PERM_WRITE = _PERM_WRITE_BIT
+cdef long long _INT32_MAX = 2147483647
+cdef long long _INT32_MIN = -2147483648
+
+cdef str _RETRY_PREFIX = RETRY_GROUP_TOPIC_PREFIX
+cdef str _DELAY = MessageProperty.DELAY
+cdef str _TRAN_MSG = MessageProperty.TRAN_MSG
+cdef str _CLUSTER = MessageProperty.CLUSTER
+cdef str _TRUE = "true"
+cdef str _NUL = "\x00"
+cdef str _NUL_IN_PROPERTIES = "the message properties contain NUL (a torn record to recovery)"
+#: MESSAGE_ILLEGAL's remark for a message whose properties hold NUL.
+NUL_IN_PROPERTIES = _NUL_IN_PROPERTIES
+cdef str _K_MSG_ID = "msgId"
+cdef str _K_QUEUE_ID = "queueId"
+cdef str _K_QUEUE_OFFSET = "queueOffset"
+cdef str _K_REGION = MessageConst.MSG_REGION
+cdef str _K_TRACE = MessageConst.TRACE_SWITCH
+# stand-ins for the per-send values in the reply template (found where the encoder put them)
+cdef str _MARK_MSG_ID = "@msgId@"
+cdef str _MARK_QUEUE_ID = "@queueId@"
+cdef str _MARK_QUEUE_OFFSET = "@queueOffset@"
+
+
+cdef inline bint _writeable(long long perm) noexcept:
+    """topic_config.is_writeable, without a Python call."""
+    return perm & _PERM_WRITE != 0
+
+
+cdef dict _reply_fields(str msg_id, str queue_id, str queue_offset, str region, str trace_on):
+    """A stored send's reply fields (SendMessageResponseHeader, and the region and trace
+    switch RocketMQ adds)."""
+    return {_K_MSG_ID: msg_id, _K_QUEUE_ID: queue_id, _K_QUEUE_OFFSET: queue_offset,
+            _K_REGION: region, _K_TRACE: trace_on}
+
+
+cdef inline char* _put_bytes(char* p, bytes text) noexcept:
+    cdef Py_ssize_t n = PyBytes_GET_SIZE(text)
+    memcpy(p, PyBytes_AS_STRING(text), n)
+    return p + n
+
+
+cdef tuple _reply_template(str region, str trace_on):
+    """A common send's reply header cut around its per-send values: (before msgId, before
+    queueId, before queueOffset, before opaque, after opaque), each bytes."""
+    cdef RemotingCommand probe = create_response(
+        RemotingCommand(0), _SUCCESS, None,
+        _reply_fields(_MARK_MSG_ID, _MARK_QUEUE_ID, _MARK_QUEUE_OFFSET, region, trace_on))
+    probe.flag |= _FLAG_RESPONSE
+    cdef bytes header = encode_json_header(probe)
+    # The three marks come before the region (the only text not ours), so their first
+    # occurrence is theirs; the opaque follows extFields, in which any quote is escaped.
+    cdef Py_ssize_t msg_id = header.find(b'"' + _MARK_MSG_ID.encode() + b'"')
+    cdef Py_ssize_t queue_id = header.find(b'"' + _MARK_QUEUE_ID.encode() + b'"')
+    cdef Py_ssize_t queue_offset = header.find(b'"' + _MARK_QUEUE_OFFSET.encode() + b'"')
+    cdef Py_ssize_t opaque = header.rfind(b',"opaque":0,')
+    if not 0 < msg_id < queue_id < queue_offset < opaque:
+        raise RuntimeError(f"reply template not found in {header!r}")
+    opaque += 10
+    return (header[:msg_id + 1],
+            header[msg_id + 1 + len(_MARK_MSG_ID):queue_id + 1],
+            header[queue_id + 1 + len(_MARK_QUEUE_ID):queue_offset + 1],
+            header[queue_offset + 1 + len(_MARK_QUEUE_OFFSET):opaque],
+            header[opaque + 1:])
+
+
+@cython.final
+cdef class SendPath(DirectHandler):
+    """The request handler of SEND_MESSAGE (``v2=False``) or SEND_MESSAGE_V2 (``v2=True``) for
+    ``processor`` (a SendMessageProcessor), and the send rules its entry points run."""
+
+    cdef object processor
+    cdef bint v2
+    cdef bint fast_failure
+    cdef bint broker_writeable
+    cdef bint reject_transaction
+    cdef bint sync_flush
+    cdef object topics
+    cdef object not_allowed
+    cdef object stats
+    cdef object record_put
+    cdef object writer
+    cdef object append
+    cdef object loop_time
+    cdef PutLock put_lock
+    cdef double send_queue_wait_s
+    cdef long long page_cache_busy_ns
+    cdef str broker_ip
+    cdef str cluster
+    cdef str region
+    cdef str trace_on
+    cdef set valid_topics
+    cdef object last_host
+    cdef tuple queue_id_texts
+    cdef bytes reply_head           # the reply template's pieces (_reply_template)
+    cdef bytes reply_after_msg_id
+    cdef bytes reply_after_queue_id
+    cdef bytes reply_after_queue_offset
+    cdef bytes reply_tail
+    cdef Py_ssize_t reply_fixed     # their bytes together
+
+    def __init__(self, processor, bint v2, *, topics, not_allowed_topics, append):
+        """``append(message, queue_id)`` stores a message without waiting for a flush (the
+        broker's MessageWriter.put without its delay redirect, which only a message with a
+        DELAY property needs); ``topics.table`` is the live topic name -> TopicConfig dict
+        (read at every send)."""
+        self.processor = processor
+        self.v2 = v2
+        config = processor.config   # frozen: its values are read once
+        self.fast_failure = config.broker_fast_failure_enable
+        self.broker_writeable = _writeable(config.broker_permission)
+        self.reject_transaction = config.reject_transaction_message
+        self.broker_ip = config.broker_ip1
+        self.topics = topics
+        self.not_allowed = not_allowed_topics
+        self.stats = processor.stats
+        self.record_put = self.stats.record_put
+        self.writer = processor.writer
+        self.sync_flush = self.writer.sync_flush
+        self.append = append
+        self.loop_time = processor.loop.time
+        self.put_lock = processor.store.put_lock
+        self.send_queue_wait_s = config.wait_time_mills_in_send_queue / 1000
+        self.page_cache_busy_ns = processor.store.config.os_page_cache_busy_timeout_mills * 1_000_000
+        self.cluster = config.broker_cluster_name
+        self.region = config.region_id
+        self.trace_on = "true" if config.trace_on else "false"
+        self.valid_topics = set()
+        self.last_host = None
+        self.queue_id_texts = tuple(str(i) for i in range(_QUEUE_ID_TEXTS))
+        (self.reply_head, self.reply_after_msg_id, self.reply_after_queue_id,
+         self.reply_after_queue_offset, self.reply_tail) = _reply_template(self.region, self.trace_on)
+        self.reply_fixed = (len(self.reply_head) + len(self.reply_after_msg_id)
+                            + len(self.reply_after_queue_id) + len(self.reply_after_queue_offset)
+                            + len(self.reply_tail))
+
+    def __call__(self, ctx, RemotingCommand request not None):
+        return self._handle(ctx, request, None)
+
+    cdef object call_into(self, object ctx, RemotingCommand request, FrameWriter writer):
+        return self._handle(ctx, request, writer)
+
+    cpdef object send(self, ctx, RemotingCommand request, SendRequestHeader header):
+        """The reply to a send whose header is read (or an awaitable of it): every rule."""
+        return self._send(ctx, request, header, None)
+
+    cpdef RemotingCommand stored_reply(self, RemotingCommand request, str msg_id, long long queue_id,
+                                       long long queue_offset):
+        """SUCCESS with the fields of a stored send."""
+        return create_response(request, _SUCCESS, None, _reply_fields(
+            msg_id, self.queue_id_texts[queue_id] if 0 <= queue_id < _QUEUE_ID_TEXTS else str(queue_id),
+            str(queue_offset), self.region, self.trace_on))
+
+    cdef object _handle(self, ctx, RemotingCommand request, FrameWriter writer):
+        fields = request.send_header    # the frame decoder's typed SEND fields, or None
+        try:
+            if type(fields) is tuple and request.code == (310 if self.v2 else 10):
+                header = read_send_struct(<tuple>fields, self.v2)
+            else:
+                ext = request.ext_fields
+                if type(ext) is not dict:
+                    header = decode_request_header(ext, self.v2)    # raises, naming the argument
+                else:
+                    header = read_send_header(<dict>ext, self.v2)
+        except SendHeaderError:
+            # the HeaderFieldError naming the field, as the ext fields have it
+            header = decode_request_header(request.ext_fields, self.v2)
+        return self._send(ctx, request, <SendRequestHeader>header, writer)
+
+    cdef object _busy(self, ctx):
+        """SYSTEM_BUSY's remark when the broker refuses a send now (fast failure), or None."""
+        cdef int64_t held_since
+        cdef double waited = self.loop_time() - ctx.received_at
+        if waited > self.send_queue_wait_s:
+            self.stats.busy_rejections += 1
+            return ("[TIMEOUT_CLEAN_QUEUE]broker busy, start flow control for a while, period in "
+                    f"queue: {waited * 1000:.0f}ms")
+        held_since = rs_load_acquire_i64(&self.put_lock.held_since_ns)
+        if held_since != 0 and lock_clock_ns() - held_since > self.page_cache_busy_ns:
+            self.stats.busy_rejections += 1
+            return "[PC_SYNCHRONIZED]broker busy, start flow control for a while"
+        return None
+
+    cdef object _send(self, ctx, RemotingCommand request, SendRequestHeader header,
+                      FrameWriter writer):
+        """The send rules in RocketMQ's order; ``writer`` (not None: the request expects a
+        reply) lets a stored send's reply go straight into it, and then self is returned."""
+        cdef PyObject* found
+        cdef long long queue_id, queue_nums, read_nums, write_nums, reconsume
+        cdef int sys_flag
+        cdef Message message
+        cdef PutMessageResult result
+        if self.fast_failure:
+            busy = self._busy(ctx)
+            if busy is not None:
+                return create_response(request, _SYSTEM_BUSY, busy)
+        if not self.broker_writeable:
+            return create_response(request, _NO_PERMISSION,
+                                   f"the broker[{self.broker_ip}] sending message is forbidden")
+        topic = header.topic
+        if topic not in self.valid_topics:
+            try:
+                validate_topic(topic)
+            except (ValueError, TypeError, OverflowError) as exc:
+                return create_response(request, _SYSTEM_ERROR, f"the specified topic is illegal: {exc}")
+            if len(self.valid_topics) >= _MAX_VALID_TOPICS:
+                self.valid_topics.clear()
+            self.valid_topics.add(topic)
+        if topic in self.not_allowed:
+            return create_response(request, _NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden.")
+        table = self.topics.table
+        found = PyDict_GetItem(<dict>table, topic) if type(table) is dict else NULL
+        if found != NULL:
+            topic_config = <object>found
+        else:
+            topic_config = self.processor.topic_config_for_send(header)
+            if topic_config is None:
+                return create_response(request, _TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!")
+        if not _writeable(topic_config.perm):
+            return create_response(request, _NO_PERMISSION, f"the topic[{topic}] sending message is forbidden")
+        queue_id = header.queue_id
+        read_nums = topic_config.read_queue_nums
+        write_nums = topic_config.write_queue_nums
+        queue_nums = read_nums if read_nums > write_nums else write_nums    # RocketMQ's msgCheck
+        if queue_id >= queue_nums:
+            return create_response(request, _SYSTEM_ERROR, f"request queueId[{queue_id}] is illegal, "
+                                   f"topic {topic} has {queue_nums} queues")
+        if queue_id < 0:
+            if write_nums <= 0:
+                return create_response(request, _NO_PERMISSION, f"topic[{topic}] has no write queue")
+            queue_id = randrange(write_nums)
+        sys_flag = <int>(header.sys_flag & _CLIENT_SYS_FLAGS)
+        if sys_flag & _TRANSACTION_MASK and self.reject_transaction:
+            return self._transaction_refused(request)
+        if header.batch:
+            return self.processor.send_batch(ctx, request, header, queue_id, sys_flag)
+
+        properties = read_properties_text(header.properties)
+        if self.reject_transaction:
+            found = PyDict_GetItem(properties, _TRAN_MSG)
+            if found != NULL and <object>found == _TRUE:
+                return self._transaction_refused(request)
+        reconsume = header.reconsume_times
+        if (<str>topic).startswith(_RETRY_PREFIX):
+            redirected = self.processor.retry_or_dlq(request, topic, reconsume, header.max_reconsume_times)
+            if isinstance(redirected, RemotingCommand):
+                return redirected
+            if redirected is not None:
+                topic, queue_id = redirected
+        PyDict_SetItem(properties, _CLUSTER, self.cluster)
+        text = header.properties
+        if text is not None and _NUL in <str>text:
+            return create_response(request, _MESSAGE_ILLEGAL, _NUL_IN_PROPERTIES)
+        if reconsume < 0:
+            reconsume = 0
+        body = request.body
+        if type(body) is not bytes:
+            body = request.body_bytes()
+        born_host = ctx.remote_address
+        if _INT32_MIN <= header.flag <= _INT32_MAX and reconsume <= _INT32_MAX \
+                and self._host_is_valid(born_host):
+            # what the constructor would make of them, without its checks (passed above)
+            message = Message.__new__(Message)
+            message.topic = topic
+            message.body = body
+            message._props = properties
+            message.flag = <int>header.flag
+            message.born_timestamp = header.born_timestamp if header.born_timestamp > 0 else 0
+            message.born_host = born_host
+            message.sys_flag = sys_flag
+            message.reconsume_times = <int>reconsume
+            message.prepared_transaction_offset = 0
+        else:
+            try:
+                message = Message(topic, body, flag=header.flag,
+                                  born_timestamp=header.born_timestamp if header.born_timestamp > 0 else 0,
+                                  born_host=born_host, sys_flag=sys_flag, reconsume_times=reconsume)
+            except (ValueError, TypeError, OverflowError) as exc:
+                return create_response(request, _MESSAGE_ILLEGAL, str(exc))
+            # parsed from the text: no separator in a name, no empty name or value, no NUL
+            # (checked above), so the constructor's per-property checks would find nothing
+            message.properties = properties
+
+        if PyDict_Contains(properties, _DELAY):
+            result = self.writer.put(message, <int>queue_id)    # to the schedule topic when due later
+        else:
+            result = self.append(message, <int>queue_id)
+        if result.status_code != 0:
+            return self.processor.refused_put(request, result)
+        self.record_put(topic, 1, result.wrote_bytes)
+        wait = self.sync_flush and self.writer.needs_flush_wait(properties)
+        if writer is not None and not wait and request.serialize_type == 0 \
+                and result.store_host_raw is not None \
+                and PyBytes_GET_SIZE(result.store_host_raw) <= _MAX_HOST_RAW:
+            self._write_reply(writer, request.opaque, result, queue_id)
+            return self
+        response = self.stored_reply(request, result.msg_id, queue_id, result.queue_offset)
+        if wait:
+            return self.processor.reply_when_durable(
+                request, response, result.commitlog_offset + result.wrote_bytes)
+        return response
+
+    cdef object _transaction_refused(self, RemotingCommand request):
+        return create_response(request, _NO_PERMISSION,
+                               f"the broker[{self.broker_ip}] sending transaction message is forbidden")
+
+    cdef bint _host_is_valid(self, born_host) except -1:
+        """The born host parses (remembered for the last one: a connection sends many)."""
+        if born_host is self.last_host:
+            return True
+        try:
+            parse_host(born_host)
+        except (ValueError, TypeError):
+            return False
+        self.last_host = born_host
+        return True
+
+    cdef int _write_reply(self, FrameWriter writer, int opaque, PutMessageResult result,
+                          long long queue_id) except -1:
+        """The reply frame from the template: what create_response + FrameWriter.add make of
+        the same values (tests compare them byte for byte)."""
+        cdef char msg_id[MSG_ID_TEXT]
+        cdef char queue_id_text[DECIMAL_TEXT_MAX]
+        cdef char queue_offset_text[DECIMAL_TEXT_MAX]
+        cdef char opaque_text[DECIMAL_TEXT_MAX]
+        cdef Py_ssize_t msg_id_length = msg_id_into(
+            <const unsigned char*>PyBytes_AS_STRING(result.store_host_raw),
+            <int>PyBytes_GET_SIZE(result.store_host_raw), result.store_port,
+            result.commitlog_offset, msg_id)
+        cdef Py_ssize_t queue_id_length = put_decimal(queue_id_text, queue_id)
+        cdef Py_ssize_t queue_offset_length = put_decimal(queue_offset_text, result.queue_offset)
+        cdef Py_ssize_t opaque_length = put_decimal(opaque_text, opaque)
+        cdef Py_ssize_t header_length = (self.reply_fixed + msg_id_length + queue_id_length
+                                         + queue_offset_length + opaque_length)
+        cdef char* out
+        out = writer.reserve(8 + header_length)
+        rs_put_u32(out, <uint32_t>(4 + header_length))
+        rs_put_u32(out + 4, <uint32_t>header_length)    # serialize type 0: JSON
+        out = _put_bytes(out + 8, self.reply_head)
+        memcpy(out, msg_id, msg_id_length)
+        out = _put_bytes(out + msg_id_length, self.reply_after_msg_id)
+        memcpy(out, queue_id_text, queue_id_length)
+        out = _put_bytes(out + queue_id_length, self.reply_after_queue_id)
+        memcpy(out, queue_offset_text, queue_offset_length)
+        out = _put_bytes(out + queue_offset_length, self.reply_after_queue_offset)
+        memcpy(out, opaque_text, opaque_length)
+        _put_bytes(out + opaque_length, self.reply_tail)
+        return 0
