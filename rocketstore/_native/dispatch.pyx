@@ -37,7 +37,8 @@ from rocketstore._native.includes.python cimport (
     PyEval_RestoreThread, PyEval_SaveThread, PyThreadState, PyUnicode_DecodeUTF8,
 )
 from rocketstore._native.includes.prefetch cimport rs_prefetch
-from rocketstore._native.mapped_file cimport MappedFile, StopFlag
+from rocketstore._native.mapped_file cimport MappedFile
+from rocketstore._native.stop_flag cimport StopFlag
 from rocketstore._native.properties cimport KeyProps, find_key_props, tags_code_in, tags_code_of
 from rocketstore._native.includes.scan cimport rs_find_pair_end
 from rocketstore._native.record cimport (
