@@ -24,13 +24,9 @@ from libc.string cimport memcmp, memcpy, memset
 from posix.time cimport nanosleep, time_t, timespec
 
 from rocketstore._native.consume_queue cimport NEXT_FILE, Target, _place_unit, _target_of
-from rocketstore._native.index_file cimport (
-    HEADER_SIZE,
-    MAX_KEYS,
-    SLOT_SIZE,
-    IndexFile,
-    _key_hashes,
-)
+from rocketstore._native.index_file cimport IndexFile
+from rocketstore._native.index_keys cimport MAX_KEYS, key_hashes
+from rocketstore._native.index_layout cimport HEADER_SIZE, SLOT_SIZE
 from rocketstore._native.includes.atomic cimport rs_acquire_fence, rs_load_i64, rs_load_int
 from rocketstore._native.includes.crc32 cimport rs_crc32_init
 from rocketstore._native.includes.python cimport (
@@ -462,8 +458,8 @@ cdef class Dispatcher:
             index_keys = (self.index_enabled and tran != SYSFLAG_ROLLBACK
                           and self.index_base != NULL and phy >= self.index_file._end_phy)
             if index_keys:
-                nkeys = _key_hashes(rec + info.topic_offset, info.topic_len, &kp,
-                                    self.hashes, MAX_KEYS)
+                nkeys = key_hashes(rec + info.topic_offset, info.topic_len, &kp,
+                                   self.hashes, MAX_KEYS)
                 for k in range(nkeys if nkeys < PREFETCH_KEYS else PREFETCH_KEYS):
                     rs_prefetch(self.index_base + HEADER_SIZE + SLOT_SIZE
                                 * <int64_t>(self.hashes[k] % self.index_file.hash_slot_num))

@@ -33,14 +33,9 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from rocketstore._native.index_file import (
-    IndexFile,
-    IndexFileCorruptError,
-    build_index,
-    index_key_hash,
-    query_files,
-    record_index_key_hashes,
-)
+from rocketstore._native.index_build import build_index
+from rocketstore._native.index_file import IndexFile, IndexFileCorruptError, query_files
+from rocketstore._native.index_keys import index_key_hash, record_index_key_hashes
 from rocketstore._native.mapped_file import MappedFile
 from rocketstore.config import StoreConfig
 from rocketstore.store.layout import INDEX_DIR, is_index_file_name

@@ -20,7 +20,8 @@ from typing import Any
 import numpy as np
 
 from rocketstore._native import dispatch
-from rocketstore._native.index_file import IndexFile, IndexFileCorruptError, record_index_key_hashes
+from rocketstore._native.index_file import IndexFile, IndexFileCorruptError
+from rocketstore._native.index_keys import record_index_key_hashes
 from rocketstore.config import StoreConfig, is_ascii_int
 from rocketstore.store.consume_queue import BLANK_UNIT_SIZE, UNIT_DTYPE, ConsumeQueue
 from rocketstore.store.damage import DamagedRange

@@ -27,15 +27,10 @@ from hypothesis import strategies as st
 from rocketmq_fixture import require_fixture
 
 from rocketstore._native import record
-from rocketstore._native.index_file import (
-    IndexFile,
-    IndexFileCorruptError,
-    build_index,
-    index_file_size,
-    index_key_hash,
-    record_index_key_hashes,
-    utf8_java_hash,
-)
+from rocketstore._native.hashes import utf8_java_hash
+from rocketstore._native.index_build import build_index
+from rocketstore._native.index_file import IndexFile, IndexFileCorruptError, index_file_size
+from rocketstore._native.index_keys import index_key_hash, record_index_key_hashes
 from rocketstore._native.mapped_file import MappedFile
 from rocketstore.config import StoreConfig
 from rocketstore.store.index_service import IndexService, index_file_name
