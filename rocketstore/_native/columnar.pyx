@@ -75,7 +75,8 @@ from rocketstore._native.columnar_buffers cimport (
 from rocketstore._native.columnar_decode cimport (
     HEADROOM_MAX, MAX_BYTES, Ctx, Totals, ctx_free, ctx_init, walk_positions, walk_region,
 )
-from rocketstore._native.mapped_file cimport MappedFile, ReadSource
+from rocketstore._native.mapped_file cimport MappedFile
+from rocketstore._native.read_source cimport ReadSource
 from rocketstore._native.record cimport REC_CORRUPT, REC_OK, status_text
 
 import numpy as np

@@ -6,7 +6,8 @@ import numpy.typing as npt
 from typing_extensions import disjoint_base
 
 from rocketstore._native.index_file import IndexFile
-from rocketstore._native.mapped_file import MappedFile, StopFlag
+from rocketstore._native.mapped_file import MappedFile
+from rocketstore._native.stop_flag import StopFlag
 
 CAUGHT_UP: int
 LIMIT: int

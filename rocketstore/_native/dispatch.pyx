@@ -24,20 +24,17 @@ from libc.string cimport memcmp, memcpy, memset
 from posix.time cimport nanosleep, time_t, timespec
 
 from rocketstore._native.consume_queue cimport NEXT_FILE, Target, _place_unit, _target_of
-from rocketstore._native.index_file cimport (
-    HEADER_SIZE,
-    MAX_KEYS,
-    SLOT_SIZE,
-    IndexFile,
-    _key_hashes,
-)
+from rocketstore._native.index_file cimport IndexFile
+from rocketstore._native.index_keys cimport MAX_KEYS, key_hashes
+from rocketstore._native.index_layout cimport HEADER_SIZE, SLOT_SIZE
 from rocketstore._native.includes.atomic cimport rs_acquire_fence, rs_load_i64, rs_load_int
 from rocketstore._native.includes.crc32 cimport rs_crc32_init
 from rocketstore._native.includes.python cimport (
     PyEval_RestoreThread, PyEval_SaveThread, PyThreadState, PyUnicode_DecodeUTF8,
 )
 from rocketstore._native.includes.prefetch cimport rs_prefetch
-from rocketstore._native.mapped_file cimport MappedFile, StopFlag
+from rocketstore._native.mapped_file cimport MappedFile
+from rocketstore._native.stop_flag cimport StopFlag
 from rocketstore._native.properties cimport KeyProps, find_key_props, tags_code_in, tags_code_of
 from rocketstore._native.includes.scan cimport rs_find_pair_end
 from rocketstore._native.record cimport (
@@ -465,8 +462,8 @@ cdef class Dispatcher:
             index_keys = (self.index_enabled and tran != SYSFLAG_ROLLBACK
                           and self.index_base != NULL and phy >= self.index_file._end_phy)
             if index_keys:
-                nkeys = _key_hashes(rec + info.topic_offset, info.topic_len, &kp,
-                                    self.hashes, MAX_KEYS)
+                nkeys = key_hashes(rec + info.topic_offset, info.topic_len, &kp,
+                                   self.hashes, MAX_KEYS)
                 for k in range(nkeys if nkeys < PREFETCH_KEYS else PREFETCH_KEYS):
                     rs_prefetch(self.index_base + HEADER_SIZE + SLOT_SIZE
                                 * <int64_t>(self.hashes[k] % self.index_file.hash_slot_num))

@@ -15,3 +15,6 @@ def body_crc(data: Buffer) -> int:
 
 def java_hash(s: str) -> int:
     """Java String.hashCode of s (int32, over UTF-16 code units)."""
+
+def utf8_java_hash(data: bytes | bytearray | memoryview, hash_from: int = 0) -> int:
+    """Java hashCode of new String(data, UTF_8), continuing from hash_from."""

@@ -55,6 +55,15 @@ def java_hash(str s not None):
     return java_hash_str(s)
 
 
+def utf8_java_hash(data, int hash_from=0):
+    """Java hashCode of new String(data, UTF_8), continuing from hash_from (for tests)."""
+    cdef const unsigned char[::1] v = data
+    cdef uint32_t h = <uint32_t>hash_from
+    if v.shape[0] > 0:
+        h = hash_utf8(h, &v[0], v.shape[0])
+    return <int32_t>h
+
+
 cdef inline bint _cont(int b) noexcept nogil:
     return (b & 0xC0) == 0x80
 

@@ -1,21 +1,8 @@
-# IndexFile: shared declarations (the dispatch pass in dispatch.pyx puts keys natively).
+# IndexFile: shared declarations (the batch build in index_build.pyx and the dispatch pass in
+# dispatch.pyx put keys natively; the file's bytes are index_layout.pxd's).
 from libc.stdint cimport int32_t, int64_t
 
 from rocketstore._native.mapped_file cimport MappedFile
-from rocketstore._native.properties cimport KeyProps
-from rocketstore._native.record cimport RecordInfo
-
-cdef enum:
-    MAX_KEYS = 16400        # keys per record: 32,767 bytes of properties hold fewer
-    HEADER_SIZE = 40        # the file's header; the 4-byte hash slots follow
-    SLOT_SIZE = 4
-
-
-# keyHashes of a record's index keys (topic#UNIQ_KEY, then topic#token per KEYS token)
-cdef Py_ssize_t _key_hashes(const char* topic, int32_t topic_len, const KeyProps* kp,
-                           int32_t* out, Py_ssize_t cap) noexcept nogil
-cdef Py_ssize_t _record_key_hashes(const char* rec, RecordInfo* info, int32_t* out,
-                                   Py_ssize_t cap) noexcept nogil
 
 
 cdef class IndexFile:

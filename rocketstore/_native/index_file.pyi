@@ -1,8 +1,6 @@
 from collections.abc import Sequence
 from os import PathLike
 
-import numpy as np
-import numpy.typing as npt
 from typing_extensions import disjoint_base
 
 from rocketstore._native.mapped_file import MappedFile
@@ -21,9 +19,6 @@ class IndexFileCorruptError(ValueError):
     def __init__(self, path: str, reason: str) -> None: ...
 
 def index_file_size(hash_slot_num: int, index_num: int) -> int: ...
-def index_key_hash(key: str) -> int: ...
-def utf8_java_hash(data: bytes | bytearray | memoryview, hash_from: int = 0) -> int: ...
-def record_index_key_hashes(mf: MappedFile, pos: int) -> list[int]: ...
 
 @disjoint_base
 class IndexFile:
@@ -93,15 +88,6 @@ class IndexFile:
     def close(self) -> None: ...
     def destroy(self, interval_forcibly_ms: float = 0.0) -> bool: ...
 
-def build_index(
-    f: IndexFile,
-    commitlog_file: MappedFile,
-    positions: npt.NDArray[np.int64] | Sequence[int],
-    start: int = 0,
-    key_start: int = 0,
-) -> tuple[int, int]:
-    """Index the records at positions into f; (len(positions), 0) when done, else where f
-    stopped: full (roll), or needing blocks on disk (f.needs_room: make_room, call again)."""
 def query_files(
     files: Sequence[IndexFile], index_key: str, max_num: int, begin: int, end: int
 ) -> list[int]: ...

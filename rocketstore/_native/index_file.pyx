@@ -1,7 +1,7 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
 """IndexFile: RocketMQ 4.9's hash index from message keys to CommitLog offsets.
 
-Layout (FORMAT.md "IndexFile"), all big-endian::
+Layout (docs/format.md, 6 "IndexFile"), all big-endian::
 
     header   40 bytes  beginTimestamp i64 @0, endTimestamp i64 @8, beginPhyOffset i64 @16,
                        endPhyOffset i64 @24, hashSlotCount i32 @32, indexCount i32 @36
@@ -17,38 +17,30 @@ one raises IndexFileCorruptError), and every slot and prevIndex value is checked
 followed (0 < n <= indexCount, n < index_num, and each step must go to an older item, so a
 corrupt chain ends after at most indexCount steps instead of looping).
 
-Keys are hashed as Java's ``String.hashCode`` of ``topic + "#" + key``. The batch builder reads
-topics and properties straight from the mapped CommitLog record and hashes the UTF-8 bytes as
-Java's UTF-8 decoder (JDK 8-17 String(bytes, UTF_8), malformed input -> U+FFFD) would decode
-them, continuing the polynomial hash from ``hash(topic + "#")``: no Python object per message.
+Keys are hashed as Java's ``String.hashCode`` of ``topic + "#" + key`` (index_keys.pyx); the
+batch build of a file from CommitLog records is index_build.pyx's, its integrity check
+index_check.pyx's.
 """
 import logging
 import os
 
 from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
-from libc.stdlib cimport calloc, free, malloc
-from libc.string cimport memchr, memset
+from libc.stdlib cimport calloc, free
+from libc.string cimport memset
 from posix.mman cimport MS_SYNC, msync
 
-from rocketstore._native.hashes cimport hash_text, java_hash_str
-from rocketstore._native.hashes cimport hash_utf8 as _hash_utf8
+from rocketstore._native.hashes cimport java_hash_str
 from rocketstore._native.includes.atomic cimport rs_acquire_fence, rs_release_fence
 from rocketstore._native.includes.byteorder cimport rs_get_i32, rs_get_i64, rs_put_u32, rs_put_u64
-from rocketstore._native.includes.crc32 cimport rs_crc32_init
-from rocketstore._native.includes.python cimport (
-    PyEval_RestoreThread, PyEval_SaveThread, PyThreadState,
+from rocketstore._native.index_check cimport check_header, check_items
+from rocketstore._native.index_keys cimport key_hash_of
+from rocketstore._native.index_layout cimport (
+    H_BEGIN_PHY, H_BEGIN_TS, H_END_PHY, H_END_TS, H_INDEX_COUNT, H_SLOT_COUNT, HEADER_SIZE,
+    ITEM_SIZE, SLOT_SIZE,
 )
 from rocketstore._native.mapped_file cimport MappedFile
-from rocketstore._native.properties cimport KeyProps, find_key_props
-from rocketstore._native.record cimport (
-    REC_OK, SYSFLAG_ROLLBACK, SYSFLAG_TRANSACTION_MASK, RecordInfo, check_record,
-)
 
 _log = logging.getLogger("rocketstore.store")
-
-rs_crc32_init()     # this module's copy of the CRC tables (check_record is inlined here)
-
-import numpy as np
 
 cdef enum:
     OS_PAGE = 4096
@@ -56,13 +48,6 @@ cdef enum:
     # busy file soon touches every page, and a fallocate per 4 KiB page cost dispatch
     # ~4,900 system calls per file
     SLOT_ALLOCATION_PAGES = 16
-    ITEM_SIZE = 20
-    H_BEGIN_TS = 0
-    H_END_TS = 8
-    H_BEGIN_PHY = 16
-    H_END_PHY = 24
-    H_SLOT_COUNT = 32
-    H_INDEX_COUNT = 36
 
 cdef int32_t INT32_MAX_ = 0x7FFFFFFF
 
@@ -89,98 +74,6 @@ class IndexFileCorruptError(ValueError):
 def index_file_size(int64_t hash_slot_num, int64_t index_num):
     """Bytes of an index file: 40 + hash_slot_num * 4 + index_num * 20."""
     return HEADER_SIZE + hash_slot_num * SLOT_SIZE + index_num * ITEM_SIZE
-
-
-# ---- hashing ---------------------------------------------------------------------------------
-
-cdef inline int32_t _key_hash(int32_t h) noexcept nogil:
-    """IndexFile.indexKeyHashMethod: abs(hashCode), Integer.MIN_VALUE -> 0."""
-    if h == <int32_t>0x80000000:
-        return 0
-    return -h if h < 0 else h
-
-
-def index_key_hash(str key not None):
-    """keyHash of an index key (``topic#key``): abs(Java hashCode), MIN_VALUE -> 0."""
-    return _key_hash(java_hash_str(key))
-
-
-def utf8_java_hash(data, int hash_from=0):
-    """Java hashCode of new String(data, UTF_8), continuing from hash_from (for tests)."""
-    cdef const unsigned char[::1] v = data
-    cdef uint32_t h = <uint32_t>hash_from
-    if v.shape[0] > 0:
-        h = _hash_utf8(h, &v[0], v.shape[0])
-    return <int32_t>h
-
-
-# ---- properties ------------------------------------------------------------------------------
-
-cdef Py_ssize_t _key_hashes(const char* topic, int32_t topic_len, const KeyProps* kp,
-                           int32_t* out, Py_ssize_t cap) noexcept nogil:
-    """keyHash of every index key of a record whose properties find_key_props read, in
-    RocketMQ 4.9's put order: topic#UNIQ_KEY, then topic#token for each non-empty
-    space-separated KEYS token (duplicates kept)."""
-    cdef Py_ssize_t n = 0
-    cdef const char* p
-    cdef const char* end
-    cdef const char* tok_end
-    cdef uint32_t prefix
-    if kp.uniq == NULL and kp.keys == NULL:
-        return 0
-    prefix = hash_text(0, <const unsigned char*>topic, topic_len)
-    prefix = prefix * 31 + 35      # '#'
-    if kp.uniq != NULL and n < cap:
-        out[n] = _key_hash(<int32_t>hash_text(prefix, <const unsigned char*>kp.uniq, kp.uniq_len))
-        n += 1
-    if kp.keys != NULL:
-        p = kp.keys
-        end = kp.keys + kp.keys_len
-        while p < end and n < cap:
-            tok_end = <const char*>memchr(p, 32, end - p)
-            if tok_end == NULL:
-                tok_end = end
-            if tok_end > p:
-                out[n] = _key_hash(<int32_t>hash_text(prefix, <const unsigned char*>p,
-                                                      tok_end - p))
-                n += 1
-            p = tok_end + 1
-    return n
-
-
-cdef Py_ssize_t _record_key_hashes(const char* rec, RecordInfo* info, int32_t* out,
-                                   Py_ssize_t cap) noexcept nogil:
-    """_key_hashes of the record at rec (info: its layout)."""
-    cdef KeyProps kp
-    find_key_props(rec + info.props_offset, info.props_len, &kp)
-    return _key_hashes(rec + info.topic_offset, info.topic_len, &kp, out, cap)
-
-
-def record_index_key_hashes(MappedFile mf not None, int64_t pos):
-    """keyHashes a record at pos of mf gets in the index (empty for a ROLLBACK record)."""
-    cdef RecordInfo info
-    cdef int32_t* hashes = NULL
-    cdef Py_ssize_t n, i
-    cdef int64_t limit
-    if not mf.hold():
-        raise ValueError(f"mapped file {mf.file_name} is being destroyed")
-    try:
-        hashes = <int32_t*>malloc(MAX_KEYS * sizeof(int32_t))
-        if hashes == NULL:
-            raise MemoryError()
-        limit = mf.read_limit()
-        if pos < 0 or pos >= limit:
-            raise ValueError(f"position {pos} outside the written part [0, {limit})")
-        info = check_record(mf.base + pos, limit - pos, False, -1)
-        if info.status != REC_OK:
-            raise ValueError(f"no valid record at position {pos} of {mf.file_name}")
-        if (info.sys_flag & SYSFLAG_TRANSACTION_MASK) == SYSFLAG_ROLLBACK:
-            return []
-        n = _record_key_hashes(mf.base + pos, &info, hashes, MAX_KEYS)
-        return [hashes[i] for i in range(n)]
-    finally:
-        free(hashes)
-        mf.release()
 
 
 # ---- the file --------------------------------------------------------------------------------
@@ -499,7 +392,7 @@ cdef class IndexFile:
             return False
         if self.needs_room:
             self.make_room()
-        cdef int32_t h = _key_hash(java_hash_str(key))
+        cdef int32_t h = key_hash_of(java_hash_str(key))
         self._hold_base(&base)
         try:
             ok = self._put(base, h, phy_offset, store_timestamp)
@@ -601,7 +494,7 @@ cdef class IndexFile:
         at most max_num. Raw: may hold other keys with the same keyHash, and duplicates."""
         cdef list out = []
         cdef int32_t nxt
-        self._select_into(out, _key_hash(java_hash_str(key)), -1, max_num, begin, end, &nxt)
+        self._select_into(out, key_hash_of(java_hash_str(key)), -1, max_num, begin, end, &nxt)
         return out
 
     def walk(self, int32_t key_hash, int32_t start_item, int max_num, int64_t begin,
@@ -714,70 +607,16 @@ cdef class IndexFile:
         item put before it in the same slot; and every slot holds the newest item of its
         slot (or a torn put's). Reads the whole file once, without the GIL."""
         cdef char* base
-        cdef int32_t* heads
-        cdef const char* reason = NULL
-        cdef int32_t n, count, h, prev, s, v, bad = -1
-        cdef int64_t phy, last_phy
-        cdef const char* item
-        count = self._index_count
-        if count < 1 or count > self.index_num:
-            return f"indexCount {count} outside [1, {self.index_num}]"
-        if count > 1 and self._begin_phy > self._end_phy:
-            return f"beginPhyOffset {self._begin_phy} after endPhyOffset {self._end_phy}"
-        if count > 1 and self._begin_ts > self._end_ts:
-            return f"beginTimestamp {self._begin_ts} after endTimestamp {self._end_ts}"
-        heads = <int32_t*>calloc(self.hash_slot_num, sizeof(int32_t))
-        if heads == NULL:
-            raise MemoryError()
+        why = check_header(self._index_count, self.index_num, self._begin_ts, self._end_ts,
+                           self._begin_phy, self._end_phy)
+        if why is not None:
+            return why
+        self._hold_base(&base)
         try:
-            self._hold_base(&base)
-            try:
-                with nogil:
-                    last_phy = self._begin_phy
-                    for n in range(1, count):
-                        item = base + self.items_at + <int64_t>n * ITEM_SIZE
-                        h = rs_get_i32(item)
-                        phy = rs_get_i64(item + 4)
-                        prev = rs_get_i32(item + 16)
-                        if h < 0:
-                            reason = "negative keyHash"
-                        elif rs_get_i32(item + 12) < 0:
-                            reason = "negative timeDiff"
-                        elif phy < last_phy or phy > self._end_phy or \
-                                (n == 1 and phy != self._begin_phy):
-                            reason = "phyOffset out of order or outside the header's range"
-                        elif prev != heads[h % self.hash_slot_num]:
-                            reason = "prevIndex is not the slot's previous item"
-                        if reason != NULL:
-                            bad = n
-                            break
-                        heads[h % self.hash_slot_num] = n
-                        last_phy = phy
-                    if reason == NULL and count > 1 and last_phy != self._end_phy:
-                        reason = "endPhyOffset is not the last item's phyOffset"
-                    if reason == NULL:
-                        for s in range(self.hash_slot_num):
-                            v = rs_get_i32(base + HEADER_SIZE + <int64_t>s * SLOT_SIZE)
-                            if v == heads[s]:
-                                continue
-                            if v == count and count < self.index_num:
-                                # a torn put: item `count` written and linked, the counter not
-                                item = base + self.items_at + <int64_t>count * ITEM_SIZE
-                                h = rs_get_i32(item)
-                                if h >= 0 and h % self.hash_slot_num == s and \
-                                        rs_get_i32(item + 16) == heads[s]:
-                                    continue
-                            reason = "hash slot does not point to its newest item"
-                            bad = s
-                            break
-            finally:
-                self.mapped_file.release()
+            return check_items(base, self.hash_slot_num, self.index_num, self._index_count,
+                               self._begin_phy, self._end_phy)
         finally:
-            free(heads)
-        if reason == NULL:
-            return None
-        text = (<bytes>reason).decode()
-        return f"{'hash slot' if text.startswith('hash slot') else 'item'} {bad}: {text}"
+            self.mapped_file.release()
 
     # ---- lifecycle ---------------------------------------------------------------------------
     def flush(self):
@@ -821,87 +660,7 @@ cdef _check_sizes(int hash_slot_num, int index_num):
         raise ValueError(f"max_index_num must be >= 2 (item 0 is never used), got {index_num}")
 
 
-# ---- batch build and query -------------------------------------------------------------------
-
-def build_index(IndexFile f not None, MappedFile commitlog_file not None, positions,
-                Py_ssize_t start=0, Py_ssize_t key_start=0):
-    """Index the records at `positions` (file-relative, in order) of a CommitLog file into f,
-    as IndexService.buildIndex: records whose offset is below f's endPhyOffset (already
-    indexed) and ROLLBACK records are skipped; each record puts topic#UNIQ_KEY, then
-    topic#token per non-empty KEYS token. A position that is not a valid record is skipped.
-
-    Starts at record `start`, skipping its first `key_start` keys. Returns (next_record,
-    next_key): (len(positions), 0) when all are done; otherwise f stopped at key next_key of
-    record next_record, full (create the next file) or needing blocks on disk (f.needs_room:
-    f.make_room()), and the caller calls again with those two values."""
-    cdef const int64_t[::1] pos = np.ascontiguousarray(positions, dtype=np.int64)
-    cdef Py_ssize_t n = pos.shape[0], i, k, nkeys, ks
-    cdef char* ibase
-    cdef const char* cbase
-    cdef const char* rec
-    cdef int64_t limit, p, from_offset
-    cdef RecordInfo info
-    cdef int32_t* hashes
-    cdef bint full = False
-    cdef PyThreadState* _save = NULL
-    f._check_writable()
-    if start < 0 or key_start < 0:
-        raise ValueError(f"start ({start}) and key_start ({key_start}) must be >= 0")
-    if start >= n:
-        return (n, 0)
-    hashes = <int32_t*>malloc(MAX_KEYS * sizeof(int32_t))
-    if hashes == NULL:
-        raise MemoryError()
-    try:
-        f._hold_base(&ibase)
-        try:
-            if not commitlog_file.hold():
-                raise ValueError(f"mapped file {commitlog_file.file_name} is being destroyed")
-            try:
-                cbase = commitlog_file.base
-                limit = commitlog_file.read_limit()
-                from_offset = commitlog_file.file_from_offset
-                i = start
-                ks = key_start
-                # hashing and slot updates cost ~0.15 us a record: release for all but a few
-                _save = PyEval_SaveThread() if n - i >= 32 else NULL
-                try:
-                    while i < n:
-                        p = pos[i]
-                        if p < 0 or p >= limit:
-                            i += 1
-                            ks = 0
-                            continue
-                        rec = cbase + p
-                        info = check_record(rec, limit - p, False, from_offset + p)
-                        if info.status != REC_OK or info.phy_offset < f._end_phy \
-                                or (info.sys_flag & SYSFLAG_TRANSACTION_MASK) == SYSFLAG_ROLLBACK:
-                            i += 1
-                            ks = 0
-                            continue
-                        nkeys = _record_key_hashes(rec, &info, hashes, MAX_KEYS)
-                        k = ks
-                        while k < nkeys:
-                            if not f._put(ibase, hashes[k], info.phy_offset, info.store_ts):
-                                full = True
-                                break
-                            k += 1
-                        if full:
-                            ks = k
-                            break
-                        i += 1
-                        ks = 0
-                finally:
-                    if _save != NULL:
-                        PyEval_RestoreThread(_save)
-            finally:
-                commitlog_file.release()
-        finally:
-            f.mapped_file.release()
-    finally:
-        free(hashes)
-    return (i, ks)
-
+# ---- query over files ------------------------------------------------------------------------
 
 def query_files(files, str index_key not None, int max_num, int64_t begin, int64_t end):
     """IndexService.queryOffset over `files` (oldest first): newest file first, only files
@@ -911,7 +670,7 @@ def query_files(files, str index_key not None, int max_num, int64_t begin, int64
     cdef list out = []
     cdef IndexFile f
     cdef int32_t nxt
-    cdef int32_t h = _key_hash(java_hash_str(index_key))
+    cdef int32_t h = key_hash_of(java_hash_str(index_key))
     cdef Py_ssize_t i
     if max_num <= 0:
         return out

@@ -2,14 +2,7 @@
 # and indexes, which write straight into `wbase` and read from `base`.
 from libc.stdint cimport int64_t
 
-
-cdef extern from "<pthread.h>" nogil:
-    ctypedef struct pthread_mutex_t:
-        pass
-    int pthread_mutex_init(pthread_mutex_t*, void*)
-    int pthread_mutex_destroy(pthread_mutex_t*)
-    int pthread_mutex_lock(pthread_mutex_t*)
-    int pthread_mutex_unlock(pthread_mutex_t*)
+from rocketstore._native.write_through cimport WriteThrough
 
 
 cdef class MappedFile:
@@ -21,10 +14,7 @@ cdef class MappedFile:
     cdef char* wbase           # where appends land: base, a transient-pool buffer, or the
                                # write-through buffer
     cdef object write_buffer   # keeps that pool buffer alive while it is lent to us
-    cdef char* through_buf     # write-through: anonymous buffer owned here (NULL: none)
-    cdef int64_t released_pos  # write-through: buffer pages below this were given back
-    cdef pthread_mutex_t commit_mu   # write-through: one committer at a time (a flush round,
-                                     # MappedFile.commit/flush from Python)
+    cdef WriteThrough through  # write-through: its buffer (owned here) and committer lock
     cdef bint buffered         # appends land outside the mapping: readers stop at committed
     cdef readonly bint write_through  # committed by pwrite, made durable by fdatasync
     cdef int fd
@@ -49,26 +39,9 @@ cdef class MappedFile:
     cdef _check_pos(self, str field, int64_t pos)
     cdef int _check_open(self) except -1
     cdef int _check_writable(self) except -1
-    cdef int _populate(self, int64_t first, int64_t end) noexcept nogil
     cdef int reserve(self, int64_t end) noexcept nogil
     cdef int reserve_range(self, int64_t start, int64_t end) noexcept nogil
     cdef int _reserve_or_raise(self, int64_t end) except -1
     cdef int write_through_to(self, int64_t end) noexcept nogil
     cdef int sync_range(self, int64_t start, int64_t end) noexcept nogil
     cdef void _drop_through_buffer(self) noexcept nogil
-
-
-cdef class StopFlag:
-    """A flag a native loop running without the GIL polls (prefault_follow, dispatch)."""
-    cdef int flag
-
-
-cdef class ReadSource:
-    """The bytes a native reader walks: a MappedFile held up to its readable position, or any
-    1-D bytes-like buffer (its view keeps the memory exported, so it cannot move)."""
-    cdef readonly object obj
-    cdef MappedFile mf
-    cdef const unsigned char[::1] view
-    cdef const char* base
-    cdef int64_t limit
-    cdef void release(self)

@@ -2,29 +2,9 @@
 
 import os
 
-from typing_extensions import Buffer, Self, disjoint_base
+from typing_extensions import Buffer, disjoint_base
 
-DEFAULT_ALLOCATION_CHUNK: int
-"""Default allocation step of a file, bytes."""
-
-failure_counts: dict[str, int]
-"""Soft failures of the OS hints so far: keys 'madvise', 'mlock', 'munlock'."""
-
-@disjoint_base
-class StopFlag:
-    """A flag polled by native loops that run without the GIL."""
-
-    def set(self) -> None: ...
-    def clear(self) -> None: ...
-    def is_set(self) -> bool: ...
-
-@disjoint_base
-class ReadSource:
-    """The bytes a native reader walks: a held MappedFile or a bytes-like buffer."""
-
-    @property
-    def obj(self) -> object: ...
-    def __new__(cls, source: object) -> Self: ...
+from rocketstore._native.stop_flag import StopFlag
 
 @disjoint_base
 class MappedFile:

@@ -6,175 +6,43 @@ the last holder lets go. ``destroy(interval)`` waits for holders; after ``interv
 detaches the file instead: the region is replaced with anonymous zero pages, so a view still
 alive reads zeros but never faults, and the file itself is closed and deleted.
 
-Blocks on disk. A new file has its full size but is sparse; its blocks are allocated
-(posix_fallocate) from the start in steps of ``allocation_chunk`` as writes need them, and
-``allocated_position`` says how far they go. Nothing ever writes past it: a store of three
-messages stays small, and a full disk makes an allocation fail with ENOSPC (a status for the
-caller) instead of a write into a page without blocks, which the kernel answers with SIGBUS.
+The blocks a file has on disk are file_blocks.pyx's (allocated as writes need them, never
+written past), faulting pages in ahead of the writer prefault.pyx's, and appends committed
+by pwrite write_through.pyx's; this module keeps the state they work on.
 """
 import os
 import time
-import warnings
 
 from cpython.buffer cimport PyBUF_WRITABLE, PyObject_GetBuffer, PyBuffer_Release
 from libc.stdint cimport int64_t
-from libc.errno cimport EBADF, EINTR, EINVAL, errno
+from libc.errno cimport EBADF, errno
 from libc.string cimport memcpy, memset
 from posix.mman cimport (
-    MADV_DONTNEED, MADV_WILLNEED, MAP_ANONYMOUS, MAP_FAILED, MAP_FIXED, MAP_NORESERVE,
-    MAP_PRIVATE, MAP_SHARED, MS_SYNC, PROT_READ, PROT_WRITE, madvise, mlock, mmap, msync,
-    munlock, munmap,
+    MADV_DONTNEED, MADV_WILLNEED, MAP_ANONYMOUS, MAP_FAILED, MAP_FIXED, MAP_PRIVATE,
+    MAP_SHARED, MS_SYNC, PROT_READ, PROT_WRITE, madvise, mlock, mmap, msync, munlock, munmap,
 )
-from posix.fcntl cimport posix_fallocate
 from posix.time cimport nanosleep, timespec
 from posix.types cimport off_t
-from posix.unistd cimport fdatasync, pwrite
+from posix.unistd cimport fdatasync
 
-from rocketstore._native.includes.atomic cimport (
-    rs_load_i64, rs_load_int, rs_store_int, rs_store_max_i64, rs_store_release_i64,
-    rs_touch_for_write,
+from rocketstore._native.file_blocks cimport (
+    ALLOCATION_CHUNK, allocate_blocks, create_file, data_end, punch_hole, reads_allocate,
+    reserve_blocks, size_new_file,
 )
-
-cdef extern from "<sys/vfs.h>" nogil:
-    ctypedef struct statfs_t "struct statfs":
-        long f_type
-    int fstatfs(int fd, statfs_t* buf)
-
-cdef enum:
-    TMPFS_MAGIC = 0x01021994
-
-cdef extern from "<fcntl.h>" nogil:
-    int fallocate(int fd, int mode, off_t offset, off_t length)
-    enum:
-        FALLOC_FL_KEEP_SIZE
-        FALLOC_FL_PUNCH_HOLE
+from rocketstore._native.includes.atomic cimport (
+    rs_load_i64, rs_load_int, rs_store_release_i64,
+)
+from rocketstore._native.prefault cimport (
+    note_no_populate_write, populate, soft_fail, touch_pages,
+)
+from rocketstore._native.stop_flag cimport StopFlag
+from rocketstore._native.write_through cimport (
+    close_buffer, commit_through, destroy_write_through, init_write_through, open_buffer,
+    pthread_mutex_lock, pthread_mutex_unlock,
+)
 
 cdef enum:
     OS_PAGE_SIZE = 4096
-    MADV_POPULATE_WRITE = 23    # Linux 5.14+; older kernels answer EINVAL
-    # write-through: buffer pages below the committed position go back to the OS this many
-    # bytes at a time (one madvise, one TLB flush per 4 MiB, a few MiB resident at most)
-    RELEASE_CHUNK = 4 << 20
-
-#: Default allocation step of a file (MappedFile.allocation_chunk).
-DEFAULT_ALLOCATION_CHUNK = 1 << 20
-
-
-cdef class StopFlag:
-    """A flag a native loop running without the GIL polls (MappedFile.prefault_follow)."""
-
-    def set(self):
-        rs_store_int(&self.flag, 1)
-
-    def clear(self):
-        rs_store_int(&self.flag, 0)
-
-    def is_set(self):
-        return rs_load_int(&self.flag) != 0
-
-cdef class ReadSource:
-    """The bytes a native reader walks: a MappedFile held up to its readable position, or any
-    1-D bytes-like buffer. release() gives the file back; use it in a finally."""
-
-    def __cinit__(self, source):
-        cdef MappedFile mf
-        self.obj = source
-        if isinstance(source, MappedFile):
-            mf = <MappedFile>source
-            if not mf.hold():
-                raise ValueError(f"mapped file {mf.file_name} is being destroyed")
-            self.mf = mf
-            self.base = mf.base
-            self.limit = mf.read_limit()
-        else:
-            self.view = source
-            self.limit = self.view.shape[0]
-            self.base = <const char*>&self.view[0] if self.limit > 0 else NULL
-
-    cdef void release(self):
-        if self.mf is not None:
-            self.mf.release()
-            self.mf = None
-
-# Soft failures of the OS hints (warm/madvise/mlock): counted, warned once per kind, never fatal.
-failure_counts = {"madvise": 0, "mlock": 0, "munlock": 0}
-_warned = set()
-
-
-def _soft_fail(kind, path, err):
-    failure_counts[kind] += 1
-    if kind not in _warned:
-        _warned.add(kind)
-        warnings.warn(f"{kind} failed on {path}: {os.strerror(err)} (continuing without it)",
-                      RuntimeWarning, stacklevel=3)
-
-
-def _create(str path, int64_t size, int64_t first_blocks):
-    """Create a sparse file of its full size with blocks for its first first_blocks bytes,
-    under a hidden name, then rename it into place, so a reader listing the directory (a
-    read-only open beside the writer) never sees it short. Raises OSError (ENOSPC ...) and
-    leaves nothing behind when the blocks cannot be had."""
-    head, name = os.path.split(path)
-    tmp = os.path.join(head, f".{name}.creating")
-    fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        _size_new(fd, size, first_blocks, path)
-        os.rename(tmp, path)
-    except BaseException:
-        os.close(fd)
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
-    return fd
-
-
-def _size_new(int fd, int64_t size, int64_t first_blocks, str path):
-    """Give a new (empty) file its size, sparse, and blocks for [0, first_blocks)."""
-    cdef int rc
-    cdef off_t length = <off_t>min(first_blocks, size)
-    os.ftruncate(fd, size)
-    if length > 0:
-        with nogil:
-            rc = _fallocate(fd, 0, length)
-        if rc != 0:
-            raise OSError(rc, f"allocating {length:,} bytes for {path} failed: "
-                              f"{os.strerror(rc)}", path)
-
-
-def _data_end(int fd, int64_t file_size):
-    """Offset of the file's first hole (lseek SEEK_HOLE): the bytes before it have blocks.
-    The file size where the file system cannot tell, 0 when the call fails."""
-    try:
-        return min(os.lseek(fd, 0, os.SEEK_HOLE), file_size)
-    except (OSError, AttributeError):
-        return 0
-
-
-cdef bint _reads_allocate(int fd):
-    """True on tmpfs, where reading a hole through a shared mapping allocates a page (and so
-    can fault with SIGBUS on a full file system), unlike disk file systems, which map
-    the zero page."""
-    cdef statfs_t st
-    if fstatfs(fd, &st) != 0:
-        return False
-    return st.f_type == TMPFS_MAGIC
-
-
-cdef inline int _fallocate(int fd, off_t start, off_t length) noexcept nogil:
-    """posix_fallocate, retried when a signal interrupts it; 0 or an errno value."""
-    cdef int rc = EINTR
-    while rc == EINTR:
-        rc = posix_fallocate(fd, start, length)
-    return rc
-
-
-cdef bint _populate_write_works = True
-
-
-cdef void _note_no_populate_write():
-    """The kernel lacks MADV_POPULATE_WRITE: prefault touches pages one by one from now on."""
-    global _populate_write_works
-    _populate_write_works = False
 
 
 cdef inline double _now_ms():
@@ -215,15 +83,15 @@ cdef class _Pin:
 cdef class MappedFile:
     def __cinit__(self, path, int64_t file_size, *, bint create=True, bint read_only=False,
                   file_from_offset=None, bint preallocate=False,
-                  int64_t allocation_chunk=DEFAULT_ALLOCATION_CHUNK):
+                  int64_t allocation_chunk=ALLOCATION_CHUNK):
         self.fd = -1
         self.base = NULL
         self.available = False
-        pthread_mutex_init(&self.commit_mu, NULL)
+        init_write_through(&self.through)
 
     def __init__(self, path, int64_t file_size, *, bint create=True, bint read_only=False,
                  file_from_offset=None, bint preallocate=False,
-                 int64_t allocation_chunk=DEFAULT_ALLOCATION_CHUNK):
+                 int64_t allocation_chunk=ALLOCATION_CHUNK):
         """Map path (file_size bytes), creating it when create. A new file is sparse;
         preallocate gives it blocks for its first allocation_chunk bytes at once (or raises
         OSError, leaving no file, when the disk has no room); later blocks are allocated in
@@ -253,15 +121,15 @@ cdef class MappedFile:
             fd = os.open(path, os.O_RDONLY if read_only else os.O_RDWR)
             # what an existing file holds before its first hole has blocks (written data, or
             # allocated ahead); the first write past it allocates
-            self.alloc_pos = _data_end(fd, file_size)
+            self.alloc_pos = data_end(fd, file_size)
         else:
-            fd = _create(path, file_size, first_blocks)
+            fd = create_file(path, file_size, first_blocks)
             self.alloc_pos = min(first_blocks, file_size)
         try:
             actual = os.fstat(fd).st_size
             if actual != file_size:
                 if actual == 0 and not read_only:
-                    _size_new(fd, file_size, first_blocks, path)
+                    size_new_file(fd, file_size, first_blocks, path)
                     self.alloc_pos = min(first_blocks, file_size)
                 else:
                     raise ValueError(
@@ -288,7 +156,7 @@ cdef class MappedFile:
 
     def __dealloc__(self):
         self._drop_through_buffer()
-        pthread_mutex_destroy(&self.commit_mu)
+        destroy_write_through(&self.through, self.file_size)
         if self.base != NULL:
             munmap(self.base, <size_t>self.file_size)
             self.base = NULL
@@ -377,7 +245,7 @@ cdef class MappedFile:
     def reads_allocate(self):
         """True when reading a hole of this file takes space (tmpfs): readers must not read
         past what has blocks."""
-        return self.fd >= 0 and _reads_allocate(self.fd)
+        return self.fd >= 0 and reads_allocate(self.fd)
 
     @property
     def allocation_error(self):
@@ -406,34 +274,8 @@ cdef class MappedFile:
         """Make sure [0, end) has blocks: allocate from the allocated end to at least end,
         a whole allocation_chunk when there is room, else exactly what end needs. Returns 0,
         or the errno of the failure (ENOSPC ...), with nothing changed."""
-        cdef int64_t have = rs_load_i64(&self.alloc_pos)
-        cdef int64_t start, exact, target
-        cdef int rc
-        if end > self.file_size:
-            end = self.file_size
-        if end <= have:
-            return 0
-        if self.fd < 0 or self.read_only:
-            return EBADF
-        start = have - have % OS_PAGE_SIZE
-        exact = end + (OS_PAGE_SIZE - end % OS_PAGE_SIZE) % OS_PAGE_SIZE
-        if exact > self.file_size:
-            exact = self.file_size
-        target = start + self.alloc_chunk
-        target += (OS_PAGE_SIZE - target % OS_PAGE_SIZE) % OS_PAGE_SIZE
-        if target < exact:
-            target = exact
-        if target > self.file_size:
-            target = self.file_size
-        rc = _fallocate(self.fd, <off_t>start, <off_t>(target - start))
-        if rc != 0 and target > exact:     # no room for a whole chunk: what end needs may fit
-            target = exact
-            rc = _fallocate(self.fd, <off_t>start, <off_t>(target - start))
-        if rc != 0:
-            self.alloc_errno = rc
-            return rc
-        rs_store_max_i64(&self.alloc_pos, target)
-        return 0
+        return reserve_blocks(-1 if self.read_only else self.fd, &self.alloc_pos,
+                              &self.alloc_errno, self.alloc_chunk, self.file_size, end)
 
     cdef int reserve_range(self, int64_t start, int64_t end) noexcept nogil:
         """Give [start, end) blocks on disk, whatever the allocated position (a file written
@@ -446,7 +288,7 @@ cdef class MappedFile:
             end = self.file_size
         if start < 0 or end <= start:
             return 0
-        rc = _fallocate(self.fd, <off_t>start, <off_t>(end - start))
+        rc = allocate_blocks(self.fd, <off_t>start, <off_t>(end - start))
         if rc != 0:
             self.alloc_errno = rc
         return rc
@@ -528,8 +370,7 @@ cdef class MappedFile:
             first_whole = pos + (OS_PAGE_SIZE - pos % OS_PAGE_SIZE) % OS_PAGE_SIZE
             if first_whole < end:
                 with nogil:
-                    rc = fallocate(self.fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-                                   <off_t>first_whole, <off_t>(end - first_whole))
+                    rc = punch_hole(self.fd, first_whole, end)
                 if rc == 0:
                     cut = first_whole
                     if rs_load_i64(&self.alloc_pos) > first_whole:
@@ -714,81 +555,44 @@ cdef class MappedFile:
         record), and write-protects pages the writer is still filling. Readers see
         committed bytes only (read_position). Buffer pages behind the committed position
         are given back to the OS as it moves, so a few MiB stay resident."""
-        cdef void* addr
         cdef int err = 0
         self._check_writable()
         if self.buffered:
             raise ValueError(f"{self.file_name} already writes to a buffer")
         with nogil:
-            addr = mmap(NULL, <size_t>self.file_size, PROT_READ | PROT_WRITE,
-                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0)
-            err = errno
-        if addr == MAP_FAILED:
+            err = open_buffer(&self.through, self.file_size, self.wrote_pos)
+        if err != 0:
             raise OSError(err, f"write buffer of {self.file_size} bytes for {self.file_name}:"
                                f" {os.strerror(err)}")
-        self.through_buf = <char*>addr
         self.committed_pos = self.wrote_pos
-        self.released_pos = self.wrote_pos - self.wrote_pos % OS_PAGE_SIZE
         self.write_through = True
-        self.wbase = self.through_buf
+        self.wbase = self.through.buf
         self.buffered = True
 
     cdef int write_through_to(self, int64_t end) noexcept nogil:
         """pwrite [committed, end) from the write-through buffer into the file, publish the
         new committed position, give buffer pages behind it back, and drop the buffer once
-        the file is committed to its end. One committer at a time (commit_mu); the writer
+        the file is committed to its end. One committer at a time (through.mu); the writer
         only writes at and past wrote_pos >= end. 0 or errno."""
-        cdef int64_t pos, cut, data_end
-        cdef ssize_t n
-        cdef int err = 0
-        pthread_mutex_lock(&self.commit_mu)
-        pos = self.committed_pos
-        if self.through_buf == NULL:
-            pthread_mutex_unlock(&self.commit_mu)
+        cdef int err
+        pthread_mutex_lock(&self.through.mu)
+        if self.through.buf == NULL:
+            pthread_mutex_unlock(&self.through.mu)
             return 0
-        if end > self.file_size:
-            end = self.file_size
-        data_end = end
-        if end == self.file_size:
-            # the file ends with an END_FILE blank: readers skip what follows its header, so
-            # the zeros after it are not written (nor given blocks past the allocated end)
-            while data_end > pos and self.through_buf[data_end - 1] == 0:
-                data_end -= 1
-        while pos < data_end:
-            n = pwrite(self.fd, self.through_buf + pos, <size_t>(data_end - pos), pos)
-            if n < 0:
-                if errno == EINTR:
-                    continue
-                err = errno
-                break
-            pos += n
-            rs_store_release_i64(&self.committed_pos, pos)
-        if err == 0 and pos < end:
-            pos = end
-            rs_store_release_i64(&self.committed_pos, pos)
-        if err == 0:
-            cut = pos - pos % OS_PAGE_SIZE
-            if cut < self.released_pos:     # positions moved back (a truncation)
-                self.released_pos = cut
-            if cut - self.released_pos >= RELEASE_CHUNK:
-                madvise(self.through_buf + self.released_pos,
-                        <size_t>(cut - self.released_pos), MADV_DONTNEED)
-                self.released_pos = cut
-            if pos >= self.file_size:
-                self._drop_through_buffer()
-        pthread_mutex_unlock(&self.commit_mu)
+        err = commit_through(&self.through, self.fd, &self.committed_pos, end, self.file_size)
+        if err == 0 and self.committed_pos >= self.file_size:
+            self._drop_through_buffer()
+        pthread_mutex_unlock(&self.through.mu)
         return err
 
     cdef void _drop_through_buffer(self) noexcept nogil:
         """The file is committed to its end (or closing): appends are over, give the
         buffer back. Readers never read it."""
-        cdef char* buf = self.through_buf
-        if buf == NULL:
+        if self.through.buf == NULL:
             return
-        self.through_buf = NULL
         self.wbase = self.base
         self.buffered = False
-        munmap(buf, <size_t>self.file_size)
+        close_buffer(&self.through, self.file_size)
 
     def set_write_buffer(self, buffer):
         """Lend a writable buffer of file_size bytes (TransientStorePool); appends go there."""
@@ -867,30 +671,12 @@ cdef class MappedFile:
                 return start
             first = start - start % OS_PAGE_SIZE
             with nogil:
-                rc = self._populate(first, end)
-            if rc > 0 and _populate_write_works:
-                _note_no_populate_write()
+                rc = populate(self.base, first, end, &self.available)
+            if rc > 0:
+                note_no_populate_write()
             return end if rc >= 0 else start
         finally:
             self.release()
-
-    cdef int _populate(self, int64_t first, int64_t end) noexcept nogil:
-        """Fault [first, end) in for writing (first page-aligned); caller holds the file.
-        0: done. 1: the kernel lacks MADV_POPULATE_WRITE (EINVAL), so the pages were touched
-        one by one. -1: the kernel could not fault them in (the file was detached under the
-        caller, or no block can back a page); nothing is touched then, as a touch would
-        take the signal the kernel spared us."""
-        cdef int64_t i
-        if _populate_write_works:
-            if madvise(self.base + first, <size_t>(end - first), MADV_POPULATE_WRITE) == 0:
-                return 0
-            if errno != EINVAL:
-                return -1
-        i = first
-        while i < end and self.available:
-            rs_touch_for_write(self.base + i)
-            i += OS_PAGE_SIZE
-        return 1
 
     def prefault_follow(self, int64_t ahead, int64_t start, double interval_s,
                         StopFlag stop not None, int64_t chunk=1 << 20):
@@ -925,7 +711,8 @@ cdef class MappedFile:
                         done = wrote - wrote % OS_PAGE_SIZE
                     while done < target and rs_load_int(&stop.flag) == 0 and self.available:
                         end = min(done + chunk, target)
-                        rc = self._populate(done - done % OS_PAGE_SIZE, end)
+                        rc = populate(self.base, done - done % OS_PAGE_SIZE, end,
+                                      &self.available)
                         if rc < 0:
                             break
                         if rc > 0:
@@ -936,8 +723,8 @@ cdef class MappedFile:
                     nanosleep(&pause, NULL)
         finally:
             self.release()
-        if fallback and _populate_write_works:
-            _note_no_populate_write()
+        if fallback:
+            note_no_populate_write()
         return done
 
     def warm(self, str flush_disk_type="ASYNC_FLUSH", int pages=4096):
@@ -945,7 +732,6 @@ cdef class MappedFile:
         The whole file gets its blocks first (OSError when the disk has no room).
 
         With SYNC_FLUSH the touched pages are msync'ed every `pages` pages, as RocketMQ does."""
-        cdef int64_t i, last_flush = 0
         cdef bint sync = flush_disk_type == "SYNC_FLUSH"
         cdef int64_t every = <int64_t>pages * OS_PAGE_SIZE
         self._check_writable()
@@ -954,15 +740,7 @@ cdef class MappedFile:
                              f"holds {self.wrote_pos} bytes (warm new files only)")
         self._reserve_or_raise(self.file_size)
         with nogil:
-            i = 0
-            while i < self.file_size:
-                self.base[i] = 0
-                if sync and every > 0 and i - last_flush >= every:
-                    msync(self.base + last_flush, <size_t>(i - last_flush), MS_SYNC)
-                    last_flush = i
-                i += OS_PAGE_SIZE
-            if sync:
-                msync(self.base, <size_t>self.file_size, MS_SYNC)
+            touch_pages(self.base, self.file_size, sync, every)
         self.madvise_willneed()
         self.mlock()
 
@@ -973,7 +751,7 @@ cdef class MappedFile:
             rc = madvise(self.base, <size_t>self.file_size, MADV_WILLNEED)
             err = errno
         if rc != 0:
-            _soft_fail("madvise", self.file_name, err)
+            soft_fail("madvise", self.file_name, err)
             return False
         return True
 
@@ -984,7 +762,7 @@ cdef class MappedFile:
             rc = mlock(self.base, <size_t>self.file_size)
             err = errno
         if rc != 0:
-            _soft_fail("mlock", self.file_name, err)
+            soft_fail("mlock", self.file_name, err)
             return False
         self.locked = True
         return True
@@ -997,7 +775,7 @@ cdef class MappedFile:
             rc = munlock(self.base, <size_t>self.file_size)
             err = errno
         if rc != 0:
-            _soft_fail("munlock", self.file_name, err)
+            soft_fail("munlock", self.file_name, err)
             return False
         self.locked = False
         return True

@@ -11,8 +11,9 @@ from rocketstore._native.includes.byteorder cimport rs_get_i32, rs_get_i64
 from rocketstore._native.includes.crc32 cimport rs_crc32_init
 from rocketstore._native.includes.record_checks cimport rs_find_either_byte
 from rocketstore._native.includes.python cimport PyUnicode_DecodeASCII, PyUnicode_DecodeUTF8
-from rocketstore._native.mapped_file cimport MappedFile, ReadSource
+from rocketstore._native.mapped_file cimport MappedFile
 from rocketstore._native.properties cimport properties_dict, tags_code_of
+from rocketstore._native.read_source cimport ReadSource
 
 import numpy as np
 

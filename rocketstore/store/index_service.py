@@ -33,18 +33,14 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from rocketstore._native.index_file import (
-    IndexFile,
-    IndexFileCorruptError,
-    build_index,
-    index_key_hash,
-    query_files,
-    record_index_key_hashes,
-)
+from rocketstore._native.index_build import build_index
+from rocketstore._native.index_file import IndexFile, IndexFileCorruptError, query_files
+from rocketstore._native.index_keys import index_key_hash, record_index_key_hashes
 from rocketstore._native.mapped_file import MappedFile
 from rocketstore.config import StoreConfig
 from rocketstore.store.layout import INDEX_DIR, is_index_file_name
 from rocketstore.store.mapped_file_queue import remove_creating_leftovers
+from rocketstore.store.services.clean import Clock, SystemClock
 
 __all__ = ["IndexBatch", "IndexFileCorruptError", "IndexHole", "IndexService", "index_file_name"]
 
@@ -111,8 +107,12 @@ def _check_text(name: str, value: object) -> str:
 class IndexService:
     """The index files of one store and the operations RocketMQ's IndexService has."""
 
-    def __init__(self, config: StoreConfig, root: str | os.PathLike[str], read_only: bool = False):
+    def __init__(self, config: StoreConfig, root: str | os.PathLike[str], read_only: bool = False,
+                 clock: Clock | None = None):
+        """clock: where wall-clock time is read (the names of new files); the system's by
+        default."""
         self.config = config
+        self.clock: Clock = clock or SystemClock()
         self.root = os.fspath(root)
         self.store_path = os.path.join(self.root, INDEX_DIR)
         self.read_only = read_only
@@ -347,7 +347,7 @@ class IndexService:
         two files made in one millisecond never collide), starting where prev ended."""
         os.makedirs(self.store_path, exist_ok=True)
         last = os.path.basename(self._files[-1].file_name) if self._files else ""
-        name = index_file_name(int(time.time() * 1000))
+        name = index_file_name(self.clock.wall_ms())
         while name <= last or os.path.exists(os.path.join(self.store_path, name)):
             name = _next_name(max(name, last))
         end_phy = prev.end_phy_offset if prev is not None else 0

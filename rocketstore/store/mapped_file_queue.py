@@ -13,7 +13,8 @@ import os
 import threading
 from collections.abc import Callable
 
-from rocketstore._native.mapped_file import DEFAULT_ALLOCATION_CHUNK, MappedFile
+from rocketstore._native.file_blocks import DEFAULT_ALLOCATION_CHUNK
+from rocketstore._native.mapped_file import MappedFile
 from rocketstore.store.layout import (
     SEGMENT_NAME_DIGITS,
     StoreFormatError,

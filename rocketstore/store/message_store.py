@@ -122,6 +122,7 @@ class MessageStore(ColumnarReads):
                     f"broker_role {config.broker_role})")
             self.pool = TransientStorePool(config.transient_store_pool_size,
                                            config.mapped_file_size_commit_log)
+        self.clock: Clock = clock or SystemClock()
         self.checkpoint = StoreCheckpoint(self.paths.checkpoint, read_only=ro)
         self.allocate_service = None if ro else AllocateMappedFileService(config, self.pool)
         self.commit_log = CommitLog(
@@ -131,14 +132,13 @@ class MessageStore(ColumnarReads):
         self.put_message = self.commit_log.put_path.put
         self.consume_queues = ConsumeQueueTable(self.root, config.mapped_file_size_consume_queue,
                                                 read_only=ro)
-        self.index_service = IndexService(config, self.root, read_only=ro)
+        self.index_service = IndexService(config, self.root, read_only=ro, clock=self.clock)
         self.index_service.on_file_full = self._index_file_full
         self.reput = ReputMessageService(
             self.commit_log, self.consume_queues,
             self.index_service if config.message_index_enable else None)
         self.flush_consume_queue = FlushConsumeQueueService(
             config, self.consume_queues, self.checkpoint, lambda: self.reput.dispatched_timestamp)
-        self.clock: Clock = clock or SystemClock()
         self.clean_commit_log = CleanCommitLogService(
             config, self.commit_log.queue,
             [self.commit_log.queue.store_path, self.consume_queues.root_dir],

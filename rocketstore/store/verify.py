@@ -19,7 +19,8 @@ from typing import Any
 import numpy as np
 
 from rocketstore._native import dispatch
-from rocketstore._native.index_file import IndexFile, IndexFileCorruptError, record_index_key_hashes
+from rocketstore._native.index_file import IndexFile, IndexFileCorruptError
+from rocketstore._native.index_keys import record_index_key_hashes
 from rocketstore.common.fastjson import loads_fastjson
 from rocketstore.common.text import is_ascii_int
 from rocketstore.config import StoreConfig

@@ -34,8 +34,10 @@ from test_consume_queue import expected_units, fill, store_units
 from rocketstore import Message
 from rocketstore._native import dispatch as native
 from rocketstore._native.consume_queue import write_units
-from rocketstore._native.index_file import IndexFile, record_index_key_hashes
-from rocketstore._native.mapped_file import MappedFile, StopFlag
+from rocketstore._native.index_file import IndexFile
+from rocketstore._native.index_keys import record_index_key_hashes
+from rocketstore._native.mapped_file import MappedFile
+from rocketstore._native.stop_flag import StopFlag
 
 SEG = helpers.SEG
 COMMIT, ROLLBACK, PREPARED = 0x8, 0xC, 0x4

@@ -27,15 +27,10 @@ from hypothesis import strategies as st
 from rocketmq_fixture import require_fixture
 
 from rocketstore._native import record
-from rocketstore._native.index_file import (
-    IndexFile,
-    IndexFileCorruptError,
-    build_index,
-    index_file_size,
-    index_key_hash,
-    record_index_key_hashes,
-    utf8_java_hash,
-)
+from rocketstore._native.hashes import utf8_java_hash
+from rocketstore._native.index_build import build_index
+from rocketstore._native.index_file import IndexFile, IndexFileCorruptError, index_file_size
+from rocketstore._native.index_keys import index_key_hash, record_index_key_hashes
 from rocketstore._native.mapped_file import MappedFile
 from rocketstore.config import StoreConfig
 from rocketstore.store.index_service import IndexService, index_file_name
@@ -476,14 +471,24 @@ def test_verified_query_equals_brute_force(recs, slots, items, chunk, queries):
 # ----------------------------------------------------------------- (d) rolling to new files
 
 
-def test_full_file_rolls_and_lookups_span_files(tmp_path, monkeypatch):
-    monkeypatch.setattr(time, "time", lambda: 1_795_313_247.186)  # every file in one ms
+class _StoppedClock:
+    """A wall clock that stands still: every index file is made in one millisecond."""
+
+    def wall_ms(self) -> int:
+        return 1_795_313_247_186
+
+    def monotonic_ms(self) -> float:
+        return 0.0
+
+
+def test_full_file_rolls_and_lookups_span_files(tmp_path):
     recs = [{"topic": "T", "uniq": None, "keys": f"hot k{i}", "sys_flag": 0,
              "ts": BASE_TS + 700 * i} for i in range(30)]
     (tmp_path / "commitlog").mkdir()
     mf = _write_commitlog(tmp_path / "commitlog" / "00000000000000000000", recs)
     pos = np.asarray(record.scan_region(mf, 0, mf.wrote_position).offsets, dtype=np.int64)
-    svc = IndexService(StoreConfig(max_hash_slot_num=3, max_index_num=8), tmp_path)
+    svc = IndexService(StoreConfig(max_hash_slot_num=3, max_index_num=8), tmp_path,
+                       clock=_StoppedClock())
     full: list[int] = []
     svc.on_file_full = full.append
     svc.load(True)

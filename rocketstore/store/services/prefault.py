@@ -15,7 +15,8 @@ room the service backs off (ROOM_RETRY_S) and the writer's own allocation decide
 cannot get blocks stores nothing and says CREATE_MAPPED_FILE_FAILED."""
 from __future__ import annotations
 
-from rocketstore._native.mapped_file import MappedFile, StopFlag
+from rocketstore._native.mapped_file import MappedFile
+from rocketstore._native.stop_flag import StopFlag
 from rocketstore.store.mapped_file_queue import MappedFileQueue
 from rocketstore.store.services.service_thread import ServiceThread
 

@@ -20,7 +20,7 @@ import numpy as np
 
 from rocketstore._native import dispatch as native
 from rocketstore._native.dispatch import DispatchBatch, dispatch_region
-from rocketstore._native.mapped_file import StopFlag
+from rocketstore._native.stop_flag import StopFlag
 from rocketstore._native.topic_queue_table import MAX_QUEUE_ID
 from rocketstore.store.commit_log import CommitLog
 from rocketstore.store.services.service_thread import ServiceThread

@@ -46,7 +46,7 @@ from rocketstore.broker.processors.send._send_header import (
     SendHeaderError, decode_request_header)
 from rocketstore.common.perm import PERM_WRITE as _PERM_WRITE_BIT
 from rocketstore.common.properties import MessageConst, MessageProperty
-from rocketstore.common.topics import RETRY_GROUP_TOPIC_PREFIX
+from rocketstore.common.topics import RETRY_GROUP_TOPIC_PREFIX as _RETRY_GROUP_TOPIC_PREFIX
 from rocketstore.remoting._command import create_response
 from rocketstore.remoting._frames import encode_json_header
 from rocketstore.remoting.codes import ResponseCode
@@ -70,7 +70,7 @@ cdef long long _PERM_WRITE = _PERM_WRITE_BIT
 cdef long long _INT32_MAX = 2147483647
 cdef long long _INT32_MIN = -2147483648
 
-cdef str _RETRY_PREFIX = RETRY_GROUP_TOPIC_PREFIX
+cdef str _RETRY_PREFIX = _RETRY_GROUP_TOPIC_PREFIX
 cdef str _DELAY = MessageProperty.DELAY
 cdef str _TRAN_MSG = MessageProperty.TRAN_MSG
 cdef str _CLUSTER = MessageProperty.CLUSTER
