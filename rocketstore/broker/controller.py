@@ -26,8 +26,8 @@ from typing import Any
 
 from rocketstore.broker.client_manager import ConsumerManager, ProducerManager
 from rocketstore.broker.config import BrokerConfig
-from rocketstore.broker.config_file import JsonConfigFile
 from rocketstore.broker.consumer_offset_manager import ConsumerOffsetManager
+from rocketstore.broker.json_table import JsonTableFile
 from rocketstore.broker.long_polling import PullRequestHoldService
 from rocketstore.broker.message_writer import MessageWriter
 from rocketstore.broker.processors.admin import AdminBrokerProcessor
@@ -77,10 +77,10 @@ class BrokerController:
         self._store_opener = store_opener or (lambda root, cfg: MessageStore.open(root, cfg))
         config_dir = os.path.join(self.root, CONFIG_DIR)
         self.stats = BrokerStats()
-        self.topics = TopicConfigManager(config, JsonConfigFile(os.path.join(config_dir, "topics.json")),
+        self.topics = TopicConfigManager(config, JsonTableFile(os.path.join(config_dir, "topics.json")),
                                          on_change=self._topics_changed)
         self.groups = SubscriptionGroupManager(
-            config, JsonConfigFile(os.path.join(config_dir, "subscriptionGroup.json")),
+            config, JsonTableFile(os.path.join(config_dir, "subscriptionGroup.json")),
             on_change=lambda: self.persist_soon(self.groups))
         self.offsets = ConsumerOffsetManager(self.root)
         self.producers = ProducerManager(config.channel_expired_timeout)

@@ -26,7 +26,7 @@ from collections.abc import Callable
 
 import orjson
 
-from rocketstore.broker.config_file import JsonConfigFile, dumps_pretty
+from rocketstore.broker.json_table import JsonTableFile, dumps_pretty
 from rocketstore.broker.message_writer import MessageWriter
 from rocketstore.common.topics import SCHEDULE_TOPIC
 from rocketstore.message import (
@@ -54,7 +54,7 @@ class ScheduleMessageService:
                  clock_ms: Callable[[], float] = lambda: time.time() * 1000) -> None:
         self.store = store
         self.writer = writer
-        self.file = JsonConfigFile(offset_path)
+        self.file = JsonTableFile(offset_path)
         self.delays_ms = writer.delay_levels_ms
         self._clock_ms = clock_ms
         self.offsets: dict[int, int] = {level: 0 for level in range(1, len(self.delays_ms) + 1)}

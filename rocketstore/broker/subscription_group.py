@@ -18,7 +18,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from rocketstore.broker.config import BrokerConfig
-from rocketstore.broker.config_file import JsonConfigFile, dumps_pretty
+from rocketstore.broker.json_table import JsonTableFile, dumps_pretty
 from rocketstore.common.java_properties import camel_case
 from rocketstore.common.text import is_ascii_int
 from rocketstore.remoting.protocol import DataVersion
@@ -88,7 +88,7 @@ class SubscriptionGroupConfig:
 
 
 class SubscriptionGroupManager:
-    def __init__(self, config: BrokerConfig, file: JsonConfigFile,
+    def __init__(self, config: BrokerConfig, file: JsonTableFile,
                  on_change: Callable[[], None] | None = None,
                  clock_ms: Callable[[], int] = lambda: int(time.time() * 1000)) -> None:
         self.config = config

@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from rocketstore.broker.config import BrokerConfig
-from rocketstore.broker.config_file import JsonConfigFile, dumps_pretty
+from rocketstore.broker.json_table import JsonTableFile, dumps_pretty
 from rocketstore.common.perm import PERM_INHERIT, PERM_READ, PERM_WRITE
 from rocketstore.common.text import is_ascii_int
 from rocketstore.common.topics import (
@@ -107,7 +107,7 @@ class TopicConfig:
 class TopicConfigManager:
     """The topic table (see the module docstring)."""
 
-    def __init__(self, config: BrokerConfig, file: JsonConfigFile,
+    def __init__(self, config: BrokerConfig, file: JsonTableFile,
                  on_change: Callable[[bool], None] | None = None,
                  clock_ms: Callable[[], int] = lambda: int(time.time() * 1000)) -> None:
         self.config = config

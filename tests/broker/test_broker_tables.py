@@ -11,8 +11,8 @@ import orjson
 import pytest
 
 from rocketstore.broker.config import BrokerConfig
-from rocketstore.broker.config_file import JsonConfigFile
 from rocketstore.broker.consumer_offset_manager import ConsumerOffsetManager
+from rocketstore.broker.json_table import JsonTableFile
 from rocketstore.broker.processors.admin import message_queue_key
 from rocketstore.broker.rebalance_lock import RebalanceLockManager
 from rocketstore.broker.subscription_group import SubscriptionGroupConfig, SubscriptionGroupManager
@@ -56,7 +56,7 @@ class _PowerCutAtRename(FileSystem):
 
 def test_writes_are_atomic_and_fall_back_to_bak(tmp_path: Path) -> None:
     path = str(tmp_path / "config" / "topics.json")
-    file = JsonConfigFile(path)
+    file = JsonTableFile(path)
     file.write(b'{"v": 1}')
     file.write(b'{"v": 2}')
     assert file.load() == {"v": 2}
@@ -64,7 +64,7 @@ def test_writes_are_atomic_and_fall_back_to_bak(tmp_path: Path) -> None:
 
     # a crash between writing the temp file and the rename: the old version is whole
     with pytest.raises(OSError):
-        JsonConfigFile(path, fs=_PowerCutAtRename()).write(b'{"v": 3}')
+        JsonTableFile(path, fs=_PowerCutAtRename()).write(b'{"v": 3}')
     assert file.load() == {"v": 2}
     # a torn main file (written by something else): the .bak copy is read
     Path(path + ".bak").write_bytes(b'{"v": 1}')
@@ -81,7 +81,7 @@ def test_writes_are_atomic_and_fall_back_to_bak(tmp_path: Path) -> None:
 def test_topic_table_rules(tmp_path: Path) -> None:
     config = BrokerConfig(broker_name="b1", broker_cluster_name="C1", default_topic_queue_nums=8)
     changes = []
-    topics = TopicConfigManager(config, JsonConfigFile(str(tmp_path / "topics.json")),
+    topics = TopicConfigManager(config, JsonTableFile(str(tmp_path / "topics.json")),
                                 on_change=changes.append)
     for system in ("TBW102", "SELF_TEST_TOPIC", "C1", "b1", "OFFSET_MOVED_EVENT", "SCHEDULE_TOPIC_XXXX"):
         assert topics.select(system) is not None, system
@@ -94,30 +94,30 @@ def test_topic_table_rules(tmp_path: Path) -> None:
     assert topics.create_in_send("other", "missing", 4) is None
     version = topics.data_version
     topics.persist()
-    again = TopicConfigManager(config, JsonConfigFile(str(tmp_path / "topics.json")))
+    again = TopicConfigManager(config, JsonTableFile(str(tmp_path / "topics.json")))
     again.load()
     assert again.select("new") == created and again.data_version == version
     # fastjson's unquoted numbers in a RocketMQ-written file
     (tmp_path / "t2.json").write_text('{"dataVersion":{"counter":{"value":7},"timestamp":5},'
                                       '"topicConfigTable":{"x":{"perm":6,"readQueueNums":2,"writeQueueNums":2,'
                                       '"topicName":"x","topicSysFlag":0,"topicFilterType":"SINGLE_TAG","order":false}}}')
-    third = TopicConfigManager(config, JsonConfigFile(str(tmp_path / "t2.json")))
+    third = TopicConfigManager(config, JsonTableFile(str(tmp_path / "t2.json")))
     third.load()
     assert third.select("x").read_queue_nums == 2 and third.data_version.counter == 7
     # a broker that may not write says so in what it registers
-    readonly = TopicConfigManager(config.replace(broker_permission=PERM_READ), JsonConfigFile(str(tmp_path / "t3.json")))
+    readonly = TopicConfigManager(config.replace(broker_permission=PERM_READ), JsonTableFile(str(tmp_path / "t3.json")))
     assert readonly.registration_table()["TBW102"]["perm"] == PERM_READ
 
 
 def test_subscription_groups_and_offsets(tmp_path: Path) -> None:
-    groups = SubscriptionGroupManager(BrokerConfig(), JsonConfigFile(str(tmp_path / "sub.json")))
+    groups = SubscriptionGroupManager(BrokerConfig(), JsonTableFile(str(tmp_path / "sub.json")))
     assert "TOOLS_CONSUMER" in groups.table
     assert groups.find("fresh").retry_max_times == 16
     groups.update(SubscriptionGroupConfig.from_json({"groupName": "g2", "retryMaxTimes": "3",
                                                      "consumeEnable": False}))
     groups.persist()
     again = SubscriptionGroupManager(BrokerConfig(auto_create_subscription_group=False),
-                                     JsonConfigFile(str(tmp_path / "sub.json")))
+                                     JsonTableFile(str(tmp_path / "sub.json")))
     again.load()
     assert again.table["g2"].retry_max_times == 3 and not again.table["g2"].consume_enable
     assert again.find("unknown") is None
@@ -147,7 +147,7 @@ def test_table_files_with_a_bad_data_version_name_file_and_field(tmp_path: Path,
         path = tmp_path / name
         path.write_text(f'{{"dataVersion":{version},"{key}":{{}}}}')
         with pytest.raises(ValueError, match=f"{name}: {field} must be an integer"):
-            manager(BrokerConfig(), JsonConfigFile(str(path))).load()
+            manager(BrokerConfig(), JsonTableFile(str(path))).load()
         assert path.read_text().startswith('{"dataVersion"')      # left as it was
 
 

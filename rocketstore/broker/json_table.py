@@ -25,7 +25,7 @@ from rocketstore.remoting.protocol import DataVersion
 log = logging.getLogger("rocketstore.broker")
 
 
-class JsonConfigFile:
+class JsonTableFile:
     """One of the broker's JSON files: load (falling back to ``.bak``) and atomic writes,
     one writer at a time."""
 
