@@ -24,14 +24,14 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
-from rocketstore.broker.client_manager import ConsumerManager, ProducerManager
+from rocketstore.broker.client_groups import ConsumerManager, ProducerManager
 from rocketstore.broker.config import BrokerConfig
 from rocketstore.broker.consumer_offset_manager import ConsumerOffsetManager
 from rocketstore.broker.json_table import JsonTableFile
 from rocketstore.broker.long_polling import PullRequestHoldService
 from rocketstore.broker.message_writer import MessageWriter
 from rocketstore.broker.processors.admin import AdminBrokerProcessor
-from rocketstore.broker.processors.client_manage import ClientManageProcessor
+from rocketstore.broker.processors.heartbeat import ClientManageProcessor
 from rocketstore.broker.processors.offsets import ConsumerOffsetProcessor
 from rocketstore.broker.processors.pull import PullMessageProcessor
 from rocketstore.broker.processors.query import QueryMessageProcessor

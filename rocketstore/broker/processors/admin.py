@@ -51,7 +51,7 @@ from rocketstore.remoting import (
 from rocketstore.remoting.headers import get_bool, get_int, get_str, require_int, require_str
 
 if TYPE_CHECKING:
-    from rocketstore.broker.client_manager import ConsumerManager, ProducerManager
+    from rocketstore.broker.client_groups import ConsumerManager, ProducerManager
     from rocketstore.broker.config import BrokerConfig
     from rocketstore.broker.consumer_offset_manager import ConsumerOffsetManager
     from rocketstore.broker.long_polling import PullRequestHoldService

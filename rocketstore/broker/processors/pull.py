@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from rocketstore.broker.client_manager import ConsumerManager
+from rocketstore.broker.client_groups import ConsumerManager
 from rocketstore.broker.config import MASTER_ID, BrokerConfig
 from rocketstore.broker.consumer_offset_manager import ConsumerOffsetManager
 from rocketstore.broker.long_polling import PullRequestHoldService

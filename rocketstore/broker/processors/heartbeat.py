@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 
-from rocketstore.broker.client_manager import (
+from rocketstore.broker.client_groups import (
     CONSUME_FROM_WHERE,
     CONSUME_TYPES,
     LANGUAGES,
