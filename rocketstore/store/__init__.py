@@ -15,7 +15,7 @@ from rocketstore.message import (
 )
 from rocketstore.store.columnar import read_range, read_range_table
 from rocketstore.store.columnar import schema as columnar_schema
-from rocketstore.store.consumer_offsets import (
+from rocketstore.store.consumer_offset_file import (
     CONSUMER_OFFSET_FILE,
     all_group_offsets,
     commit_group_offsets,

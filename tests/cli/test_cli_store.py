@@ -517,7 +517,7 @@ def assert_camel_case(data: Any, where: str = "", data_keyed: tuple[str, ...] = 
 
 
 def test_json_output_uses_camel_case_keys(rocketmq_store: Path, tmp_path: Path) -> None:
-    from rocketstore.store.consumer_offsets import commit_group_offsets
+    from rocketstore.store.consumer_offset_file import commit_group_offsets
 
     commit_group_offsets(str(rocketmq_store), "cg-test", {"orders:0": 7})
     offsets = json.loads(ok("offsets", rocketmq_store).stdout)
@@ -575,7 +575,7 @@ def test_index_sizes_that_the_file_size_does_not_tell(tmp_path: Path) -> None:
 
 def test_offsets_lists_every_queue_and_group(rocketmq_store: Path,
                                              fixture_consumequeue: list[dict[str, Any]]) -> None:
-    from rocketstore.store.consumer_offsets import commit_group_offsets
+    from rocketstore.store.consumer_offset_file import commit_group_offsets
 
     commit_group_offsets(str(rocketmq_store), "cg-test", {"orders:0": 7})
     data = json.loads(ok("offsets", rocketmq_store).output)

@@ -52,7 +52,7 @@ with atheris.instrument_imports():
     from rocketstore.store import get_message as queue_reads
     from rocketstore.store.checkpoint import StoreCheckpoint
     from rocketstore.store.consume_queue_table import ConsumeQueueTable
-    from rocketstore.store.consumer_offsets import load_offset_table
+    from rocketstore.store.consumer_offset_file import load_offset_table
     from rocketstore.store.damage import DamageFile
     from rocketstore.store.shutdown_state import read_shutdown_state
 

@@ -37,7 +37,7 @@ from rocketstore.spark.plan import (  # noqa: E402
 )
 from rocketstore.spark.source import RocketstoreStreamReader  # noqa: E402
 from rocketstore.store import columnar  # noqa: E402
-from rocketstore.store import consumer_offsets as store_offsets  # noqa: E402
+from rocketstore.store import consumer_offset_file as store_offsets  # noqa: E402
 
 SEG = 64 * 1024
 CQ_FILE = 20 * 100          # 100 units per ConsumeQueue file: several files per queue
