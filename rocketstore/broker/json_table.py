@@ -20,7 +20,7 @@ import orjson
 
 from rocketstore.common.atomic_file import DEFAULT_FILE_SYSTEM, FileSystem, write_atomically
 from rocketstore.common.fastjson import loads_fastjson
-from rocketstore.remoting.protocol import DataVersion
+from rocketstore.remoting.route_bodies import DataVersion
 
 log = logging.getLogger("rocketstore.broker")
 

@@ -20,7 +20,7 @@ from rocketstore.remoting import (
     ResponseCode,
     create_request,
 )
-from rocketstore.remoting.protocol import (
+from rocketstore.remoting.route_bodies import (
     DataVersion,
     RegisterBrokerResult,
     body_crc32,

@@ -21,7 +21,7 @@ from rocketstore.broker.config import BrokerConfig
 from rocketstore.broker.json_table import JsonTableFile, dumps_pretty
 from rocketstore.common.java_properties import camel_case
 from rocketstore.common.text import is_ascii_int
-from rocketstore.remoting.protocol import DataVersion
+from rocketstore.remoting.route_bodies import DataVersion
 
 log = logging.getLogger("rocketstore.broker")
 

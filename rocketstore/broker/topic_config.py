@@ -35,7 +35,7 @@ from rocketstore.common.topics import (
     SELF_TEST_TOPIC,
 )
 from rocketstore.message import validate_topic
-from rocketstore.remoting.protocol import DataVersion
+from rocketstore.remoting.route_bodies import DataVersion
 
 log = logging.getLogger("rocketstore.broker")
 

@@ -28,7 +28,7 @@ from rocketstore.client.message import (
 from rocketstore.client.subscription import SubscriptionData
 from rocketstore.common.fastjson import loads_object_keys
 from rocketstore.remoting import RequestCode, ResponseCode, create_request
-from rocketstore.remoting.protocol import MASTER_ID, TopicRouteData
+from rocketstore.remoting.route_bodies import MASTER_ID, TopicRouteData
 
 #: QUERY_MESSAGE's end of time: everything.
 _END_OF_TIME = 2**63 - 1

@@ -29,7 +29,7 @@ from rocketstore.remoting import (
     create_request,
 )
 from rocketstore.remoting.errors import RemotingConnectError, RemotingError, RemotingTimeoutError
-from rocketstore.remoting.protocol import (
+from rocketstore.remoting.route_bodies import (
     BodyError,
     TopicRouteData,
     decode_topic_route_data,

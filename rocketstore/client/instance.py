@@ -40,7 +40,7 @@ from rocketstore.remoting import (
     ResponseCode,
     create_response,
 )
-from rocketstore.remoting.protocol import MASTER_ID, TopicRouteData
+from rocketstore.remoting.route_bodies import MASTER_ID, TopicRouteData
 
 log = logging.getLogger("rocketstore.client")
 

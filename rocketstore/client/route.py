@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from rocketstore.client.message import MessageQueue
 from rocketstore.common.perm import PERM_READ, PERM_WRITE
 from rocketstore.common.text import is_ascii_int
-from rocketstore.remoting.protocol import MASTER_ID, TopicRouteData
+from rocketstore.remoting.route_bodies import MASTER_ID, TopicRouteData
 
 
 @dataclass

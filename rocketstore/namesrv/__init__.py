@@ -24,7 +24,7 @@ from rocketstore.namesrv.config import NamesrvConfig
 from rocketstore.namesrv.controller import NamesrvController
 from rocketstore.namesrv.route_info import RouteInfoManager
 from rocketstore.namesrv.startup import main
-from rocketstore.remoting.protocol import (
+from rocketstore.remoting.route_bodies import (
     BrokerData,
     DataVersion,
     QueueData,

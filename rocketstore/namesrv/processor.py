@@ -20,7 +20,7 @@ from rocketstore.remoting import (
     create_response,
     decode_header,
 )
-from rocketstore.remoting.protocol import (
+from rocketstore.remoting.route_bodies import (
     BodyError,
     DataVersion,
     body_crc32,

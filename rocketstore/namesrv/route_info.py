@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rocketstore.common.perm import PERM_WRITE
-from rocketstore.remoting.protocol import (
+from rocketstore.remoting.route_bodies import (
     MASTER_ID,
     DataVersion,
     QueueData,

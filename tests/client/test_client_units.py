@@ -24,7 +24,7 @@ from rocketstore.client.process_queue import ProcessQueue
 from rocketstore.client.route import publish_info_from_route, subscribe_info_from_route
 from rocketstore.client.subscription import SubscriptionData
 from rocketstore.common.fastjson import FastjsonError, dumps_object_keys, loads_object_keys
-from rocketstore.remoting.protocol import BrokerData, QueueData, TopicRouteData
+from rocketstore.remoting.route_bodies import BrokerData, QueueData, TopicRouteData
 
 
 def queues(n: int, brokers: tuple[str, ...] = ("broker-a",)) -> list[MessageQueue]:

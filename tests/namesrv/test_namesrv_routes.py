@@ -24,7 +24,7 @@ from rocketstore.namesrv import (
     topic_config,
 )
 from rocketstore.remoting import RemotingClient, RequestCode, ResponseCode, create_request
-from rocketstore.remoting.protocol import body_crc32, encode_register_broker_body
+from rocketstore.remoting.route_bodies import body_crc32, encode_register_broker_body
 
 MASTER = BrokerIdentity("DefaultCluster", "broker-a", 0, "127.0.0.1:10911", "127.0.0.1:10912")
 SLAVE = BrokerIdentity("DefaultCluster", "broker-a", 1, "127.0.0.1:10921", "127.0.0.1:10922")
@@ -304,7 +304,7 @@ def test_route_decoder_reads_old_fastjson_keys() -> None:
 
 
 def test_register_body_round_trip() -> None:
-    from rocketstore.remoting.protocol import decode_register_broker_body
+    from rocketstore.remoting.route_bodies import decode_register_broker_body
 
     body = encode_register_broker_body(TOPICS, DataVersion(5, 6), ["f:1"])
     decoded = decode_register_broker_body(body)
