@@ -31,8 +31,8 @@ with that message.
 `encode(cmd)`, `encode_frame(cmd)` (buffers to write: a large body's own buffers uncopied),
 `decode(frame)`, `FrameDecoder(max_frame_bytes).feed(data)` (commands, with a `HeaderError` in
 place of a frame whose header is bad; `FrameError` when the stream is corrupt) and
-`FrameWriter` (frames queued for one write) are native (`_frames`); `pycodec` has the same
-functions in plain Python, the reference they are tested against.
+`FrameWriter` (frames queued for one write) are native (`_frames`); `tests/reference/frame_codec.py`
+has the same functions in plain Python, the reference they are tested against.
 
 ## Servers
 

@@ -19,8 +19,8 @@ first, every ext field a string) are decoded by msgspec into a typed struct inst
 the broker's send path without a dict; their ``ext_fields`` dict is made from the header by
 the orjson path only if something asks for it. Any such header msgspec does not take whole
 goes the orjson way. Anything a well-behaved peer does not send (numbers as strings, a
-missing field, a number in extFields) goes to the checked decoder of ``pycodec``, which is also the reference
-these functions are tested against.
+missing field, a number in extFields) goes to the checked decoder of ``json_header``, which the
+plain-Python reference these functions are tested against (tests/reference/frame_codec.py) shares.
 """
 
 cimport cython
@@ -44,7 +44,7 @@ from rocketstore.common.send_header import REQUIRED_SEND_HEADER_FIELDS as _REQUI
 from rocketstore.common.send_header import SEND_HEADER_FIELDS as _SEND_FIELDS
 from rocketstore.remoting.codes import LanguageCode
 from rocketstore.remoting.errors import FrameError, HeaderError
-from rocketstore.remoting.pycodec import decode_json_header_checked, normalize_ext
+from rocketstore.remoting.json_header import decode_json_header_checked, normalize_ext
 
 cdef extern from "Python.h":
     bint PyLong_CheckExact(object o)

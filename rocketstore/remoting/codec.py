@@ -12,8 +12,9 @@ used; a frame whose length is impossible or over ``max_frame_bytes`` (counted wi
 field, as Netty's LengthFieldBasedFrameDecoder counts it) raises :class:`FrameError`, and the
 connection must close. A frame with sound bounds but an undecodable header becomes a
 :class:`HeaderError` value in the decoder's output, so the stream goes on and the request can
-be answered. JSON headers are parsed by orjson. :mod:`rocketstore.remoting.pycodec` is the same
-codec in plain Python, the reference the native one is tested against.
+be answered. JSON headers are parsed by orjson (unusual ones by
+:mod:`rocketstore.remoting.json_header`). ``tests/reference/frame_codec.py`` is the same codec in
+plain Python, the reference the native one is tested against.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The native frame codec (_frames) against the plain-Python reference (pycodec): the same
+"""The native frame codec (_frames) against the plain-Python reference (frame_codec): the same
 commands, errors and bytes for well-formed and hostile input alike (random bytes, lengths up
 to 2^31, broken JSON, wrong types in every header field), and the frame writer's batching."""
 
@@ -8,6 +8,7 @@ import json
 import struct
 from typing import Any
 
+import frame_codec
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -21,7 +22,6 @@ from rocketstore.remoting import (
     codec,
     create_request,
     create_response,
-    pycodec,
 )
 from rocketstore.remoting.codes import DEFAULT_LANGUAGE, ROCKETMQ_VERSION_4_9_8
 
@@ -78,7 +78,7 @@ def snapshot(item: Any) -> tuple[Any, ...]:
 
 def feed_both(chunks: list[bytes], max_frame_bytes: int = 1 << 20) -> None:
     """Feed the same chunks to both decoders: same commands, same errors, same leftovers."""
-    native, reference = codec.FrameDecoder(max_frame_bytes), pycodec.FrameDecoder(max_frame_bytes)
+    native, reference = codec.FrameDecoder(max_frame_bytes), frame_codec.FrameDecoder(max_frame_bytes)
     for chunk in chunks:
         try:
             expected = reference.feed(chunk)
@@ -202,8 +202,8 @@ def test_binary_headers_with_lying_lengths(headers: list[bytes], body: bytes) ->
     feed_both([b"".join(frame(h, body, serialize_type=1) for h in headers)])
     for header in headers:
         for decode_native, decode_reference in (
-            (codec.decode_binary_header, pycodec.decode_binary_header),
-            (codec.decode_frame, pycodec.decode_frame),
+            (codec.decode_binary_header, frame_codec.decode_binary_header),
+            (codec.decode_frame, frame_codec.decode_frame),
         ):
             data = header if decode_native is codec.decode_binary_header else frame(header, body, 1)[4:]
             try:
@@ -259,14 +259,14 @@ def encoded_by(module: Any, cmd: RemotingCommand) -> bytes | str:
 @given(commands)
 @settings(max_examples=600, deadline=None)
 def test_encoding_is_the_reference_byte_for_byte(cmd: RemotingCommand) -> None:
-    native, reference = encoded_by(codec, cmd), encoded_by(pycodec, cmd)
+    native, reference = encoded_by(codec, cmd), encoded_by(frame_codec, cmd)
     if isinstance(reference, str):
         assert isinstance(native, str)  # both refuse (ValueError against struct.error)
     else:
         assert native == reference
         assert codec.encode(cmd) == native
     try:
-        json_header: bytes | str = pycodec.encode_json_header(cmd)
+        json_header: bytes | str = frame_codec.encode_json_header(cmd)
     except TypeError as exc:  # orjson: an int over 64 bits
         json_header = type(exc).__name__
         with pytest.raises(TypeError):
@@ -283,7 +283,7 @@ def test_frame_writer_queues_what_encode_frame_makes(cmds: list[RemotingCommand]
     for cmd in cmds:
         before = writer.nbytes
         try:
-            frame_bytes = b"".join(pycodec.encode_frame(cmd))
+            frame_bytes = b"".join(frame_codec.encode_frame(cmd))
         except (ValueError, TypeError, struct.error):
             with pytest.raises((ValueError, TypeError, OverflowError)):
                 writer.add(cmd)

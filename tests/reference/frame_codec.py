@@ -1,7 +1,7 @@
-"""The remoting frame codec in plain Python: the reference the native codec (``_frames``) is
-tested against, and the checked decoder of unusual JSON headers that the native one hands over.
-
-Connections use :mod:`rocketstore.remoting.codec` (native); this module has the same functions.
+"""The remoting frame codec in plain Python: the reference the native codec (``_frames``, what
+connections use through :mod:`rocketstore.remoting.codec`) is tested against, with the same
+functions. An unusual JSON header goes to the checked decoder both share,
+:mod:`rocketstore.remoting.json_header`.
 
 A frame (docs/remoting.md, section 2 "Frame")::
 
@@ -28,6 +28,7 @@ import orjson
 from rocketstore.remoting.codes import LanguageCode, SerializeType
 from rocketstore.remoting.command import Buffer, RemotingCommand
 from rocketstore.remoting.errors import FrameError, HeaderError
+from rocketstore.remoting.json_header import decode_json_header_checked, normalize_ext
 
 #: RocketMQ's default frame limit (``com.rocketmq.remoting.frameMaxLength``): 16 MiB.
 MAX_FRAME_BYTES = 16 * 1024 * 1024
@@ -36,7 +37,7 @@ MAX_FRAME_BYTES = 16 * 1024 * 1024
 JOIN_BODY_BELOW = 16 * 1024
 
 _MAX_HEADER_LENGTH = 0xFFFFFF  # 24 bits beside the serialize type
-_INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
+_INT32_MAX = 2**31 - 1
 
 _PREFIX = struct.Struct(">II")  # frame length, serializeType << 24 | headerLength
 _LENGTH = struct.Struct(">I")
@@ -144,37 +145,6 @@ def encode(cmd: RemotingCommand) -> bytes:
 # --------------------------------------------------------------------------------------------
 
 
-def _int32_field(header: dict[str, Any], name: str, default: int, opaque: int | None) -> int:
-    value = header.get(name, default)
-    if value is None:
-        return default
-    if type(value) is not int:
-        # fastjson reads a numeric string into an int field; so do we, and nothing else.
-        digits = value[1:] if isinstance(value, str) and value[:1] == "-" else value
-        if isinstance(digits, str) and digits.isascii() and digits.isdigit() and len(value) < 12:
-            value = int(value)
-        else:
-            raise HeaderError(f"header field {name!r} must be an integer, got {value!r:.60}", opaque=opaque)
-    if not _INT32_MIN <= value <= _INT32_MAX:
-        raise HeaderError(f"header field {name!r} is out of the int32 range: {value}", opaque=opaque)
-    return value
-
-
-def _ext_value_text(value: Any) -> str | None:
-    """An extFields value as the string Java would hold (the C++ client sends numbers)."""
-    if type(value) is str:
-        return value
-    if value is True:
-        return "true"
-    if value is False:
-        return "false"
-    if value is None:
-        return None
-    if isinstance(value, (int, float)):
-        return str(value)
-    return orjson.dumps(value).decode()
-
-
 def decode_json_header(header_bytes: Buffer) -> RemotingCommand:
     try:
         header = _json_loads(header_bytes)
@@ -211,46 +181,6 @@ def decode_json_header(header_bytes: Buffer) -> RemotingCommand:
                     break
             return RemotingCommand(code, language, version, opaque, flag, remark, ext, None, 0)
     return decode_json_header_checked(header)
-
-
-def normalize_ext(ext: dict[str, Any]) -> dict[str, str]:
-    texts = {key: _ext_value_text(value) for key, value in ext.items()}
-    return {key: text for key, text in texts.items() if text is not None}
-
-
-def decode_json_header_checked(header: Any) -> RemotingCommand:
-    """The slow path: every field checked, defaults filled in, errors naming the field."""
-    if type(header) is not dict:
-        raise HeaderError(f"header is a JSON {type(header).__name__}, not an object")
-    # opaque first: every later error can then be answered.
-    opaque = _int32_field(header, "opaque", 0, None)
-    flag = _int32_field(header, "flag", 0, opaque)
-    try:
-        code = _int32_field(header, "code", 0, opaque)
-        version = _int32_field(header, "version", 0, opaque)
-        language_value = header.get("language")
-        if language_value is None:
-            language = LanguageCode.JAVA.value
-        elif type(language_value) is str:
-            language = _LANGUAGE_BY_NAME.get(language_value, LanguageCode.OTHER.value)
-        elif type(language_value) is int and 0 <= language_value <= 255:
-            language = language_value
-        else:
-            raise HeaderError(f"header field 'language' is not a language: {language_value!r:.60}")
-        remark = header.get("remark")
-        if remark is not None and type(remark) is not str:
-            raise HeaderError(f"header field 'remark' must be a string, got {remark!r:.60}")
-        ext = header.get("extFields")
-        if ext is None:
-            ext = {}
-        elif type(ext) is not dict:
-            raise HeaderError(f"header field 'extFields' must be an object, got {ext!r:.60}")
-        else:
-            ext = normalize_ext(ext)
-    except HeaderError as exc:
-        exc.opaque, exc.flag = opaque, flag
-        raise
-    return RemotingCommand(code, language, version, opaque, flag, remark, ext, None, 0)
 
 
 def decode_binary_header(header: Buffer) -> RemotingCommand:
