@@ -37,8 +37,8 @@ from rocketstore.client import (  # noqa: E402
     PushConsumer,
 )
 from rocketstore.client.api import FLAG_SUBSCRIPTION  # noqa: E402
-from rocketstore.client.codec import decode_messages  # noqa: E402
 from rocketstore.client.message import new_uniq_key  # noqa: E402
+from rocketstore.client.records import decode_messages  # noqa: E402
 from rocketstore.remoting import RemotingClient, RequestCode, create_request  # noqa: E402
 from rocketstore.remoting.eventloop import run  # noqa: E402
 

@@ -28,7 +28,6 @@ from rocketstore.client.allocate import (
     AllocateMessageQueueByConfig,
     AllocateMessageQueueStrategy,
 )
-from rocketstore.client.codec import CorruptMessageError, decode_messages, encode_batch
 from rocketstore.client.config import (
     ClientConfig,
     ConsumeFromWhere,
@@ -52,6 +51,7 @@ from rocketstore.client.message import (
 from rocketstore.client.producer import AsyncProducer, Producer
 from rocketstore.client.pull_consumer import AsyncPullConsumer, PullConsumer
 from rocketstore.client.push_consumer import AsyncPushConsumer, PushConsumer
+from rocketstore.client.records import CorruptMessageError, decode_messages, encode_batch
 from rocketstore.client.selector import (
     MessageQueueSelector,
     SelectMessageQueueByHash,

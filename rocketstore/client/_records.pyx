@@ -1,7 +1,7 @@
 # cython: boundscheck=False, wraparound=False, initializedcheck=False
-"""Stored records to MessageExt, natively: the per-message half of rocketstore.client.codec.
+"""Stored records to MessageExt, natively: the per-message half of rocketstore.client.records.
 
-The same checks as the pure-Python decoder (rocketstore.client.codec.decode_message, the
+The same checks as the pure-Python decoder (rocketstore.client.records.decode_message, the
 reference the tests compare it with): every length is checked against the record and the
 buffer before it is used, and a record that does not fit raises CorruptMessageError.
 """
@@ -45,7 +45,7 @@ cdef inline int16_t i16(const uint8_t* p) noexcept nogil:
 cdef object corrupt(str message):
     global _CorruptMessageError
     if _CorruptMessageError is None:
-        from rocketstore.client.codec import CorruptMessageError
+        from rocketstore.client.records import CorruptMessageError
         _CorruptMessageError = CorruptMessageError
     return _CorruptMessageError(message)
 

@@ -16,9 +16,9 @@ from typing import Any, NamedTuple
 
 import orjson
 
-from rocketstore.client.codec import decode_messages
 from rocketstore.client.errors import MQBrokerError, MQClientError
 from rocketstore.client.message import MessageConst, MessageQueue, PullResult, PullStatus
+from rocketstore.client.records import decode_messages
 from rocketstore.client.subscription import SubscriptionData
 from rocketstore.common.fastjson import loads_fastjson
 from rocketstore.remoting import (

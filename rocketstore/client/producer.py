@@ -22,7 +22,6 @@ import zlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from rocketstore.client.codec import encode_batch
 from rocketstore.client.config import ProducerConfig
 from rocketstore.client.errors import MQBrokerError, MQClientError
 from rocketstore.client.instance import ClientInstance
@@ -39,6 +38,7 @@ from rocketstore.client.message import (
     new_uniq_key,
     validate_topic,
 )
+from rocketstore.client.records import encode_batch
 from rocketstore.client.route import TopicPublishInfo
 from rocketstore.client.selector import MessageQueueSelector
 from rocketstore.common.send_header import V2_NAME

@@ -17,10 +17,10 @@ from rocketstore.client import (
     PushConsumerConfig,
     SelectMessageQueueByHash,
 )
-from rocketstore.client.codec import decode_messages
 from rocketstore.client.message import MessageExt
 from rocketstore.client.offset_store import LocalFileOffsetStore, ReadOffsetType
 from rocketstore.client.process_queue import ProcessQueue
+from rocketstore.client.records import decode_messages
 from rocketstore.client.route import publish_info_from_route, subscribe_info_from_route
 from rocketstore.client.subscription import SubscriptionData
 from rocketstore.common.fastjson import FastjsonError, dumps_object_keys, loads_object_keys

@@ -16,7 +16,6 @@ from rocketmq_fixture import fixture_file
 from rocketstore import Message as StoreMessage
 from rocketstore import MessageStore, StoreConfig
 from rocketstore.client import CorruptMessageError, Message, decode_messages, encode_batch
-from rocketstore.client.codec import decode_batch, decode_messages_py
 from rocketstore.client.message import (
     create_offset_msg_id,
     decode_offset_msg_id,
@@ -25,6 +24,7 @@ from rocketstore.client.message import (
     java_hash_code,
     new_uniq_key,
 )
+from rocketstore.client.records import decode_batch, decode_messages_py
 
 
 def test_decodes_every_record_rocketmq_wrote() -> None:
