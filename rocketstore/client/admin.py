@@ -15,7 +15,7 @@ from typing import Any
 from rocketstore.client.config import TOOLS_CONSUMER_GROUP, ClientConfig
 from rocketstore.client.errors import MQBrokerError, MQClientError
 from rocketstore.client.instance import ClientInstance, parse_offset_table
-from rocketstore.client.loop import BlockingClient
+from rocketstore.client.loop_thread import BlockingClient
 from rocketstore.client.message import (
     AUTO_CREATE_TOPIC_KEY_TOPIC,
     MessageExt,

@@ -25,7 +25,7 @@ from typing import Any
 from rocketstore.client.config import ProducerConfig
 from rocketstore.client.errors import MQBrokerError, MQClientError
 from rocketstore.client.instance import ClientInstance
-from rocketstore.client.loop import BlockingClient
+from rocketstore.client.loop_thread import BlockingClient
 from rocketstore.client.message import (
     RETRY_GROUP_TOPIC_PREFIX,
     Message,

@@ -23,7 +23,7 @@ from rocketstore.client.allocate import AllocateMessageQueueStrategy
 from rocketstore.client.config import ConsumeType, PullConsumerConfig
 from rocketstore.client.consumer_base import BaseConsumer
 from rocketstore.client.errors import MQClientError
-from rocketstore.client.loop import BlockingClient
+from rocketstore.client.loop_thread import BlockingClient
 from rocketstore.client.message import (
     MessageExt,
     MessageQueue,

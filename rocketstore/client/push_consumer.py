@@ -31,7 +31,7 @@ from rocketstore.client.consume_service import (
 )
 from rocketstore.client.consumer_base import BaseConsumer
 from rocketstore.client.errors import MQClientError
-from rocketstore.client.loop import BlockingClient
+from rocketstore.client.loop_thread import BlockingClient
 from rocketstore.client.message import (
     Message,
     MessageConst,
