@@ -20,7 +20,10 @@ def validate_topic(topic: str) -> None:
 
 @disjoint_base
 class Message:
-    """A message to put; ``properties`` holds user and system properties."""
+    """A message the embedded store puts (``rocketstore.Message``); a producer sends a broker
+    ``rocketstore.client.Message`` instead.
+
+    ``properties`` holds user and system properties."""
 
     topic: str
     body: bytes

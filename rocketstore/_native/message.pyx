@@ -129,7 +129,10 @@ cdef int _check_property_text(str what, object value) except -1:
 
 
 cdef class Message:
-    """A message to put. Properties hold every property (user and system, RocketMQ's map);
+    """A message the embedded store puts (``rocketstore.Message``); a producer sends a broker
+    ``rocketstore.client.Message`` instead.
+
+    Properties hold every property (user and system, RocketMQ's map);
     tags, keys and uniq_key read and write their well-known entries.
 
     A UNIQ_KEY the put generates is kept as hex text in the object (no str, no dict insert

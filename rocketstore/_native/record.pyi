@@ -23,8 +23,10 @@ class CorruptRecordError(ValueError):
 
 @final
 class MessageExt:
-    """A stored message decoded from its record; body and record are zero-copy views that
-    pin their mapped file."""
+    """A message read back from the embedded store (``rocketstore.MessageExt``); a consumer of
+    a broker gets ``rocketstore.client.MessageExt`` instead.
+
+    Decoded from its record; body and record are zero-copy views that pin their mapped file."""
 
     @property
     def record(self) -> memoryview:

@@ -39,7 +39,10 @@ class CorruptRecordError(ValueError):
 
 @cython.final
 cdef class MessageExt:
-    """A stored message decoded from its record; body and raw fields are zero-copy views."""
+    """A message read back from the embedded store (``rocketstore.MessageExt``); a consumer of
+    a broker gets ``rocketstore.client.MessageExt`` instead.
+
+    Decoded from its record; body and raw fields are zero-copy views."""
     cdef readonly object record        # memoryview of the whole record (pins its file)
     cdef readonly str topic
     cdef readonly int32_t queue_id

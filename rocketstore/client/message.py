@@ -71,7 +71,10 @@ def decode_properties(text: str) -> dict[str, str]:
 
 
 class Message:
-    """A message to send: ``topic``, ``body`` (bytes), ``flag`` and string ``properties``.
+    """A message a producer sends a broker (``rocketstore.client.Message``, RocketMQ's client
+    Message); the embedded store puts ``rocketstore.Message`` instead.
+
+    It has a ``topic``, a ``body`` (bytes), a ``flag`` and string ``properties``.
 
     ``tags``, ``keys``, ``delay_time_level`` and ``wait_store_msg_ok`` are properties under
     RocketMQ's names (TAGS, KEYS, DELAY, WAIT). ``keys`` are several lookup keys, stored
@@ -219,7 +222,10 @@ class Message:
 
 
 class MessageExt(Message):
-    """A stored message, as a consumer or a query gets it: the record's fields besides.
+    """A stored message as a consumer or a query gets it from a broker
+    (``rocketstore.client.MessageExt``); the embedded store reads back ``rocketstore.MessageExt``.
+
+    Beside the message's fields, its record's (queue and CommitLog offsets, timestamps, hosts, ...).
 
     The hosts and the broker's message id are kept as the record's bytes and formatted when
     read (most consumers never look at them)."""
