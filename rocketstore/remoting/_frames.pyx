@@ -152,7 +152,9 @@ def _send_header_decoder(str name, int wire):
 cdef object _astuple = msgspec.structs.astuple
 cdef object _decode_send_v1 = _send_header_decoder("SendMessage", 1)
 cdef object _decode_send_v2 = _send_header_decoder("SendMessageV2", 2)
-cdef object _MsgspecError = msgspec.DecodeError
+# What msgspec's decode raises on bad input: DecodeError, and besides it UnicodeDecodeError (a
+# string value that is not UTF-8) and RecursionError (nesting); the orjson path then decides.
+cdef tuple _MSGSPEC_ERRORS = (msgspec.DecodeError, ValueError, OverflowError, RecursionError)
 cdef const char* _SEND_V2_PREFIX = b'{"code":310,"extFields":{'
 cdef const char* _SEND_V1_PREFIX = b'{"code":10,"extFields":{'
 
@@ -164,7 +166,7 @@ cdef RemotingCommand _decode_send_header(bytes header, bint v2):
     cdef int code = 0, opaque = 0, flag = 0, version = 0
     try:
         values = _astuple(_decode_send_v2(header) if v2 else _decode_send_v1(header))
-    except _MsgspecError:
+    except _MSGSPEC_ERRORS:
         return None
     # (code, extFields, language, flag, opaque, version, remark), as _send_header_decoder has them
     language = _LANGUAGE_BY_NAME.get(values[2])

@@ -133,6 +133,23 @@ def test_send_headers_decode_as_the_reference_does(headers: list[bytes], body: b
     feed_both([b"".join(frame(h, body) for h in headers)])
 
 
+@pytest.mark.parametrize("header", [
+    b'{"code":310,"extFields":{"a":"\xc3"}}',          # a string value cut inside a 2-byte sequence
+    b'{"code":310,"extFields":{"a":"PG","b":"\xe2\x82"',  # cut inside a 3-byte one, header cut
+    b'{"code":10,"extFields":{"topic":"\xc3"}}',       # SEND_MESSAGE's long names
+    b'{"code":310,"extFields":{"a":"\xed\xa0\x80"}}',  # an encoded surrogate
+    b'{"code":310,"extFields":{"a":"\xc0\x80"}}',      # an overlong encoding
+    b'{"code":310,"extFields":{"a":"PG","a":"\xff"}}',  # a repeated key, its value not UTF-8
+    b'{"code":310,"extFields":{"a":"PG","b":"T","c":"TBW102","d":"4","e":"1","f":"0","g":"17",'
+    b'"h":"0"},"language":"JAVA","zz":' + b"[" * 1100 + b"]" * 1100 + b"}",  # msgspec's recursion limit
+])
+def test_send_headers_msgspec_rejects_otherwise_decode_as_the_reference_does(header: bytes) -> None:
+    """The typed SEND path's decode failures other than msgspec.DecodeError (UnicodeDecodeError,
+    RecursionError) leave the header to the orjson path: a per-frame HeaderError or the same
+    command as the reference, never an exception out of feed."""
+    feed_both([frame(header, b"body") + frame(b'{"code":11,"opaque":3}')])
+
+
 def test_java_send_headers_take_the_typed_path_and_others_do_not() -> None:
     java = {"a": "PG", "b": "T", "c": "TBW102", "d": "4", "e": "1", "f": "0", "g": "17", "h": "0",
             "i": "TAGS\x01t\x02", "j": "0", "k": "false", "m": "false", "x-extra": "kept"}
