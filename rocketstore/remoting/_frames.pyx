@@ -249,7 +249,10 @@ cdef RemotingCommand _decode_json_header_orjson(bytes data):
         ext = <object>item
         while PyDict_Next(ext, &pos, &key, &value):
             if not PyUnicode_CheckExact(<object>value):
-                ext = normalize_ext(ext)  # the C++ client's numbers become their text
+                try:
+                    ext = normalize_ext(ext)  # the C++ client's numbers become their text
+                except HeaderError:
+                    return decode_json_header_checked(header)  # the error with opaque and flag
                 break
     else:
         return decode_json_header_checked(header)

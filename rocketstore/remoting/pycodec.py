@@ -207,14 +207,22 @@ def decode_json_header(header_bytes: Buffer) -> RemotingCommand:
         ):
             for value in ext.values():
                 if type(value) is not str:
-                    ext = normalize_ext(ext)
+                    try:
+                        ext = normalize_ext(ext)
+                    except HeaderError:
+                        return decode_json_header_checked(header)  # the error with opaque and flag
                     break
             return RemotingCommand(code, language, version, opaque, flag, remark, ext, None, 0)
     return decode_json_header_checked(header)
 
 
 def normalize_ext(ext: dict[str, Any]) -> dict[str, str]:
-    texts = {key: _ext_value_text(value) for key, value in ext.items()}
+    """The ext fields as strings. Raises HeaderError for a value nested deeper than orjson
+    writes back (orjson reads deeper than it writes)."""
+    try:
+        texts = {key: _ext_value_text(value) for key, value in ext.items()}
+    except orjson.JSONEncodeError as exc:
+        raise HeaderError(f"header field 'extFields' has a value that cannot be its text: {exc}") from None
     return {key: text for key, text in texts.items() if text is not None}
 
 

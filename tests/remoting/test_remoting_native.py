@@ -150,6 +150,19 @@ def test_send_headers_msgspec_rejects_otherwise_decode_as_the_reference_does(hea
     feed_both([frame(header, b"body") + frame(b'{"code":11,"opaque":3}')])
 
 
+@pytest.mark.parametrize("code", [310, 10, 11, 320])
+def test_an_ext_value_nested_deeper_than_orjson_writes_is_a_header_error(code: int) -> None:
+    """orjson reads nesting it cannot write back (dumps stops at 255 levels): such an
+    extFields value is a HeaderError carrying opaque and flag, for SEND, PULL and any header."""
+    deep = b"[" * 300 + b"]" * 300
+    for header in (b'{"code":%d,"extFields":{"a":%s},"language":"JAVA","opaque":9,"flag":0}' % (code, deep),
+                   b'{"code":%d,"extFields":{"a":"x","b":%s},"opaque":9}' % (code, deep)):
+        feed_both([frame(header) + frame(b'{"code":11,"opaque":3}')])
+        error, after = codec.FrameDecoder().feed(frame(header) + frame(b'{"code":11,"opaque":3}'))
+        assert isinstance(error, HeaderError) and (error.opaque, error.flag) == (9, 0)
+        assert type(after) is RemotingCommand and after.opaque == 3
+
+
 def test_java_send_headers_take_the_typed_path_and_others_do_not() -> None:
     java = {"a": "PG", "b": "T", "c": "TBW102", "d": "4", "e": "1", "f": "0", "g": "17", "h": "0",
             "i": "TAGS\x01t\x02", "j": "0", "k": "false", "m": "false", "x-extra": "kept"}
