@@ -142,6 +142,12 @@ def test_send_headers_decode_as_the_reference_does(headers: list[bytes], body: b
     b'{"code":310,"extFields":{"a":"PG","a":"\xff"}}',  # a repeated key, its value not UTF-8
     b'{"code":310,"extFields":{"a":"PG","b":"T","c":"TBW102","d":"4","e":"1","f":"0","g":"17",'
     b'"h":"0"},"language":"JAVA","zz":' + b"[" * 1100 + b"]" * 1100 + b"}",  # msgspec's recursion limit
+    # msgspec takes these whole (it skips unknown fields unchecked); orjson refuses their bytes
+    b'{"code":310,"extFields":{"a":"PG","b":"T","c":"TBW102","d":"4","e":"1","f":"0","g":"17",'
+    b'"h":"0","zz":"\xc3"},"language":"JAVA"}',
+    b'{"code":10,"extFields":{"producerGroup":"PG","topic":"T","defaultTopic":"TBW102",'
+    b'"defaultTopicQueueNums":"4","queueId":"1","sysFlag":"0","bornTimestamp":"17","flag":"0"},'
+    b'"language":"JAVA","\xe2\x82":1}',
 ])
 def test_send_headers_msgspec_rejects_otherwise_decode_as_the_reference_does(header: bytes) -> None:
     """The typed SEND path's decode failures other than msgspec.DecodeError (UnicodeDecodeError,
