@@ -11,7 +11,8 @@ import os
 
 from libc.stdint cimport int64_t
 from libc.errno cimport EBADF, EINTR
-from posix.fcntl cimport posix_fallocate
+from posix.fcntl cimport O_CLOEXEC, O_RDONLY, open as c_open, posix_fallocate
+from posix.unistd cimport close as c_close
 from posix.types cimport off_t
 
 from rocketstore._native.includes.atomic cimport rs_load_i64, rs_store_max_i64
@@ -26,6 +27,9 @@ cdef enum:
 
 cdef extern from "<fcntl.h>" nogil:
     int fallocate(int fd, int mode, off_t offset, off_t length)
+
+cdef extern from "<unistd.h>" nogil:
+    int dup3(int oldfd, int newfd, int flags)
     enum:
         FALLOC_FL_KEEP_SIZE
         FALLOC_FL_PUNCH_HOLE
@@ -138,3 +142,17 @@ cdef int punch_hole(int fd, int64_t start, int64_t end) noexcept nogil:
     zeros). 0, or -1 (errno set) when the file system cannot."""
     return fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
                      <off_t>start, <off_t>(end - start))
+
+
+cdef int park_fd(int fd) noexcept nogil:
+    """Point fd at /dev/null, read-only: the file's descriptor is let go at once, yet the
+    number stays taken until it is closed, so a thread still using it gets an error from
+    fallocate, pwrite or fdatasync instead of reaching a file opened since under the same
+    number. 0, or -1 (fd left as it was) when /dev/null cannot be opened."""
+    cdef int null = c_open(b"/dev/null", O_RDONLY | O_CLOEXEC)
+    cdef int rc
+    if null < 0:
+        return -1
+    rc = dup3(null, fd, O_CLOEXEC)
+    c_close(null)
+    return 0 if rc >= 0 else -1

@@ -18,6 +18,8 @@ cdef class MappedFile:
     cdef bint buffered         # appends land outside the mapping: readers stop at committed
     cdef readonly bint write_through  # committed by pwrite, made durable by fdatasync
     cdef int fd
+    cdef int parked_fd         # fd's number after a forced detach, on /dev/null until the
+                               # last holder lets go (a holder may still be using it)
     cdef int64_t wrote_pos     # bytes appended (published after the copy)
     cdef int64_t committed_pos # bytes in the mapped file (== wrote_pos without a pool)
     cdef int64_t flushed_pos   # bytes made durable by msync
@@ -36,6 +38,7 @@ cdef class MappedFile:
     cpdef bint hold(self)
     cpdef void release(self)
     cdef void _cleanup(self)
+    cdef void _close_fds(self) noexcept
     cdef _check_pos(self, str field, int64_t pos)
     cdef int _check_open(self) except -1
     cdef int _check_writable(self) except -1

@@ -23,11 +23,11 @@ from posix.mman cimport (
 )
 from posix.time cimport nanosleep, timespec
 from posix.types cimport off_t
-from posix.unistd cimport fdatasync
+from posix.unistd cimport close as c_close, fdatasync
 
 from rocketstore._native.file_blocks cimport (
-    ALLOCATION_CHUNK, allocate_blocks, create_file, data_end, punch_hole, reads_allocate,
-    reserve_blocks, size_new_file,
+    ALLOCATION_CHUNK, allocate_blocks, create_file, data_end, park_fd, punch_hole,
+    reads_allocate, reserve_blocks, size_new_file,
 )
 from rocketstore._native.includes.atomic cimport (
     rs_load_i64, rs_load_int, rs_store_release_i64,
@@ -85,6 +85,7 @@ cdef class MappedFile:
                   file_from_offset=None, bint preallocate=False,
                   int64_t allocation_chunk=ALLOCATION_CHUNK):
         self.fd = -1
+        self.parked_fd = -1
         self.base = NULL
         self.available = False
         init_write_through(&self.through)
@@ -160,9 +161,7 @@ cdef class MappedFile:
         if self.base != NULL:
             munmap(self.base, <size_t>self.file_size)
             self.base = NULL
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
+        self._close_fds()
 
     def __repr__(self):
         return (f"MappedFile({self.file_name!r}, size={self.file_size}, "
@@ -432,15 +431,29 @@ cdef class MappedFile:
         if base != NULL:
             with nogil:         # unmapping a large file takes a while: producers go on
                 munmap(base, size)
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
+        self._close_fds()
         self.cleanup_over = True
+
+    cdef void _close_fds(self) noexcept:
+        """Close the descriptor (and a parked one) once. Each is taken out of the object
+        before it is closed, the GIL held in between: a close that releases the GIL (as
+        os.close does) would let a second thread (a holder's last release, a forced
+        detach) close the same number again, by then maybe another file's."""
+        cdef int fd = self.fd
+        cdef int parked = self.parked_fd
+        self.fd = -1
+        self.parked_fd = -1
+        with nogil:
+            if fd >= 0:
+                c_close(fd)
+            if parked >= 0:
+                c_close(parked)
 
     def shutdown(self, double interval_forcibly_ms=0, double now_ms=-1):
         """Refuse new holders; after the interval, stop waiting for old ones (detach).
         now_ms: the caller's clock in ms (a monotonic one; default time.monotonic)."""
         cdef void* addr
+        cdef int fd
         if now_ms < 0:
             now_ms = _now_ms()
         if self.available:
@@ -454,8 +467,13 @@ cdef class MappedFile:
                 # kernel without MADV_POPULATE_WRITE) touches memory, not a signal.
                 addr = mmap(self.base, <size_t>self.file_size, PROT_READ | PROT_WRITE,
                             MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0)
-                if addr != MAP_FAILED:
-                    os.close(self.fd)
+                # The file is let go, but not its descriptor's number: a holder may be
+                # using it without the GIL (prefault_follow's allocation, a commit's
+                # pwrite), so it is parked on /dev/null and closed by the last release.
+                # Where /dev/null cannot be had, the file stays open until then.
+                fd = self.fd
+                if addr != MAP_FAILED and park_fd(fd) == 0:
+                    self.parked_fd = fd
                     self.fd = -1
 
     def destroy(self, double interval_forcibly_ms=0, double now_ms=-1):

@@ -31,7 +31,7 @@ from cpython.dict cimport PyDict_GetItem, PyDict_Next
 from cpython.long cimport PyLong_AsLongLongAndOverflow
 from cpython.object cimport PyObject
 from cpython.unicode cimport PyUnicode_DecodeUTF8
-from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint32_t
+from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.string cimport memcmp, memcpy
 
 import msgspec
@@ -152,9 +152,32 @@ def _send_header_decoder(str name, int wire):
 cdef object _astuple = msgspec.structs.astuple
 cdef object _decode_send_v1 = _send_header_decoder("SendMessage", 1)
 cdef object _decode_send_v2 = _send_header_decoder("SendMessageV2", 2)
-cdef object _MsgspecError = msgspec.DecodeError
+# msgspec's DecodeError, UnicodeDecodeError (a string not UTF-8), RecursionError (nesting) ...
+cdef tuple _MSGSPEC_ERRORS = (msgspec.DecodeError, ValueError, OverflowError, RecursionError)
 cdef const char* _SEND_V2_PREFIX = b'{"code":310,"extFields":{'
 cdef const char* _SEND_V1_PREFIX = b'{"code":10,"extFields":{'
+
+
+cdef bint _not_utf8(bytes header) except -1:
+    """True when the header is not UTF-8. msgspec checks only the strings it decodes, not an
+    unknown field's it skips; orjson refuses the whole header then, and so the reference."""
+    cdef const char* p = PyBytes_AS_STRING(header)
+    cdef Py_ssize_t i = 0, size = PyBytes_GET_SIZE(header)
+    cdef uint64_t word, high = 0
+    while i + 8 <= size:                    # ASCII, 8 bytes at a time: the common case
+        memcpy(&word, p + i, 8)
+        high |= word
+        i += 8
+    while i < size:
+        high |= <uint8_t>p[i]
+        i += 1
+    if not high & 0x8080808080808080:
+        return False
+    try:
+        PyUnicode_DecodeUTF8(p, size, NULL)
+    except UnicodeDecodeError:
+        return True
+    return False
 
 
 cdef RemotingCommand _decode_send_header(bytes header, bint v2):
@@ -164,7 +187,9 @@ cdef RemotingCommand _decode_send_header(bytes header, bint v2):
     cdef int code = 0, opaque = 0, flag = 0, version = 0
     try:
         values = _astuple(_decode_send_v2(header) if v2 else _decode_send_v1(header))
-    except _MsgspecError:
+    except _MSGSPEC_ERRORS:
+        return None
+    if _not_utf8(header):
         return None
     # (code, extFields, language, flag, opaque, version, remark), as _send_header_decoder has them
     language = _LANGUAGE_BY_NAME.get(values[2])
@@ -247,7 +272,10 @@ cdef RemotingCommand _decode_json_header_orjson(bytes data):
         ext = <object>item
         while PyDict_Next(ext, &pos, &key, &value):
             if not PyUnicode_CheckExact(<object>value):
-                ext = normalize_ext(ext)  # the C++ client's numbers become their text
+                try:
+                    ext = normalize_ext(ext)  # the C++ client's numbers become their text
+                except HeaderError:
+                    return decode_json_header_checked(header)  # the error with opaque and flag
                 break
     else:
         return decode_json_header_checked(header)

@@ -50,7 +50,12 @@ def _ext_value_text(value: Any) -> str | None:
 
 
 def normalize_ext(ext: dict[str, Any]) -> dict[str, str]:
-    texts = {key: _ext_value_text(value) for key, value in ext.items()}
+    """The ext fields as strings. Raises HeaderError for a value nested deeper than orjson
+    writes back (orjson reads deeper than it writes)."""
+    try:
+        texts = {key: _ext_value_text(value) for key, value in ext.items()}
+    except orjson.JSONEncodeError as exc:
+        raise HeaderError(f"header field 'extFields' has a value that cannot be its text: {exc}") from None
     return {key: text for key, text in texts.items() if text is not None}
 
 

@@ -115,6 +115,41 @@ def test_destroy_waits_for_views_then_forces(mf: MappedFile, path: Path) -> None
         mf.read(0, 1)
 
 
+def _fds_to(target: str) -> list[int]:
+    """This process's descriptors open on target."""
+    found = []
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            if os.readlink(f"/proc/self/fd/{name}") == target:
+                found.append(int(name))
+        except OSError:
+            pass
+    return found
+
+
+def test_a_forced_detach_lets_the_file_go_and_keeps_its_descriptor_number_until_the_last_holder(
+        mf: MappedFile, path: Path) -> None:
+    """A holder may still be using the descriptor without the GIL (prefault_follow's
+    allocation, a commit's pwrite): its number points at /dev/null until the last holder
+    lets go, then it is closed once; a file opened in between never gets that number."""
+    [fd] = _fds_to(str(path))
+    v = mf.view(0, 8)
+    assert mf.destroy(0) is False
+    assert mf.destroy(0) is True            # forced: the file is let go and deleted
+    assert _fds_to(str(path)) == [] and not path.exists()
+    assert os.readlink(f"/proc/self/fd/{fd}") == "/dev/null"
+    other = os.open(path.with_name("other"), os.O_RDWR | os.O_CREAT)
+    try:
+        assert other != fd
+    finally:
+        os.close(other)
+    del v
+    gc.collect()                            # the last release closes the parked number
+    assert mf.is_cleanup_over
+    assert not os.path.exists(f"/proc/self/fd/{fd}")
+    mf.close()                              # nothing left to close twice
+
+
 def test_destroy_without_views_is_immediate(mf: MappedFile, path: Path) -> None:
     mf.append(b"x")
     assert mf.destroy(60_000) is True

@@ -177,7 +177,10 @@ def decode_json_header(header_bytes: Buffer) -> RemotingCommand:
         ):
             for value in ext.values():
                 if type(value) is not str:
-                    ext = normalize_ext(ext)
+                    try:
+                        ext = normalize_ext(ext)
+                    except HeaderError:
+                        return decode_json_header_checked(header)  # the error with opaque and flag
                     break
             return RemotingCommand(code, language, version, opaque, flag, remark, ext, None, 0)
     return decode_json_header_checked(header)

@@ -133,6 +133,42 @@ def test_send_headers_decode_as_the_reference_does(headers: list[bytes], body: b
     feed_both([b"".join(frame(h, body) for h in headers)])
 
 
+@pytest.mark.parametrize("header", [
+    b'{"code":310,"extFields":{"a":"\xc3"}}',          # a string value cut inside a 2-byte sequence
+    b'{"code":310,"extFields":{"a":"PG","b":"\xe2\x82"',  # cut inside a 3-byte one, header cut
+    b'{"code":10,"extFields":{"topic":"\xc3"}}',       # SEND_MESSAGE's long names
+    b'{"code":310,"extFields":{"a":"\xed\xa0\x80"}}',  # an encoded surrogate
+    b'{"code":310,"extFields":{"a":"\xc0\x80"}}',      # an overlong encoding
+    b'{"code":310,"extFields":{"a":"PG","a":"\xff"}}',  # a repeated key, its value not UTF-8
+    b'{"code":310,"extFields":{"a":"PG","b":"T","c":"TBW102","d":"4","e":"1","f":"0","g":"17",'
+    b'"h":"0"},"language":"JAVA","zz":' + b"[" * 1100 + b"]" * 1100 + b"}",  # msgspec's recursion limit
+    # msgspec takes these whole (it skips unknown fields unchecked); orjson refuses their bytes
+    b'{"code":310,"extFields":{"a":"PG","b":"T","c":"TBW102","d":"4","e":"1","f":"0","g":"17",'
+    b'"h":"0","zz":"\xc3"},"language":"JAVA"}',
+    b'{"code":10,"extFields":{"producerGroup":"PG","topic":"T","defaultTopic":"TBW102",'
+    b'"defaultTopicQueueNums":"4","queueId":"1","sysFlag":"0","bornTimestamp":"17","flag":"0"},'
+    b'"language":"JAVA","\xe2\x82":1}',
+])
+def test_send_headers_msgspec_rejects_otherwise_decode_as_the_reference_does(header: bytes) -> None:
+    """The typed SEND path's decode failures other than msgspec.DecodeError (UnicodeDecodeError,
+    RecursionError) leave the header to the orjson path: a per-frame HeaderError or the same
+    command as the reference, never an exception out of feed."""
+    feed_both([frame(header, b"body") + frame(b'{"code":11,"opaque":3}')])
+
+
+@pytest.mark.parametrize("code", [310, 10, 11, 320])
+def test_an_ext_value_nested_deeper_than_orjson_writes_is_a_header_error(code: int) -> None:
+    """orjson reads nesting it cannot write back (dumps stops at 255 levels): such an
+    extFields value is a HeaderError carrying opaque and flag, for SEND, PULL and any header."""
+    deep = b"[" * 300 + b"]" * 300
+    for header in (b'{"code":%d,"extFields":{"a":%s},"language":"JAVA","opaque":9,"flag":0}' % (code, deep),
+                   b'{"code":%d,"extFields":{"a":"x","b":%s},"opaque":9}' % (code, deep)):
+        feed_both([frame(header) + frame(b'{"code":11,"opaque":3}')])
+        error, after = codec.FrameDecoder().feed(frame(header) + frame(b'{"code":11,"opaque":3}'))
+        assert isinstance(error, HeaderError) and (error.opaque, error.flag) == (9, 0)
+        assert type(after) is RemotingCommand and after.opaque == 3
+
+
 def test_java_send_headers_take_the_typed_path_and_others_do_not() -> None:
     java = {"a": "PG", "b": "T", "c": "TBW102", "d": "4", "e": "1", "f": "0", "g": "17", "h": "0",
             "i": "TAGS\x01t\x02", "j": "0", "k": "false", "m": "false", "x-extra": "kept"}
