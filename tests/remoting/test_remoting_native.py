@@ -5,7 +5,12 @@ to 2^31, broken JSON, wrong types in every header field), and the frame writer's
 from __future__ import annotations
 
 import json
+import os
 import struct
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
 from typing import Any
 
 import frame_codec
@@ -13,6 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import rocketstore
 from rocketstore.remoting import (
     FLAG_ONEWAY,
     FLAG_RESPONSE,
@@ -167,6 +173,30 @@ def test_an_ext_value_nested_deeper_than_orjson_writes_is_a_header_error(code: i
         error, after = codec.FrameDecoder().feed(frame(header) + frame(b'{"code":11,"opaque":3}'))
         assert isinstance(error, HeaderError) and (error.opaque, error.flag) == (9, 0)
         assert type(after) is RemotingCommand and after.opaque == 3
+
+
+@pytest.mark.parametrize("code", [310, 11, 30])
+def test_a_header_nested_200000_deep_is_a_header_error_not_a_crash(code: int) -> None:
+    """A 400 KB header of nested arrays (well under the 16 MiB frame limit): orjson before 3.9.15
+    overflowed its stack on it and killed the process; it is one request's HeaderError. Run in
+    a child so that a crash fails this test instead of the run."""
+    script = textwrap.dedent(f"""
+        import struct
+        from rocketstore.remoting import codec, HeaderError, RemotingCommand
+        def frame(header):
+            return struct.pack(">ii", 4 + len(header), len(header)) + header
+        deep = b"[" * 200_000 + b"]" * 200_000
+        header = b'{{"code":{code},"extFields":{{"a":' + deep + b'}},"opaque":9,"flag":0}}'
+        error, after = codec.FrameDecoder(max_frame_bytes=16 << 20).feed(
+            frame(header) + frame(b'{{"code":11,"opaque":3}}'))
+        assert isinstance(error, HeaderError), error
+        assert type(after) is RemotingCommand and after.opaque == 3
+        print("ok")
+    """)
+    env = {**os.environ, "PYTHONPATH": str(Path(rocketstore.__file__).resolve().parents[1])}
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120, env=env)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", (proc.returncode, proc.stderr[-2000:])
 
 
 def test_java_send_headers_take_the_typed_path_and_others_do_not() -> None:
