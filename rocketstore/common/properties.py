@@ -57,3 +57,18 @@ class MessageProperty:
     MAX_RECONSUME_TIMES = MessageConst.MAX_RECONSUME_TIMES
     CLUSTER = "CLUSTER"
     ORIGIN_MESSAGE_ID = MessageConst.ORIGIN_MESSAGE_ID
+
+
+def c_header() -> str:
+    """The separators and MessageProperty's names as C macros for the native code's generated
+    header: ``RS_PROPERTY_<NAME>`` a string literal, ``RS_PROPERTY_<NAME>_LEN`` its length (a
+    compile-time constant, so a memcmp against it compiles to a word compare)."""
+    lines = [f"#define RS_NAME_VALUE_SEPARATOR {ord(NAME_VALUE_SEPARATOR)}",
+             f"#define RS_PROPERTY_SEPARATOR {ord(PROPERTY_SEPARATOR)}"]
+    for name, value in vars(MessageProperty).items():
+        if name.startswith("_"):
+            continue
+        assert value.isascii() and value.isidentifier(), value   # a plain C string literal
+        lines.append(f'#define RS_PROPERTY_{name} "{value}"')
+        lines.append(f"#define RS_PROPERTY_{name}_LEN {len(value)}")
+    return "\n".join(lines) + "\n"
