@@ -28,7 +28,7 @@ from rocketstore.common.java_properties import (
     parse_properties,
     read_properties_text,
 )
-from rocketstore.common.perm import PERM_READ, PERM_WRITE
+from rocketstore.common.perm import PERM_MASK, PERM_READ, PERM_WRITE
 from rocketstore.common.topics import TRACE_TOPIC
 from rocketstore.config import PROPERTY_KEYS, StoreConfig
 
@@ -100,7 +100,7 @@ class BrokerConfig:
                 raise ValueError(f"{name} must be in [0, 65535], got {value}")
         if self.broker_id < 0:
             raise ValueError(f"broker_id must be >= 0, got {self.broker_id}")
-        if not 0 <= self.broker_permission <= 0xF:
+        if not 0 <= self.broker_permission <= PERM_MASK:
             raise ValueError(f"broker_permission must be in [0, 15], got {self.broker_permission}")
         if not 1 <= self.default_topic_queue_nums <= 1024:
             raise ValueError(

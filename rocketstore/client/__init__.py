@@ -31,8 +31,6 @@ from rocketstore.client.allocate import (
 from rocketstore.client.codec import CorruptMessageError, decode_messages, encode_batch
 from rocketstore.client.config import (
     ClientConfig,
-    ConsumeFromWhere,
-    MessageModel,
     ProducerConfig,
     PullConsumerConfig,
     PushConsumerConfig,
@@ -57,6 +55,7 @@ from rocketstore.client.selector import (
     SelectMessageQueueByHash,
     SelectMessageQueueByRandom,
 )
+from rocketstore.common.consume import ConsumeFromWhere, MessageModel
 
 __all__ = [
     "AdminClient", "AsyncAdmin", "AllocateMessageQueueAveragely", "AllocateMessageQueueAveragelyByCircle",

@@ -9,7 +9,6 @@ the field. ``from_properties`` reads a Java ``.properties`` file with the camelC
 from __future__ import annotations
 
 import dataclasses
-import enum
 import os
 import re
 import socket
@@ -17,6 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import IO, Any, TypeVar
 
+from rocketstore.common.consume import ConsumeFromWhere, MessageModel
 from rocketstore.common.java_properties import (
     camel_case,
     convert_value,
@@ -33,26 +33,6 @@ DEFAULT_CONSUMER_GROUP = "DEFAULT_CONSUMER"
 CLIENT_INNER_PRODUCER_GROUP = "CLIENT_INNER_PRODUCER"
 TOOLS_CONSUMER_GROUP = "TOOLS_CONSUMER"
 _GROUP_RE = re.compile(r"[%|a-zA-Z0-9_-]{1,255}")
-
-
-class MessageModel(str, enum.Enum):
-    """How a consumer group shares a topic: each message to one member, or to every member."""
-
-    BROADCASTING = "BROADCASTING"
-    CLUSTERING = "CLUSTERING"
-
-
-class ConsumeFromWhere(str, enum.Enum):
-    """Where a group with no committed offset starts (RocketMQ's ConsumeFromWhere)."""
-
-    CONSUME_FROM_LAST_OFFSET = "CONSUME_FROM_LAST_OFFSET"
-    CONSUME_FROM_FIRST_OFFSET = "CONSUME_FROM_FIRST_OFFSET"
-    CONSUME_FROM_TIMESTAMP = "CONSUME_FROM_TIMESTAMP"
-
-
-class ConsumeType(str, enum.Enum):
-    CONSUME_ACTIVELY = "CONSUME_ACTIVELY"    # pull
-    CONSUME_PASSIVELY = "CONSUME_PASSIVELY"  # push
 
 
 def local_ip() -> str:
