@@ -25,6 +25,7 @@ from typing import IO, Any
 from rocketstore.common.java_properties import (
     camel_case,
     convert_value,
+    escape_value,
     parse_properties,
     read_properties_text,
 )
@@ -174,16 +175,12 @@ class BrokerConfig:
             else:
                 log.warning("ignoring property %r: neither a broker nor a store setting", key)
         if "store" not in overrides:
-            store_text = "".join(f"{k}={_escape(v)}\n" for k, v in store_values.items())
+            store_text = "".join(f"{k}={escape_value(v)}\n" for k, v in store_values.items())
             import io
 
             values["store"] = StoreConfig.from_properties(io.StringIO(store_text))
         values.update(overrides)
         return cls(**values)
-
-
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")
 
 
 def _convert(kind: Any, text: str) -> Any:
