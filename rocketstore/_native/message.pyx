@@ -13,6 +13,7 @@ from libc.string cimport memcpy
 from rocketstore._native.includes.byteorder cimport rs_put_u32
 from rocketstore._native.includes.hex cimport rs_hex_upper
 from rocketstore._native.includes.python cimport PyUnicode_DecodeASCII
+from rocketstore._native.includes.record_checks cimport rs_topic_chars
 from rocketstore._native.record cimport MAX_TOPIC_LENGTH, MESSAGE_SYS_FLAGS
 
 from rocketstore._native.hosts import parse_host
@@ -98,8 +99,7 @@ def new_uniq_key():
 
 
 cdef inline bint _topic_char_ok(Py_UCS4 c) noexcept:
-    return (c >= c'a' and c <= c'z') or (c >= c'A' and c <= c'Z') or (c >= c'0' and c <= c'9') \
-        or c == c'_' or c == c'-' or c == c'%' or c == c'|'
+    return c < 256 and rs_topic_chars[c] != 0
 
 
 def validate_topic(topic):

@@ -24,7 +24,7 @@ from rocketstore.common.java_properties import (
     read_properties_text,
 )
 from rocketstore.common.text import is_ascii_int
-from rocketstore.common.topics import AUTO_CREATE_TOPIC_KEY_TOPIC
+from rocketstore.common.topics import AUTO_CREATE_TOPIC_KEY_TOPIC, TOPIC_NAME_RE
 
 C = TypeVar("C", bound="ClientConfig")
 
@@ -32,7 +32,9 @@ DEFAULT_PRODUCER_GROUP = "DEFAULT_PRODUCER"
 DEFAULT_CONSUMER_GROUP = "DEFAULT_CONSUMER"
 CLIENT_INNER_PRODUCER_GROUP = "CLIENT_INNER_PRODUCER"
 TOOLS_CONSUMER_GROUP = "TOOLS_CONSUMER"
-_GROUP_RE = re.compile(r"[%|a-zA-Z0-9_-]{1,255}")
+#: A group name: the topic characters, up to 255 of them.
+_GROUP_CHARS = TOPIC_NAME_RE.pattern[:-1]
+_GROUP_RE = re.compile(_GROUP_CHARS + "{1,255}")
 
 
 def local_ip() -> str:
@@ -62,7 +64,7 @@ def check_group(what: str, group: object) -> str:
     if not isinstance(group, str):
         raise TypeError(f"{what} must be str, got {type(group).__name__}")
     if not _GROUP_RE.fullmatch(group):
-        raise ValueError(f"{what} {group!r} must be 1..255 characters of [%|a-zA-Z0-9_-]")
+        raise ValueError(f"{what} {group!r} must be 1..255 characters of {_GROUP_CHARS}")
     return group
 
 
