@@ -36,9 +36,9 @@ from rocketstore.client import (  # noqa: E402
     PullConsumer,
     PushConsumer,
 )
-from rocketstore.client.api import FLAG_SUBSCRIPTION  # noqa: E402
 from rocketstore.client.message import new_uniq_key  # noqa: E402
 from rocketstore.client.records import decode_messages  # noqa: E402
+from rocketstore.common.pull_sys_flag import FLAG_SUBSCRIPTION  # noqa: E402
 from rocketstore.remoting import RemotingClient, RequestCode, create_request  # noqa: E402
 from rocketstore.remoting.eventloop import run  # noqa: E402
 

@@ -5,25 +5,15 @@
 #include <stdint.h>
 #include <string.h>
 
-/* RocketMQ's topic characters: [%|a-zA-Z0-9_-] (TopicValidator). */
-static const unsigned char rs_topic_chars[256] = {
-    ['%'] = 1, ['|'] = 1, ['_'] = 1, ['-'] = 1,
-    ['0'] = 1, ['1'] = 1, ['2'] = 1, ['3'] = 1, ['4'] = 1,
-    ['5'] = 1, ['6'] = 1, ['7'] = 1, ['8'] = 1, ['9'] = 1,
-    ['a'] = 1, ['b'] = 1, ['c'] = 1, ['d'] = 1, ['e'] = 1, ['f'] = 1, ['g'] = 1,
-    ['h'] = 1, ['i'] = 1, ['j'] = 1, ['k'] = 1, ['l'] = 1, ['m'] = 1, ['n'] = 1,
-    ['o'] = 1, ['p'] = 1, ['q'] = 1, ['r'] = 1, ['s'] = 1, ['t'] = 1, ['u'] = 1,
-    ['v'] = 1, ['w'] = 1, ['x'] = 1, ['y'] = 1, ['z'] = 1,
-    ['A'] = 1, ['B'] = 1, ['C'] = 1, ['D'] = 1, ['E'] = 1, ['F'] = 1, ['G'] = 1,
-    ['H'] = 1, ['I'] = 1, ['J'] = 1, ['K'] = 1, ['L'] = 1, ['M'] = 1, ['N'] = 1,
-    ['O'] = 1, ['P'] = 1, ['Q'] = 1, ['R'] = 1, ['S'] = 1, ['T'] = 1, ['U'] = 1,
-    ['V'] = 1, ['W'] = 1, ['X'] = 1, ['Y'] = 1, ['Z'] = 1,
-};
+#include "rs_vocabulary.h"
 
-/* 1 when the n bytes at p are a legal topic (1..127 of the characters above). */
+/* RocketMQ's topic characters (TopicValidator), from rocketstore/common/topics.py. */
+static const unsigned char rs_topic_chars[256] = { RS_TOPIC_CHAR_INITIALIZERS };
+
+/* 1 when the n bytes at p are a legal topic (1..RS_MAX_TOPIC_LENGTH of the characters above). */
 static inline int rs_topic_legal(const char *p, int32_t n) {
     int32_t i;
-    if (n <= 0 || n > 127)
+    if (n <= 0 || n > RS_MAX_TOPIC_LENGTH)
         return 0;
     for (i = 0; i < n; i++)
         if (!rs_topic_chars[(unsigned char)p[i]])

@@ -23,6 +23,9 @@ from rocketstore._native.includes.prefetch cimport rs_prefetch256, rs_prefetch_w
 from rocketstore._native.includes.scan cimport (
     rs_ascii16, rs_copy32s, rs_ctz64, rs_find_space, rs_load_raw64, rs_scan64,
 )
+from rocketstore._native.includes.vocabulary cimport (
+    PROPERTY_KEYS, PROPERTY_KEYS_LEN, PROPERTY_TAGS, PROPERTY_TAGS_LEN,
+)
 from rocketstore._native.properties cimport Pair, parse_props, utf8_sanitize, utf8_valid
 from rocketstore._native.record cimport (
     REC_CORRUPT, REC_OK, RecordInfo, TopicCache, check_record_cached, check_record_into,
@@ -171,13 +174,12 @@ cdef inline int _emit_pair(Emit* e, Rec* r, const char* text, int32_t start, int
             prev = e.names_off[j]
     e.seen |= bit
     _emit_put(e, name, name_len, name + name_len + 1, value_len, r.props_end)
-    if name_len == 4:
-        if memcmp(name, <const char*>b"TAGS", 4) == 0:
-            r.tag_v = name + 5
-            r.tag_n = value_len
-        elif memcmp(name, <const char*>b"KEYS", 4) == 0:
-            r.key_v = name + 5
-            r.key_n = value_len
+    if name_len == PROPERTY_TAGS_LEN and memcmp(name, PROPERTY_TAGS, PROPERTY_TAGS_LEN) == 0:
+        r.tag_v = name + PROPERTY_TAGS_LEN + 1
+        r.tag_n = value_len
+    elif name_len == PROPERTY_KEYS_LEN and memcmp(name, PROPERTY_KEYS, PROPERTY_KEYS_LEN) == 0:
+        r.key_v = name + PROPERTY_KEYS_LEN + 1
+        r.key_n = value_len
     return 0
 
 

@@ -9,6 +9,9 @@ from rocketstore._native.includes.python cimport (
     PyEval_RestoreThread, PyEval_SaveThread, PyThreadState,
 )
 from rocketstore._native.mapped_file cimport MappedFile
+from rocketstore._native.record cimport (
+    SYSFLAG_PREPARED, SYSFLAG_ROLLBACK, SYSFLAG_TRANSACTION_MASK,
+)
 
 cdef int _target_of(Target* t, MappedFile mf, int64_t max_phy) except -1:
     if mf.read_only:
@@ -91,8 +94,8 @@ def group_records(const int32_t[::1] topic_ids, const int32_t[::1] queue_ids,
     _save = PyEval_SaveThread() if n >= 4096 else NULL
     try:
         for i in range(n):
-            tran = sys_flags[i] & 0xC
-            if tran == 0x4 or tran == 0xC:
+            tran = sys_flags[i] & SYSFLAG_TRANSACTION_MASK
+            if tran == SYSFLAG_PREPARED or tran == SYSFLAG_ROLLBACK:
                 g[i] = -1
                 continue
             key = (<uint64_t><uint32_t>topic_ids[i]) << 32 | <uint32_t>queue_ids[i]

@@ -43,6 +43,9 @@ from rocketstore._native.record cimport (
     status_text,
 )
 from rocketstore._native.includes.record_checks cimport rs_topic_legal
+from rocketstore._native.includes.vocabulary cimport (
+    NAME_VALUE_SEPARATOR, PROPERTY_DELAY, PROPERTY_DELAY_LEN, SCHEDULE_TOPIC, SCHEDULE_TOPIC_LEN,
+)
 
 import numpy as np
 
@@ -50,12 +53,6 @@ from rocketstore._native.record import STATUS_NAMES as _STATUS_NAMES
 
 cdef enum:
     MAX_DELAY_LEVELS = 64
-
-# rocketstore/common/topics.py's SCHEDULE_TOPIC, through the header setup.py generates
-cdef extern from "rs_vocabulary.h":
-    const char* SCHEDULE_TOPIC "RS_SCHEDULE_TOPIC"
-    enum:
-        SCHEDULE_TOPIC_LEN "RS_SCHEDULE_TOPIC_LEN"
 
 rs_crc32_init()     # this module's copy of the CRC tables (check_record is inlined here)
 
@@ -739,9 +736,10 @@ cdef int64_t _deliver_time(const char* props, int32_t props_len, int64_t store_t
     cdef int64_t level = -1
     while p < end:
         q = rs_find_pair_end(p, end)
-        if q - p > 6 and memcmp(p, b"DELAY\x01", 6) == 0:
+        if (q - p > PROPERTY_DELAY_LEN + 1 and p[PROPERTY_DELAY_LEN] == NAME_VALUE_SEPARATOR
+                and memcmp(p, PROPERTY_DELAY, PROPERTY_DELAY_LEN) == 0):
             level = 0
-            v = p + 6
+            v = p + PROPERTY_DELAY_LEN + 1
             while v < q and level <= MAX_DELAY_LEVELS:
                 if v[0] < 48 or v[0] > 57:       # not a digit: Integer.parseInt would throw
                     level = -1

@@ -41,6 +41,8 @@ from rocketstore._native.write_through cimport (
     pthread_mutex_lock, pthread_mutex_unlock,
 )
 
+from rocketstore.common.text import is_ascii_int as _is_ascii_int
+
 cdef enum:
     OS_PAGE_SIZE = 4096
 
@@ -107,7 +109,7 @@ cdef class MappedFile:
         path = os.fspath(path)
         name = os.path.basename(path)
         if file_from_offset is None:
-            file_from_offset = int(name) if (name.isascii() and name.isdigit()) else 0
+            file_from_offset = int(name) if _is_ascii_int(name) else 0
         self.file_name = path
         self.file_from_offset = file_from_offset
         self.file_size = file_size

@@ -13,10 +13,12 @@ from libc.string cimport memcpy
 from rocketstore._native.includes.byteorder cimport rs_put_u32
 from rocketstore._native.includes.hex cimport rs_hex_upper
 from rocketstore._native.includes.python cimport PyUnicode_DecodeASCII
-from rocketstore._native.record cimport MAX_TOPIC_LENGTH
+from rocketstore._native.includes.record_checks cimport rs_topic_chars
+from rocketstore._native.record cimport MAX_TOPIC_LENGTH, MESSAGE_SYS_FLAGS
 
 from rocketstore._native.hosts import parse_host
 from rocketstore.common.properties import MessageProperty as _MessageProperty
+from rocketstore.common.text import is_ascii_int as _is_ascii_int
 
 PROPERTY_TAGS = _MessageProperty.TAGS
 PROPERTY_KEYS = _MessageProperty.KEYS
@@ -97,8 +99,7 @@ def new_uniq_key():
 
 
 cdef inline bint _topic_char_ok(Py_UCS4 c) noexcept:
-    return (c >= c'a' and c <= c'z') or (c >= c'A' and c <= c'Z') or (c >= c'0' and c <= c'9') \
-        or c == c'_' or c == c'-' or c == c'%' or c == c'|'
+    return c < 256 and rs_topic_chars[c] != 0
 
 
 def validate_topic(topic):
@@ -186,9 +187,10 @@ cdef class Message:
         if store_host is not None:
             parse_host(store_host)
         self.store_host = store_host
-        if sys_flag & ~0xF:
+        if sys_flag & ~MESSAGE_SYS_FLAGS:
             raise ValueError(f"sys_flag may only carry the compressed, multi-tags and transaction "
-                             f"bits (0xF); the IPv6 bits are set by the store, got {sys_flag:#x}")
+                             f"bits (0x{MESSAGE_SYS_FLAGS:X}); the IPv6 bits are set by the store, "
+                             f"got {sys_flag:#x}")
         self.sys_flag = sys_flag
         if reconsume_times < 0:
             raise ValueError(f"reconsume_times must be >= 0, got {reconsume_times}")
@@ -272,7 +274,7 @@ cdef class Message:
     @property
     def delay_level(self):
         value = self._props.get(_DELAY)
-        return int(value) if value and (value.isascii() and value.isdigit()) else 0
+        return int(value) if value and _is_ascii_int(value) else 0
 
     def __repr__(self):
         return (f"Message(topic={self.topic!r}, body=<{len(self.body)} bytes>, "

@@ -6,6 +6,10 @@ from libc.string cimport memcmp, memcpy
 
 from rocketstore._native.hashes cimport hash_text
 from rocketstore._native.includes.scan cimport rs_find_pair_end
+from rocketstore._native.includes.vocabulary cimport (
+    NAME_VALUE_SEPARATOR, PROPERTY_KEYS, PROPERTY_KEYS_LEN, PROPERTY_TAGS, PROPERTY_TAGS_LEN,
+    PROPERTY_UNIQ_KEY, PROPERTY_UNIQ_KEY_LEN,
+)
 
 cdef enum:
     MAX_PAIRS = 8200            # a kept pair needs >= 4 bytes of the <= 32767-byte properties
@@ -35,16 +39,18 @@ cdef inline void find_key_props(const char* props, int32_t props_len, KeyProps* 
     while p < end:
         q = rs_find_pair_end(p, end)
         n = q - p
-        if n > 5 and p[4] == 1:
-            if memcmp(p, b"TAGS", 4) == 0:
-                out.tags = p + 5
-                out.tags_len = <int32_t>(n - 5)
-            elif memcmp(p, b"KEYS", 4) == 0:
-                out.keys = p + 5
-                out.keys_len = <int32_t>(n - 5)
-        elif n > 9 and p[8] == 1 and memcmp(p, b"UNIQ_KEY", 8) == 0:
-            out.uniq = p + 9
-            out.uniq_len = <int32_t>(n - 9)
+        if (n > PROPERTY_TAGS_LEN + 1 and p[PROPERTY_TAGS_LEN] == NAME_VALUE_SEPARATOR
+                and memcmp(p, PROPERTY_TAGS, PROPERTY_TAGS_LEN) == 0):
+            out.tags = p + PROPERTY_TAGS_LEN + 1
+            out.tags_len = <int32_t>(n - PROPERTY_TAGS_LEN - 1)
+        elif (n > PROPERTY_KEYS_LEN + 1 and p[PROPERTY_KEYS_LEN] == NAME_VALUE_SEPARATOR
+                and memcmp(p, PROPERTY_KEYS, PROPERTY_KEYS_LEN) == 0):
+            out.keys = p + PROPERTY_KEYS_LEN + 1
+            out.keys_len = <int32_t>(n - PROPERTY_KEYS_LEN - 1)
+        elif (n > PROPERTY_UNIQ_KEY_LEN + 1 and p[PROPERTY_UNIQ_KEY_LEN] == NAME_VALUE_SEPARATOR
+                and memcmp(p, PROPERTY_UNIQ_KEY, PROPERTY_UNIQ_KEY_LEN) == 0):
+            out.uniq = p + PROPERTY_UNIQ_KEY_LEN + 1
+            out.uniq_len = <int32_t>(n - PROPERTY_UNIQ_KEY_LEN - 1)
         p = q + 1
 
 

@@ -10,6 +10,9 @@ from libc.string cimport memcmp
 
 from rocketstore._native.includes.python cimport PyUnicode_DecodeUTF8
 from rocketstore._native.includes.scan cimport rs_first_byte, rs_load_le64, rs_special
+from rocketstore._native.includes.vocabulary cimport (
+    PROPERTY_KEYS, PROPERTY_KEYS_LEN, PROPERTY_TAGS, PROPERTY_TAGS_LEN,
+)
 
 
 cdef Py_ssize_t utf8_sanitize(const unsigned char* p, Py_ssize_t n, char* out) noexcept nogil:
@@ -77,11 +80,10 @@ cdef inline void _add_pair(const char* text, int32_t start, int32_t sep, int32_t
     pairs[out.npairs].name_len = name_len
     pairs[out.npairs].value = text + sep + 1
     pairs[out.npairs].value_len = value_len
-    if name_len == 4:
-        if memcmp(name, <const char*>b"TAGS", 4) == 0:
-            out.tags = out.npairs
-        elif memcmp(name, <const char*>b"KEYS", 4) == 0:
-            out.keys = out.npairs
+    if name_len == PROPERTY_TAGS_LEN and memcmp(name, PROPERTY_TAGS, PROPERTY_TAGS_LEN) == 0:
+        out.tags = out.npairs
+    elif name_len == PROPERTY_KEYS_LEN and memcmp(name, PROPERTY_KEYS, PROPERTY_KEYS_LEN) == 0:
+        out.keys = out.npairs
     out.npairs += 1
 
 

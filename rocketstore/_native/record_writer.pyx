@@ -28,13 +28,17 @@ from rocketstore._native.includes.python cimport (
     PyUnicode_DATA, PyUnicode_DecodeASCII, PyUnicode_GET_LENGTH, PyUnicode_IS_COMPACT_ASCII,
 )
 from rocketstore._native.includes.scan cimport rs_has_byte_below3
+from rocketstore._native.includes.vocabulary cimport (
+    PROPERTY_KEYS, PROPERTY_KEYS_LEN, PROPERTY_TAGS, PROPERTY_TAGS_LEN, PROPERTY_UNIQ_KEY,
+    PROPERTY_UNIQ_KEY_LEN,
+)
 from rocketstore._native.mapped_file cimport MappedFile
 from rocketstore._native.message cimport (
     Message, UniqKeys, _check_property_text, new_uniq_hex_in, uniq_keys,
     wall_clock_ms,
 )
 from rocketstore._native.record cimport (
-    BLANK_MAGIC, END_FILE_MIN_BLANK_LENGTH, MAX_PROPERTIES_LENGTH, MESSAGE_MAGIC,
+    BLANK_MAGIC, END_FILE_MIN_BLANK_LENGTH, MAX_PROPERTIES_LENGTH, MESSAGE_MAGIC, MESSAGE_SYS_FLAGS,
     MIN_RECORD_SIZE, SYSFLAG_BORNHOST_V6, SYSFLAG_PREPARED, SYSFLAG_ROLLBACK,
     SYSFLAG_STOREHOST_V6, SYSFLAG_TRANSACTION_MASK,
 )
@@ -55,7 +59,6 @@ rs_crc32_init()
 cdef str _UNIQ_KEY = _PROPERTY_UNIQ_KEY     # typed: no module-dict lookup on the put path
 cdef str _TAGS = _PROPERTY_TAGS             # the keys Message's setters use: known good names
 cdef str _KEYS = _PROPERTY_KEYS
-cdef const char* _UNIQ_KEY_C = b"UNIQ_KEY"
 cdef UniqKeys* _uniq_keys = uniq_keys()
 
 
@@ -305,11 +308,11 @@ cdef inline Py_ssize_t _uniq_pair(Message msg, bint in_dict, int64_t now_ms,
         msg._uniq_len = new_uniq_hex_in(_uniq_keys, now_ms, msg._uniq_hex)
     if msg._uniq_len == 0:
         return 0
-    sl[0].p = _UNIQ_KEY_C
-    sl[0].n = 8
+    sl[0].p = PROPERTY_UNIQ_KEY
+    sl[0].n = PROPERTY_UNIQ_KEY_LEN
     sl[1].p = msg._uniq_hex
     sl[1].n = msg._uniq_len
-    return 8 + msg._uniq_len + 2
+    return PROPERTY_UNIQ_KEY_LEN + msg._uniq_len + 2
 
 
 cdef str _where(Py_ssize_t index):
@@ -433,14 +436,18 @@ cdef class RecordWriter:
         sl = self.slices + slice_pos[0]
         for j in range(nprops):
             PyDict_Next(props, &pos, &key, &value)
-            if <object>key is _TAGS or <object>key is _KEYS:
-                sl[0].p = <const char*>PyUnicode_DATA(<object>key)
-                sl[0].n = 4
+            if <object>key is _TAGS:
+                sl[0].p = PROPERTY_TAGS
+                sl[0].n = PROPERTY_TAGS_LEN
+            elif <object>key is _KEYS:
+                sl[0].p = PROPERTY_KEYS
+                sl[0].n = PROPERTY_KEYS_LEN
             else:
                 if not _plain_text(<object>key, &sl[0]):
                     plain = False
                     break
-                if sl[0].n == 8 and memcmp(sl[0].p, _UNIQ_KEY_C, 8) == 0:
+                if (sl[0].n == PROPERTY_UNIQ_KEY_LEN
+                        and memcmp(sl[0].p, PROPERTY_UNIQ_KEY, PROPERTY_UNIQ_KEY_LEN) == 0):
                     has_uniq = True
             if not _plain_text(<object>value, &sl[1]):
                 plain = False
@@ -484,7 +491,7 @@ cdef class RecordWriter:
         else:
             s.store_host = NULL
             self._own_host(msg.store_host, s.store_buf, &s.store_host_len, &s.store_port)
-        s.sys_flag = msg.sys_flag & 0xF
+        s.sys_flag = msg.sys_flag & MESSAGE_SYS_FLAGS
         if s.born_host_len == 16:
             s.sys_flag |= SYSFLAG_BORNHOST_V6
         if s.store_host_len == 16:

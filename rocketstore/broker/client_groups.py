@@ -27,11 +27,6 @@ from rocketstore.remoting import RemotingConnection
 log = logging.getLogger("rocketstore.broker")
 
 #: Java enum names, by the ordinals the C++ client sends.
-CONSUME_TYPES = ("CONSUME_ACTIVELY", "CONSUME_PASSIVELY")
-MESSAGE_MODELS = ("BROADCASTING", "CLUSTERING")
-CONSUME_FROM_WHERE = ("CONSUME_FROM_LAST_OFFSET", "CONSUME_FROM_LAST_OFFSET_AND_FROM_MIN_WHEN_BOOT_FIRST",
-                      "CONSUME_FROM_MIN_OFFSET", "CONSUME_FROM_MAX_OFFSET",
-                      "CONSUME_FROM_FIRST_OFFSET", "CONSUME_FROM_TIMESTAMP")
 LANGUAGES = ("JAVA", "CPP", "DOTNET", "PYTHON", "DELPHI", "ERLANG", "RUBY", "OTHER", "HTTP",
              "GO", "PHP", "OMS")
 

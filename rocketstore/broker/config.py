@@ -25,10 +25,11 @@ from typing import IO, Any
 from rocketstore.common.java_properties import (
     camel_case,
     convert_value,
+    escape_value,
     parse_properties,
     read_properties_text,
 )
-from rocketstore.common.perm import PERM_READ, PERM_WRITE
+from rocketstore.common.perm import PERM_MASK, PERM_READ, PERM_WRITE
 from rocketstore.common.topics import TRACE_TOPIC
 from rocketstore.config import PROPERTY_KEYS, StoreConfig
 
@@ -100,7 +101,7 @@ class BrokerConfig:
                 raise ValueError(f"{name} must be in [0, 65535], got {value}")
         if self.broker_id < 0:
             raise ValueError(f"broker_id must be >= 0, got {self.broker_id}")
-        if not 0 <= self.broker_permission <= 0xF:
+        if not 0 <= self.broker_permission <= PERM_MASK:
             raise ValueError(f"broker_permission must be in [0, 15], got {self.broker_permission}")
         if not 1 <= self.default_topic_queue_nums <= 1024:
             raise ValueError(
@@ -174,16 +175,12 @@ class BrokerConfig:
             else:
                 log.warning("ignoring property %r: neither a broker nor a store setting", key)
         if "store" not in overrides:
-            store_text = "".join(f"{k}={_escape(v)}\n" for k, v in store_values.items())
+            store_text = "".join(f"{k}={escape_value(v)}\n" for k, v in store_values.items())
             import io
 
             values["store"] = StoreConfig.from_properties(io.StringIO(store_text))
         values.update(overrides)
         return cls(**values)
-
-
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")
 
 
 def _convert(kind: Any, text: str) -> Any:

@@ -28,6 +28,7 @@ import orjson
 
 from rocketstore.broker.json_table import JsonTableFile, dumps_pretty
 from rocketstore.broker.message_writer import MessageWriter
+from rocketstore.common.record import MESSAGE_SYS_FLAGS
 from rocketstore.common.topics import SCHEDULE_TOPIC
 from rocketstore.message import (
     GetMessageStatus,
@@ -222,7 +223,7 @@ class ScheduleMessageService:
         try:
             return Message(topic, bytes(stored.body), properties=properties, flag=stored.flag,
                            born_timestamp=stored.born_timestamp, born_host=stored.born_host,
-                           sys_flag=stored.sys_flag & 0xF, reconsume_times=stored.reconsume_times)
+                           sys_flag=stored.sys_flag & MESSAGE_SYS_FLAGS, reconsume_times=stored.reconsume_times)
         except (ValueError, TypeError, OverflowError) as exc:
             log.warning("delayed message at CommitLog offset %d cannot be delivered: %s",
                         stored.commitlog_offset, exc)

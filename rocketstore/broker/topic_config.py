@@ -24,7 +24,7 @@ from typing import Any
 
 from rocketstore.broker.config import BrokerConfig
 from rocketstore.broker.json_table import JsonTableFile, dumps_pretty
-from rocketstore.common.perm import PERM_INHERIT, PERM_READ, PERM_WRITE
+from rocketstore.common.perm import PERM_INHERIT, PERM_MASK, PERM_READ, PERM_WRITE
 from rocketstore.common.text import is_ascii_int
 from rocketstore.common.topics import (
     AUTO_CREATE_TOPIC_KEY_TOPIC,
@@ -59,7 +59,7 @@ class TopicConfig:
             value = getattr(self, name)
             if not 0 <= value <= 65535:
                 raise ValueError(f"{name} must be in [0, 65535], got {value}")
-        if not 0 <= self.perm <= 0xF:
+        if not 0 <= self.perm <= PERM_MASK:
             raise ValueError(f"perm must be in [0, 15], got {self.perm}")
         if self.topic_filter_type not in ("SINGLE_TAG", "MULTI_TAG"):
             raise ValueError(f"topicFilterType must be SINGLE_TAG or MULTI_TAG, got {self.topic_filter_type!r}")

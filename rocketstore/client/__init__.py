@@ -30,8 +30,6 @@ from rocketstore.client.allocate import (
 )
 from rocketstore.client.config import (
     ClientConfig,
-    ConsumeFromWhere,
-    MessageModel,
     ProducerConfig,
     PullConsumerConfig,
     PushConsumerConfig,
@@ -57,6 +55,7 @@ from rocketstore.client.selector import (
     SelectMessageQueueByHash,
     SelectMessageQueueByRandom,
 )
+from rocketstore.common.consume import ConsumeFromWhere, MessageModel
 
 __all__ = [
     "AdminClient", "AsyncAdmin", "AllocateMessageQueueAveragely", "AllocateMessageQueueAveragelyByCircle",

@@ -13,6 +13,7 @@ from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
 import zlib
 
 from rocketstore.client.message import MessageExt
+from rocketstore.common import properties as _properties
 from rocketstore.common import record as _record
 
 cdef uint32_t MAGIC_V1 = _record.MESSAGE_MAGIC_CODE
@@ -21,6 +22,8 @@ cdef int MIN_RECORD = _record.MIN_RECORD_SIZE
 cdef int COMPRESSED = _record.SysFlag.COMPRESSED
 cdef int BORN_V6 = _record.SysFlag.BORNHOST_V6
 cdef int STORE_V6 = _record.SysFlag.STOREHOST_V6
+cdef str NAME_VALUE_SEPARATOR = _properties.NAME_VALUE_SEPARATOR
+cdef str PROPERTY_SEPARATOR = _properties.PROPERTY_SEPARATOR
 
 cdef object _new_ext = MessageExt.__new__
 cdef object _CorruptMessageError = None
@@ -51,13 +54,13 @@ cdef object corrupt(str message):
 
 
 cdef dict decode_properties(const uint8_t* p, Py_ssize_t n):
-    """name\\x01value pairs joined by \\x02; pairs without a name or a value are skipped."""
+    """common.properties.decode_properties over UTF-8 bytes (its fast path)."""
     cdef dict properties = {}
     cdef str text = PyUnicode_DecodeUTF8(<const char*>p, n, NULL)
     cdef str item, name, value
     cdef Py_ssize_t sep
-    for item in text.split("\x02"):
-        sep = item.find("\x01")
+    for item in text.split(PROPERTY_SEPARATOR):
+        sep = item.find(NAME_VALUE_SEPARATOR)
         if sep > 0 and sep + 1 < len(item):
             properties[item[:sep]] = item[sep + 1:]
     return properties

@@ -27,6 +27,8 @@ from rocketstore.client.message import (
 )
 from rocketstore.client.subscription import SubscriptionData
 from rocketstore.common.fastjson import loads_object_keys
+from rocketstore.common.perm import PERM_READ, PERM_WRITE
+from rocketstore.common.pull_sys_flag import FLAG_SUBSCRIPTION
 from rocketstore.remoting import RequestCode, ResponseCode, create_request
 from rocketstore.remoting.route_bodies import MASTER_ID, TopicRouteData
 
@@ -138,7 +140,8 @@ class AsyncAdmin:
     # ---- topics ----
 
     async def update_topic(self, topic: str, *, cluster: str | None = None, broker_addr: str | None = None,
-                           read_queue_nums: int = 8, write_queue_nums: int = 8, perm: int = 6,
+                           read_queue_nums: int = 8, write_queue_nums: int = 8,
+                           perm: int = PERM_READ | PERM_WRITE,
                            order: bool = False) -> list[str]:
         """Create or change ``topic`` on one broker or on every master of a cluster; returns
         the addresses updated."""
@@ -148,7 +151,7 @@ class AsyncAdmin:
         for name, value in (("read_queue_nums", read_queue_nums), ("write_queue_nums", write_queue_nums)):
             if not 1 <= value <= 1024:
                 raise ValueError(f"{name} must be in [1, 1024], got {value}")
-        if perm not in (2, 4, 6):
+        if perm not in (PERM_WRITE, PERM_READ, PERM_READ | PERM_WRITE):
             raise ValueError(f"perm must be 2 (write), 4 (read) or 6 (both), got {perm}")
         ext = {"topic": topic, "defaultTopic": AUTO_CREATE_TOPIC_KEY_TOPIC, "readQueueNums": str(read_queue_nums),
                "writeQueueNums": str(write_queue_nums), "perm": str(perm), "topicFilterType": "SINGLE_TAG",
@@ -338,7 +341,7 @@ class AsyncAdmin:
         if address is None:
             raise MQClientError(f"broker {mq.broker_name!r} serves no route of {mq.topic!r}")
         subscription = SubscriptionData.build(mq.topic, expression)
-        result = await self.instance.api.pull_message(address, group, mq, offset, max_nums, 0x4, 0, 0,
+        result = await self.instance.api.pull_message(address, group, mq, offset, max_nums, FLAG_SUBSCRIPTION, 0, 0,
                                                       subscription, self.timeout)
         if result.pull_status is not PullStatus.FOUND:
             return []

@@ -37,12 +37,6 @@ from rocketstore.remoting.route_bodies import (
 
 log = logging.getLogger("rocketstore.client")
 
-#: PullSysFlag bits.
-FLAG_COMMIT_OFFSET = 0x1
-FLAG_SUSPEND = 0x2
-FLAG_SUBSCRIPTION = 0x4
-FLAG_CLASS_FILTER = 0x8
-
 #: Send answers that mean "stored" (plain ints: an IntEnum member hashes slowly).
 _SEND_STORED_CODES = frozenset(int(code) for code in (
     ResponseCode.SUCCESS, ResponseCode.FLUSH_DISK_TIMEOUT, ResponseCode.FLUSH_SLAVE_TIMEOUT,

@@ -9,7 +9,6 @@ the field. ``from_properties`` reads a Java ``.properties`` file with the camelC
 from __future__ import annotations
 
 import dataclasses
-import enum
 import os
 import re
 import socket
@@ -17,6 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import IO, Any, TypeVar
 
+from rocketstore.common.consume import ConsumeFromWhere, MessageModel
 from rocketstore.common.java_properties import (
     camel_case,
     convert_value,
@@ -24,7 +24,7 @@ from rocketstore.common.java_properties import (
     read_properties_text,
 )
 from rocketstore.common.text import is_ascii_int
-from rocketstore.common.topics import AUTO_CREATE_TOPIC_KEY_TOPIC
+from rocketstore.common.topics import AUTO_CREATE_TOPIC_KEY_TOPIC, TOPIC_NAME_RE
 
 C = TypeVar("C", bound="ClientConfig")
 
@@ -32,27 +32,9 @@ DEFAULT_PRODUCER_GROUP = "DEFAULT_PRODUCER"
 DEFAULT_CONSUMER_GROUP = "DEFAULT_CONSUMER"
 CLIENT_INNER_PRODUCER_GROUP = "CLIENT_INNER_PRODUCER"
 TOOLS_CONSUMER_GROUP = "TOOLS_CONSUMER"
-_GROUP_RE = re.compile(r"[%|a-zA-Z0-9_-]{1,255}")
-
-
-class MessageModel(str, enum.Enum):
-    """How a consumer group shares a topic: each message to one member, or to every member."""
-
-    BROADCASTING = "BROADCASTING"
-    CLUSTERING = "CLUSTERING"
-
-
-class ConsumeFromWhere(str, enum.Enum):
-    """Where a group with no committed offset starts (RocketMQ's ConsumeFromWhere)."""
-
-    CONSUME_FROM_LAST_OFFSET = "CONSUME_FROM_LAST_OFFSET"
-    CONSUME_FROM_FIRST_OFFSET = "CONSUME_FROM_FIRST_OFFSET"
-    CONSUME_FROM_TIMESTAMP = "CONSUME_FROM_TIMESTAMP"
-
-
-class ConsumeType(str, enum.Enum):
-    CONSUME_ACTIVELY = "CONSUME_ACTIVELY"    # pull
-    CONSUME_PASSIVELY = "CONSUME_PASSIVELY"  # push
+#: A group name: the topic characters, up to 255 of them.
+_GROUP_CHARS = TOPIC_NAME_RE.pattern[:-1]
+_GROUP_RE = re.compile(_GROUP_CHARS + "{1,255}")
 
 
 def local_ip() -> str:
@@ -82,7 +64,7 @@ def check_group(what: str, group: object) -> str:
     if not isinstance(group, str):
         raise TypeError(f"{what} must be str, got {type(group).__name__}")
     if not _GROUP_RE.fullmatch(group):
-        raise ValueError(f"{what} {group!r} must be 1..255 characters of [%|a-zA-Z0-9_-]")
+        raise ValueError(f"{what} {group!r} must be 1..255 characters of {_GROUP_CHARS}")
     return group
 
 

@@ -19,14 +19,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from rocketstore.client.allocate import AllocateMessageQueueAveragely, AllocateMessageQueueStrategy
-from rocketstore.client.api import FLAG_COMMIT_OFFSET, FLAG_SUBSCRIPTION, FLAG_SUSPEND
-from rocketstore.client.config import (
-    ConsumeFromWhere,
-    ConsumerConfig,
-    ConsumeType,
-    MessageModel,
-    parse_consume_timestamp,
-)
+from rocketstore.client.config import ConsumerConfig, parse_consume_timestamp
 from rocketstore.client.errors import MQClientError
 from rocketstore.client.instance import ClientInstance
 from rocketstore.client.message import (
@@ -46,6 +39,8 @@ from rocketstore.client.offset_store import (
 )
 from rocketstore.client.process_queue import REBALANCE_LOCK_INTERVAL, ProcessQueue
 from rocketstore.client.subscription import SubscriptionData
+from rocketstore.common.consume import ConsumeFromWhere, ConsumeType, MessageModel
+from rocketstore.common.pull_sys_flag import FLAG_COMMIT_OFFSET, FLAG_SUBSCRIPTION, FLAG_SUSPEND
 
 log = logging.getLogger("rocketstore.client")
 

@@ -24,6 +24,8 @@ from rocketstore.common.properties import (
     PROPERTY_SEPARATOR,
     SYSTEM_PROPERTIES,
     MessageConst,
+    decode_properties,
+    encode_properties,
 )
 from rocketstore.common.record import MAX_TOPIC_LENGTH, SysFlag
 from rocketstore.common.text import is_ascii_int
@@ -51,23 +53,6 @@ def _check_property_text(what: str, value: object) -> str:
     if NAME_VALUE_SEPARATOR in value or PROPERTY_SEPARATOR in value:
         raise ValueError(f"{what} {value!r} contains a separator character (\\x01 or \\x02)")
     return value
-
-
-def encode_properties(properties: Mapping[str, str]) -> str:
-    """``name\\x01value`` pairs joined by ``\\x02`` (no trailing separator, as 4.9.8 writes)."""
-    return PROPERTY_SEPARATOR.join(f"{k}{NAME_VALUE_SEPARATOR}{v}" for k, v in properties.items())
-
-
-def decode_properties(text: str) -> dict[str, str]:
-    """Parse property text; a trailing separator and pairs without a value are skipped."""
-    properties: dict[str, str] = {}
-    if not text:
-        return properties
-    for item in text.split(PROPERTY_SEPARATOR):
-        name, sep, value = item.partition(NAME_VALUE_SEPARATOR)
-        if sep and name and value:
-            properties[name] = value
-    return properties
 
 
 class Message:

@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from rocketstore.client.allocate import AllocateMessageQueueStrategy
-from rocketstore.client.config import ConsumeType, PullConsumerConfig
+from rocketstore.client.config import PullConsumerConfig
 from rocketstore.client.consumer_base import BaseConsumer
 from rocketstore.client.errors import MQClientError
 from rocketstore.client.loop_thread import BlockingClient
@@ -35,6 +35,7 @@ from rocketstore.client.offset_store import ReadOffsetType
 from rocketstore.client.process_queue import ProcessQueue
 from rocketstore.client.route import subscribe_info_from_route
 from rocketstore.client.subscription import SubscriptionData
+from rocketstore.common.consume import ConsumeType
 
 log = logging.getLogger("rocketstore.client")
 

@@ -5,6 +5,8 @@ PERM_PRIORITY = 0x8
 PERM_READ = 0x4
 PERM_WRITE = 0x2
 PERM_INHERIT = 0x1
+#: Every bit a ``perm`` may carry.
+PERM_MASK = PERM_PRIORITY | PERM_READ | PERM_WRITE | PERM_INHERIT
 
 
 def is_readable(perm: int) -> bool:

@@ -1,5 +1,11 @@
-"""Message property names (RocketMQ's MessageConst) and the separators of the properties text."""
+"""Message property names (RocketMQ's MessageConst), the separators of the properties text and
+its codec (MessageDecoder's messageProperties2String and string2messageProperties).
+
+The native store and the broker's send path parse the same text natively (fast paths);
+tests/common/test_properties_text.py holds them to :func:`decode_properties`."""
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 #: Between a property's name and its value in a record's properties text.
 NAME_VALUE_SEPARATOR = "\x01"
@@ -57,3 +63,36 @@ class MessageProperty:
     MAX_RECONSUME_TIMES = MessageConst.MAX_RECONSUME_TIMES
     CLUSTER = "CLUSTER"
     ORIGIN_MESSAGE_ID = MessageConst.ORIGIN_MESSAGE_ID
+
+
+def encode_properties(properties: Mapping[str, str]) -> str:
+    """``name\\x01value`` pairs joined by ``\\x02`` (no trailing separator, as 4.9.8 writes)."""
+    return PROPERTY_SEPARATOR.join(f"{k}{NAME_VALUE_SEPARATOR}{v}" for k, v in properties.items())
+
+
+def decode_properties(text: str) -> dict[str, str]:
+    """RocketMQ's string2messageProperties: a pair with no separator, an empty name or an empty
+    value is dropped (so is a trailing separator); a later pair with the same name wins."""
+    properties: dict[str, str] = {}
+    if not text:
+        return properties
+    for item in text.split(PROPERTY_SEPARATOR):
+        name, sep, value = item.partition(NAME_VALUE_SEPARATOR)
+        if sep and name and value:
+            properties[name] = value
+    return properties
+
+
+def c_header() -> str:
+    """The separators and MessageProperty's names as C macros for the native code's generated
+    header: ``RS_PROPERTY_<NAME>`` a string literal, ``RS_PROPERTY_<NAME>_LEN`` its length (a
+    compile-time constant, so a memcmp against it compiles to a word compare)."""
+    lines = [f"#define RS_NAME_VALUE_SEPARATOR {ord(NAME_VALUE_SEPARATOR)}",
+             f"#define RS_PROPERTY_SEPARATOR {ord(PROPERTY_SEPARATOR)}"]
+    for name, value in vars(MessageProperty).items():
+        if name.startswith("_"):
+            continue
+        assert value.isascii() and value.isidentifier(), value   # a plain C string literal
+        lines.append(f'#define RS_PROPERTY_{name} "{value}"')
+        lines.append(f"#define RS_PROPERTY_{name}_LEN {len(value)}")
+    return "\n".join(lines) + "\n"

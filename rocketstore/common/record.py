@@ -62,6 +62,9 @@ COMPRESSION_TYPE_MASK = 0x7 << 8
 COMPRESSION_LZ4 = 0x1 << 8
 COMPRESSION_ZSTD = 0x2 << 8
 COMPRESSION_ZLIB = 0x3 << 8
+#: The bits a message carries from its producer (compressed, multi tags, transaction type);
+#: the host bits are the store's, set by the record's hosts.
+MESSAGE_SYS_FLAGS = int(SysFlag.COMPRESSED | SysFlag.MULTI_TAGS) | TRANSACTION_TYPE_MASK
 
 
 def c_header() -> str:
@@ -70,9 +73,10 @@ def c_header() -> str:
     codes = ("MESSAGE_MAGIC_CODE", "MESSAGE_MAGIC_CODE_V2", "BLANK_MAGIC_CODE")
     sizes = ("END_FILE_MIN_BLANK_LENGTH", "MIN_RECORD_SIZE", "MAX_TOPIC_LENGTH",
              "MAX_PROPERTIES_LENGTH", "TRANSACTION_TYPE_MASK", "COMPRESSION_TYPE_MASK",
+             "MESSAGE_SYS_FLAGS",
              *(name for name in globals() if name.endswith("_OFFSET")))
     lines = [f"#define RS_{name} {globals()[name]:#x}u" for name in codes]
-    lines += [f"#define RS_{name} {globals()[name]}" for name in sizes]
+    lines += [f"#define RS_{name} {int(globals()[name])}" for name in sizes]
     lines += [f"#define RS_SYSFLAG_{name} {flag.value}"
               for name, flag in SysFlag.__members__.items()]
     # the first (most significant) byte of each magic code, which a scan looks for

@@ -90,8 +90,10 @@ def validate_topic(topic: object) -> str:
 
 
 def c_header() -> str:
-    """The names native code compares, as C string macros with their lengths."""
-    lines = []
+    """The names native code compares, as C string macros with their lengths, and TOPIC_CHARS
+    as the initializers of a 256-entry table (``[code] = 1``)."""
+    lines = ["#define RS_TOPIC_CHAR_INITIALIZERS "
+             + ", ".join(f"[{ord(char)}] = 1" for char in sorted(TOPIC_CHARS))]
     for name in ("SCHEDULE_TOPIC", "RETRY_GROUP_TOPIC_PREFIX", "DLQ_GROUP_TOPIC_PREFIX"):
         value = globals()[name]
         lines.append(f'#define RS_{name} "{value}"')

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rocketstore.common.text import is_ascii_int
 from rocketstore.remoting.codec import MAX_FRAME_BYTES
 from rocketstore.remoting.connection import ConnectionLimits
 
@@ -102,7 +103,7 @@ class RemotingClientConfig:
 def parse_address(address: str) -> tuple[str, int]:
     """``"127.0.0.1:9876"`` or ``"[::1]:9876"`` -> (host, port); ValueError names the address."""
     host, sep, port_text = address.strip().rpartition(":")
-    if not sep or not host or not port_text.isascii() or not port_text.isdigit():
+    if not sep or not host or not is_ascii_int(port_text):
         raise ValueError(f"address must be host:port, got {address!r}")
     if host.startswith("[") and host.endswith("]"):
         host = host[1:-1]

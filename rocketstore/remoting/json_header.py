@@ -10,6 +10,7 @@ from typing import Any
 
 import orjson
 
+from rocketstore.common.text import is_ascii_int
 from rocketstore.remoting.codes import LanguageCode
 from rocketstore.remoting.command import RemotingCommand
 from rocketstore.remoting.errors import HeaderError
@@ -24,8 +25,7 @@ def _int32_field(header: dict[str, Any], name: str, default: int, opaque: int | 
         return default
     if type(value) is not int:
         # fastjson reads a numeric string into an int field; so do we, and nothing else.
-        digits = value[1:] if isinstance(value, str) and value[:1] == "-" else value
-        if isinstance(digits, str) and digits.isascii() and digits.isdigit() and len(value) < 12:
+        if isinstance(value, str) and is_ascii_int(value, signed=True) and len(value) < 12:
             value = int(value)
         else:
             raise HeaderError(f"header field {name!r} must be an integer, got {value!r:.60}", opaque=opaque)

@@ -22,7 +22,7 @@ from rocketstore._native import (
     topic_queue_table,
 )
 from rocketstore._native.mapped_file import MappedFile
-from rocketstore.common.record import BLANK_MAGIC_CODE
+from rocketstore.common.record import BLANK_MAGIC_CODE, TRANSACTION_TYPE_MASK, SysFlag
 from rocketstore.config import StoreConfig
 from rocketstore.message import (
     Message,
@@ -626,7 +626,8 @@ class CommitLog:
             if topic not in batch.topics:
                 continue
             rows = np.flatnonzero((batch.topic_ids == batch.topics.index(topic))
-                                  & ((batch.sys_flags & 0xC) != 0xC))
+                                  & ((batch.sys_flags & TRANSACTION_TYPE_MASK)
+                                     != SysFlag.TRANSACTION_ROLLBACK))
             mf = batch.mapped_file
             for i in rows.tolist():
                 msg = record.decode_at(mf, int(batch.positions[i]))
@@ -661,7 +662,8 @@ class CommitLog:
                 rows = np.flatnonzero(
                     (batch.topic_ids == batch.topics.index(topic))
                     & (batch.queue_ids == queue_id) & (batch.queue_offsets == queue_offset)
-                    & ((batch.sys_flags & 0xC) != 0x4) & ((batch.sys_flags & 0xC) != 0xC))
+                    & ((batch.sys_flags & TRANSACTION_TYPE_MASK) != SysFlag.TRANSACTION_PREPARED)
+                    & ((batch.sys_flags & TRANSACTION_TYPE_MASK) != SysFlag.TRANSACTION_ROLLBACK))
                 if len(rows):
                     i = int(rows[0])
                     return (int(batch.phy_offsets[i]), int(batch.sizes[i]),

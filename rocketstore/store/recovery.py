@@ -25,6 +25,7 @@ import numpy as np
 
 from rocketstore._native import dispatch, record
 from rocketstore._native.record import CorruptRecordError
+from rocketstore.common.record import TRANSACTION_TYPE_MASK, SysFlag
 from rocketstore.config import StoreConfig
 from rocketstore.store.checkpoint import StoreCheckpoint
 from rocketstore.store.commit_log import CommitLog
@@ -116,8 +117,9 @@ class QueueObserver:
         self.mismatches: list[tuple[str, int, int, int, int]] = []
 
     def __call__(self, batch: dispatch.DispatchBatch) -> None:
-        tran = batch.sys_flags & 0xC
-        counted = (tran == 0) | (tran == 0x8)       # the records that get units
+        tran = batch.sys_flags & TRANSACTION_TYPE_MASK
+        # the records that get units
+        counted = (tran == SysFlag.TRANSACTION_NOT_TYPE) | (tran == SysFlag.TRANSACTION_COMMIT)
         for topic_id, topic in enumerate(batch.topics):
             rows = counted & (batch.topic_ids == topic_id)
             if not rows.any():
@@ -228,8 +230,8 @@ def _overlay_queues(commit_log: CommitLog, queues: ConsumeQueueTable,
     found: dict[tuple[str, int], list[tuple[int, int, int, int]]] = {k: [] for k in wanted}
     topics = {t for t, _ in wanted}
     for batch in commit_log.batches(start):
-        tran = batch.sys_flags & 0xC
-        counted = (tran == 0) | (tran == 0x8)
+        tran = batch.sys_flags & TRANSACTION_TYPE_MASK
+        counted = (tran == SysFlag.TRANSACTION_NOT_TYPE) | (tran == SysFlag.TRANSACTION_COMMIT)
         for topic_id, topic in enumerate(batch.topics):
             if topic not in topics:
                 continue

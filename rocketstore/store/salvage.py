@@ -26,7 +26,15 @@ from typing import Any
 import numpy as np
 
 from rocketstore.common.fastjson import loads_fastjson
-from rocketstore.common.record import BLANK_MAGIC_CODE, END_FILE_MIN_BLANK_LENGTH
+from rocketstore.common.record import (
+    BLANK_MAGIC_CODE,
+    BORNHOST_OFFSET,
+    END_FILE_MIN_BLANK_LENGTH,
+    QUEUEOFFSET_OFFSET,
+    SYSFLAG_OFFSET,
+    TRANSACTION_TYPE_MASK,
+    SysFlag,
+)
 from rocketstore.common.topics import SCHEDULE_TOPIC
 from rocketstore.config import StoreConfig
 from rocketstore.store.damage import DamagedRange
@@ -134,23 +142,23 @@ def salvage(source: str | os.PathLike[str], target: str | os.PathLike[str],
             for batch in src.commit_log.batches(src.get_min_phy_offset(), check_crc=check_crc,
                                                 tags_codes=False):
                 mf = batch.mapped_file
-                tran = (batch.sys_flags & 0xC).tolist()
+                tran = (batch.sys_flags & TRANSACTION_TYPE_MASK).tolist()
                 for i, pos in enumerate(batch.positions.tolist()):
                     size = int(batch.sizes[i])
                     rec = bytearray(mf.read(pos, size))
                     old_phy = int(batch.phy_offsets[i])
-                    if tran[i] in (0, 0x8):
+                    if tran[i] in (SysFlag.TRANSACTION_NOT_TYPE, SysFlag.TRANSACTION_COMMIT):
                         key = (batch.topics[int(batch.topic_ids[i])], int(batch.queue_ids[i]))
                         offsets = renumber[key]
-                        struct.pack_into(">q", rec, 20, len(offsets))     # QUEUEOFFSET
+                        struct.pack_into(">q", rec, QUEUEOFFSET_OFFSET, len(offsets))
                         offsets.append(int(batch.queue_offsets[i]))
-                    if tran[i] in (0x8, 0xC):
+                    if tran[i] in (SysFlag.TRANSACTION_COMMIT, SysFlag.TRANSACTION_ROLLBACK):
                         pto_at = _prepared_offset_at(rec)
                         (old,) = struct.unpack_from(">q", rec, pto_at)
                         if old in prepared:
                             struct.pack_into(">q", rec, pto_at, prepared[old])
                     at = writer.append(rec)
-                    if tran[i] == 0x4:
+                    if tran[i] == SysFlag.TRANSACTION_PREPARED:
                         prepared[old_phy] = at
                     report.records += 1
                     report.bytes += size
@@ -175,10 +183,10 @@ def salvage(source: str | os.PathLike[str], target: str | os.PathLike[str],
 
 def _prepared_offset_at(rec: bytes | bytearray) -> int:
     """Position of PREPAREDTRANSACTIONOFFSET in a (valid) record."""
-    (sys_flag,) = struct.unpack_from(">i", rec, 36)
-    born = 16 if sys_flag & 0x10 else 4
-    store = 16 if sys_flag & 0x20 else 4
-    return 48 + born + 4 + 8 + store + 4 + 4
+    (sys_flag,) = struct.unpack_from(">i", rec, SYSFLAG_OFFSET)
+    born = 16 if sys_flag & SysFlag.BORNHOST_V6 else 4
+    store = 16 if sys_flag & SysFlag.STOREHOST_V6 else 4
+    return BORNHOST_OFFSET + born + 4 + 8 + store + 4 + 4
 
 
 def _moved(offsets: list[int], committed: int) -> int:

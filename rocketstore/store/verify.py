@@ -22,6 +22,7 @@ from rocketstore._native import dispatch
 from rocketstore._native.index_file import IndexFile, IndexFileCorruptError
 from rocketstore._native.index_keys import record_index_key_hashes
 from rocketstore.common.fastjson import loads_fastjson
+from rocketstore.common.record import TRANSACTION_TYPE_MASK, SysFlag
 from rocketstore.common.text import is_ascii_int
 from rocketstore.config import StoreConfig
 from rocketstore.store.consume_queue import BLANK_UNIT_SIZE, UNIT_DTYPE, ConsumeQueue
@@ -155,8 +156,8 @@ class _QueueCheck:
     def __call__(self, batch: dispatch.DispatchBatch) -> None:
         self.starts.append(np.array(batch.phy_offsets, dtype=np.int64))
         self.report.record_bytes += int(np.sum(batch.sizes, dtype=np.int64))
-        tran = batch.sys_flags & 0xC
-        counted = (tran == 0) | (tran == 0x8)
+        tran = batch.sys_flags & TRANSACTION_TYPE_MASK
+        counted = (tran == SysFlag.TRANSACTION_NOT_TYPE) | (tran == SysFlag.TRANSACTION_COMMIT)
         for topic_id, topic in enumerate(batch.topics):
             rows = np.flatnonzero(counted & (batch.topic_ids == topic_id))
             if not len(rows):

@@ -1,11 +1,14 @@
-"""The record magic codes and the system topic names have one home, rocketstore/common/: no
-numeric or quoted string literal of them anywhere else in rocketstore/ (Python, Cython
-sources and stubs). Comments and docstrings may name them."""
+"""The record magic codes, the system topic names and the message property names have one home,
+rocketstore/common/: no numeric or quoted string literal of them anywhere else in rocketstore/
+(Python, Cython sources and stubs; native code reads the names from the header setup.py
+generates). Comments and docstrings may name them."""
 from __future__ import annotations
 
 import re
 from collections.abc import Iterator
 from pathlib import Path
+
+from rocketstore.common.properties import SYSTEM_PROPERTIES, MessageProperty
 
 PACKAGE = Path(__file__).resolve().parents[2] / "rocketstore"
 HOME = PACKAGE / "common"
@@ -24,6 +27,11 @@ _ESCAPED = re.compile("|".join(
 #: a string literal of a system topic (or the start of one: prefixes, RMQ_SYS_*)
 _TOPIC = re.compile(r"^(SCHEDULE_TOPIC_XXXX|TBW102|%RETRY%|%DLQ%|RMQ_SYS_|OFFSET_MOVED_EVENT$"
                     r"|SELF_TEST_TOPIC$|TRANS_CHECK_MAX_TIME_TOPIC$)")
+
+#: every well-known property name, alone or with its name-value separator (b"DELAY\x01")
+PROPERTY_NAMES = SYSTEM_PROPERTIES | {
+    value for name, value in vars(MessageProperty).items() if not name.startswith("_")}
+_PROPERTY = re.compile("(" + "|".join(map(re.escape, sorted(PROPERTY_NAMES))) + r")(\\x01)?")
 
 _TOKEN = re.compile(r"""
     (?P<comment>\#[^\n]*)
@@ -63,7 +71,7 @@ def literals_of_the_vocabulary(text: str) -> list[str]:
                     found.append(f"{line + token.count(chr(10), 0, m.start())}: {m.group()}")
         elif kind == "string":
             body = token[1:-1]
-            if _TOPIC.match(body) or _ESCAPED.search(body):
+            if _TOPIC.match(body) or _ESCAPED.search(body) or _PROPERTY.fullmatch(body):
                 found.append(f"{line}: {token}")
     return found
 
@@ -71,16 +79,43 @@ def literals_of_the_vocabulary(text: str) -> list[str]:
 def test_the_scanner_finds_what_it_looks_for() -> None:
     text = '''x = 0xdaa320a7\ny = -626843481  # 0xCBD43194 in a comment\n"""SCHEDULE_TOPIC_XXXX"""
 t = "SCHEDULE_TOPIC_XXXX"\np = f"%RETRY%{g}"\nq = b"\\xda\\xa3"\ns = "RMQ_SYS_TRACE_TOPIC"
-ok = "CID_RMQ_SYS_TRANS"\nn = 3668123815\nm = MAGIC  # TBW102\n'''
+ok = "CID_RMQ_SYS_TRANS"\nn = 3668123815\nm = MAGIC  # TBW102\nk = b"UNIQ_KEY"\nd = b"DELAY\\x01"
+fine = "KEYSTONE", "TAGS_"\n'''
     assert [hit.split(":")[0] for hit in literals_of_the_vocabulary(text)] == [
-        "1", "2", "4", "5", "6", "7", "9"]
+        "1", "2", "4", "5", "6", "7", "9", "11", "12"]
 
 
-def test_magic_codes_and_system_topics_live_only_in_common() -> None:
+def test_the_vocabulary_lives_only_in_common() -> None:
     hits = []
     for path in sorted(PACKAGE.rglob("*")):
         if path.suffix not in SUFFIXES or HOME in path.parents:
             continue
         for hit in literals_of_the_vocabulary(path.read_text(encoding="utf-8")):
             hits.append(f"{path.relative_to(PACKAGE)}:{hit}")
+    assert hits == []
+
+
+#: a sysFlag masked with a number (``sys_flag & 0xF``, ``batch.sys_flags & 0xC``) instead of
+#: rocketstore.common.record's names
+_SYS_FLAG_MASK = re.compile(r"sys_?flags?\b[\w\[\].]*\s*\)?\s*&\s*~?\s*\(?\s*(0[xX][0-9a-fA-F]+|[0-9]+)\b",
+                            re.IGNORECASE)
+
+
+def sys_flag_masks(text: str) -> list[str]:
+    return [f"{line + token.count(chr(10), 0, m.start())}: {m.group()}"
+            for kind, token, line in tokens(text) if kind == "code"
+            for m in _SYS_FLAG_MASK.finditer(token)]
+
+
+def test_the_sys_flag_scanner_finds_what_it_looks_for() -> None:
+    text = ("a = stored.sys_flag & 0xF\nb = (batch.sys_flags & 0xC)\nc = sys_flags[i] & 12\n"
+            "d = msg.sys_flag & MESSAGE_SYS_FLAGS\ne = sys_flag & ~0xF\n# sys_flag & 0x4\n")
+    assert [hit.split(":")[0] for hit in sys_flag_masks(text)] == ["1", "2", "3", "5"]
+
+
+def test_sys_flag_bits_are_named() -> None:
+    hits = [f"{path.relative_to(PACKAGE)}:{hit}"
+            for path in sorted(PACKAGE.rglob("*"))
+            if path.suffix in SUFFIXES and HOME not in path.parents
+            for hit in sys_flag_masks(path.read_text(encoding="utf-8"))]
     assert hits == []

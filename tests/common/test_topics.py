@@ -47,3 +47,22 @@ def test_topic_rule() -> None:
             validate_topic(topic)
     with pytest.raises(TypeError):
         validate_topic(b"t")
+
+
+def test_the_native_topic_rule_is_this_one() -> None:
+    """The native check (its character table generated from TOPIC_CHARS) accepts exactly the
+    topics this rule accepts: every code point below 512 as a one-character topic, and the
+    length bounds."""
+    from rocketstore._native.message import validate_topic as native_validate_topic
+
+    def accepts(check, topic: str) -> bool:
+        try:
+            check(topic)
+        except ValueError:
+            return False
+        return True
+
+    for code in range(512):
+        assert accepts(native_validate_topic, chr(code)) is accepts(validate_topic, chr(code)), code
+    for topic in ("", "x" * 127, "x" * 128):
+        assert accepts(native_validate_topic, topic) is accepts(validate_topic, topic)

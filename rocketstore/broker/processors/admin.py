@@ -26,6 +26,7 @@ import orjson
 from rocketstore.broker.config import BROKER_PROPERTY_KEYS
 from rocketstore.broker.subscription_group import SubscriptionGroupConfig
 from rocketstore.broker.topic_config import TopicConfig
+from rocketstore.common.consume import MessageModel
 from rocketstore.common.fastjson import dumps_object_keys as fastjson_dumps
 from rocketstore.common.perm import PERM_READ, PERM_WRITE
 from rocketstore.common.topics import (
@@ -251,7 +252,7 @@ class AdminBrokerProcessor:
             if cfg is None:
                 continue
             info = self.consumers.get(group)
-            if only_topic is None and info is not None and info.message_model == "BROADCASTING":
+            if only_topic is None and info is not None and info.message_model == MessageModel.BROADCASTING:
                 continue
             for queue_id in range(cfg.read_queue_nums):
                 broker_offset = self.store.get_max_offset_in_queue(topic, queue_id)

@@ -15,10 +15,7 @@ from typing import Any
 import orjson
 
 from rocketstore.broker.client_groups import (
-    CONSUME_FROM_WHERE,
-    CONSUME_TYPES,
     LANGUAGES,
-    MESSAGE_MODELS,
     ClientChannelInfo,
     ConsumerManager,
     ProducerManager,
@@ -28,6 +25,11 @@ from rocketstore.broker.client_groups import (
 from rocketstore.broker.rebalance_lock import MessageQueueKey, RebalanceLockManager
 from rocketstore.broker.subscription_group import SubscriptionGroupManager
 from rocketstore.broker.topic_config import TopicConfigManager
+from rocketstore.common.consume import (
+    CONSUME_FROM_WHERE_NAMES,
+    CONSUME_TYPE_NAMES,
+    MESSAGE_MODEL_NAMES,
+)
 from rocketstore.common.perm import PERM_READ, PERM_WRITE
 from rocketstore.common.text import is_ascii_int
 from rocketstore.common.topics import retry_topic
@@ -123,9 +125,10 @@ class ClientManageProcessor:
                     raise BodyError("subscriptionDataSet must be a list")
                 parsed.append((
                     entry["groupName"],
-                    enum_name(entry.get("consumeType", 1), CONSUME_TYPES, "consumeType"),
-                    enum_name(entry.get("messageModel", 1), MESSAGE_MODELS, "messageModel"),
-                    enum_name(entry.get("consumeFromWhere", 0), CONSUME_FROM_WHERE, "consumeFromWhere"),
+                    enum_name(entry.get("consumeType", 1), CONSUME_TYPE_NAMES, "consumeType"),
+                    enum_name(entry.get("messageModel", 1), MESSAGE_MODEL_NAMES, "messageModel"),
+                    enum_name(entry.get("consumeFromWhere", 0), CONSUME_FROM_WHERE_NAMES,
+                              "consumeFromWhere"),
                     [SubscriptionData.from_json(s) for s in subs],
                 ))
         except (BodyError, ValueError) as exc:

@@ -4,10 +4,10 @@ The reply of a pull that found messages carries the CommitLog records exactly as
 body is the list of the records' memoryviews of the mapped files, written to the socket
 without being joined per message (``RemotingCommand.body`` as a list of buffers).
 
-sysFlag bits: 0x1 the request carries the consumer's committed offset (stored for the group),
-0x2 suspend (a pull that finds nothing is held up to suspendTimeoutMillis, see
-:mod:`rocketstore.broker.long_polling`), 0x4 the request carries its subscription (else the
-one the group's heartbeat registered is used). Tags are filtered by the ConsumeQueue's tags
+sysFlag bits (:mod:`rocketstore.common.pull_sys_flag`): the request carries the consumer's
+committed offset (stored for the group); suspend (a pull that finds nothing is held up to
+suspendTimeoutMillis, see :mod:`rocketstore.broker.long_polling`); the request carries its
+subscription (else the one the group's heartbeat registered is used). Tags are filtered by the ConsumeQueue's tags
 code and then by the record's TAGS (the C++ client's heartbeat sends zeros as tag codes, so
 they are never used).
 """
@@ -24,7 +24,9 @@ from rocketstore.broker.long_polling import PullRequestHoldService
 from rocketstore.broker.stats import BrokerStats
 from rocketstore.broker.subscription_group import SubscriptionGroupManager
 from rocketstore.broker.topic_config import TopicConfigManager
+from rocketstore.common.consume import MessageModel
 from rocketstore.common.perm import is_readable
+from rocketstore.common.pull_sys_flag import FLAG_COMMIT_OFFSET, FLAG_SUBSCRIPTION, FLAG_SUSPEND
 from rocketstore.common.subscription import EXPRESSION_TYPE_TAG
 from rocketstore.message import GetMessageStatus
 from rocketstore.remoting import (
@@ -40,10 +42,6 @@ from rocketstore.store import MessageStore, parse_subscription
 
 log = logging.getLogger("rocketstore.broker")
 
-FLAG_COMMIT_OFFSET = 0x1
-FLAG_SUSPEND = 0x2
-FLAG_SUBSCRIPTION = 0x4
-FLAG_CLASS_FILTER = 0x8
 #: The longest a pull is held (clients ask 15-20 s; a connection idle for 120 s is closed).
 MAX_SUSPEND_MS = 120_000
 
@@ -136,7 +134,7 @@ class PullMessageProcessor:
             if group_info is None:
                 return create_response(request, ResponseCode.SUBSCRIPTION_NOT_EXIST,
                                        f"the consumer's group info not exist, group {header.consumer_group}")
-            if not group_config.consume_broadcast_enable and group_info.message_model == "BROADCASTING":
+            if not group_config.consume_broadcast_enable and group_info.message_model == MessageModel.BROADCASTING:
                 return create_response(request, ResponseCode.NO_PERMISSION,
                                        f"the consumer group[{header.consumer_group}] can not consume by broadcast way")
             subscription = group_info.find_subscription(header.topic)

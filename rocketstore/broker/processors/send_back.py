@@ -22,6 +22,7 @@ from rocketstore.broker.message_writer import MessageWriter
 from rocketstore.broker.subscription_group import SubscriptionGroupManager
 from rocketstore.broker.topic_config import TopicConfigManager
 from rocketstore.common.perm import PERM_READ, PERM_WRITE, is_writeable
+from rocketstore.common.record import MESSAGE_SYS_FLAGS
 from rocketstore.common.topics import dlq_topic, retry_topic
 from rocketstore.message import CorruptRecordError, Message, MessageProperty, PutMessageStatus
 from rocketstore.remoting import (
@@ -108,7 +109,7 @@ class SendBackProcessor:
         try:
             message = Message(topic, bytes(stored.body), properties=properties, flag=stored.flag,
                               born_timestamp=stored.born_timestamp, born_host=stored.born_host,
-                              sys_flag=stored.sys_flag & 0xF, reconsume_times=reconsume_times + 1)
+                              sys_flag=stored.sys_flag & MESSAGE_SYS_FLAGS, reconsume_times=reconsume_times + 1)
         except (ValueError, TypeError, OverflowError) as exc:
             return create_response(request, ResponseCode.SYSTEM_ERROR, f"cannot send the message back: {exc}")
         result = self.writer.put(message, queue_id)

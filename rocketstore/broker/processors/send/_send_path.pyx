@@ -31,6 +31,7 @@ from rocketstore._native.includes.byteorder cimport rs_put_u32
 from rocketstore._native.hosts cimport MSG_ID_TEXT, msg_id_into
 from rocketstore._native.message cimport Message
 from rocketstore._native.put_path cimport PutLock, lock_clock_ns
+from rocketstore._native.record cimport MESSAGE_SYS_FLAGS, SYSFLAG_TRANSACTION_MASK
 from rocketstore._native.record_writer cimport PutMessageResult
 from rocketstore.broker.processors.send._send_header cimport (
     SendRequestHeader, read_properties_text, read_send_header, read_send_struct)
@@ -52,8 +53,6 @@ from rocketstore.remoting._frames import encode_json_header
 from rocketstore.remoting.codes import ResponseCode
 
 cdef enum:
-    _CLIENT_SYS_FLAGS = 0xF     # sysFlag bits a producer may set (compressed, multi tags, transaction)
-    _TRANSACTION_MASK = 0xC
     _MAX_VALID_TOPICS = 4096    # names remembered as valid (a cache, cleared when full)
     _QUEUE_ID_TEXTS = 256
     _FLAG_RESPONSE = 1
@@ -297,8 +296,8 @@ cdef class SendPath(DirectHandler):
             if write_nums <= 0:
                 return create_response(request, _NO_PERMISSION, f"topic[{topic}] has no write queue")
             queue_id = randrange(write_nums)
-        sys_flag = <int>(header.sys_flag & _CLIENT_SYS_FLAGS)
-        if sys_flag & _TRANSACTION_MASK and self.reject_transaction:
+        sys_flag = <int>(header.sys_flag & MESSAGE_SYS_FLAGS)
+        if sys_flag & SYSFLAG_TRANSACTION_MASK and self.reject_transaction:
             return self._transaction_refused(request)
         if header.batch:
             return self.processor.send_batch(ctx, request, header, queue_id, sys_flag)
