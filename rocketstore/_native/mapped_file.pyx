@@ -29,12 +29,8 @@ from rocketstore._native.file_blocks cimport (
     ALLOCATION_CHUNK, allocate_blocks, create_file, data_end, park_fd, punch_hole,
     reads_allocate, reserve_blocks, size_new_file,
 )
-from rocketstore._native.includes.atomic cimport (
-    rs_load_i64, rs_load_int, rs_store_release_i64,
-)
-from rocketstore._native.prefault cimport (
-    note_no_populate_write, populate, soft_fail, touch_pages,
-)
+from rocketstore._native.includes.atomic cimport rs_load_i64, rs_load_int, rs_store_release_i64
+from rocketstore._native.prefault cimport note_no_populate_write, populate, soft_fail, touch_pages
 from rocketstore._native.stop_flag cimport StopFlag
 from rocketstore._native.write_through cimport (
     close_buffer, commit_through, destroy_write_through, init_write_through, open_buffer,

@@ -38,9 +38,9 @@ from rocketstore._native.index_file import IndexFile, IndexFileCorruptError, que
 from rocketstore._native.index_keys import index_key_hash, record_index_key_hashes
 from rocketstore._native.mapped_file import MappedFile
 from rocketstore.config import StoreConfig
+from rocketstore.store.clock import Clock, SystemClock
 from rocketstore.store.layout import INDEX_DIR, is_index_file_name
 from rocketstore.store.mapped_file_queue import remove_creating_leftovers
-from rocketstore.store.services.clean import Clock, SystemClock
 
 __all__ = ["IndexBatch", "IndexFileCorruptError", "IndexHole", "IndexService", "index_file_name"]
 

@@ -26,6 +26,7 @@ from rocketstore.message import (
 from rocketstore.store import description
 from rocketstore.store import get_message as reader
 from rocketstore.store.checkpoint import StoreCheckpoint
+from rocketstore.store.clock import Clock, SystemClock
 from rocketstore.store.commit_log import CommitLog
 from rocketstore.store.consume_queue import ConsumeQueue
 from rocketstore.store.consume_queue_table import ConsumeQueueTable
@@ -43,9 +44,7 @@ from rocketstore.store.services.clean import (
     CleanConsumeQueueService,
     CleanFilesService,
     CleanReport,
-    Clock,
     DiskUsageProbe,
-    SystemClock,
     disk_used_ratio,
 )
 from rocketstore.store.services.flush_consume_queue import FlushConsumeQueueService

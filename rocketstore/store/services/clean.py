@@ -35,11 +35,12 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from rocketstore._native.mapped_file import MappedFile
 from rocketstore.common.text import is_ascii_int
 from rocketstore.config import StoreConfig
+from rocketstore.store.clock import Clock, SystemClock
 from rocketstore.store.mapped_file_queue import MappedFileQueue, last_modified_ms
 from rocketstore.store.services.service_thread import ServiceThread
 
@@ -94,23 +95,6 @@ def disk_space(path: str) -> dict[str, int] | None:
     return {"total": st.f_blocks * st.f_frsize,
             "used": (st.f_blocks - st.f_bfree) * st.f_frsize,
             "free": st.f_bavail * st.f_frsize}
-
-
-class Clock(Protocol):
-    """What retention reads of time: wall-clock ms (file ages against their modification
-    times, the hour of the day) and monotonic ms (how long a deletion has waited)."""
-
-    def wall_ms(self) -> int: ...
-
-    def monotonic_ms(self) -> float: ...
-
-
-class SystemClock:
-    def wall_ms(self) -> int:
-        return time.time_ns() // 1_000_000
-
-    def monotonic_ms(self) -> float:
-        return time.monotonic() * 1000.0
 
 
 def local_hour(wall_ms: int) -> int:
