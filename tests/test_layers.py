@@ -62,6 +62,16 @@ def test_a_broker_import_of_the_name_server_breaks_the_contract(tmp_path: Path) 
     assert "rocketstore.broker.peer -> rocketstore.namesrv.route_info" in proc.stdout
 
 
+def test_the_vocabulary_importing_any_other_package_breaks_the_contract(tmp_path: Path) -> None:
+    """rocketstore.common is the floor: even a package below it in the layers (native code,
+    the store's types) may not be imported from it."""
+    src = copy_sources(tmp_path / "src")
+    (src / "rocketstore" / "common" / "leak.py").write_text(
+        "from rocketstore.config import StoreConfig\n", encoding="utf-8")
+    proc = lint_imports(src, tmp_path)
+    assert proc.returncode != 0
+    assert "rocketstore.common.leak -> rocketstore.config" in proc.stdout
+
 
 def test_a_reach_into_a_store_module_breaks_the_contract(tmp_path: Path) -> None:
     src = copy_sources(tmp_path / "src")
