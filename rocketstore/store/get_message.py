@@ -90,8 +90,7 @@ def get_message(config: StoreConfig, commit_log: CommitLog, queues: ConsumeQueue
         return GetMessageResult(GetMessageStatus.OFFSET_OVERFLOW_ONE, correction(offset),
                                 min_offset, max_offset)
     if offset > max_offset:
-        return GetMessageResult(GetMessageStatus.OFFSET_OVERFLOW_BADLY,
-                                correction(0 if min_offset == 0 else max_offset),
+        return GetMessageResult(GetMessageStatus.OFFSET_OVERFLOW_BADLY, correction(max_offset),
                                 min_offset, max_offset)
     units = cq.read_units(offset, MAX_FILTER_MESSAGE_COUNT)
     if units is None:
@@ -160,7 +159,8 @@ def get_message(config: StoreConfig, commit_log: CommitLog, queues: ConsumeQueue
         if done:
             break
     result.buffer_total_size = buffer_total
-    result.next_begin_offset = correction(offset + i)
+    # past the units looked at, on a slave too: RocketMQ corrects only the offsets it refuses
+    result.next_begin_offset = offset + i
     result.suggest_pulling_from_slave = (max_phy - max_phy_pulling) > memory
     return result
 

@@ -266,8 +266,8 @@ def test_every_get_message_status(tag_copy: Path) -> None:
         assert get("empty", 0, 3) == (S.NO_MESSAGE_IN_QUEUE, 0, 0, 0)
         assert get("tags", 0, -1) == (S.OFFSET_TOO_SMALL, 0, 0, n)
         assert get("tags", 0, n) == (S.OFFSET_OVERFLOW_ONE, n, 0, n)
-        assert get("tags", 0, n + 1) == (S.OFFSET_OVERFLOW_BADLY, 0, 0, n)
-        assert get("tags", 0, 10**12) == (S.OFFSET_OVERFLOW_BADLY, 0, 0, n)
+        assert get("tags", 0, n + 1) == (S.OFFSET_OVERFLOW_BADLY, n, 0, n)
+        assert get("tags", 0, 10**12) == (S.OFFSET_OVERFLOW_BADLY, n, 0, n)
         assert get("tags", 0, 0)[0] == S.FOUND
         assert get("tags", 0, 0, "Missing")[:2] == (S.NO_MATCHED_MESSAGE, CQ_UNITS)
     # a slave without offset_check_in_slave does not correct the offset
@@ -278,6 +278,102 @@ def test_every_get_message_status(tag_copy: Path) -> None:
     store = open_store(tag_copy)
     store.shutdown()
     assert store.get_message("g", "tags", 0, 0).status == S.NO_MATCHED_LOGIC_QUEUE
+
+
+# RocketMQ 4.9.8 DefaultMessageStore.getMessage's nextBeginOffset, status by status. A refused
+# offset is corrected (nextOffsetCorrection) on a master and on a slave with
+# offset_check_in_slave; a slave without it answers the offset it was asked for. An offset
+# the pull read from moves past the units looked at, whatever the role.
+ROLES = {"master": {}, "slave": {"broker_role": "SLAVE"},
+         "slave-checking": {"broker_role": "SLAVE", "offset_check_in_slave": True}}
+
+
+@pytest.fixture(params=list(ROLES))
+def role(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+def pull_as(root: Path, role: str, topic: str, qid: int, offset: int, sub: str = "*",
+            before: Any = None) -> tuple[S, int, int, int]:
+    with MessageStore.open(root, make_config(root, **ROLES[role])) as store:
+        if before is not None:
+            before(store)
+        r = store.get_message("g", topic, qid, offset, 32, sub)
+        return r.status, r.next_begin_offset, r.min_offset, r.max_offset
+
+
+def corrected(role: str, asked: int, correct: int) -> int:
+    return asked if role == "slave" else correct
+
+
+def test_no_matched_logic_queue_next_offset(tag_copy: Path, role: str) -> None:
+    assert pull_as(tag_copy, role, "nope", 0, 7) == (
+        S.NO_MATCHED_LOGIC_QUEUE, corrected(role, 7, 0), 0, 0)
+
+
+def test_no_message_in_queue_next_offset(tag_copy: Path, role: str) -> None:
+    (tag_copy / "consumequeue" / "empty" / "0").mkdir(parents=True)
+    assert pull_as(tag_copy, role, "empty", 0, 3) == (
+        S.NO_MESSAGE_IN_QUEUE, corrected(role, 3, 0), 0, 0)
+
+
+def test_offset_too_small_next_offset(tag_copy: Path, role: str) -> None:
+    n = len(queue_records(tag_copy, "tags", 0))
+    assert pull_as(tag_copy, role, "tags", 0, -5) == (
+        S.OFFSET_TOO_SMALL, corrected(role, -5, 0), 0, n)
+
+
+def test_offset_overflow_one_next_offset(tag_copy: Path, role: str) -> None:
+    n = len(queue_records(tag_copy, "tags", 0))
+    assert pull_as(tag_copy, role, "tags", 0, n) == (S.OFFSET_OVERFLOW_ONE, n, 0, n)
+
+
+@pytest.mark.parametrize("beyond", [1, 2, 10**12])
+def test_offset_overflow_badly_next_offset_is_the_max_offset(tag_copy: Path, role: str,
+                                                             beyond: int) -> None:
+    """Past the end: the queue's max offset (also when its min offset is 0)."""
+    n = len(queue_records(tag_copy, "tags", 0))
+    assert pull_as(tag_copy, role, "tags", 0, n + beyond) == (
+        S.OFFSET_OVERFLOW_BADLY, corrected(role, n + beyond, n), 0, n)
+
+
+def test_offset_found_null_next_offset(tag_copy: Path, role: str) -> None:
+    """The ConsumeQueue file holding the offset is gone while the queue's min offset still
+    names it (deleted, not yet corrected): the first offset of the next file."""
+    n = len(queue_records(tag_copy, "tags", 0))
+
+    def drop_first_cq_file(store: MessageStore) -> None:
+        cq = store.consume_queues.find("tags", 0)
+        assert cq is not None and cq.queue.delete_before(CQ_UNITS * 20, 0) == 1
+        assert cq.min_offset == 0
+
+    assert pull_as(tag_copy, role, "tags", 0, 5, before=drop_first_cq_file) == (
+        S.OFFSET_FOUND_NULL, corrected(role, 5, CQ_UNITS), 0, n)
+
+
+def test_no_matched_message_next_offset(tag_copy: Path, role: str) -> None:
+    n = len(queue_records(tag_copy, "tags", 0))
+    assert pull_as(tag_copy, role, "tags", 0, 3, "Missing") == (
+        S.NO_MATCHED_MESSAGE, CQ_UNITS, 0, n)
+
+
+def test_message_was_removing_next_offset(tag_copy: Path, role: str) -> None:
+    """The CommitLog files under a whole ConsumeQueue file's units are deleted and the
+    queue's min offset is not corrected yet: every unit is looked at."""
+    recs = queue_records(tag_copy, "tags", 0)
+    cut = 2 * CL_SIZE
+    assert recs[CQ_UNITS - 1].commitLogOffset < cut
+
+    def drop_commit_log_files(store: MessageStore) -> None:
+        assert store.commit_log.queue.delete_before(cut, 0) == 2
+
+    assert pull_as(tag_copy, role, "tags", 0, 0, before=drop_commit_log_files) == (
+        S.MESSAGE_WAS_REMOVING, CQ_UNITS, 0, len(recs))
+
+
+def test_found_next_offset(tag_copy: Path, role: str) -> None:
+    n = len(queue_records(tag_copy, "tags", 0))
+    assert pull_as(tag_copy, role, "tags", 0, 10) == (S.FOUND, 42, 0, n)
 
 
 @pytest.mark.parametrize("delete_cq", [True, False], ids=["with-cq-files", "commitlog-only"])
