@@ -9,6 +9,7 @@ import logging
 import os
 
 from rocketstore.common.atomic_file import write_atomically
+from rocketstore.common.text import is_ascii_int
 
 log = logging.getLogger("rocketstore.store")
 
@@ -18,26 +19,73 @@ QUEUE_OFFSETS_FILE = "queueOffsets.json"
 QueueOffsets = dict[str, dict[str, int]]
 
 
+#: how much of a bad value a warning quotes
+QUOTE_BYTES = 200
+
+
+class _Malformed(ValueError):
+    pass
+
+
+def _quote(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= QUOTE_BYTES else f"{text[:QUOTE_BYTES]}... ({len(text)} chars)"
+
+
+def _offset(value: object, what: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise _Malformed(f"{what} is {_quote(value)}, not an offset (an int >= 0)")
+    return value
+
+
+def _parse(data: object) -> tuple[QueueOffsets, int | None]:
+    if not isinstance(data, dict) or not isinstance(data.get("queueOffsets"), dict):
+        raise _Malformed(f"not an object with a \"queueOffsets\" object: {_quote(data)}")
+    offsets: QueueOffsets = {}
+    for topic, by_queue in data["queueOffsets"].items():
+        if not isinstance(by_queue, dict):
+            raise _Malformed(f"topic {_quote(topic)} maps to {_quote(by_queue)}, not an object")
+        queues: dict[str, int] = {}
+        for qid, next_offset in by_queue.items():
+            if not is_ascii_int(qid):      # recovery takes it for a queue id
+                raise _Malformed(f"topic {_quote(topic)} has queue id {_quote(qid)}, not an int "
+                                 ">= 0")
+            queues[qid] = _offset(next_offset, f"{topic}:{qid}'s next offset")
+        offsets[topic] = queues
+    end = data.get("commitLogEnd")
+    return offsets, None if end is None else _offset(end, "commitLogEnd")
+
+
 def read_shutdown_state(path: str) -> tuple[QueueOffsets, int | None] | None:
     """Each queue's next offset and the CommitLog's end as recorded at the last clean
     shutdown in config/queueOffsets.json (a rocketstore file; RocketMQ ignores it).
-    Missing or unreadable: None (logged), and recovery trusts the queues (and searches the
-    rest of the last CommitLog file)."""
+    Missing: None. Malformed in any way: None and one warning naming the file and what is
+    wrong; it is a hint, so recovery then trusts the queues (and searches the rest of the
+    last CommitLog file) as after a shutdown that left no file."""
+    state, problem = check_shutdown_state(path)
+    if problem is not None:
+        log.warning("ignoring %s (a hint written at a clean shutdown): %s", path, problem)
+    return state
+
+
+def check_shutdown_state(path: str) -> tuple[tuple[QueueOffsets, int | None] | None, str | None]:
+    """(the file's state, None), (None, None) when there is no file, or (None, what is wrong
+    with it, quoting at most QUOTE_BYTES of it)."""
     try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-        table = data["queueOffsets"]
-        offsets = {str(t): {str(q): int(o) for q, o in qs.items()}
-                   for t, qs in table.items()}
-        if any(o < 0 for qs in offsets.values() for o in qs.values()):
-            raise ValueError("negative queue offset")
-        end = data.get("commitLogEnd")
-        return offsets, int(end) if end is not None else None
+        with open(path, "rb") as f:
+            raw = f.read()
     except FileNotFoundError:
-        return None
-    except (ValueError, KeyError, TypeError, AttributeError, OverflowError) as exc:
-        log.error("ignoring unreadable %s: %s", path, exc)
-        return None
+        return None, None
+    except OSError as exc:
+        return None, f"cannot read it ({exc})"
+    try:
+        return _parse(json.loads(raw.decode("utf-8"))), None
+    except _Malformed as exc:
+        return None, str(exc)
+    except UnicodeDecodeError as exc:
+        return None, f"not UTF-8 at byte {exc.start}: {_quote(raw[:QUOTE_BYTES])}"
+    except (ValueError, RecursionError) as exc:     # json's errors name the position only
+        return None, f"not JSON ({exc}): {_quote(raw[:QUOTE_BYTES])}"
 
 
 def write_shutdown_state(path: str, table: QueueOffsets, commit_log_end: int) -> None:

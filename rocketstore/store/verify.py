@@ -29,6 +29,7 @@ from rocketstore.store.consume_queue import BLANK_UNIT_SIZE, UNIT_DTYPE, Consume
 from rocketstore.store.damage import DamagedRange
 from rocketstore.store.layout import INDEX_HEADER_SIZE, INDEX_SLOT_SIZE
 from rocketstore.store.message_store import MessageStore
+from rocketstore.store.shutdown_state import QUEUE_OFFSETS_FILE, check_shutdown_state
 from rocketstore.store.store_lock import lock_holder
 
 log = logging.getLogger("rocketstore.store")
@@ -312,6 +313,11 @@ def _check_other_files(store: MessageStore, report: VerifyReport) -> None:
         if not name.endswith(".json"):
             continue
         path = os.path.join(config_dir, name)
+        if name == QUEUE_OFFSETS_FILE:
+            problem = check_shutdown_state(path)[1]
+            if problem is not None:
+                report.other_files.add(f"{path}: {problem} (ignored: a hint, as if absent)")
+            continue
         try:
             with open(path, encoding="utf-8") as fh:
                 text = fh.read()

@@ -1,11 +1,14 @@
 """The recovery report and progress: full replays, checkpoints, the IndexFile's completeness."""
 from __future__ import annotations
 
+import json
+import logging
 import struct
 import zlib
 from pathlib import Path
 from typing import Any
 
+import helpers
 import pytest
 import refcodec
 from store_faults import (
@@ -17,6 +20,9 @@ from store_faults import (
     touch_abort,
     write_at,
 )
+
+from rocketstore import GetMessageStatus, Message, MessageStore
+from rocketstore.store.verify import verify
 
 # ---- recovery report and progress ----------------------------------------------------------
 
@@ -158,3 +164,75 @@ def test_recovery_report_normal_and_corrupt(base_store, tmp_path):
 def test_body_crc_helper_matches_refcodec():
     """The reference codec's CRC is zlib's, masked (sanity check of the helper used above)."""
     assert refcodec.body_crc(b"hello") == zlib.crc32(b"hello") & 0x7FFFFFFF
+
+
+# ---- config/queueOffsets.json: a hint, ignored when malformed --------------------------------
+
+def _bad_key(text: bytes) -> bytes:
+    data = json.loads(text)
+    data["queueOffsets"]["q"]["1x"] = data["queueOffsets"]["q"].pop("1")
+    return json.dumps(data).encode()
+
+
+def _edit(change: Any) -> Any:
+    def apply(text: bytes) -> bytes:
+        data = json.loads(text)
+        change(data)
+        return json.dumps(data).encode()
+    return apply
+
+
+MALFORMED_QUEUE_OFFSETS = {
+    "bad-queue-id": (_bad_key, "'1x'"),
+    "huge-queue-id": (_edit(lambda d: d["queueOffsets"]["q"].update({"1x" * 50000: 3})),
+                      "not an int"),
+    "negative-offset": (_edit(lambda d: d["queueOffsets"]["q"].update({"0": -1})), "-1"),
+    "text-offset": (_edit(lambda d: d["queueOffsets"]["q"].update({"0": "5"})), "'5'"),
+    "bool-offset": (_edit(lambda d: d["queueOffsets"]["q"].update({"0": True})), "True"),
+    "negative-end": (_edit(lambda d: d.update(commitLogEnd=-5)), "commitLogEnd"),
+    "topic-not-object": (_edit(lambda d: d["queueOffsets"].update(q=[1, 2])), "[1, 2]"),
+    "table-not-object": (_edit(lambda d: d.update(queueOffsets=7)), "queueOffsets"),
+    "not-an-object": (lambda text: b"[1, 2, 3]", "[1, 2, 3]"),
+    "truncated": (lambda text: text[:len(text) // 2], "not JSON"),
+    "empty": (lambda text: b"", "not JSON"),
+    "not-utf-8": (lambda text: b"\xff\xfe" + text, "not UTF-8"),
+}
+
+
+@pytest.mark.parametrize("shape", list(MALFORMED_QUEUE_OFFSETS))
+def test_malformed_queue_offsets_file_is_ignored(tmp_path: Path, caplog, shape: str) -> None:
+    """A writable open of a store whose queueOffsets.json is malformed opens as if the file
+    were absent, with one warning naming the file and what is wrong (quoting little of it);
+    every message is there; verify names the file."""
+    root = tmp_path / "s"
+    with helpers_open(root) as store:
+        for i in range(40):
+            assert store.put_message(Message("q", b"m%d" % i, tags="t"), i % 2).ok
+        assert store.wait_dispatched()
+    path = root / "config" / "queueOffsets.json"
+    assert json.loads(path.read_bytes())["queueOffsets"]["q"] == {"0": 20, "1": 20}
+    damage, words = MALFORMED_QUEUE_OFFSETS[shape]
+    path.write_bytes(damage(path.read_bytes()))
+    report = verify(root, helpers.make_config(root))
+    assert any(str(path) in line and words in line for line in report.other_files.listed), \
+        report.other_files
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="rocketstore"):
+        with helpers_open(root) as store:
+            for qid in (0, 1):
+                r = store.get_message("g", "q", qid, 0, 32)
+                assert r.status == GetMessageStatus.FOUND
+                assert [bytes(m.body) for m in r.messages] == \
+                    [b"m%d" % i for i in range(qid, 40, 2)]
+            assert store.put_message(Message("q", b"after"), 0).queue_offset == 20
+    lines = [r.getMessage() for r in caplog.records if str(path) in r.getMessage()]
+    assert len(lines) == 1 and lines[0].startswith(f"ignoring {path}"), lines
+    assert words in lines[0] and len(lines[0]) < len(str(path)) + 600, lines[0]
+    assert "Traceback" not in caplog.text and "invalid literal" not in caplog.text
+    with helpers_open(root) as store:      # the next clean shutdown wrote a good one again
+        assert store.get_max_offset_in_queue("q", 0) == 21
+    assert json.loads(path.read_bytes())["queueOffsets"]["q"] == {"0": 21, "1": 20}
+
+
+def helpers_open(root: Path) -> MessageStore:
+    return MessageStore.open(root, helpers.make_config(root))
