@@ -142,7 +142,7 @@ def get_message(config: StoreConfig, commit_log: CommitLog, queues: ConsumeQueue
                     msg.topic != topic:
                 # the unit does not point at its record: a damaged unit (the record is
                 # found in the CommitLog) or a damaged record (skipped, reported)
-                msg = _repair_unit(commit_log, cq, qoff, phy, size, result)
+                msg = _repair_unit(commit_log, cq, qoff, (phy, size, tags_code), result)
                 if msg is None:
                     continue
                 size = msg.store_size
@@ -199,9 +199,9 @@ def _unit_ok(commit_log: CommitLog, cq: ConsumeQueue, qoff: int) -> tuple[int, i
     return unit[0], unit[1]
 
 
-def _repair_unit(commit_log: CommitLog, cq: ConsumeQueue, qoff: int, phy: int, size: int,
-                 result: GetMessageResult) -> MessageExt | None:
-    """The record of unit qoff, whose unit (phy, size) points elsewhere: looked up in the
+def _repair_unit(commit_log: CommitLog, cq: ConsumeQueue, qoff: int,
+                 unit: tuple[int, int, int], result: GetMessageResult) -> MessageExt | None:
+    """The record of unit qoff, whose unit (phy, size, tags code) points elsewhere: looked up in the
     CommitLog between the records of the nearest units that check out, and the unit fixed
     (ConsumeQueue.fix_unit). None when the record is not there: its bytes are damaged (the
     skip is added to result.damaged and logged)."""
@@ -223,9 +223,8 @@ def _repair_unit(commit_log: CommitLog, cq: ConsumeQueue, qoff: int, phy: int, s
             break
     found = commit_log.find_queue_record(cq.topic, cq.queue_id, qoff, low, high)
     if found is not None:
-        log.error("ConsumeQueue %s:%d unit %d pointed at %d (%d bytes), not at its record "
-                  "(at %d): unit rebuilt from the CommitLog", cq.topic, cq.queue_id, qoff,
-                  phy, size, found[0])
+        log.error("ConsumeQueue %s:%d unit %d %s: unit rebuilt from the CommitLog", cq.topic,
+                  cq.queue_id, qoff, _unit_disagreement(commit_log, unit, found))
         cq.fix_unit(qoff, *found)
         return _message_at(commit_log, found[0], found[1])
     # the walk between the neighbours found (and marked) any damage there from record
@@ -238,6 +237,42 @@ def _repair_unit(commit_log: CommitLog, cq: ConsumeQueue, qoff: int, phy: int, s
               cq.topic, cq.queue_id, qoff, damaged)
     result.damaged.append((qoff, damaged))
     return None
+
+
+def _unit_disagreement(commit_log: CommitLog, unit: tuple[int, int, int],
+                       found: tuple[int, int, int]) -> str:
+    """What a damaged unit (offset, size, tags code) says that its record, found at
+    found = (offset, size, tags code), does not."""
+    phy, size, tags_code = unit
+    record_phy, record_size, record_tags = found
+    tags = (f"; its tags code {tags_code} is not the record's {record_tags}"
+            if tags_code != record_tags else "")
+    if phy == record_phy:
+        if size != record_size:
+            return f"says its record at {phy} is {size} bytes; it is {record_size}{tags}"
+        return (f"points at its record ({phy}, {size} bytes){tags}" if tags else
+                f"points at its record ({phy}, {size} bytes), which did not read back")
+    if record_phy < phy < record_phy + record_size:
+        return (f"points at {phy} ({size} bytes), {phy - record_phy} bytes inside its record "
+                f"at {record_phy} ({record_size} bytes){tags}")
+    return (f"points at {phy} ({size} bytes), {_what_is_at(commit_log, phy)}; its record "
+            f"is at {record_phy} ({record_size} bytes){tags}")
+
+
+def _what_is_at(commit_log: CommitLog, phy: int) -> str:
+    if phy < commit_log.min_offset():
+        return f"below the CommitLog's first offset {commit_log.min_offset()}"
+    if phy >= commit_log.max_offset():
+        return f"past the CommitLog's end {commit_log.max_offset()}"
+    status, size, reason = commit_log.record_at(phy)
+    if status == "ok":
+        msg = _message_at(commit_log, phy, size)
+        if msg is not None:
+            return (f"the record of {msg.topic}:{msg.queue_id} offset {msg.queue_offset} "
+                    f"({size} bytes)")
+    if status == "blank":
+        return "the blank that ends a CommitLog file"
+    return f"where no record starts ({reason or status})"
 
 
 def _roll_next_file(commit_log: CommitLog, phy: int) -> int:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import os
 import random
 import shutil
@@ -696,6 +697,57 @@ def test_flipped_unit_never_serves_a_foreign_record(pristine: Path, tmp_path: Pa
             assert store.consume_queues.find("beta", 0).get_unit(5) == expected[5]
     data = path.read_bytes()
     assert struct.unpack_from(">qiq", data, 5 * 20) == expected[5]     # the writer fixed it
+UNIT_DAMAGE = {
+    # kind: (the unit's new (offset, size, tags code) from units 5 and 6, what the log says)
+    "size": (lambda u5, u6: (u5[0], u5[1] + 1, u5[2]),
+             lambda u5, u6: f"unit 5 says its record at {u5[0]} is {u5[1] + 1} bytes; "
+                            f"it is {u5[1]}: unit rebuilt"),
+    "size-and-tags": (lambda u5, u6: (u5[0], u5[1] - 1, u5[2] + 1),
+                      lambda u5, u6: f"unit 5 says its record at {u5[0]} is {u5[1] - 1} "
+                                     f"bytes; it is {u5[1]}; its tags code {u5[2] + 1} is not "
+                                     f"the record's {u5[2]}: unit rebuilt"),
+    "next-record": (lambda u5, u6: u6,
+                    lambda u5, u6: f"unit 5 points at {u6[0]} ({u6[1]} bytes), the record of "
+                                   f"beta:0 offset 6 ({u6[1]} bytes); its record is at "
+                                   f"{u5[0]} ({u5[1]} bytes)"),
+    "inside-a-record": (lambda u5, u6: (u5[0] + 8, u5[1], u5[2]),
+                        lambda u5, u6: f"unit 5 points at {u5[0] + 8} ({u5[1]} bytes), 8 "
+                                       f"bytes inside its record at {u5[0]} ({u5[1]} bytes)"),
+    "between-records": (lambda u5, u6: (u6[0] + u6[1] // 2, u5[1], u5[2]),
+                        lambda u5, u6: f"unit 5 points at {u6[0] + u6[1] // 2} ({u5[1]} "
+                                       f"bytes), where no record starts (bad magic code); its "
+                                       f"record is at {u5[0]} ({u5[1]} bytes)"),
+    "past-the-end": (lambda u5, u6: (10**9, u5[1], u5[2]),
+                     lambda u5, u6: f"unit 5 points at {10**9} ({u5[1]} bytes), past the "
+                                    "CommitLog's end"),
+}
+
+
+@pytest.mark.parametrize("kind", list(UNIT_DAMAGE))
+def test_damaged_unit_log_line_says_what_disagrees(pristine: Path, tmp_path: Path, caplog,
+                                                   kind: str) -> None:
+    """The ERROR line of a unit get_message rebuilds names what the unit says that its
+    record does not: a size (or tags code) at the record's own offset, or an offset where
+    another record, no record or nothing starts, and where the record is."""
+    root = copy_of(pristine, tmp_path)
+    path = cq_files(root)[("beta", 0)][0]
+    data = bytearray(path.read_bytes())
+    u5, u6 = (struct.unpack_from(">qiq", data, i * 20) for i in (5, 6))
+    change, says = UNIT_DAMAGE[kind]
+    struct.pack_into(">qiq", data, 5 * 20, *change(u5, u6))
+    path.write_bytes(bytes(data))
+    expected = expected_units(root)[("beta", 0)]
+    for read_only in (True, False):
+        caplog.clear()
+        with caplog.at_level(logging.ERROR, logger="rocketstore.store"), \
+                MessageStore.open(root, make_config(root), read_only=read_only) as store:
+            got = [m.commitlog_offset for m in pull_all(store, "beta", 0)]
+        assert got == [u[0] for u in expected], read_only
+        lines = [r.getMessage() for r in caplog.records if "unit 5 " in r.getMessage()]
+        assert len(lines) == 1 and says(u5, u6) in lines[0], (read_only, lines)
+        assert "not at its record" not in lines[0]
+
+
 def test_zeroed_tail_is_redispatched_without_recorded_queue_offsets(
         rocketmq_store: Path, fixture_consumequeue: list[dict[str, Any]]) -> None:
     """A store without config/queueOffsets.json (written by RocketMQ): a zeroed tail of a
