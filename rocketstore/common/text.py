@@ -1,5 +1,8 @@
-"""Small text checks shared by every parser."""
+"""Small text checks shared by every parser, and the quoting of client-supplied text."""
 from __future__ import annotations
+
+#: How many characters of a client-supplied value a log line or a message quotes.
+QUOTE_LIMIT = 200
 
 
 def is_ascii_int(text: str, *, signed: bool = False) -> bool:
@@ -8,3 +11,13 @@ def is_ascii_int(text: str, *, signed: bool = False) -> bool:
     if signed and text.startswith("-"):
         text = text[1:]
     return text.isascii() and text.isdigit()
+
+
+def quote(value: object, limit: int = QUOTE_LIMIT) -> str:
+    """repr(value) in at most ``limit`` characters (then "..." and the value's length): how a
+    log line or an error message quotes a value a client sent, which may be megabytes."""
+    if isinstance(value, (str, bytes, bytearray)) and len(value) > limit:
+        unit = "chars" if isinstance(value, str) else "bytes"
+        return f"{repr(value[:limit])[:limit]}... ({len(value):,} {unit})"
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}..."

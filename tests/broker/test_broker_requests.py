@@ -258,6 +258,48 @@ def test_send_checks(arun, tmp_path: Path) -> None:
     arun(main())
 
 
+@pytest.mark.parametrize("native", [True, False])
+def test_a_separator_in_a_property_value_is_message_illegal(arun, tmp_path: Path, caplog,
+                                                            native: bool) -> None:
+    """A value holding \\x01 (a name cannot: the text's first \\x01 in a pair ends it) in a
+    SEND, a SEND_MESSAGE_V2 or a batch's message: MESSAGE_ILLEGAL naming the property (a long
+    name quoted in part), one WARNING line without a traceback, nothing stored, and the
+    connection goes on."""
+    long_name = "N" * 5000
+    v2 = {"a": "PG", "b": "q", "c": "TBW102", "d": 4, "e": 0, "f": 0, "g": 1, "h": 0}
+    batch_fields = dict(v2, m="true")
+    script = [
+        (SEND, send_fields("q", 0, props(TAGS="a\x01b")), "'TAGS'"),
+        (SEND, send_fields("q", 0, f"{long_name}\x01v\x01w"), "'NNN"),
+        (SEND, send_fields("q", 0, "TAGS\x01\x01"), "'TAGS'"),
+        (RequestCode.SEND_MESSAGE_V2, dict(v2, i="KEYS\x01k\x02u\x01v\x01w"), "'u'"),
+        (RequestCode.SEND_BATCH_MESSAGE, batch_fields, "'k'"),
+    ]
+    batch_body = encode_batch_body([(1, b"m1", b"TAGS\x01x"), (2, b"m2", b"k\x01v\x01w")])
+
+    async def main() -> None:
+        async with cluster(tmp_path / "store", native_send=native) as cl:
+            assert (await cl.call(SEND, send_fields("q", 1), b"creates q")).code == ResponseCode.SUCCESS
+            for code, fields, name in script:
+                caplog.clear()
+                with caplog.at_level("INFO"):
+                    body = batch_body if code == RequestCode.SEND_BATCH_MESSAGE else b"x"
+                    r = await cl.call(code, fields, body)
+                assert r.code == ResponseCode.MESSAGE_ILLEGAL, r.remark
+                assert r.remark.startswith(f"the value of property {name}") and "\\x01" in r.remark
+                assert len(r.remark) < 400
+                warnings = [rec for rec in caplog.records if rec.levelname != "INFO"]
+                assert len(warnings) == 1 and warnings[0].levelname == "WARNING", caplog.text
+                assert warnings[0].exc_info is None and r.remark in warnings[0].getMessage()
+                assert len(caplog.text) < 1000
+            # nothing stored; the connection still sends
+            assert cl.broker.store.get_max_offset_in_queue("q", 0) == 0
+            r = await cl.call(SEND, send_fields("q", 0, props(TAGS="t")), b"ok")
+            assert r.code == ResponseCode.SUCCESS and r.ext_fields["queueOffset"] == "0"
+
+    arun(main())
+
+
 def test_send_v2_and_random_queue(arun, tmp_path: Path) -> None:
     async def main() -> None:
         async with cluster(tmp_path / "store") as cl:
@@ -293,6 +335,9 @@ def _send_script() -> list[tuple[int, dict, bytes]]:
         (SEND, send_fields("eq", 1, props(DELAY="0")), b"delay 0"),
         (SEND, send_fields("eq", 4), b"queue out of range"),
         (SEND, send_fields("eq", 0, props(TAGS="a\x00b")), b"nul"),
+        (SEND, send_fields("eq", 0, props(TAGS="a\x01b")), b"separator in a value"),
+        (v2, {"a": "PG", "b": "eq", "c": "TBW102", "d": 4, "e": 0, "f": 0, "g": 1, "h": 0,
+              "i": "TAGS\x01t\x02k\x01v\x01w"}, b"separator in a v2 value"),
         (SEND, send_fields("eq", 0, props(TRAN_MSG="true")), b"tx"),
         (SEND, send_fields("eq", 0, sysFlag=4), b"prepared"),
         (SEND, send_fields("eq", 0, flag=2**40), b"flag"),
@@ -309,6 +354,8 @@ def _send_script() -> list[tuple[int, dict, bytes]]:
         (batch, dict(batch_fields, b="eq", e=2), encode_batch_body([(1, b"m1", b"TAGS\x01x"), (2, b"m2", b"")])),
         (batch, dict(batch_fields, b="eq", e=2), encode_batch_body([(1, b"m1", b"DELAY\x013")])),
         (batch, dict(batch_fields, b="eq", e=2), b"\x00\x00\x00"),
+        (batch, dict(batch_fields, b="eq", e=2),
+         encode_batch_body([(1, b"m1", b"TAGS\x01x"), (2, b"m2", b"k\x01v\x01w")])),
         (batch, dict(batch_fields, b="%RETRY%nogroup", e=0), encode_batch_body([(1, b"m1", b"")])),
         (batch, dict(batch_fields, b="eq", e=9), encode_batch_body([(1, b"m1", b"")])),
         (SEND, send_fields("other", -1, props(TAGS="random queue")), b"r"),   # last: its queue is random

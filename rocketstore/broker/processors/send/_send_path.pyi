@@ -13,6 +13,13 @@ from rocketstore.remoting._pump import DirectHandler
 #: MESSAGE_ILLEGAL's remark for a message whose properties hold NUL.
 NUL_IN_PROPERTIES: str
 
+def separator_in_properties(properties: dict[str, str]) -> str | None:
+    """MESSAGE_ILLEGAL's remark when a property value holds \\x01, else None."""
+
+def illegal_properties(ctx: Any, request: RemotingCommand, topic: str, remark: str
+                       ) -> RemotingCommand:
+    """MESSAGE_ILLEGAL for a message whose properties the store cannot write, logged once."""
+
 @final
 class SendPath(DirectHandler):
     """The request handler of SEND_MESSAGE (v2=False) or SEND_MESSAGE_V2 (v2=True) for a

@@ -6,8 +6,9 @@ Every send runs :meth:`SendPath.send`: busy (fast failure), a writeable broker, 
 name, a topic one may send to, its config (created from the default topic when new, through
 the processor), a writeable topic, the queue id (a random write queue when negative), the
 transaction bits; then a batch goes to the processor's batch rules, and a message meets the
-TRAN_MSG check, a retry topic's redirect to its dead-letter topic (the processor's), the NUL
-check, the Message, the delay redirect, the append and the reply. A refusal gets RocketMQ's
+TRAN_MSG check, a retry topic's redirect to its dead-letter topic (the processor's), the
+property checks (no NUL, no \\x01 in a value: the store's records hold neither), the
+Message, the delay redirect, the append and the reply. A refusal gets RocketMQ's
 response code and remark here. What needs the broker's tables or futures (topic creation, the
 retry/DLQ redirect, a batch, a refused put, a SYNC_FLUSH reply) goes through the processor's
 public methods.
@@ -23,8 +24,9 @@ cimport cython
 from libc.stdint cimport int64_t, uint32_t
 from libc.string cimport memcpy
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
-from cpython.dict cimport PyDict_Contains, PyDict_GetItem, PyDict_SetItem
+from cpython.dict cimport PyDict_Contains, PyDict_GetItem, PyDict_Next, PyDict_SetItem
 from cpython.object cimport PyObject
+from cpython.unicode cimport PyUnicode_GET_LENGTH
 
 from rocketstore._native.includes.atomic cimport rs_load_acquire_i64
 from rocketstore._native.includes.byteorder cimport rs_put_u32
@@ -39,6 +41,11 @@ from rocketstore.remoting._command cimport RemotingCommand
 from rocketstore.remoting._frames cimport DECIMAL_TEXT_MAX, FrameWriter, put_decimal
 from rocketstore.remoting._pump cimport DirectHandler
 
+cdef extern from "Python.h":
+    Py_ssize_t PyUnicode_FindChar(object text, Py_UCS4 ch, Py_ssize_t start, Py_ssize_t end,
+                                  int direction) except -2
+
+import logging
 from random import randrange
 
 from rocketstore._native.hosts import parse_host
@@ -47,6 +54,7 @@ from rocketstore.broker.processors.send._send_header import (
     SendHeaderError, decode_request_header)
 from rocketstore.common.perm import PERM_WRITE as _PERM_WRITE_BIT
 from rocketstore.common.properties import MessageConst, MessageProperty
+from rocketstore.common.text import quote
 from rocketstore.common.topics import RETRY_GROUP_TOPIC_PREFIX as _RETRY_GROUP_TOPIC_PREFIX
 from rocketstore.remoting._command import create_response
 from rocketstore.remoting._frames import encode_json_header
@@ -78,6 +86,9 @@ cdef str _NUL = "\x00"
 cdef str _NUL_IN_PROPERTIES = "the message properties contain NUL (a torn record to recovery)"
 #: MESSAGE_ILLEGAL's remark for a message whose properties hold NUL.
 NUL_IN_PROPERTIES = _NUL_IN_PROPERTIES
+
+log = logging.getLogger("rocketstore.broker")
+
 cdef str _K_MSG_ID = "msgId"
 cdef str _K_QUEUE_ID = "queueId"
 cdef str _K_QUEUE_OFFSET = "queueOffset"
@@ -87,6 +98,27 @@ cdef str _K_TRACE = MessageConst.TRACE_SWITCH
 cdef str _MARK_MSG_ID = "@msgId@"
 cdef str _MARK_QUEUE_ID = "@queueId@"
 cdef str _MARK_QUEUE_OFFSET = "@queueOffset@"
+
+
+cpdef str separator_in_properties(dict properties):
+    """MESSAGE_ILLEGAL's remark when a property value holds \\x01, else None. Its name cannot:
+    a pair's first \\x01 ends its name, a \\x02 ends the pair. RocketMQ 4.9.8 stores such a
+    value; the store's Message refuses it, as it refuses NUL."""
+    cdef Py_ssize_t pos = 0
+    cdef PyObject* name
+    cdef PyObject* value
+    while PyDict_Next(properties, &pos, &name, &value):
+        if type(<object>value) is str and PyUnicode_FindChar(
+                <object>value, 1, 0, PyUnicode_GET_LENGTH(<object>value), 1) != -1:
+            return (f"the value of property {quote(<object>name, 100)} contains \\x01 "
+                    "(the properties text's name-value separator)")
+    return None
+
+
+cpdef RemotingCommand illegal_properties(ctx, RemotingCommand request, str topic, str remark):
+    """MESSAGE_ILLEGAL for a message whose properties the store cannot write, logged once."""
+    log.warning("send to topic %s from %s refused: %s", quote(topic), ctx.remote_address, remark)
+    return create_response(request, _MESSAGE_ILLEGAL, remark)
 
 
 cdef inline bint _writeable(long long perm) noexcept:
@@ -317,7 +349,10 @@ cdef class SendPath(DirectHandler):
         PyDict_SetItem(properties, _CLUSTER, self.cluster)
         text = header.properties
         if text is not None and _NUL in <str>text:
-            return create_response(request, _MESSAGE_ILLEGAL, _NUL_IN_PROPERTIES)
+            return illegal_properties(ctx, request, topic, _NUL_IN_PROPERTIES)
+        remark = separator_in_properties(properties)
+        if remark is not None:
+            return illegal_properties(ctx, request, topic, remark)
         if reconsume < 0:
             reconsume = 0
         body = request.body
@@ -345,7 +380,7 @@ cdef class SendPath(DirectHandler):
             except (ValueError, TypeError, OverflowError) as exc:
                 return create_response(request, _MESSAGE_ILLEGAL, str(exc))
             # parsed from the text: no separator in a name, no empty name or value, no NUL
-            # (checked above), so the constructor's per-property checks would find nothing
+            # or \x01 in a value (checked above), so the constructor's per-property checks would find nothing
             message.properties = properties
 
         if PyDict_Contains(properties, _DELAY):

@@ -1,13 +1,19 @@
 """SEND_BATCH_MESSAGE 320 after the send rules: a batch's own rules (not to a retry or
-dead-letter topic, not empty, no delayed or transaction message, no NUL in a property), its
-messages put together, and the reply (every msgId, comma-separated; the first queue offset)."""
+dead-letter topic, not empty, no delayed or transaction message, no NUL in a property nor
+\\x01 in a property value), its messages put together, and the reply (every msgId,
+comma-separated; the first queue offset)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
 from rocketstore.broker.processors.send._send_header import SendRequestHeader, parse_properties_text
-from rocketstore.broker.processors.send._send_path import NUL_IN_PROPERTIES, SendPath
+from rocketstore.broker.processors.send._send_path import (
+    NUL_IN_PROPERTIES,
+    SendPath,
+    illegal_properties,
+    separator_in_properties,
+)
 from rocketstore.common.batch import BatchBodyError, decode_batch_body
 from rocketstore.common.topics import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
 from rocketstore.message import Message, MessageProperty, PutMessageStatus
@@ -46,7 +52,10 @@ def send_batch(processor: SendMessageProcessor, path: SendPath, ctx: RemotingCon
                 return create_response(request, ResponseCode.MESSAGE_ILLEGAL,
                                        "a batch may not hold transaction messages")
             if any("\x00" in k or "\x00" in v for k, v in properties.items()):
-                return create_response(request, ResponseCode.MESSAGE_ILLEGAL, NUL_IN_PROPERTIES)
+                return illegal_properties(ctx, request, topic, NUL_IN_PROPERTIES)
+            remark = separator_in_properties(properties)
+            if remark is not None:
+                return illegal_properties(ctx, request, topic, remark)
             properties[MessageProperty.CLUSTER] = processor.cluster
             message = Message(topic, body, flag=flag, born_timestamp=born_timestamp,
                               born_host=born_host, sys_flag=sys_flag,
