@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rocketstore.common.subscription import EXPRESSION_TYPE_TAG, SUB_ALL
-from rocketstore.common.text import is_ascii_int
+from rocketstore.common.text import is_ascii_int, quote
 from rocketstore.remoting import RemotingConnection
 
 log = logging.getLogger("rocketstore.broker")
@@ -35,7 +35,7 @@ LANGUAGES = ("JAVA", "CPP", "DOTNET", "PYTHON", "DELPHI", "ERLANG", "RUBY", "OTH
 def enum_name(value: Any, names: tuple[str, ...], what: str) -> str:
     """A Java enum sent by name (Java clients) or by ordinal (the C++ client)."""
     if isinstance(value, bool):
-        raise ValueError(f"{what} must be one of {names}, got {value!r}")
+        raise ValueError(f"{what} must be one of {names}, got {quote(value)}")
     if isinstance(value, int) or (isinstance(value, str) and is_ascii_int(value)):
         index = int(value)
         if 0 <= index < len(names):
@@ -154,8 +154,8 @@ class ConsumerManager:
         key = (channel.connection, channel.client_id)
         changed = key not in info.channels
         if changed:
-            log.info("consumer %s of group %s registered from %s", channel.client_id, group,
-                     channel.connection.remote_address)
+            log.info("consumer %s of group %s registered from %s", quote(channel.client_id),
+                     quote(group), channel.connection.remote_address)
         channel.last_update_ms = now
         info.channels[key] = channel
         subs = {sub.topic: sub for sub in subscriptions}
@@ -175,7 +175,7 @@ class ConsumerManager:
         info = self.groups.get(group)
         if info is None or info.channels.pop((connection, client_id), None) is None:
             return False
-        log.info("consumer of group %s at %s unregistered", group, connection.remote_address)
+        log.info("consumer of group %s at %s unregistered", quote(group), connection.remote_address)
         if not info.channels:
             del self.groups[group]
         elif notify:
@@ -201,8 +201,8 @@ class ConsumerManager:
             expired = [key for key, ch in info.channels.items()
                        if now - ch.last_update_ms > self.channel_expired_timeout_ms]
             for key in expired:
-                log.warning("consumer %s of group %s silent for %.0f s: dropped", key[1], group,
-                            (now - info.channels[key].last_update_ms) / 1000)
+                log.warning("consumer %s of group %s silent for %.0f s: dropped", quote(key[1]),
+                            quote(group), (now - info.channels[key].last_update_ms) / 1000)
                 del info.channels[key]
                 dropped.append(key[0])
             if not info.channels:
@@ -222,7 +222,7 @@ class ConsumerManager:
             try:
                 self.on_group_changed(info.group_name, info.connections())
             except Exception:
-                log.exception("notifying group %s failed", info.group_name)
+                log.exception("notifying group %s failed", quote(info.group_name))
 
 
 class ProducerManager:
@@ -260,7 +260,8 @@ class ProducerManager:
         for group, channels in list(self.groups.items()):
             for key, ch in list(channels.items()):
                 if now - ch.last_update_ms > self.channel_expired_timeout_ms:
-                    log.warning("producer %s of group %s silent: dropped", ch.client_id, group)
+                    log.warning("producer %s of group %s silent: dropped", quote(ch.client_id),
+                                quote(group))
                     del channels[key]
                     dropped.append(key[0])
             if not channels:

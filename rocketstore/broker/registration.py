@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from rocketstore.common.text import quote
 from rocketstore.remoting import (
     RemotingClient,
     RemotingCommand,
@@ -153,7 +154,7 @@ class BrokerRegistrar:
             log.warning("%s to name server %s failed: %s", request.code, addr, exc)
             return RegistrationOutcome(addr, error=f"{type(exc).__name__}: {exc}")
         if response.code != ResponseCode.SUCCESS:
-            log.warning("name server %s answered %s: %s", addr, response.code, response.remark)
+            log.warning("name server %s answered %s: %s", addr, response.code, quote(response.remark))
             return RegistrationOutcome(addr, error=f"code {response.code}: {response.remark}")
         result = None
         if parse_result:

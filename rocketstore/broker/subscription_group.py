@@ -20,7 +20,7 @@ from typing import Any
 from rocketstore.broker.config import BrokerConfig
 from rocketstore.broker.json_table import JsonTableFile, dumps_pretty
 from rocketstore.common.java_properties import camel_case
-from rocketstore.common.text import is_ascii_int
+from rocketstore.common.text import is_ascii_int, quote
 from rocketstore.remoting.route_bodies import DataVersion
 
 log = logging.getLogger("rocketstore.broker")
@@ -47,7 +47,7 @@ class SubscriptionGroupConfig:
 
     def __post_init__(self) -> None:
         if not self.group_name or "@" in self.group_name:
-            raise ValueError(f"groupName must be a non-empty name without '@', got {self.group_name!r}")
+            raise ValueError(f"groupName must be a non-empty name without '@', got {quote(self.group_name)}")
         if not 0 <= self.retry_queue_nums <= 1024:
             raise ValueError(f"retryQueueNums must be in [0, 1024], got {self.retry_queue_nums}")
         if not -1 <= self.retry_max_times <= 10_000:
@@ -71,12 +71,12 @@ class SubscriptionGroupConfig:
                 if isinstance(value, str) and value.lower() in ("true", "false"):
                     value = value.lower() == "true"
                 if not isinstance(value, bool):
-                    raise ValueError(f"{key} must be true or false, got {value!r}")
+                    raise ValueError(f"{key} must be true or false, got {quote(value)}")
             elif kind == "int":
                 if isinstance(value, str) and is_ascii_int(value, signed=True):
                     value = int(value)
                 if isinstance(value, bool) or not isinstance(value, int):
-                    raise ValueError(f"{key} must be an integer, got {value!r}")
+                    raise ValueError(f"{key} must be an integer, got {quote(value)}")
             else:
                 value = str(value)
             values[f.name] = value
@@ -105,7 +105,7 @@ class SubscriptionGroupManager:
             try:
                 self.table[name] = SubscriptionGroupConfig.from_json(entry, name)
             except ValueError as exc:
-                raise ValueError(f"{self.file.path}: group {name!r}: {exc}") from None
+                raise ValueError(f"{self.file.path}: group {quote(name)}: {exc}") from None
         if version is not None:
             self.data_version = version
 
@@ -133,13 +133,13 @@ class SubscriptionGroupManager:
             except ValueError:
                 return None
             self.table[group] = cfg
-            log.info("auto-created subscription group %s", group)
+            log.info("auto-created subscription group %s", quote(group))
             self._changed()
         return cfg
 
     def update(self, cfg: SubscriptionGroupConfig) -> None:
         self.table[cfg.group_name] = cfg
-        log.info("subscription group %s set: %s", cfg.group_name, cfg)
+        log.info("subscription group %s set: %s", quote(cfg.group_name), quote(cfg, 600))
         self._changed()
 
     def delete(self, group: str) -> bool:

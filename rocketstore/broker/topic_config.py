@@ -25,7 +25,7 @@ from typing import Any
 from rocketstore.broker.config import BrokerConfig
 from rocketstore.broker.json_table import JsonTableFile, dumps_pretty
 from rocketstore.common.perm import PERM_INHERIT, PERM_MASK, PERM_READ, PERM_WRITE
-from rocketstore.common.text import is_ascii_int
+from rocketstore.common.text import is_ascii_int, quote
 from rocketstore.common.topics import (
     AUTO_CREATE_TOPIC_KEY_TOPIC,
     BENCHMARK_TOPIC,
@@ -62,7 +62,7 @@ class TopicConfig:
         if not 0 <= self.perm <= PERM_MASK:
             raise ValueError(f"perm must be in [0, 15], got {self.perm}")
         if self.topic_filter_type not in ("SINGLE_TAG", "MULTI_TAG"):
-            raise ValueError(f"topicFilterType must be SINGLE_TAG or MULTI_TAG, got {self.topic_filter_type!r}")
+            raise ValueError(f"topicFilterType must be SINGLE_TAG or MULTI_TAG, got {quote(self.topic_filter_type)}")
 
     @property
     def queue_nums(self) -> int:
@@ -83,14 +83,14 @@ class TopicConfig:
     @classmethod
     def from_json(cls, name: str, data: Any) -> TopicConfig:
         if not isinstance(data, dict):
-            raise ValueError(f"topic {name!r}: config must be an object")
+            raise ValueError(f"topic {quote(name)}: config must be an object")
 
         def number(key: str, default: int) -> int:
             value = data.get(key, default)
             if isinstance(value, bool) or not isinstance(value, int):
                 if isinstance(value, str) and is_ascii_int(value, signed=True):
                     return int(value)
-                raise ValueError(f"topic {name!r}: {key} must be an integer, got {value!r}")
+                raise ValueError(f"topic {quote(name)}: {key} must be an integer, got {quote(value)}")
             return value
 
         return cls(
@@ -193,14 +193,15 @@ class TopicConfigManager:
             return existing
         default = self.table.get(default_topic)
         if default is None:
-            log.warning("reject creating topic %s: default topic %s does not exist", topic, default_topic)
+            log.warning("reject creating topic %s: default topic %s does not exist",
+                        quote(topic), quote(default_topic))
             return None
         perm = default.perm
         if default_topic == AUTO_CREATE_TOPIC_KEY_TOPIC and not self.config.auto_create_topic_enable:
             perm = PERM_READ | PERM_WRITE
         if not perm & PERM_INHERIT:
             log.warning("reject creating topic %s: default topic %s is not inheritable (perm %d)",
-                        topic, default_topic, perm)
+                        quote(topic), quote(default_topic), perm)
             return None
         queues = max(0, min(client_queue_nums, default.write_queue_nums))
         created = TopicConfig(topic, queues, queues, perm & ~PERM_INHERIT,
@@ -218,7 +219,7 @@ class TopicConfigManager:
             return existing
         created = TopicConfig(topic, queue_nums, queue_nums, perm, topic_sys_flag=topic_sys_flag)
         self.table[topic] = created
-        log.info("created topic %s: %s", topic, created)
+        log.info("created topic %s: %s", quote(topic), quote(created, 400))
         self._changed()
         return created
 

@@ -20,6 +20,8 @@ from typing import Any, AnyStr
 
 import orjson
 
+from rocketstore.common.text import quote
+
 _TOKEN = re.compile(r"""
     \s*(?:
       (?P<string>"(?:[^"\\]|\\.)*")
@@ -90,7 +92,7 @@ class _Parser:
             return self.object(depth)
         if text == "[":
             return self.array(depth)
-        raise FastjsonError(f"unexpected {text!r} at {self.pos}")
+        raise FastjsonError(f"unexpected {quote(text)} at {self.pos}")
 
     def object(self, depth: int) -> dict[Any, Any]:
         result: dict[Any, Any] = {}
@@ -105,13 +107,13 @@ class _Parser:
                 raise FastjsonError(f"an array cannot be a map key (at {self.pos})")
             kind, text = self.token()
             if text != ":":
-                raise FastjsonError(f"expected ':' at {self.pos}, got {text!r}")
+                raise FastjsonError(f"expected ':' at {self.pos}, got {quote(text)}")
             result[key] = self.value(depth + 1)
             kind, text = self.token()
             if text == "}":
                 return result
             if text != ",":
-                raise FastjsonError(f"expected ',' or '}}' at {self.pos}, got {text!r}")
+                raise FastjsonError(f"expected ',' or '}}' at {self.pos}, got {quote(text)}")
 
     def array(self, depth: int) -> list[Any]:
         result: list[Any] = []
@@ -124,7 +126,7 @@ class _Parser:
             if text == "]":
                 return result
             if text != ",":
-                raise FastjsonError(f"expected ',' or ']' at {self.pos}, got {text!r}")
+                raise FastjsonError(f"expected ',' or ']' at {self.pos}, got {quote(text)}")
 
 
 def loads_object_keys(data: bytes | str) -> Any:

@@ -7,6 +7,8 @@ import re
 from collections.abc import Mapping
 from typing import IO, Any
 
+from rocketstore.common.text import quote
+
 __all__ = [
     "camel_case", "convert_value", "escape_value", "java_trim", "parse_properties",
     "read_properties_text", "snake_case",
@@ -48,17 +50,17 @@ def convert_value(kind: Any, text: str) -> Any:
     name = kind if isinstance(kind, str) else getattr(kind, "__name__", str(kind))
     if name == "bool":
         if text.lower() not in ("true", "false"):
-            raise ValueError(f"must be true or false, got {text!r}")
+            raise ValueError(f"must be true or false, got {quote(text)}")
         return text.lower() == "true"
     if name == "int":
         if not _INT_RE.fullmatch(text):
-            raise ValueError(f"must be a decimal integer, got {text!r}")
+            raise ValueError(f"must be a decimal integer, got {quote(text)}")
         return int(text)
     if name == "float":
         try:
             return float(text)
         except ValueError:
-            raise ValueError(f"must be a number, got {text!r}") from None
+            raise ValueError(f"must be a number, got {quote(text)}") from None
     return text
 
 
@@ -147,7 +149,7 @@ def _unescape(text: str) -> str:
         if c == "u":
             digits = text[i : i + 4]
             if not _HEX4_RE.fullmatch(digits):
-                raise ValueError(f"malformed \\uxxxx escape in properties text {text!r}")
+                raise ValueError(f"malformed \\uxxxx escape in properties text {quote(text)}")
             out.append(chr(int(digits, 16)))
             i += 4
         else:

@@ -4,6 +4,8 @@ the whole expression ``*`` (or empty) means every message; anything else is tags
 """
 from __future__ import annotations
 
+from rocketstore.common.text import quote
+
 #: The expression that selects every message.
 SUB_ALL = "*"
 #: SubscriptionData.expressionType of tag expressions.
@@ -26,5 +28,5 @@ def parse_tags(expression: str | None) -> frozenset[str]:
         return frozenset()
     tags = frozenset(tag.strip() for tag in text.split("||") if tag.strip())
     if not tags:
-        raise NoTagError(f"subscription expression {expression!r} holds no tag (use '*' for every message)")
+        raise NoTagError(f"subscription expression {quote(expression)} holds no tag (use '*' for every message)")
     return tags

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rocketstore.common.perm import PERM_WRITE
+from rocketstore.common.text import quote
 from rocketstore.remoting.route_bodies import (
     MASTER_ID,
     DataVersion,
@@ -108,7 +109,8 @@ class RouteInfoManager:
             self.clock(), data_version, connection, ha_server_addr
         )
         if previous is None:
-            log.info("new broker registered: %s %s (id %d) in %s", broker_name, broker_addr, broker_id, cluster_name)
+            log.info("new broker registered: %s %s (id %d) in %s", quote(broker_name), quote(broker_addr),
+                     broker_id, quote(cluster_name))
 
         filters = list(filter_server_list)
         if filters:
@@ -141,7 +143,7 @@ class RouteInfoManager:
         old = queues.get(broker_name)
         if old != queue_data:
             if old is None:
-                log.info("new topic registered: %s %s", topic, queue_data)
+                log.info("new topic registered: %s %s", quote(topic), quote(queue_data, 400))
             queues[broker_name] = queue_data
 
     def unregister_broker(self, cluster_name: str, broker_addr: str, broker_name: str, broker_id: int) -> None:
@@ -161,7 +163,7 @@ class RouteInfoManager:
                 if not names:
                     del self.cluster_addr_table[cluster_name]
             self._remove_topics_of(broker_name)
-        log.info("broker unregistered: %s %s (id %d)", broker_name, broker_addr, broker_id)
+        log.info("broker unregistered: %s %s (id %d)", quote(broker_name), quote(broker_addr), broker_id)
 
     def _remove_topics_of(self, broker_name: str) -> None:
         for topic in list(self.topic_queue_table):
@@ -181,7 +183,7 @@ class RouteInfoManager:
         ]
         for addr in expired:
             live = self.broker_live_table[addr]
-            log.warning("broker %s silent for %.0f ms: dropped", addr, now - live.last_update_timestamp)
+            log.warning("broker %s silent for %.0f ms: dropped", quote(addr), now - live.last_update_timestamp)
             if live.connection is not None:
                 live.connection.close()
             self._destroy_broker_addr(addr)
@@ -191,7 +193,7 @@ class RouteInfoManager:
         """Drop the broker that registered on ``connection``, if any; returns its address."""
         for addr, live in self.broker_live_table.items():
             if live.connection is connection:
-                log.info("connection of broker %s closed: dropped", addr)
+                log.info("connection of broker %s closed: dropped", quote(addr))
                 self._destroy_broker_addr(addr)
                 return addr
         return None

@@ -19,6 +19,7 @@ import orjson
 
 from rocketstore.common.fastjson import loads_fastjson
 from rocketstore.common.perm import PERM_READ, PERM_WRITE
+from rocketstore.common.text import quote
 
 #: TopicConfig's defaults (RocketMQ's TopicConfig class).
 DEFAULT_READ_QUEUE_NUMS = 16
@@ -122,8 +123,8 @@ def _check_topic_config(name: Any, config: Any) -> dict[str, Any]:
     if not isinstance(name, str) or not name:
         raise BodyError(f"topicConfigTable key must be a topic name, got {name!r:.60}")
     if type(config) is not dict:
-        raise BodyError(f"topicConfigTable[{name!r}] must be an object")
-    where = f"topicConfigTable[{name!r}]"
+        raise BodyError(f"topicConfigTable[{quote(name)}] must be an object")
+    where = f"topicConfigTable[{quote(name)}]"
     checked = dict(config)
     checked["topicName"] = config.get("topicName") or name
     for key, default in (
@@ -254,7 +255,7 @@ def decode_topic_route_data(body: bytes) -> TopicRouteData:
             for b in data.get("brokerDatas") or []
         ]
     except (KeyError, TypeError, AttributeError) as exc:
-        raise BodyError(f"route body is malformed: {exc!r}") from None
+        raise BodyError(f"route body is malformed: {quote(exc)}") from None
     filters = data.get("filterServerTable") or {}
     return TopicRouteData(
         queue_datas=queue_datas,

@@ -29,6 +29,7 @@ from rocketstore.broker.topic_config import TopicConfig
 from rocketstore.common.consume import MessageModel
 from rocketstore.common.fastjson import dumps_object_keys as fastjson_dumps
 from rocketstore.common.perm import PERM_READ, PERM_WRITE
+from rocketstore.common.text import quote
 from rocketstore.common.topics import (
     AUTO_CREATE_TOPIC_KEY_TOPIC,
     BENCHMARK_TOPIC,
@@ -306,7 +307,8 @@ class AdminBrokerProcessor:
                     connection.invoke_oneway(create_request(notice.code, dict(notice.ext_fields), body))
                 except Exception as exc:  # noqa: BLE001 - a closing connection
                     log.debug("reset notice to %s failed: %s", connection.remote_address, exc)
-        log.info("reset offsets of group %s on topic %s to time %d: %s", group, topic, timestamp, reset)
+        log.info("reset offsets of group %s on topic %s to time %d: %s", quote(group), quote(topic),
+                 timestamp, quote(reset, 1000))
         return create_response(request, body=body)
 
     # ---- subscription groups ----

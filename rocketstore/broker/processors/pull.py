@@ -28,6 +28,7 @@ from rocketstore.common.consume import MessageModel
 from rocketstore.common.perm import is_readable
 from rocketstore.common.pull_sys_flag import FLAG_COMMIT_OFFSET, FLAG_SUBSCRIPTION, FLAG_SUSPEND
 from rocketstore.common.subscription import EXPRESSION_TYPE_TAG
+from rocketstore.common.text import quote
 from rocketstore.message import GetMessageStatus
 from rocketstore.remoting import (
     RemotingCommand,
@@ -187,7 +188,7 @@ class PullMessageProcessor:
         else:
             if code == ResponseCode.PULL_OFFSET_MOVED:
                 log.info("pull of %s@%s queue %d at offset %d moved to %d (min %d, max %d)",
-                         header.topic, header.consumer_group, header.queue_id,
+                         header.topic, quote(header.consumer_group), header.queue_id,
                          header.queue_offset, result.next_begin_offset, result.min_offset,
                          result.max_offset)
             response = create_response(request, code, ext_fields=ext)

@@ -23,6 +23,7 @@ from rocketstore.broker.subscription_group import SubscriptionGroupManager
 from rocketstore.broker.topic_config import TopicConfigManager
 from rocketstore.common.perm import PERM_READ, PERM_WRITE, is_writeable
 from rocketstore.common.record import MESSAGE_SYS_FLAGS
+from rocketstore.common.text import quote
 from rocketstore.common.topics import dlq_topic, retry_topic
 from rocketstore.message import CorruptRecordError, Message, MessageProperty, PutMessageStatus
 from rocketstore.remoting import (
@@ -95,8 +96,8 @@ class SendBackProcessor:
             queue_id = 0
             self.topics.create_in_send_back(topic, 1, PERM_WRITE | PERM_READ)
             properties.pop(MessageProperty.DELAY, None)
-            log.info("message %s of group %s consumed %d times: to %s", stored.msg_id, header.group,
-                     reconsume_times, topic)
+            log.info("message %s of group %s consumed %d times: to %s", stored.msg_id,
+                     quote(header.group), reconsume_times, quote(topic))
         else:
             topic = retry_topic(header.group)
             queue_id = random.randrange(group_config.retry_queue_nums)
