@@ -5,20 +5,16 @@ to 2^31, broken JSON, wrong types in every header field), and the frame writer's
 from __future__ import annotations
 
 import json
-import os
 import struct
-import subprocess
-import sys
 import textwrap
-from pathlib import Path
 from typing import Any
 
 import frame_codec
 import pytest
+from helpers import run_python
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import rocketstore
 from rocketstore.remoting import (
     FLAG_ONEWAY,
     FLAG_RESPONSE,
@@ -193,9 +189,7 @@ def test_a_header_nested_200000_deep_is_a_header_error_not_a_crash(code: int) ->
         assert type(after) is RemotingCommand and after.opaque == 3
         print("ok")
     """)
-    env = {**os.environ, "PYTHONPATH": str(Path(rocketstore.__file__).resolve().parents[1])}
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          timeout=120, env=env)
+    proc = run_python(script)
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", (proc.returncode, proc.stderr[-2000:])
 
 
