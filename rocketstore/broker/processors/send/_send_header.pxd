@@ -21,5 +21,5 @@ cdef class SendRequestHeader:
 
 # The same as decode_send_header / parse_properties_text, for native callers (no Python call)
 cdef SendRequestHeader read_send_header(dict ext, bint v2)
-cdef dict read_properties_text(object text)
+cdef dict read_properties_text(object text, Py_ssize_t* value_with_separator=*)
 cdef SendRequestHeader read_send_struct(tuple fields, bint v2)

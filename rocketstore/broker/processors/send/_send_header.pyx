@@ -227,11 +227,36 @@ def parse_properties_text(text):
     return read_properties_text(text)
 
 
-cdef dict read_properties_text(object text):
+cdef dict read_properties_text(object text, Py_ssize_t* value_with_separator=NULL):
+    """value_with_separator: where given, set to the start of the first pair whose value holds
+    another \x01 (left as it is when none). The walk keeps the next \x01 at hand, so finding
+    one costs no search more than parsing does: one for each separator."""
     cdef dict out = {}
-    cdef Py_ssize_t start = 0, end, split, n
+    cdef Py_ssize_t start = 0, end, split, n, sep
     if not text:
         return out
+    if type(text) is not str:
+        raise TypeError(f"properties must be str, got {type(text).__name__}")
+    n = PyUnicode_GET_LENGTH(text)
+    sep = PyUnicode_FindChar(text, 1, 0, n, 1)     # the first \x01 at or after start
+    while start <= n:
+        # one pair: text[start:end], end at the next \x02 or the end of the text
+        end = PyUnicode_FindChar(text, 2, start, n, 1)
+        if end == -1:
+            end = n
+        split = sep if sep != -1 and sep < end else -1
+        if split != -1:
+            sep = PyUnicode_FindChar(text, 1, split + 1, n, 1)
+            if sep != -1 and sep < end:         # a second \x01 in this pair's value
+                if value_with_separator != NULL and value_with_separator[0] == -1 \
+                        and start < split < end - 1:
+                    value_with_separator[0] = start
+                sep = PyUnicode_FindChar(text, 1, end, n, 1)
+            if start < split < end - 1:
+                PyDict_SetItem(out, PyUnicode_Substring(text, start, split),
+                               PyUnicode_Substring(text, split + 1, end))
+        start = end + 1
+    return out
     if type(text) is not str:
         raise TypeError(f"properties must be str, got {type(text).__name__}")
     n = PyUnicode_GET_LENGTH(text)
@@ -244,5 +269,8 @@ cdef dict read_properties_text(object text):
         if split != -1 and start < split < end - 1:
             PyDict_SetItem(out, PyUnicode_Substring(text, start, split),
                            PyUnicode_Substring(text, split + 1, end))
+            if (value_with_separator != NULL and value_with_separator[0] == -1
+                    and PyUnicode_FindChar(text, 1, split + 1, end, 1) != -1):
+                value_with_separator[0] = start
         start = end + 1
     return out

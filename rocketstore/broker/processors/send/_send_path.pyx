@@ -100,18 +100,23 @@ cdef str _MARK_QUEUE_ID = "@queueId@"
 cdef str _MARK_QUEUE_OFFSET = "@queueOffset@"
 
 
+cdef str _separator_remark(object name):
+    return (f"the value of property {quote(name, 100)} contains \\x01 "
+            "(the properties text's name-value separator)")
+
+
 cpdef str separator_in_properties(dict properties):
     """MESSAGE_ILLEGAL's remark when a property value holds \\x01, else None. Its name cannot:
     a pair's first \\x01 ends its name, a \\x02 ends the pair. RocketMQ 4.9.8 stores such a
-    value; the store's Message refuses it, as it refuses NUL."""
+    value; the store's Message refuses it, as it refuses NUL. (A send's own properties are
+    checked on the walk that parses them: read_properties_text.)"""
     cdef Py_ssize_t pos = 0
     cdef PyObject* name
     cdef PyObject* value
     while PyDict_Next(properties, &pos, &name, &value):
         if type(<object>value) is str and PyUnicode_FindChar(
                 <object>value, 1, 0, PyUnicode_GET_LENGTH(<object>value), 1) != -1:
-            return (f"the value of property {quote(<object>name, 100)} contains \\x01 "
-                    "(the properties text's name-value separator)")
+            return _separator_remark(<object>name)
     return None
 
 
@@ -289,6 +294,7 @@ cdef class SendPath(DirectHandler):
         cdef int sys_flag
         cdef Message message
         cdef PutMessageResult result
+        cdef Py_ssize_t separator_at = -1     # a pair whose value holds \x01 (see below)
         if self.fast_failure:
             busy = self._busy(ctx)
             if busy is not None:
@@ -334,7 +340,7 @@ cdef class SendPath(DirectHandler):
         if header.batch:
             return self.processor.send_batch(ctx, request, header, queue_id, sys_flag)
 
-        properties = read_properties_text(header.properties)
+        properties = read_properties_text(header.properties, &separator_at)
         if self.reject_transaction:
             found = PyDict_GetItem(properties, _TRAN_MSG)
             if found != NULL and <object>found == _TRUE:
@@ -350,9 +356,9 @@ cdef class SendPath(DirectHandler):
         text = header.properties
         if text is not None and _NUL in <str>text:
             return illegal_properties(ctx, request, topic, _NUL_IN_PROPERTIES)
-        remark = separator_in_properties(properties)
-        if remark is not None:
-            return illegal_properties(ctx, request, topic, remark)
+        if separator_at != -1:
+            return illegal_properties(ctx, request, topic, _separator_remark(
+                text[separator_at:(<str>text).find("\x01", separator_at)]))
         if reconsume < 0:
             reconsume = 0
         body = request.body
