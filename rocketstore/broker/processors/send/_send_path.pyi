@@ -13,8 +13,8 @@ from rocketstore.remoting._pump import DirectHandler
 #: MESSAGE_ILLEGAL's remark for a message whose properties hold NUL.
 NUL_IN_PROPERTIES: str
 
-def separator_in_properties(properties: dict[str, str]) -> str | None:
-    """MESSAGE_ILLEGAL's remark when a property value holds \\x01, else None."""
+def properties_and_refusal(text: str | None) -> tuple[dict[str, str], str | None]:
+    """The properties of a text and MESSAGE_ILLEGAL's remark when a value holds \\x01."""
 
 def illegal_properties(ctx: Any, request: RemotingCommand, topic: str, remark: str
                        ) -> RemotingCommand:

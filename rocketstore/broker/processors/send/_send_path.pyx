@@ -24,9 +24,8 @@ cimport cython
 from libc.stdint cimport int64_t, uint32_t
 from libc.string cimport memcpy
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
-from cpython.dict cimport PyDict_Contains, PyDict_GetItem, PyDict_Next, PyDict_SetItem
+from cpython.dict cimport PyDict_Contains, PyDict_GetItem, PyDict_SetItem
 from cpython.object cimport PyObject
-from cpython.unicode cimport PyUnicode_GET_LENGTH
 
 from rocketstore._native.includes.atomic cimport rs_load_acquire_i64
 from rocketstore._native.includes.byteorder cimport rs_put_u32
@@ -40,10 +39,6 @@ from rocketstore.broker.processors.send._send_header cimport (
 from rocketstore.remoting._command cimport RemotingCommand
 from rocketstore.remoting._frames cimport DECIMAL_TEXT_MAX, FrameWriter, put_decimal
 from rocketstore.remoting._pump cimport DirectHandler
-
-cdef extern from "Python.h":
-    Py_ssize_t PyUnicode_FindChar(object text, Py_UCS4 ch, Py_ssize_t start, Py_ssize_t end,
-                                  int direction) except -2
 
 import logging
 from random import randrange
@@ -100,24 +95,23 @@ cdef str _MARK_QUEUE_ID = "@queueId@"
 cdef str _MARK_QUEUE_OFFSET = "@queueOffset@"
 
 
-cdef str _separator_remark(object name):
+cdef str _separator_remark(str text, Py_ssize_t pair):
+    """MESSAGE_ILLEGAL's remark for the pair at ``pair`` whose value holds \\x01 (its name
+    cannot: a pair's first \\x01 ends its name, a \\x02 ends the pair). RocketMQ 4.9.8 stores
+    such a value; the store's Message refuses it, as it refuses NUL."""
+    name = text[pair:text.find("\x01", pair)]
     return (f"the value of property {quote(name, 100)} contains \\x01 "
             "(the properties text's name-value separator)")
 
 
-cpdef str separator_in_properties(dict properties):
-    """MESSAGE_ILLEGAL's remark when a property value holds \\x01, else None. Its name cannot:
-    a pair's first \\x01 ends its name, a \\x02 ends the pair. RocketMQ 4.9.8 stores such a
-    value; the store's Message refuses it, as it refuses NUL. (A send's own properties are
-    checked on the walk that parses them: read_properties_text.)"""
-    cdef Py_ssize_t pos = 0
-    cdef PyObject* name
-    cdef PyObject* value
-    while PyDict_Next(properties, &pos, &name, &value):
-        if type(<object>value) is str and PyUnicode_FindChar(
-                <object>value, 1, 0, PyUnicode_GET_LENGTH(<object>value), 1) != -1:
-            return _separator_remark(<object>name)
-    return None
+cpdef tuple properties_and_refusal(text):
+    """The properties of a text (as parse_properties_text) and, when a value holds \\x01,
+    MESSAGE_ILLEGAL's remark (else None), found on the same walk."""
+    cdef Py_ssize_t separator_at = -1
+    properties = read_properties_text(text, &separator_at)
+    if separator_at == -1:
+        return properties, None
+    return properties, _separator_remark(text, separator_at)
 
 
 cpdef RemotingCommand illegal_properties(ctx, RemotingCommand request, str topic, str remark):
@@ -357,8 +351,8 @@ cdef class SendPath(DirectHandler):
         if text is not None and _NUL in <str>text:
             return illegal_properties(ctx, request, topic, _NUL_IN_PROPERTIES)
         if separator_at != -1:
-            return illegal_properties(ctx, request, topic, _separator_remark(
-                text[separator_at:(<str>text).find("\x01", separator_at)]))
+            return illegal_properties(ctx, request, topic,
+                                      _separator_remark(text, separator_at))
         if reconsume < 0:
             reconsume = 0
         body = request.body

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from rocketstore.broker.processors.send._send_header import SendRequestHeader, parse_properties_text
+from rocketstore.broker.processors.send._send_header import SendRequestHeader
 from rocketstore.broker.processors.send._send_path import (
     NUL_IN_PROPERTIES,
     SendPath,
     illegal_properties,
-    separator_in_properties,
+    properties_and_refusal,
 )
 from rocketstore.common.batch import BatchBodyError, decode_batch_body
 from rocketstore.common.topics import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
@@ -44,7 +44,7 @@ def send_batch(processor: SendMessageProcessor, path: SendPath, ctx: RemotingCon
     messages = []
     try:
         for flag, body, text in entries:
-            properties = parse_properties_text(text.decode("utf-8", "replace"))
+            properties, refusal = properties_and_refusal(text.decode("utf-8", "replace"))
             if properties.get(MessageProperty.DELAY, "0") not in ("0", ""):
                 return create_response(request, ResponseCode.MESSAGE_ILLEGAL,
                                        "a batch may not hold delayed messages")
@@ -53,9 +53,8 @@ def send_batch(processor: SendMessageProcessor, path: SendPath, ctx: RemotingCon
                                        "a batch may not hold transaction messages")
             if any("\x00" in k or "\x00" in v for k, v in properties.items()):
                 return illegal_properties(ctx, request, topic, NUL_IN_PROPERTIES)
-            remark = separator_in_properties(properties)
-            if remark is not None:
-                return illegal_properties(ctx, request, topic, remark)
+            if refusal is not None:
+                return illegal_properties(ctx, request, topic, refusal)
             properties[MessageProperty.CLUSTER] = processor.cluster
             message = Message(topic, body, flag=flag, born_timestamp=born_timestamp,
                               born_host=born_host, sys_flag=sys_flag,
