@@ -9,7 +9,7 @@ import logging
 import os
 
 from rocketstore.common.atomic_file import write_atomically
-from rocketstore.common.text import is_ascii_int
+from rocketstore.common.text import QUOTE_LIMIT, is_ascii_int, quote
 
 log = logging.getLogger("rocketstore.store")
 
@@ -19,36 +19,27 @@ QUEUE_OFFSETS_FILE = "queueOffsets.json"
 QueueOffsets = dict[str, dict[str, int]]
 
 
-#: how much of a bad value a warning quotes
-QUOTE_BYTES = 200
-
-
 class _Malformed(ValueError):
     pass
 
 
-def _quote(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= QUOTE_BYTES else f"{text[:QUOTE_BYTES]}... ({len(text)} chars)"
-
-
 def _offset(value: object, what: str) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise _Malformed(f"{what} is {_quote(value)}, not an offset (an int >= 0)")
+        raise _Malformed(f"{what} is {quote(value)}, not an offset (an int >= 0)")
     return value
 
 
 def _parse(data: object) -> tuple[QueueOffsets, int | None]:
     if not isinstance(data, dict) or not isinstance(data.get("queueOffsets"), dict):
-        raise _Malformed(f"not an object with a \"queueOffsets\" object: {_quote(data)}")
+        raise _Malformed(f"not an object with a \"queueOffsets\" object: {quote(data)}")
     offsets: QueueOffsets = {}
     for topic, by_queue in data["queueOffsets"].items():
         if not isinstance(by_queue, dict):
-            raise _Malformed(f"topic {_quote(topic)} maps to {_quote(by_queue)}, not an object")
+            raise _Malformed(f"topic {quote(topic)} maps to {quote(by_queue)}, not an object")
         queues: dict[str, int] = {}
         for qid, next_offset in by_queue.items():
             if not is_ascii_int(qid):      # recovery takes it for a queue id
-                raise _Malformed(f"topic {_quote(topic)} has queue id {_quote(qid)}, not an int "
+                raise _Malformed(f"topic {quote(topic)} has queue id {quote(qid)}, not an int "
                                  ">= 0")
             queues[qid] = _offset(next_offset, f"{topic}:{qid}'s next offset")
         offsets[topic] = queues
@@ -70,7 +61,7 @@ def read_shutdown_state(path: str) -> tuple[QueueOffsets, int | None] | None:
 
 def check_shutdown_state(path: str) -> tuple[tuple[QueueOffsets, int | None] | None, str | None]:
     """(the file's state, None), (None, None) when there is no file, or (None, what is wrong
-    with it, quoting at most QUOTE_BYTES of it)."""
+    with it, quoting at most common.text's QUOTE_LIMIT of it)."""
     try:
         with open(path, "rb") as f:
             raw = f.read()
@@ -83,9 +74,9 @@ def check_shutdown_state(path: str) -> tuple[tuple[QueueOffsets, int | None] | N
     except _Malformed as exc:
         return None, str(exc)
     except UnicodeDecodeError as exc:
-        return None, f"not UTF-8 at byte {exc.start}: {_quote(raw[:QUOTE_BYTES])}"
+        return None, f"not UTF-8 at byte {exc.start}: {quote(raw[:QUOTE_LIMIT])}"
     except (ValueError, RecursionError) as exc:     # json's errors name the position only
-        return None, f"not JSON ({exc}): {_quote(raw[:QUOTE_BYTES])}"
+        return None, f"not JSON ({exc}): {quote(raw[:QUOTE_LIMIT])}"
 
 
 def write_shutdown_state(path: str, table: QueueOffsets, commit_log_end: int) -> None:
