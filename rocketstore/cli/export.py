@@ -52,7 +52,7 @@ def export_command(path: Path, out: Path, fmt: str, no_body: bool, compression: 
         try:
             from rocketstore.export.parquet import export_parquet
         except ImportError as exc:
-            raise fail(f"{exc} (pip install pyarrow)", exc) from None
+            raise fail(str(exc), exc) from None
         try:
             report = export_parquet(store, out, include_body=not no_body,
                                     compression=compression, workers=workers,

@@ -31,10 +31,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import pyarrow.parquet as pq
-
 from rocketstore.common.atomic_file import install_file, write_atomically
+from rocketstore.common.optional import import_optional
 from rocketstore.store import Segment, columnar_schema
+
+pq = import_optional("pyarrow.parquet", extra="arrow", purpose="Parquet exports")
 
 if TYPE_CHECKING:
     from rocketstore.store import MessageStore

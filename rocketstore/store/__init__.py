@@ -13,8 +13,6 @@ from rocketstore.message import (
     PutMessagesResult,
     PutMessageStatus,
 )
-from rocketstore.store.columnar import read_range, read_range_table
-from rocketstore.store.columnar import schema as columnar_schema
 from rocketstore.store.consumer_offset_file import (
     CONSUMER_OFFSET_FILE,
     all_group_offsets,
@@ -50,6 +48,17 @@ from rocketstore.store.store_lock import StoreLockedError
 from rocketstore.store.subscription import Subscription, parse_subscription
 from rocketstore.store.verify import VerifyReport
 from rocketstore.store.verify import verify as verify_store
+
+#: Names of the columnar reads, imported on first use: they need pyarrow (the ``arrow`` extra).
+_COLUMNAR_NAMES = {"read_range": "read_range", "read_range_table": "read_range_table",
+                   "columnar_schema": "schema"}
+
+
+def __getattr__(name: str) -> object:
+    if name in _COLUMNAR_NAMES:
+        from rocketstore.store import columnar
+        return getattr(columnar, _COLUMNAR_NAMES[name])
+    raise AttributeError(f"module 'rocketstore.store' has no attribute {name!r}")
 
 __all__ = [
     "CONFIG_DIR",

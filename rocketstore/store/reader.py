@@ -11,21 +11,23 @@ import bisect
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pyarrow as pa
 
 from rocketstore._native import record
 from rocketstore.config import StoreConfig
 from rocketstore.message import queue_key
-from rocketstore.store import columnar
+from rocketstore.store import record_ranges
 from rocketstore.store.checkpoint import StoreCheckpoint
 from rocketstore.store.commit_log import CommitLog
 from rocketstore.store.consume_queue import BLANK_UNIT_SIZE, ConsumeQueue
 from rocketstore.store.layout import StorePaths, detect_geometry
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from rocketstore._native.mapped_file import MappedFile
 
 DEFAULT_QUEUE_BATCH_ROWS = 65_536
@@ -54,22 +56,22 @@ class ColumnarReads:
     def align_to_record(self, offset: int) -> int:
         """The offset of the first record that starts at or after offset (see
         ``rocketstore.store.columnar``)."""
-        return columnar.align_to_record(self, offset)
+        return record_ranges.align_to_record(self, offset)
 
     def plan_ranges(self, partition_bytes: int, start_offset: int | None = None,
                     end_offset: int | None = None) -> list[tuple[int, int]]:
         """[start, end) cut into record-aligned ranges of about partition_bytes each."""
-        return columnar.plan_ranges(self, partition_bytes, start_offset, end_offset)
+        return record_ranges.plan_ranges(self, partition_bytes, start_offset, end_offset)
 
     def read_range(self, start_offset: int, end_offset: int | None = None,
                    include_body: bool = True, **kwargs: Any) -> Iterator[pa.RecordBatch]:
         """RecordBatches of the records that start in [start_offset, end_offset), in
         CommitLog order (keyword options: see ``columnar.read_range``)."""
-        return columnar.read_range(self, start_offset, end_offset, include_body, **kwargs)
+        return _columnar().read_range(self, start_offset, end_offset, include_body, **kwargs)
 
     def read_range_table(self, start_offset: int, end_offset: int | None = None,
                          include_body: bool = True, **kwargs: Any) -> pa.Table:
-        return columnar.read_range_table(self, start_offset, end_offset, include_body, **kwargs)
+        return _columnar().read_range_table(self, start_offset, end_offset, include_body, **kwargs)
 
     def segments(self) -> list[Segment]:
         """The CommitLog's segment files, oldest first."""
@@ -183,8 +185,15 @@ class ColumnarReads:
                                              include_body, spark)
 
 
+def _columnar() -> ModuleType:
+    """The columnar module, imported on first use: it needs pyarrow (the ``arrow`` extra)."""
+    from rocketstore.store import columnar
+    return columnar
+
+
 def _decode_positions(mf: MappedFile, positions: np.ndarray, include_body: bool, spark: bool
                       ) -> Iterator[pa.RecordBatch]:
+    columnar = _columnar()
     while len(positions):
         try:
             yield columnar.decode_positions(mf, positions, base_offset=mf.file_from_offset,
