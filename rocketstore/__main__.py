@@ -1,6 +1,27 @@
-"""``python -m rocketstore``: the command line (see :mod:`rocketstore.cli`)."""
+"""``python -m rocketstore`` and the ``rocketstore`` command (see :mod:`rocketstore.cli`).
 
-from rocketstore.cli import main
+The command's entry point lives here, outside the cli package, so that Ctrl-C while the
+command line's modules are still being imported ends as quietly as Ctrl-C later does: exit
+status 130, no traceback.
+"""
+
+from __future__ import annotations
+
+import sys
+
+#: The exit status of a command ended by Ctrl-C, as shells report it (128 + SIGINT).
+EXIT_INTERRUPTED = 130
+
+
+def run() -> None:
+    """The ``rocketstore`` console script."""
+    try:
+        from rocketstore.cli import main
+    except KeyboardInterrupt:
+        sys.stderr.write("\n")
+        sys.exit(EXIT_INTERRUPTED)
+    main(prog_name="rocketstore")
+
 
 if __name__ == "__main__":
-    main(prog_name="rocketstore")
+    run()

@@ -15,11 +15,13 @@ a traceback (``--verbose`` logs it). JSON output uses camelCase keys, as RocketM
 from __future__ import annotations
 
 import logging
+import sys
 from typing import Any
 
 import click
 
 from rocketstore import CorruptRecordError, StoreLockedError, __version__
+from rocketstore.__main__ import EXIT_INTERRUPTED
 from rocketstore.cli.admin import admin_group
 from rocketstore.cli.clean import clean
 from rocketstore.cli.common import describe_error, fail
@@ -84,7 +86,25 @@ _ONE_LINE_ERRORS = (OSError, CorruptRecordError, StoreFormatError, StoreLockedEr
 
 class _Group(click.Group):
     """Turns an unexpected failure of the environment (permissions, a full disk) or of the
-    store's data into a one-line error too."""
+    store's data into a one-line error too, and Ctrl-C into exit status 130 without a word
+    (click's own standalone mode says "Aborted!" and exits 1)."""
+
+    def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,
+             standalone_mode: bool = True, **extra: Any) -> Any:
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, False, **extra)
+        try:
+            result = super().main(args, prog_name, complete_var, False, **extra)
+        except click.ClickException as exc:
+            exc.show()
+            sys.exit(exc.exit_code)
+        except click.Abort as exc:
+            if isinstance(exc.__cause__, KeyboardInterrupt):
+                sys.exit(EXIT_INTERRUPTED)
+            click.echo("Aborted!", err=True)
+            sys.exit(1)
+        # an explicit ctx.exit(code) comes back as its code; a command's return value is not one
+        sys.exit(result if type(result) is int else 0)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
