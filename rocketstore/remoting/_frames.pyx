@@ -42,6 +42,7 @@ from rocketstore.remoting._command import _set_ext_fields_decoder
 
 from rocketstore.common.send_header import REQUIRED_SEND_HEADER_FIELDS as _REQUIRED_SEND_FIELDS
 from rocketstore.common.send_header import SEND_HEADER_FIELDS as _SEND_FIELDS
+from rocketstore.common.text import quote
 from rocketstore.remoting.codes import LanguageCode
 from rocketstore.remoting.errors import FrameError, HeaderError
 from rocketstore.remoting.json_header import decode_json_header_checked, normalize_ext
@@ -403,6 +404,26 @@ def decode_binary_header(header):
         PyBuffer_Release(&view)
 
 
+#: Bytes of a stream quoted when they turn out not to be RocketMQ's protocol.
+_FOREIGN_QUOTE_BYTES = 48
+
+
+cdef str _oversized_frame_text(int64_t frame_bytes, Py_ssize_t limit, const char* at,
+                               Py_ssize_t available):
+    """Why a frame length is refused. A length whose four bytes are printable ASCII is text: the
+    peer speaks another protocol (an HTTP server answers b'HTTP', 1213486164 bytes as a length)."""
+    cdef Py_ssize_t i
+    cdef bint text = available >= 4
+    for i in range(4 if available >= 4 else 0):
+        if not 0x20 <= <uint8_t>at[i] <= 0x7E:
+            text = False
+    if text:
+        sample = PyBytes_FromStringAndSize(at, min(available, _FOREIGN_QUOTE_BYTES))
+        return (f"not a RocketMQ server or client: it sent {quote(sample)} where a remoting "
+                f"frame's length belongs")
+    return f"frame of {frame_bytes} bytes is over the {limit}-byte limit"
+
+
 cdef class FrameDecoder:
     """Splits a byte stream into commands: give it whatever ``data_received`` got.
 
@@ -447,8 +468,8 @@ cdef class FrameDecoder:
             if length < 4:
                 raise FrameError(f"frame length {length} is under the 4 bytes of its header length")
             if length + 4 > self.max_frame_bytes:
-                raise FrameError(
-                    f"frame of {length + 4} bytes is over the {self.max_frame_bytes}-byte limit")
+                raise FrameError(_oversized_frame_text(length + 4, self.max_frame_bytes,
+                                                       base + pos, size - pos))
             end = pos + 4 + length
             if end > size:
                 break

@@ -126,6 +126,8 @@ class RemotingConnection(asyncio.Protocol):
         self._inflight = 0
         self._paused_reading = 0
         self._closed = False
+        #: why the stream was given up, told to the requests still waiting on it
+        self._close_reason = ""
         self._writer = FrameWriter()
         self._high_water_mark = limits.write_buffer_high_water_mark
         self._pump = RequestPump(self, processors, self._writer, self._high_water_mark)
@@ -202,6 +204,7 @@ class RemotingConnection(asyncio.Protocol):
             items = self._decoder.feed(data)
         except FrameError as exc:
             log.warning("closing %s: %s", self.remote_address, exc)
+            self._close_reason = str(exc)
             self._close_after_error()
             return
         except Exception:  # a decoder bug: this connection's stream cannot be trusted
@@ -254,7 +257,8 @@ class RemotingConnection(asyncio.Protocol):
         self._transport = None
         self._write_paused = False
         self._writable.set()  # waiters wake up to find the connection closed
-        self._pending.fail_all(lambda: RemotingSendRequestError(f"connection to {self.remote_address} closed"))
+        reason = f": {self._close_reason}" if self._close_reason else ""
+        self._pending.fail_all(lambda: RemotingSendRequestError(f"connection to {self.remote_address} closed{reason}"))
         for task in list(self._tasks):
             task.cancel()
         if self._on_close is not None:

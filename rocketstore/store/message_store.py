@@ -210,6 +210,8 @@ class MessageStore(ColumnarReads):
         self._lock.release()
 
     def load(self, progress: Progress | None = None) -> None:
+        if os.path.exists(self.root) and not os.path.isdir(self.root):
+            raise NotADirectoryError(f"{self.root} is a file, not a directory")
         if self.read_only:
             if not os.path.isdir(self.root):
                 raise FileNotFoundError(f"store directory {self.root} does not exist")

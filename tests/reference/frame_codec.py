@@ -25,6 +25,7 @@ from typing import Any
 
 import orjson
 
+from rocketstore.common.text import quote
 from rocketstore.remoting.codes import LanguageCode, SerializeType
 from rocketstore.remoting.command import Buffer, RemotingCommand
 from rocketstore.remoting.errors import FrameError, HeaderError
@@ -331,6 +332,11 @@ class FrameDecoder:
             if length < 4:
                 raise FrameError(f"frame length {length} is under the 4 bytes of its header length")
             if length + 4 > max_frame:
+                length_bytes = bytes(source[pos:pos + 4])
+                if all(0x20 <= b <= 0x7E for b in length_bytes):     # text: another protocol
+                    raise FrameError(f"not a RocketMQ server or client: it sent "
+                                     f"{quote(bytes(source[pos:pos + 48]))} where a remoting "
+                                     f"frame's length belongs")
                 raise FrameError(f"frame of {length + 4} bytes is over the {max_frame}-byte limit")
             end = pos + 4 + length
             if end > size:

@@ -752,3 +752,12 @@ def test_put_path_refuses_until_started_and_after_shutdown(tmp_path: Path) -> No
     with MessageStore.open(tmp_path, read_only=True) as reader:
         assert reader.put_message(Message("t", b"x"), 0).status == \
             PutMessageStatus.SERVICE_NOT_AVAILABLE
+
+
+def test_open_on_a_file_says_it_is_a_file(tmp_path) -> None:
+    path = tmp_path / "not-a-store"
+    path.write_text("x")
+    for read_only in (False, True):
+        with pytest.raises(NotADirectoryError, match=r"not-a-store is a file, not a directory$"):
+            MessageStore.open(path, read_only=read_only)
+    assert path.read_text() == "x"
