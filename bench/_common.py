@@ -10,6 +10,7 @@ from __future__ import annotations
 import atexit
 import datetime as _dt
 import gc
+import glob
 import json
 import os
 import platform
@@ -29,13 +30,54 @@ MB = 1_000_000          # rates are reported in MB = 10^6 bytes
 MiB = 1 << 20
 
 
+def built_in_place(root: str = REPO_ROOT) -> bool:
+    """Whether the checkout at root has its extensions compiled in place."""
+    return bool(glob.glob(os.path.join(root, "rocketstore", "remoting", "_command*.so")))
+
+
 def ensure_importable() -> None:
-    """Let `python bench/x.py` import rocketstore from the source tree (built in place)
-    when it is not installed."""
+    """Import rocketstore from this checkout when it is built in place (a developer measuring
+    the tree they work on), else the installed package (after ``pip install .`` the checkout's
+    modules are not compiled, and putting it first on sys.path would hide the installed ones)."""
+    if built_in_place():
+        if REPO_ROOT not in sys.path:
+            sys.path.insert(0, REPO_ROOT)
+        return
     try:
         import rocketstore  # noqa: F401
     except ImportError:
-        sys.path.insert(0, REPO_ROOT)
+        raise SystemExit("rocketstore is neither installed nor built in place: run `pip install .` "
+                         "(or `python setup.py build_ext --inplace`) first") from None
+
+
+# ---- charts ---------------------------------------------------------------------------------
+#: Every table markdown_table made in this run, for --png.
+TABLES: list[tuple[str, list[str], list[list[str]]]] = []
+
+
+def _png_option() -> str | None:
+    """``--png FILE`` on a benchmark's command line: taken out here (before the script's own
+    argparse sees it); the run's tables are drawn into FILE when it ends (bench/chart.py)."""
+    if "--png" not in sys.argv:
+        return None
+    at = sys.argv.index("--png")
+    if at + 1 >= len(sys.argv):
+        raise SystemExit("--png needs a file name")
+    path = sys.argv[at + 1]
+    del sys.argv[at:at + 2]
+    return path
+
+
+def _draw_tables_at_exit(path: str) -> None:
+    from chart import Table, draw
+
+    drawn = draw([Table(title, headers, rows) for title, headers, rows in TABLES], path)
+    print(f"\n{path}: {drawn} chart panel(s)", file=sys.stderr)
+
+
+PNG_PATH = _png_option()
+if PNG_PATH is not None:
+    atexit.register(_draw_tables_at_exit, PNG_PATH)
 
 
 # ---- temp dirs ------------------------------------------------------------------------------
@@ -305,9 +347,11 @@ def fmt_ratio(x: float | None) -> str:
 
 
 def markdown_table(headers: Sequence[str], rows: Iterable[Sequence[Any]],
-                   align: str | None = None) -> str:
-    """A GitHub markdown table; align is one char per column: l, r or c (default: l then r)."""
+                   align: str | None = None, title: str = "") -> str:
+    """A GitHub markdown table; align is one char per column: l, r or c (default: l then r).
+    Kept for ``--png`` too (``title`` names its chart panel)."""
     rows = [[str(c) for c in r] for r in rows]
+    TABLES.append((title or f"table {len(TABLES) + 1}", list(headers), rows))
     n = len(headers)
     align = align or ("l" + "r" * (n - 1))
     widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]

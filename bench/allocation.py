@@ -21,6 +21,8 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import _common as C  # noqa: E402
+
+C.ensure_importable()
 import append as A  # noqa: E402
 
 import rocketstore.store.commit_log as commit_log  # noqa: E402

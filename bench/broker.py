@@ -63,11 +63,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
-REPO_ROOT = os.path.dirname(BENCH_DIR)
-sys.path.insert(0, REPO_ROOT)  # this checkout, not an installed copy
-sys.path.insert(1, BENCH_DIR)
+sys.path.insert(0, BENCH_DIR)
 
 import _common as C  # noqa: E402
+
+C.ensure_importable()
 
 from rocketstore.remoting import (  # noqa: E402
     FrameDecoder,
@@ -100,8 +100,13 @@ def broker_available() -> bool:
 
 
 def child_env(**extra: str) -> dict[str, str]:
+    """The environment of a child (a broker, the C++ client) importing the rocketstore this
+    script imported."""
+    import rocketstore
+
+    package_root = os.path.dirname(os.path.dirname(os.path.abspath(rocketstore.__file__)))
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (REPO_ROOT, env.get("PYTHONPATH")) if p)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
     env.update(extra)
     return env
 

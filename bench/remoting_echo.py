@@ -35,7 +35,11 @@ import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import _common  # noqa: E402
+
+_common.ensure_importable()
 
 from rocketstore.remoting import (  # noqa: E402
     RemotingClient,
