@@ -33,18 +33,21 @@ from rocketstore.cli.common import (
               help="Parquet codec (snappy, zstd, gzip, none...).")
 @click.option("--workers", type=click.IntRange(min=1), default=None,
               help="Segments exported at a time (default: min(4, CPUs)).")
+@click.option("--include-active", is_flag=True,
+              help="Also export the segment being written, up to the store's current end (a "
+                   "later run exports it again once it has grown).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @progress_option
 @index_options
 def export_command(path: Path, out: Path, fmt: str, no_body: bool, compression: str,
-                   workers: int | None, as_json: bool, progress: bool | None,
+                   workers: int | None, include_active: bool, as_json: bool, progress: bool | None,
                    hash_slots: int | None, index_num: int | None) -> None:
     """Write the sealed CommitLog segments of PATH to OUT as Parquet, one file per segment,
     with the schema of the rocketstore Spark source (pyarrow; no Spark needed).
 
     Idempotent and resumable: segments already in OUT are skipped, so running it again
-    exports only newly sealed segments. The segment still being written is left out.
-    Opens the store read-only."""
+    exports only newly sealed segments. The segment still being written is left out unless
+    --include-active is given. Opens the store read-only."""
     location, config = existing_store(path, hash_slots, index_num)
     with open_store(location.root, config, read_only=True) as store, \
             progress_bar(progress, total=0, unit="B", unit_scale=True, unit_divisor=1024,
@@ -56,7 +59,7 @@ def export_command(path: Path, out: Path, fmt: str, no_body: bool, compression: 
         try:
             report = export_parquet(store, out, include_body=not no_body,
                                     compression=compression, workers=workers,
-                                    progress=follow_with(bar))
+                                    progress=follow_with(bar), include_active=include_active)
         except ValueError as exc:
             raise fail(str(exc), exc) from None
     if as_json:
@@ -64,8 +67,10 @@ def export_command(path: Path, out: Path, fmt: str, no_body: bool, compression: 
     else:
         click.echo(f"exported {len(report.exported)} segment(s), {report.rows:,} rows, "
                    f"{size_text(report.parquet_bytes)} of Parquet to {out} in "
-                   f"{report.seconds:.1f}s; {len(report.skipped)} already there, "
-                   f"{len(report.pending)} not sealed yet")
+                   f"{report.seconds:.1f}s; {len(report.skipped)} already there")
+        if report.pending_bytes:
+            click.echo(f"left out: the segment being written ({size_text(report.pending_bytes)} of "
+                       f"CommitLog); --include-active exports it too")
 
 
 @click.command("spark-ingest")

@@ -8,7 +8,9 @@ CommitLog order -- with the schema of the ``rocketstore`` Spark source (timestam
 (``MessageStore.read_range``), straight to Arrow.
 
 Sealed: every segment before the one that holds the store's current end. The last segment,
-still being written, is left for a later run.
+still being written, is left for a later run unless ``include_active=True``: then it is
+exported too, up to the store's end at the start of the run, and a later run exports it again
+(replacing the file) once it has grown or is sealed.
 
 Idempotent and resumable: a segment's file is written to a hidden temp file
 (``.<name>.parquet.tmp``) and renamed into place when complete, then recorded in the manifest
@@ -74,7 +76,8 @@ class ExportReport:
     out_dir: str
     exported: list[SegmentExport] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)       # already exported
-    pending: list[str] = field(default_factory=list)       # not sealed yet
+    pending: list[str] = field(default_factory=list)       # not sealed yet, left out
+    pending_bytes: int = 0                                  # CommitLog bytes they hold
     seconds: float = 0.0
 
     @property
@@ -91,7 +94,8 @@ class ExportReport:
 
     def as_dict(self) -> dict[str, Any]:
         return {"out_dir": self.out_dir, "exported": [s.__dict__ for s in self.exported],
-                "skipped": self.skipped, "pending": self.pending, "rows": self.rows,
+                "skipped": self.skipped, "pending": self.pending,
+                "pending_bytes": self.pending_bytes, "rows": self.rows,
                 "commitlog_bytes": self.commitlog_bytes, "parquet_bytes": self.parquet_bytes,
                 "seconds": self.seconds}
 
@@ -152,12 +156,13 @@ def export_parquet(store: MessageStore, out_dir: str | os.PathLike[str], *,
                    include_body: bool = True, compression: str = "snappy",
                    workers: int | None = None, batch_bytes: int = DEFAULT_BATCH_BYTES,
                    progress: bool | Progress | None = True,
-                   max_segments: int | None = None) -> ExportReport:
+                   max_segments: int | None = None, include_active: bool = False) -> ExportReport:
     """Export the store's sealed CommitLog segments not yet in out_dir (see the module
     docstring). workers segments are exported at a time (threads: the decode and the Parquet
     encoder release the GIL; default min(4, CPUs)). progress: True for a tqdm bar on stderr,
     a callable(done_bytes, total_bytes), or None. max_segments caps how many segments this run
-    exports (the rest on the next run). Returns what was done."""
+    exports (the rest on the next run). include_active: also the segment being written, up to
+    the store's current end. Returns what was done."""
     started = time.monotonic()
     out = os.path.abspath(os.fspath(out_dir))
     os.makedirs(out, exist_ok=True)
@@ -181,14 +186,23 @@ def export_parquet(store: MessageStore, out_dir: str | os.PathLike[str], *,
             os.remove(os.path.join(out, name))
 
     sealed, unsealed = sealed_segments(store)
-    report = ExportReport(out, pending=[seg.name for seg in unsealed])
+    if include_active:
+        end = store.get_max_phy_offset()
+        active = [Segment(s.name, s.start_offset, end, False) for s in unsealed if s.start_offset < end]
+        report = ExportReport(out)
+    else:
+        active = []
+        report = ExportReport(out, pending=[seg.name for seg in unsealed],
+                              pending_bytes=sum(max(0, store.get_max_phy_offset() - s.start_offset)
+                                                for s in unsealed))
     todo = []
-    for seg in sealed:
+    for seg in [*sealed, *active]:
         name = seg.name
         entry = manifest["segments"].get(name)
         path = os.path.join(out, name + ".parquet")
-        if entry is not None and os.path.exists(path) and \
-                os.path.getsize(path) == entry.get("parquet_bytes"):
+        # a segment exported while it was being written is exported again once it has grown
+        if entry is not None and os.path.exists(path) and entry.get("end_offset") == seg.end_offset \
+                and os.path.getsize(path) == entry.get("parquet_bytes"):
             report.skipped.append(name)
         else:
             todo.append(seg)
@@ -231,7 +245,7 @@ def export_parquet(store: MessageStore, out_dir: str | os.PathLike[str], *,
             manifest["segments"][name] = {
                 "file": seg.file, "start_offset": seg.start_offset,
                 "end_offset": seg.end_offset, "rows": seg.rows,
-                "parquet_bytes": seg.parquet_bytes,
+                "parquet_bytes": seg.parquet_bytes, "sealed": segment.sealed,
                 "exported_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
             }
             _write_manifest(out, manifest)

@@ -178,3 +178,38 @@ def test_export_of_a_store_with_one_segment_exports_nothing(tmp_path):
     with _open(root) as store:
         report = export_parquet(store, tmp_path / "out", progress=None)
     assert report.exported == [] and len(report.pending) == 1
+
+
+def test_include_active_exports_everything_and_again_once_the_segment_grows(store_dir, tmp_path):
+    out = tmp_path / "out"
+    with _open(store_dir) as store:
+        report = export_parquet(store, out, progress=None, include_active=True)
+        end = store.get_max_phy_offset()
+        everything = store.read_range_table(store.get_min_phy_offset(), end, spark=True)
+    assert report.pending == [] and report.pending_bytes == 0
+    assert pq.read_table(out).num_rows == everything.num_rows
+    active = report.exported[-1]
+    assert active.end_offset == end
+    assert json.loads((out / MANIFEST).read_text())["segments"][active.name]["sealed"] is False
+    with MessageStore.open(store_dir, _config(store_dir)) as store:       # the segment grows
+        store.put_message(Message("orders", b"late"), 0)
+    with _open(store_dir) as store:
+        again = export_parquet(store, out, progress=None, include_active=True)
+        total = store.read_range_table(store.get_min_phy_offset(), store.get_max_phy_offset(),
+                                       spark=True).num_rows
+    assert active.name in [s.name for s in again.exported]          # replaced, not skipped
+    assert pq.read_table(out).num_rows == total == everything.num_rows + 1
+
+
+def test_cli_says_what_the_active_segment_holds_and_how_to_export_it(store_dir, tmp_path):
+    from helpers import cli_run
+
+    result = cli_run("export", store_dir, tmp_path / "out", "--no-progress")
+    assert result.exit_code == 0, result.output
+    assert "left out: the segment being written (" in result.output
+    assert "--include-active exports it too" in result.output
+    result = cli_run("export", store_dir, tmp_path / "out2", "--no-progress", "--include-active")
+    assert result.exit_code == 0 and "left out" not in result.output
+    with _open(store_dir) as store:
+        total = store.read_range_table(store.get_min_phy_offset(), store.get_max_phy_offset()).num_rows
+    assert pq.read_table(tmp_path / "out2").num_rows == total
