@@ -17,6 +17,7 @@ import asyncio
 import concurrent.futures
 import enum
 import logging
+import threading
 import time
 import zlib
 from collections.abc import Callable, Sequence
@@ -377,6 +378,7 @@ class Producer(BlockingClient[AsyncProducer]):
             result = producer.send(Message("orders", b"..."))
             future = producer.send_async(Message("orders", b"..."), callback)
             producer.send_oneway(Message("orders", b"..."))
+            producer.flush()                    # every send_async done, its callback run
 
     Callbacks of :meth:`send_async` run on a thread pool of ``client_callback_executor_threads``
     threads, never on the loop, so they may call the producer again.
@@ -390,6 +392,9 @@ class Producer(BlockingClient[AsyncProducer]):
         super().__init__(core, f"rocketstore-producer-{core.config.producer_group}")
         self.config = core.config
         self._callbacks: concurrent.futures.ThreadPoolExecutor | None = None
+        #: send_async calls not finished yet (the send, then its callback), for flush()
+        self._outstanding: set[concurrent.futures.Future[Any]] = set()
+        self._outstanding_lock = threading.Lock()
 
     @property
     def client_id(self) -> str | None:
@@ -431,12 +436,41 @@ class Producer(BlockingClient[AsyncProducer]):
                 error = f.exception() if not f.cancelled() else concurrent.futures.CancelledError()
                 result = f.result() if error is None else None
                 try:
-                    executor.submit(_run_callback, callback, result, error)
+                    self._track(executor.submit(_run_callback, callback, result, error))
                 except RuntimeError:  # the pool is shut down: run it here
                     _run_callback(callback, result, error)
 
             future.add_done_callback(done)
+        # tracked after ``done`` was added: done callbacks run in order, so the callback's own
+        # future is tracked before the send's is forgotten and flush() never sees a gap
+        self._track(future)
         return future
+
+    def _track(self, future: concurrent.futures.Future[Any]) -> None:
+        with self._outstanding_lock:
+            self._outstanding.add(future)
+
+        def forget(f: concurrent.futures.Future[Any]) -> None:
+            with self._outstanding_lock:
+                self._outstanding.discard(f)
+
+        future.add_done_callback(forget)
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Wait until every :meth:`send_async` made so far has finished, its callback included
+        (as kafka-python's ``flush``). Raises TimeoutError when some are still running after
+        ``timeout`` seconds; failed sends are not raised here (their futures and callbacks say)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            with self._outstanding_lock:
+                waiting = set(self._outstanding)
+            if not waiting:
+                return
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            _, not_done = concurrent.futures.wait(waiting, remaining)
+            if not_done and deadline is not None and time.monotonic() >= deadline:
+                raise TimeoutError(f"flush: {len(not_done)} asynchronous send(s) still running "
+                                   f"after {timeout:g} s")
 
     async def _send_async(self, msg: Message, queue: MessageQueue | None, selector: MessageQueueSelector | None,
                           arg: Any, timeout: float | None) -> SendResult:

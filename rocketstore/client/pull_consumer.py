@@ -14,9 +14,10 @@ from it. Offsets of what ``poll()`` returned are committed with ``commit()``, or
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import Any
 
 from rocketstore.client.allocate import AllocateMessageQueueStrategy
@@ -244,6 +245,35 @@ class AsyncPullConsumer(BaseConsumer):
                 self._consumed[mq] = offset
             return messages
 
+    def __aiter__(self) -> AsyncIterator[MessageExt]:
+        """``async for msg in consumer``: every message, as poll() returns them, until the
+        consumer is shut down (see :meth:`messages` for an end after a quiet spell)."""
+        return self.messages()
+
+    async def messages(self, idle_timeout: float | None = None) -> AsyncIterator[MessageExt]:
+        """The messages one by one, as poll() returns them; ends when the consumer is shut
+        down, or after ``idle_timeout`` seconds without a message (kafka-python's
+        ``consumer_timeout_ms``). Offsets advance as with poll() (auto_commit commits them)."""
+        loop = asyncio.get_running_loop()
+        quiet_since = loop.time()
+        while self._running:
+            wait = None
+            if idle_timeout is not None:
+                wait = quiet_since + idle_timeout - loop.time()
+                if wait <= 0:
+                    return
+                wait = min(wait, self.config.poll_timeout_millis / 1000)
+            try:
+                batch = await self.poll(wait)
+            except MQClientError:
+                if not self._running:        # shut down while waiting
+                    return
+                raise
+            if batch:
+                quiet_since = loop.time()
+            for msg in batch:
+                yield msg
+
     async def seek(self, mq: MessageQueue, offset: int) -> None:
         """Read ``mq`` from ``offset`` on (between its min and max offset)."""
         instance = self._check_running()
@@ -393,6 +423,32 @@ class PullConsumer(BlockingClient[AsyncPullConsumer]):
 
     def poll(self, timeout: float | None = None) -> list[MessageExt]:
         return list(self._run(self._core.poll(timeout)))
+
+    def __iter__(self) -> Iterator[MessageExt]:
+        """``for msg in consumer``: every message until the consumer is shut down (from
+        another thread) or the loop is left; see :meth:`messages` for an end after a quiet spell."""
+        return self.messages()
+
+    def messages(self, idle_timeout: float | None = None) -> Iterator[MessageExt]:
+        """The messages one by one, as poll() returns them; ends when the consumer is shut
+        down, or after ``idle_timeout`` seconds without a message."""
+        quiet_since = time.monotonic()
+        while self._loop is not None:
+            wait = self.config.poll_timeout_millis / 1000
+            if idle_timeout is not None:
+                wait = min(wait, quiet_since + idle_timeout - time.monotonic())
+                if wait <= 0:
+                    return
+            try:
+                # bounded: a poll still waiting when shutdown() stops the loop never completes
+                batch = list(self._run(self._core.poll(wait), timeout=wait + 5.0))
+            except (MQClientError, RuntimeError, TimeoutError, concurrent.futures.CancelledError):
+                if self._loop is None:       # shut down while waiting
+                    return
+                raise
+            if batch:
+                quiet_since = time.monotonic()
+            yield from batch
 
     def seek(self, mq: MessageQueue, offset: int) -> None:
         self._run(self._core.seek(mq, offset))
