@@ -160,7 +160,7 @@ def current_c(ext: Extension) -> str | None:
     if f"Cython {Cython.__version__} " not in made_by:
         return None
     project_deps = glob.glob("rocketstore/**/*.pxd", recursive=True) + glob.glob("src/*.h")
-    if any(os.path.getmtime(dep) > c_mtime for dep in [pyx, *project_deps, "setup.py"]):
+    if any(os.path.getmtime(dep) > c_mtime for dep in [pyx, *project_deps]):
         return None
     return c_file
 
