@@ -20,8 +20,8 @@ StoreStatsService and BrokerStats): puts and their bytes, gets found and missed,
 transferred, their rates over the last 10 s, 60 s and 600 s, and the totals at this and
 yesterday's midnight.
 
-A send costs one dict lookup and four attribute increments (``record_put``; QUEUE_PUT_* add
-two keyed increments where enable_queue_stat is on); the broker
+A send costs one dict lookup and four attribute increments (``record_put``; with
+enable_queue_stat a list index and four more for QUEUE_PUT_*); the broker
 totals (BROKER_PUT_NUMS, the store's put count) are sums over the topics' items, made on the
 timer. :meth:`tick`, once a second on the event loop, takes the snapshots when they are due
 (the items' every 10 s / 10 min / 1 h, the store rates' every second) and logs each item's
@@ -110,8 +110,9 @@ class BrokerStatsManager:
         if enable_queue_stat:
             for name in (QUEUE_PUT_NUMS, QUEUE_PUT_SIZE, QUEUE_GET_NUMS, QUEUE_GET_SIZE):
                 self.sets[name] = StatsItemSet(name, log)
-        # the send path's items: topic -> (TOPIC_PUT_NUMS item, TOPIC_PUT_SIZE item)
-        self._topic_put: dict[str, tuple[StatsItem, StatsItem]] = {}
+        # the send path's items: topic -> (TOPIC_PUT_NUMS item, TOPIC_PUT_SIZE item, the
+        # QUEUE_PUT_NUMS and _SIZE items by queue id)
+        self._topic_put: dict[str, tuple[StatsItem, StatsItem, list[tuple[StatsItem, StatsItem] | None]]] = {}
         #: ``record_put(topic, queue_id, messages, size)``: a stored send of ``messages`` (1, or
         #: a batch's count) and ``size`` bytes; QUEUE_PUT_* too with enable_queue_stat (a
         #: bound method chosen once, so the send path pays no test for it)
@@ -156,24 +157,45 @@ class BrokerStatsManager:
     # ---- the event loop's updates ----
 
     def _record_put(self, topic: str, queue_id: int, messages: int, size: int) -> None:
-        pair = self._topic_put.get(topic)
-        if pair is None:
-            pair = self._new_topic(topic)
-        nums, sizes = pair
+        entry = self._topic_put.get(topic)
+        if entry is None:
+            entry = self._new_topic(topic)
+        nums, sizes, _ = entry
         nums.value += messages
         nums.times += 1
         sizes.value += size
         sizes.times += 1
 
     def _record_put_detail(self, topic: str, queue_id: int, messages: int, size: int) -> None:
-        self._record_put(topic, queue_id, messages, size)
-        key = f"{topic}@{queue_id}"
-        self.sets[QUEUE_PUT_NUMS].add_value(key, messages)
-        self.sets[QUEUE_PUT_SIZE].add_value(key, size)
+        entry = self._topic_put.get(topic)
+        if entry is None:
+            entry = self._new_topic(topic)
+        nums, sizes, queues = entry
+        nums.value += messages
+        nums.times += 1
+        sizes.value += size
+        sizes.times += 1
+        try:
+            queue_nums, queue_sizes = queues[queue_id]
+        except (IndexError, TypeError):     # a queue's first put
+            queue_nums, queue_sizes = self._new_queue(topic, queue_id, queues)
+        queue_nums.value += messages
+        queue_nums.times += 1
+        queue_sizes.value += size
+        queue_sizes.times += 1
 
-    def _new_topic(self, topic: str) -> tuple[StatsItem, StatsItem]:
-        pair = self._topic_put[topic] = (self.sets[TOPIC_PUT_NUMS].item(topic),
-                                         self.sets[TOPIC_PUT_SIZE].item(topic))
+    def _new_topic(self, topic: str) -> tuple[StatsItem, StatsItem, list[tuple[StatsItem, StatsItem] | None]]:
+        entry = self._topic_put[topic] = (self.sets[TOPIC_PUT_NUMS].item(topic),
+                                          self.sets[TOPIC_PUT_SIZE].item(topic), [])
+        return entry
+
+    def _new_queue(self, topic: str, queue_id: int,
+                   queues: list[tuple[StatsItem, StatsItem] | None]) -> tuple[StatsItem, StatsItem]:
+        key = f"{topic}@{queue_id}"
+        pair = (self.sets[QUEUE_PUT_NUMS].item(key), self.sets[QUEUE_PUT_SIZE].item(key))
+        if queue_id >= len(queues):
+            queues.extend([None] * (queue_id + 1 - len(queues)))
+        queues[queue_id] = pair
         return pair
 
     def record_put_failed(self) -> None:
@@ -228,12 +250,12 @@ class BrokerStatsManager:
     @property
     def put_messages(self) -> int:
         """Messages put into the store (sends and send-backs): putMessageTimesTotal."""
-        return self._retired_puts + self.other_puts + sum(n.value for n, _ in self._topic_put.values())
+        return self._retired_puts + self.other_puts + sum(e[0].value for e in self._topic_put.values())
 
     @property
     def put_bytes(self) -> int:
         return self._retired_put_bytes + self.other_put_bytes + sum(
-            s.value for _, s in self._topic_put.values())
+            e[1].value for e in self._topic_put.values())
 
     def put_tps_text(self) -> str:
         return self._put_rate.text()
@@ -290,10 +312,10 @@ class BrokerStatsManager:
     # ---- removal ----
 
     def on_topic_deleted(self, topic: str) -> None:
-        pair = self._topic_put.pop(topic, None)
-        if pair is not None:
-            self._retired_puts += pair[0].value
-            self._retired_put_bytes += pair[1].value
+        entry = self._topic_put.pop(topic, None)
+        if entry is not None:
+            self._retired_puts += entry[0].value
+            self._retired_put_bytes += entry[1].value
         sets = self.sets
         sets[TOPIC_PUT_NUMS].remove(topic)
         sets[TOPIC_PUT_SIZE].remove(topic)
@@ -317,7 +339,7 @@ class BrokerStatsManager:
     def tick(self) -> None:
         """Once a second: the snapshots and log lines that are due."""
         now_ms = int(self.clock() * 1000)
-        sends = self._retired_puts + sum(n.value for n, _ in self._topic_put.values())
+        sends = self._retired_puts + sum(e[0].value for e in self._topic_put.values())
         self._broker_put.value = sends
         put_total = sends + self.other_puts
         self._put_rate.snapshots.append((now_ms, put_total))
