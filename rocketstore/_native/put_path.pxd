@@ -35,6 +35,22 @@ cdef class PutLock:
     # lock_clock_ns() when the holder took the lock, 0 while it is free: how long the lock has
     # been held is what RocketMQ's isOSPageCacheBusy asks (a broker answers SYSTEM_BUSY)
     cdef int64_t held_since_ns
+    # puts by how long they held the lock (whole ms of the coarse clock): RocketMQ's 13
+    # putMessageDistributeTime ranges and its 76 percentile buckets (HOLD_BUCKET_CEILINGS)
+    cdef int64_t[13] hold_ranges
+    cdef int64_t[76] hold_buckets
+    cdef int64_t hold_max_ms
+
+    cdef void _note_long_hold(self, int64_t ms) noexcept
+
+    cdef inline void note_hold(self) noexcept:
+        """Count the current holder's hold as one put's time (call it just before give)."""
+        cdef int64_t ms = (lock_clock_ns() - self.held_since_ns) // 1000000
+        if ms <= 0:
+            self.hold_ranges[0] += 1
+            self.hold_buckets[0] += 1
+        else:
+            self._note_long_hold(ms)
 
     cdef inline void take(self) noexcept:
         if sem_trywait(&self.sem) != 0:

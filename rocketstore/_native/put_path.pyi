@@ -8,6 +8,9 @@ from rocketstore._native.mapped_file import MappedFile
 from rocketstore._native.message import Message
 from rocketstore._native.record_writer import PutMessageResult, RecordWriter
 
+HOLD_RANGE_BOUNDS: tuple[int, ...]
+HOLD_BUCKET_CEILINGS: tuple[int | None, ...]
+
 @final
 class PutLock:
     """The CommitLog's put lock; blocking waits release the GIL. A context manager."""
@@ -17,6 +20,10 @@ class PutLock:
     @property
     def held_ns(self) -> int:
         """Nanoseconds the current holder has held the lock (0 while it is free), to a few ms."""
+    def note_put(self) -> None:
+        """Count the current hold as one put's time."""
+    def hold_times(self) -> tuple[list[int], list[int], int]:
+        """(puts per putMessageDistributeTime range, per percentile bucket, longest hold ms)."""
     def __enter__(self) -> PutLock: ...
     def __exit__(self, *exc: object) -> bool: ...
 

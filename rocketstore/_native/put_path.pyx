@@ -23,10 +23,30 @@ cdef enum:
 cdef str _WAIT = _MessageProperty.WAIT
 
 
+#: RocketMQ's StoreStatsService ranges of putMessageDistributeTime: a put of ms falls in the
+#: first range whose bound it is under (the first: ms <= 0)
+HOLD_RANGE_BOUNDS = (0, 10, 50, 100, 200, 500, 1000, 2000, 3000, 4000, 5000, 10000)
+#: its percentile buckets' upper bounds (ms): a put of ms counts in the first bucket whose
+#: bound is >= ms; the last bucket takes the rest (None)
+HOLD_BUCKET_CEILINGS = (tuple(range(1, 21)) + tuple(range(22, 51, 2)) + tuple(range(55, 101, 5))
+                        + tuple(range(110, 201, 10)) + tuple(range(250, 501, 50))
+                        + tuple(range(600, 1001, 100)) + tuple(range(2000, 10001, 1000)) + (None,))
+cdef int64_t[75] _CEILINGS
+for _i, _bound in enumerate(HOLD_BUCKET_CEILINGS[:-1]):
+    _CEILINGS[_i] = _bound
+cdef int64_t[12] _RANGE_BOUNDS
+for _i, _bound in enumerate(HOLD_RANGE_BOUNDS):
+    _RANGE_BOUNDS[_i] = _bound
+
+
 cdef class PutLock:
     """The CommitLog's put lock (RocketMQ's putMessageLock), usable from C and as a Python
     context manager. Blocking waits release the GIL: the holder may be copying a batch
-    without it and needs it back to finish."""
+    without it and needs it back to finish.
+
+    It also counts the puts by how long they held it (``note_hold``, RocketMQ's
+    putMessageEntireTime, here the time under the lock to the coarse clock's few ms):
+    :meth:`hold_times` reads the counts."""
 
     def __cinit__(self):
         if sem_init(&self.sem, 0, 1) != 0:
@@ -53,6 +73,28 @@ cdef class PutLock:
             return 0
         cdef int64_t held = lock_clock_ns() - since
         return held if held > 0 else 0
+
+    cdef void _note_long_hold(self, int64_t ms) noexcept:
+        cdef int i = 0
+        while i < 12 and ms >= _RANGE_BOUNDS[i]:
+            i += 1
+        self.hold_ranges[i] += 1
+        i = 0
+        while i < 75 and ms > _CEILINGS[i]:
+            i += 1
+        self.hold_buckets[i] += 1
+        if ms > self.hold_max_ms:
+            self.hold_max_ms = ms
+
+    def note_put(self):
+        """Count the current hold as one put's time (a Python put path's note_hold)."""
+        self.note_hold()
+
+    def hold_times(self):
+        """(puts per putMessageDistributeTime range, puts per percentile bucket, the longest
+        hold in ms): running counts since the store opened."""
+        return ([self.hold_ranges[i] for i in range(13)],
+                [self.hold_buckets[i] for i in range(76)], self.hold_max_ms)
 
     def __enter__(self):
         self.take()
@@ -124,6 +166,7 @@ cdef class PutPath:
             if result is None:          # the file filled up (END_FILE written) or none yet
                 result = self.slow(message, queue_id)
         finally:
+            self.lock.note_hold()
             self.lock.give()
         return result
 

@@ -92,6 +92,8 @@ class BrokerConfig:
     reject_transaction_message: bool = True
     region_id: str = "DefaultRegion"
     trace_on: bool = True
+    #: QUEUE_PUT_* and QUEUE_GET_* statistics (by queue), and GROUP_GET_LATENCY by queue
+    enable_detail_stat: bool = True
     store: StoreConfig = field(default_factory=StoreConfig, metadata={"properties": False})
 
     def __post_init__(self) -> None:

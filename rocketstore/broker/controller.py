@@ -37,10 +37,11 @@ from rocketstore.broker.processors.pull import PullMessageProcessor
 from rocketstore.broker.processors.query import QueryMessageProcessor
 from rocketstore.broker.processors.send import SendMessageProcessor
 from rocketstore.broker.processors.send_back import SendBackProcessor
+from rocketstore.broker.processors.stats import BrokerStatsProcessor
 from rocketstore.broker.rebalance_lock import RebalanceLockManager
 from rocketstore.broker.registration import BrokerIdentity, BrokerRegistrar
 from rocketstore.broker.schedule import ScheduleMessageService
-from rocketstore.broker.stats import BrokerStats
+from rocketstore.broker.stats import BrokerStatsManager
 from rocketstore.broker.subscription_group import SubscriptionGroupManager
 from rocketstore.broker.topic_config import TopicConfigManager
 from rocketstore.remoting import (
@@ -76,7 +77,8 @@ class BrokerController:
         #: opens the store (a seam for tests: an injected flush function, a slow disk)
         self._store_opener = store_opener or (lambda root, cfg: MessageStore.open(root, cfg))
         config_dir = os.path.join(self.root, CONFIG_DIR)
-        self.stats = BrokerStats()
+        self.stats = BrokerStatsManager(config.broker_cluster_name,
+                                        enable_queue_stat=config.enable_detail_stat)
         self.topics = TopicConfigManager(config, JsonTableFile(os.path.join(config_dir, "topics.json")),
                                          on_change=self._topics_changed)
         self.groups = SubscriptionGroupManager(
@@ -160,11 +162,14 @@ class BrokerController:
             ConsumerOffsetProcessor(store, self.offsets),
             QueryMessageProcessor(store),
             self.client_processor,
-            SendBackProcessor(self.config, writer, self.topics, self.groups),
+            SendBackProcessor(self.config, writer, self.topics, self.groups, self.stats),
             AdminBrokerProcessor(self.config, store, topics=self.topics, groups=self.groups,
                                  offsets=self.offsets, consumers=self.consumers,
                                  producers=self.producers, stats=self.stats,
                                  schedule=self.schedule, hold_service=self.hold_service),
+            BrokerStatsProcessor(self.config, store, self.stats, topics=self.topics, groups=self.groups,
+                                 offsets=self.offsets, consumers=self.consumers, schedule=self.schedule,
+                                 hold_service=self.hold_service, broker_addr=self.address),
         ]
         servers = [self.server]
         if fast_port is not None:
@@ -187,7 +192,8 @@ class BrokerController:
         self.schedule.start()
         self._schedule_every(self.config.flush_consumer_offset_interval / 1000, self._persist_offsets)
         self._schedule_every(SCAN_NOT_ACTIVE_CHANNEL_S, self._scan_not_active_channels)
-        self._schedule_every(1.0, self.stats.sample)
+        self.stats.hold_times = store.put_hold_times
+        self._schedule_every(1.0, self._stats_tick)
         self._started = True
         namesrv = self.config.namesrv_addrs
         if namesrv:
@@ -274,6 +280,11 @@ class BrokerController:
 
         handle = [loop.call_later(period_s, tick)]
         self._timers.append(handle[0])
+
+    def _stats_tick(self) -> None:
+        assert self.store is not None
+        self.stats.note_dispatch_behind(self.store.dispatch_behind_bytes())
+        self.stats.tick()
 
     def _persist_offsets(self) -> None:
         snapshot = self.offsets.snapshot()

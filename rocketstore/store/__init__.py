@@ -7,6 +7,7 @@ export, the CLI) import these names from ``rocketstore.store`` and never a modul
 module inside it: ``from rocketstore.store import x`` always means this face.
 """
 
+from rocketstore._native.put_path import HOLD_BUCKET_CEILINGS, HOLD_RANGE_BOUNDS
 from rocketstore.message import (
     GetMessageStatus,
     PutMessageResult,
@@ -63,6 +64,8 @@ def __getattr__(name: str) -> object:
 __all__ = [
     "CONFIG_DIR",
     "CONSUMER_OFFSET_FILE",
+    "HOLD_BUCKET_CEILINGS",
+    "HOLD_RANGE_BOUNDS",
     "SEGMENT_NAME_DIGITS",
     "ArrivalListener",
     "ColumnarReads",

@@ -360,6 +360,7 @@ class CommitLog:
             if mf is None:    # what was stored stays; the result says where it stopped
                 result = record_writer.fail_batch(
                     result, PutMessageStatus.CREATE_MAPPED_FILE_FAILED, self.roll_error)
+            self.put_lock.note_put()
         if result.stored:
             end = int(result.commitlog_offsets[result.stored - 1] +
                       result.sizes[result.stored - 1])

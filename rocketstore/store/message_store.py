@@ -425,6 +425,30 @@ class MessageStore(ColumnarReads):
         broker answers sends SYSTEM_BUSY instead of queueing behind it."""
         return self.commit_log.put_lock.held_ns / 1e6
 
+    def put_hold_times(self) -> tuple[list[int], list[int], int]:
+        """How long puts held the put lock (RocketMQ's putMessageEntireTime, to the coarse
+        clock's few ms), counted since the store opened: (puts per putMessageDistributeTime
+        range of ``HOLD_RANGE_BOUNDS``, puts per percentile bucket of
+        ``HOLD_BUCKET_CEILINGS``, the longest hold in ms)."""
+        return self.commit_log.put_lock.hold_times()
+
+    def remain_how_many_data_to_flush(self) -> int:
+        """CommitLog bytes readable but not yet flushed (RocketMQ's remainHowManyDataToFlush)."""
+        queue = self.commit_log.queue
+        return max(0, queue.max_offset() - queue.flushed_where)
+
+    def remain_how_many_data_to_commit(self) -> int | None:
+        """With the transient store pool: bytes written to its buffers not yet committed to
+        the files (None without the pool)."""
+        if self.pool is None:
+            return None
+        queue = self.commit_log.queue
+        return max(0, queue.max_wrote_offset() - queue.committed_where)
+
+    def remain_transient_store_buffers(self) -> int | None:
+        """The transient store pool's free buffers (None without the pool)."""
+        return None if self.pool is None else self.pool.available()
+
     def is_os_page_cache_busy(self) -> bool:
         return self.put_lock_held_ms() > self.config.os_page_cache_busy_timeout_mills
 

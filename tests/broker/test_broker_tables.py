@@ -172,21 +172,3 @@ def test_queue_locks_expire() -> None:
     assert locks.holder("g", mq) == "c2"
     locks.unlock_batch("g", [mq], "c2")
     assert locks.holder("g", mq) is None
-
-
-def test_rates_over_a_sliding_window() -> None:
-    from rocketstore.broker.stats import BrokerStats
-
-    now = [1000.0]
-    stats = BrokerStats(clock=lambda: now[0])
-    stats.sample()
-    for _ in range(10):
-        now[0] += 1
-        stats.record_put("t", 100, 1000)
-        stats.record_get("g", "t", 50, 500)
-        stats.sample()
-    assert stats.put_tps(5) == 100.0 and stats.get_tps(10) == 50.0
-    assert stats.consume_tps("g", "t", 5) == 50.0 and stats.consume_tps("x", "t") == 0.0
-    now[0] += 30                      # nothing for 30 s
-    stats.sample()
-    assert stats.put_tps(10) == 0.0 and stats.put_messages == 1000

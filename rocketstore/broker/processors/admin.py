@@ -2,13 +2,14 @@
 mqadmin ask a broker.
 
 UPDATE_AND_CREATE_TOPIC 17, DELETE_TOPIC_IN_BROKER 215, GET_ALL_TOPIC_CONFIG 21,
-GET_BROKER_CONFIG 26, GET_BROKER_RUNTIME_INFO 28, GET_ALL_CONSUMER_OFFSET 43,
+GET_BROKER_CONFIG 26, GET_ALL_CONSUMER_OFFSET 43,
 GET_ALL_DELAY_OFFSET 45, UPDATE_AND_CREATE_SUBSCRIPTIONGROUP 200,
 GET_ALL_SUBSCRIPTIONGROUP_CONFIG 201, DELETE_SUBSCRIPTIONGROUP 207, GET_TOPIC_STATS_INFO 202,
 GET_CONSUMER_CONNECTION_LIST 203, GET_PRODUCER_CONNECTION_LIST 204, GET_CONSUME_STATS 208,
 INVOKE_BROKER_TO_RESET_OFFSET 222 (reset a group's offsets by time), QUERY_TOPIC_CONSUME_BY_WHO
 300, GET_SYSTEM_TOPIC_LIST_FROM_BROKER 305, GET_CONSUMER_RUNNING_INFO 307 (asked of the
-client and passed back).
+client and passed back). The statistics codes and GET_BROKER_RUNTIME_INFO 28 are
+:mod:`rocketstore.broker.processors.stats`'s.
 
 Bodies are RocketMQ's JSON; those keyed by MessageQueue (202, 208, 222) use fastjson's
 object keys (:mod:`rocketstore.common.fastjson`).
@@ -17,8 +18,6 @@ object keys (:mod:`rocketstore.common.fastjson`).
 from __future__ import annotations
 
 import logging
-import shutil
-import time
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -58,17 +57,12 @@ if TYPE_CHECKING:
     from rocketstore.broker.consumer_offset_manager import ConsumerOffsetManager
     from rocketstore.broker.long_polling import PullRequestHoldService
     from rocketstore.broker.schedule import ScheduleMessageService
-    from rocketstore.broker.stats import BrokerStats
+    from rocketstore.broker.stats import BrokerStatsManager
     from rocketstore.broker.subscription_group import SubscriptionGroupManager
     from rocketstore.broker.topic_config import TopicConfigManager
     from rocketstore.store import MessageStore
 
 log = logging.getLogger("rocketstore.broker")
-
-#: What GET_BROKER_RUNTIME_INFO says this broker is (MQVersion V4_9_8).
-BROKER_VERSION = 409
-BROKER_VERSION_DESC = "V4_9_8"
-
 
 def message_queue_key(topic: str, broker_name: str, queue_id: int) -> tuple[tuple[str, object], ...]:
     """A MessageQueue as a map key: fastjson writes it as the object itself."""
@@ -78,7 +72,7 @@ def message_queue_key(topic: str, broker_name: str, queue_id: int) -> tuple[tupl
 class AdminBrokerProcessor:
     def __init__(self, config: BrokerConfig, store: MessageStore, *, topics: TopicConfigManager,
                  groups: SubscriptionGroupManager, offsets: ConsumerOffsetManager,
-                 consumers: ConsumerManager, producers: ProducerManager, stats: BrokerStats,
+                 consumers: ConsumerManager, producers: ProducerManager, stats: BrokerStatsManager,
                  schedule: ScheduleMessageService, hold_service: PullRequestHoldService) -> None:
         self.config = config
         self.store = store
@@ -97,7 +91,6 @@ class AdminBrokerProcessor:
             (RequestCode.DELETE_TOPIC_IN_BROKER, self.delete_topic),
             (RequestCode.GET_ALL_TOPIC_CONFIG, self.get_all_topic_config),
             (RequestCode.GET_BROKER_CONFIG, self.get_broker_config),
-            (RequestCode.GET_BROKER_RUNTIME_INFO, self.get_broker_runtime_info),
             (RequestCode.GET_ALL_CONSUMER_OFFSET, self.get_all_consumer_offset),
             (RequestCode.GET_ALL_DELAY_OFFSET, self.get_all_delay_offset),
             (RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, self.update_and_create_subscription_group),
@@ -147,6 +140,7 @@ class AdminBrokerProcessor:
             return create_response(request, ResponseCode.SYSTEM_ERROR,
                                    f"the topic[{topic}] is a system topic and cannot be deleted")
         self.topics.delete(topic)
+        self.stats.on_topic_deleted(topic)
         for group in self.offsets.groups_of_topic(topic):
             self.offsets.remove_group(group, topic)
         return create_response(request)
@@ -176,46 +170,6 @@ class AdminBrokerProcessor:
         version = self.topics.data_version
         return create_response(request, ext_fields={"version": orjson.dumps(version.to_json()).decode()},
                                body=("\n".join(lines) + "\n").encode())
-
-    def get_broker_runtime_info(self, ctx: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
-        store, stats = self.store, self.stats
-        now_ms = int(time.time() * 1000)
-        try:
-            usage = shutil.disk_usage(store.root)
-            disk_ratio = usage.used / usage.total if usage.total else 0.0
-        except OSError:
-            disk_ratio = 0.0
-        table = {
-            "brokerVersionDesc": BROKER_VERSION_DESC,
-            "brokerVersion": str(BROKER_VERSION),
-            "bootTimestamp": str(stats.started_ms),
-            "runtime": _runtime(now_ms - stats.started_ms),
-            "msgPutTotalTodayNow": str(stats.put_messages),
-            "msgGetTotalTodayNow": str(stats.got_messages),
-            "msgPutTotalTodayMorning": "0",
-            "msgGetTotalTodayMorning": "0",
-            "msgPutTotalYesterdayMorning": "0",
-            "msgGetTotalYesterdayMorning": "0",
-            "putTps": f"{stats.put_tps(10):.2f} {stats.put_tps(60):.2f} {stats.put_tps(60):.2f}",
-            "getTransferedTps": f"{stats.get_tps(10):.2f} {stats.get_tps(60):.2f} {stats.get_tps(60):.2f}",
-            "sendThreadPoolQueueSize": "0",
-            "sendThreadPoolQueueCapacity": "0",
-            "pullThreadPoolQueueSize": "0",
-            "pullThreadPoolQueueCapacity": "0",
-            "commitLogMinOffset": str(store.get_min_phy_offset()),
-            "commitLogMaxOffset": str(store.get_max_phy_offset()),
-            "dispatchBehindBytes": str(store.dispatch_behind_bytes()),
-            "pageCacheLockTimeMills": str(int(store.put_lock_held_ms())),
-            "commitLogDiskRatio": f"{disk_ratio:.4f}",
-            "earliestMessageTimeStamp": str(store.get_earliest_message_time()),
-            "startAcceptSendRequestTimeStamp": "0",
-            "brokerActive": "true",
-            "putMessageTimesTotal": str(stats.put_messages),
-            "putMessageSizeTotal": str(stats.put_bytes),
-            "busyRejections": str(stats.busy_rejections),
-            "heldPullRequests": str(self.hold_service.held_count),
-        }
-        return create_response(request, body=orjson.dumps({"table": table}))
 
     # ---- offsets ----
 
@@ -264,7 +218,7 @@ class AdminBrokerProcessor:
                 table[message_queue_key(topic, self.config.broker_name, queue_id)] = {
                     "brokerOffset": broker_offset, "consumerOffset": consumer_offset,
                     "lastTimestamp": last}
-            tps += self.stats.consume_tps(group, topic)
+            tps += self.stats.group_get_tps(group, topic)
         return create_response(request, body=fastjson_dumps({"consumeTps": tps, "offsetTable": table}))
 
     def reset_offset(self, ctx: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
@@ -331,6 +285,7 @@ class AdminBrokerProcessor:
     def delete_subscription_group(self, ctx: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         group = require_str(request.ext_fields, "groupName")
         self.groups.delete(group)
+        self.stats.on_group_deleted(group)
         if get_bool(request.ext_fields, "removeOffset", False):
             self.offsets.remove_group(group)
         return create_response(request)
@@ -389,12 +344,4 @@ class AdminBrokerProcessor:
         except Exception as exc:  # noqa: BLE001 - the consumer's connection went away
             return create_response(request, ResponseCode.SYSTEM_ERROR, f"asking {client_id} failed: {exc}")
         return create_response(request, reply.code, reply.remark, dict(reply.ext_fields), reply.body_bytes())
-
-
-def _runtime(ms: int) -> str:
-    seconds = ms // 1000
-    days, seconds = divmod(seconds, 86400)
-    hours, seconds = divmod(seconds, 3600)
-    minutes, seconds = divmod(seconds, 60)
-    return f"[ {days} days, {hours} hours, {minutes} minutes, {seconds} seconds ]"
 

@@ -15,13 +15,14 @@ they are never used).
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 
 from rocketstore.broker.client_groups import ConsumerManager
 from rocketstore.broker.config import MASTER_ID, BrokerConfig
 from rocketstore.broker.consumer_offset_manager import ConsumerOffsetManager
 from rocketstore.broker.long_polling import PullRequestHoldService
-from rocketstore.broker.stats import BrokerStats
+from rocketstore.broker.stats import BrokerStatsManager
 from rocketstore.broker.subscription_group import SubscriptionGroupManager
 from rocketstore.broker.topic_config import TopicConfigManager
 from rocketstore.common.consume import MessageModel
@@ -77,7 +78,7 @@ _STATUS_CODES = {
 class PullMessageProcessor:
     def __init__(self, config: BrokerConfig, store: MessageStore, topics: TopicConfigManager,
                  groups: SubscriptionGroupManager, consumers: ConsumerManager,
-                 offsets: ConsumerOffsetManager, stats: BrokerStats) -> None:
+                 offsets: ConsumerOffsetManager, stats: BrokerStatsManager) -> None:
         self.config = config
         self.store = store
         self.topics = topics
@@ -156,6 +157,7 @@ class PullMessageProcessor:
             return create_response(request, ResponseCode.SUBSCRIPTION_PARSE_FAILED,
                                    f"parse the consumer's subscription[{expression}] failed: {exc}")
 
+        began = time.monotonic()
         result = self.store.get_message(header.consumer_group, header.topic, header.queue_id,
                                         header.queue_offset, header.max_msg_nums, expression)
         ext = {
@@ -171,12 +173,15 @@ class PullMessageProcessor:
             code = ResponseCode.PULL_OFFSET_MOVED if header.queue_offset != 0 else ResponseCode.PULL_NOT_FOUND
         else:
             code = _STATUS_CODES.get(status, ResponseCode.PULL_NOT_FOUND)
+        if status != GetMessageStatus.FOUND:
+            self.stats.record_get_miss(int((time.monotonic() - began) * 1000))
         if code == ResponseCode.PULL_OFFSET_MOVED and not self._is_master:
             code = ResponseCode.PULL_RETRY_IMMEDIATELY
         response: RemotingCommand | None
         if code == ResponseCode.SUCCESS:
-            self.stats.record_get(header.consumer_group, header.topic, result.message_count,
-                                  result.buffer_total_size)
+            self.stats.record_get(header.consumer_group, header.topic, header.queue_id,
+                                  result.message_count, result.buffer_total_size,
+                                  int((time.monotonic() - began) * 1000))
             response = create_response(request, code, ext_fields=ext, body=result.buffers)
         elif code == ResponseCode.PULL_NOT_FOUND and allow_suspend and sys_flag & FLAG_SUSPEND \
                 and self.hold_service is not None:

@@ -19,6 +19,7 @@ from typing import Any
 
 from rocketstore.broker.config import BrokerConfig
 from rocketstore.broker.message_writer import MessageWriter
+from rocketstore.broker.stats import BrokerStatsManager
 from rocketstore.broker.subscription_group import SubscriptionGroupManager
 from rocketstore.broker.topic_config import TopicConfigManager
 from rocketstore.common.perm import PERM_READ, PERM_WRITE, is_writeable
@@ -52,8 +53,9 @@ class ConsumerSendMsgBackRequestHeader:
 
 class SendBackProcessor:
     def __init__(self, config: BrokerConfig, writer: MessageWriter, topics: TopicConfigManager,
-                 groups: SubscriptionGroupManager) -> None:
+                 groups: SubscriptionGroupManager, stats: BrokerStatsManager) -> None:
         self.config = config
+        self.stats = stats
         self.writer = writer
         self.store = writer.store
         self.topics = topics
@@ -115,5 +117,7 @@ class SendBackProcessor:
             return create_response(request, ResponseCode.SYSTEM_ERROR, f"cannot send the message back: {exc}")
         result = self.writer.put(message, queue_id)
         if result.status_code != PutMessageStatus.PUT_OK:
+            self.stats.record_put_failed()
             return create_response(request, ResponseCode.SYSTEM_ERROR, result.status.name)
+        self.stats.record_send_back(header.group, properties[MessageProperty.RETRY_TOPIC], result.wrote_bytes)
         return create_response(request)

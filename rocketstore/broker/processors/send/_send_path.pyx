@@ -389,7 +389,7 @@ cdef class SendPath(DirectHandler):
             result = self.append(message, <int>queue_id)
         if result.status_code != 0:
             return self.processor.refused_put(request, result)
-        self.record_put(topic, 1, result.wrote_bytes)
+        self.record_put(topic, queue_id, 1, result.wrote_bytes)
         wait = self.sync_flush and self.writer.needs_flush_wait(properties)
         if writer is not None and not wait and request.serialize_type == 0 \
                 and result.store_host_raw is not None \

@@ -66,7 +66,7 @@ def send_batch(processor: SendMessageProcessor, path: SendPath, ctx: RemotingCon
     result = writer.put_batch(messages, queue_id)
     if result.status_code != PutMessageStatus.PUT_OK:
         return processor.refused_put(request, result)
-    processor.stats.record_put(topic, result.stored, result.wrote_bytes)
+    processor.stats.record_put(topic, queue_id, result.stored, result.wrote_bytes)
     offsets = result.queue_offsets
     assert offsets is not None and result.commitlog_offsets is not None and result.sizes is not None
     response = path.stored_reply(request, ",".join(i or "" for i in result.msg_ids), queue_id,

@@ -31,7 +31,7 @@ from rocketstore.broker.processors.send._send_header import (
 )
 from rocketstore.broker.processors.send._send_path import SendPath
 from rocketstore.broker.processors.send.batch import send_batch
-from rocketstore.broker.stats import BrokerStats
+from rocketstore.broker.stats import BrokerStatsManager
 from rocketstore.broker.subscription_group import SubscriptionGroupManager
 from rocketstore.broker.topic_config import TopicConfig, TopicConfigManager
 from rocketstore.common.perm import PERM_READ, PERM_WRITE
@@ -79,7 +79,7 @@ def put_response(request: RemotingCommand, status: int, reason: str | None = Non
 
 class SendMessageProcessor:
     def __init__(self, config: BrokerConfig, writer: MessageWriter, topics: TopicConfigManager,
-                 groups: SubscriptionGroupManager, stats: BrokerStats) -> None:
+                 groups: SubscriptionGroupManager, stats: BrokerStatsManager) -> None:
         self.config = config
         self.writer = writer
         self.store = writer.store
@@ -160,6 +160,7 @@ class SendMessageProcessor:
     def refused_put(self, request: RemotingCommand,
                     result: PutMessageResult | PutMessagesResult) -> RemotingCommand:
         """The reply to a send (or batch) the store did not take."""
+        self.stats.record_put_failed()
         return put_response(request, result.status_code, result.reason)
 
     def reply_when_durable(self, request: RemotingCommand, response: RemotingCommand,
