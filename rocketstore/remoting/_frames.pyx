@@ -42,9 +42,9 @@ from rocketstore.remoting._command import _set_ext_fields_decoder
 
 from rocketstore.common.send_header import REQUIRED_SEND_HEADER_FIELDS as _REQUIRED_SEND_FIELDS
 from rocketstore.common.send_header import SEND_HEADER_FIELDS as _SEND_FIELDS
-from rocketstore.common.text import quote
 from rocketstore.remoting.codes import LanguageCode
-from rocketstore.remoting.errors import FrameError, HeaderError
+from rocketstore.remoting.errors import (FOREIGN_QUOTE_BYTES as _QUOTE_BYTES, FrameError, HeaderError,
+                                        oversized_frame_text as _oversized)
 from rocketstore.remoting.json_header import decode_json_header_checked, normalize_ext
 
 cdef extern from "Python.h":
@@ -404,26 +404,6 @@ def decode_binary_header(header):
         PyBuffer_Release(&view)
 
 
-#: Bytes of a stream quoted when they turn out not to be RocketMQ's protocol.
-_FOREIGN_QUOTE_BYTES = 48
-
-
-cdef str _oversized_frame_text(int64_t frame_bytes, Py_ssize_t limit, const char* at,
-                               Py_ssize_t available):
-    """Why a frame length is refused. A length whose four bytes are printable ASCII is text: the
-    peer speaks another protocol (an HTTP server answers b'HTTP', 1213486164 bytes as a length)."""
-    cdef Py_ssize_t i
-    cdef bint text = available >= 4
-    for i in range(4 if available >= 4 else 0):
-        if not 0x20 <= <uint8_t>at[i] <= 0x7E:
-            text = False
-    if text:
-        sample = PyBytes_FromStringAndSize(at, min(available, _FOREIGN_QUOTE_BYTES))
-        return (f"not a RocketMQ server or client: it sent {quote(sample)} where a remoting "
-                f"frame's length belongs")
-    return f"frame of {frame_bytes} bytes is over the {limit}-byte limit"
-
-
 cdef class FrameDecoder:
     """Splits a byte stream into commands: give it whatever ``data_received`` got.
 
@@ -468,8 +448,7 @@ cdef class FrameDecoder:
             if length < 4:
                 raise FrameError(f"frame length {length} is under the 4 bytes of its header length")
             if length + 4 > self.max_frame_bytes:
-                raise FrameError(_oversized_frame_text(length + 4, self.max_frame_bytes,
-                                                       base + pos, size - pos))
+                raise FrameError(_oversized(length + 4, self.max_frame_bytes, PyBytes_FromStringAndSize(base + pos, min(size - pos, _QUOTE_BYTES))))
             end = pos + 4 + length
             if end > size:
                 break

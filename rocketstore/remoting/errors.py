@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from rocketstore.common.text import quote
+
+#: Bytes of a stream quoted when they turn out not to be RocketMQ's protocol.
+FOREIGN_QUOTE_BYTES = 48
+
 
 class RemotingError(Exception):
     """Base of every error this package raises about the network or the protocol."""
@@ -10,6 +15,16 @@ class RemotingError(Exception):
 class FrameError(RemotingError, ValueError):
     """The byte stream cannot be split into frames (bad or oversized length): the connection
     it came from cannot be trusted any further and is closed."""
+
+
+def oversized_frame_text(frame_bytes: int, limit: int, sample: bytes) -> str:
+    """Why a frame length over the limit is refused. A length whose four bytes are printable
+    ASCII is text: the peer speaks another protocol (an HTTP server's b'HTTP' reads as a
+    1,213,486,164-byte frame)."""
+    if len(sample) >= 4 and all(0x20 <= b <= 0x7E for b in sample[:4]):
+        return (f"not a RocketMQ server or client: it sent {quote(sample)} where a remoting "
+                f"frame's length belongs")
+    return f"frame of {frame_bytes} bytes is over the {limit}-byte limit"
 
 
 class HeaderError(RemotingError, ValueError):

@@ -61,6 +61,10 @@ def __getattr__(name: str) -> object:
         return getattr(columnar, _COLUMNAR_NAMES[name])
     raise AttributeError(f"module 'rocketstore.store' has no attribute {name!r}")
 
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_COLUMNAR_NAMES})
+
 __all__ = [
     "CONFIG_DIR",
     "CONSUMER_OFFSET_FILE",
