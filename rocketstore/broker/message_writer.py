@@ -50,10 +50,8 @@ class MessageWriter:
     def schedule_if_delayed(self, message: Message, queue_id: int) -> int:
         """Redirect a delayed message to SCHEDULE_TOPIC_XXXX (in place); returns the queue id
         to put it to."""
-        if message.sys_flag & TRANSACTION_TYPE_MASK in (_PREPARED, _ROLLBACK):
-            return queue_id
         properties = message.properties
-        level = delay_level_of(properties)
+        level = self._delay_level(message)
         if level <= 0:
             return queue_id
         if level > self.max_delay_level:
@@ -63,6 +61,24 @@ class MessageWriter:
         properties[MessageProperty.REAL_QID] = str(queue_id)
         message.topic = SCHEDULE_TOPIC
         return level - 1
+
+    @staticmethod
+    def _delay_level(message: Message) -> int:
+        """The level a message is delayed by (0: not delayed: prepared and rolled-back
+        transaction messages never are)."""
+        if message.sys_flag & TRANSACTION_TYPE_MASK in (_PREPARED, _ROLLBACK):
+            return 0
+        return delay_level_of(message.properties)
+
+    def put_sent(self, message: Message, queue_id: int) -> PutMessageResult:
+        """A producer's message with a DELAY property: stored as :meth:`put` stores it, but
+        without WAIT when it is not delayed after all (level 0, a transaction's prepare or
+        rollback). RocketMQ's SendMessageProcessor leaves WAIT out of the stored text, and only
+        the delay redirect of its CommitLog writes the text again from every property, WAIT
+        included."""
+        if self._delay_level(message) <= 0:
+            message.properties.pop(MessageProperty.WAIT, None)
+        return self.put(message, queue_id)
 
     def put(self, message: Message, queue_id: int) -> PutMessageResult:
         """Append (a delayed message goes to the schedule topic); not waited for: see

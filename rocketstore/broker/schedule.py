@@ -6,15 +6,16 @@ A message sent with ``DELAY=<level>`` was stored in ``SCHEDULE_TOPIC_XXXX``, que
 (:class:`rocketstore.broker.message_writer.MessageWriter`). This service follows each level's
 queue in order: a message whose store time plus the level's delay (``messageDelayLevel``,
 "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h" by default) has passed is put
-again to its real topic and queue without the ``DELAY`` property (so consumers see it now);
+again to its real topic and queue with the properties it has (``DELAY``, ``WAIT``, ``REAL_TOPIC``
+and ``REAL_QID`` stay in the stored text, as RocketMQ 4.9.8's messageTimeup keeps them);
 the first one not yet due stops that level until its time. Progress per level is kept in
 ``config/delayOffset.json`` (``{"offsetTable": {level: next queue offset}}``), written every
 ``flushDelayOffsetInterval`` and at shutdown, so a restart neither loses nor (beyond the last
 interval) repeats deliveries.
 
-It runs on its own thread: a delivery is a store put that may wait for SYNC_FLUSH, which must
-not happen on the event loop; progress only moves past a message once its put returned
-PUT_OK, so a message is delivered at least once.
+It runs on its own thread, off the event loop; a delivery does not wait for SYNC_FLUSH's
+flush (RocketMQ's is not waited for either); progress only moves past a message once its put
+returned PUT_OK, so a message is delivered at least once.
 """
 
 from __future__ import annotations
@@ -201,7 +202,7 @@ class ScheduleMessageService:
         if message is None:
             return True     # nothing to deliver to: skipped
         queue_id = int(stored.properties.get(MessageProperty.REAL_QID, "0") or 0)
-        result = self.store.put_message(message, queue_id)
+        result = self.store.append_message(message, queue_id)
         if result.status_code in (PutMessageStatus.PUT_OK, PutMessageStatus.FLUSH_DISK_TIMEOUT):
             return True
         log.warning("delivering a delayed message to %s failed: %s (%s); retrying in %.0f s",
@@ -210,16 +211,15 @@ class ScheduleMessageService:
 
     @staticmethod
     def time_up(stored: MessageExt) -> Message | None:
-        """messageTimeup: the message as its real topic gets it, DELAY cleared (REAL_TOPIC and
-        REAL_QID stay, as RocketMQ keeps them), not waited for."""
+        """messageTimeup: the message as its real topic gets it. Its properties are stored
+        as they are: RocketMQ 4.9.8 writes the text before it clears DELAY and WAIT in the
+        message it puts, so the delivered record keeps both (and REAL_TOPIC, REAL_QID)."""
         properties = dict(stored.properties)
         topic = properties.get(MessageProperty.REAL_TOPIC)
         if not topic:
             log.warning("delayed message at CommitLog offset %d has no REAL_TOPIC: skipped",
                         stored.commitlog_offset)
             return None
-        properties.pop(MessageProperty.DELAY, None)
-        properties[MessageProperty.WAIT] = "false"
         try:
             return Message(topic, bytes(stored.body), properties=properties, flag=stored.flag,
                            born_timestamp=stored.born_timestamp, born_host=stored.born_host,

@@ -285,7 +285,9 @@ class AsyncProducer:
             if address is None:
                 raise MQClientError(f"The broker[{mq.broker_name}] not exist")
         batch = isinstance(msg, _BatchMessage)
-        if MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX not in msg.properties:
+        # a batch's own properties go with every message of it (RocketMQ's broker appends them
+        # to each one's): its messages have their keys, it has none (as RocketMQ's client)
+        if not batch and MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX not in msg.properties:
             msg.properties[MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = new_uniq_key()
         sys_flag = 0
         body = msg.body

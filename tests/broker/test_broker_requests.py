@@ -12,7 +12,7 @@ from pathlib import Path
 import broker_helpers
 import orjson
 import pytest
-from broker_helpers import cluster, props, pull_fields, send_fields
+from broker_helpers import cluster, props, pull_fields, send_fields, wait_until
 
 from rocketstore.common.batch import encode_batch_body
 from rocketstore.common.perm import PERM_READ
@@ -554,3 +554,49 @@ def test_native_send_replies_from_the_template_are_the_generic_encoders_bytes(ar
             assert cl.broker.store.get_max_offset_in_queue("tpl", 1) == 6
 
     arun(main())
+
+
+def test_stored_properties_are_those_rocketmq_stores(arun, tmp_path: Path) -> None:
+    """WAIT is not stored (RocketMQ's SendMessageProcessor strips it), but where the delay
+    redirect writes the text again from every property (and so in the delivered record, which
+    keeps DELAY too); a batch request's own properties go with each of its messages."""
+    wait = MessageProperty.WAIT
+
+    async def main() -> None:
+        async with cluster(tmp_path / "store", {"message_delay_level": " ".join(["1s"] * 18)}) as cl:
+            for value in ("true", "false", "maybe"):
+                r = await cl.call(SEND, send_fields("plain", 0, props(TAGS="a", WAIT=value, KEYS="k")), b"x")
+                assert r.code == ResponseCode.SUCCESS, r.remark
+            r = await cl.call(SEND, send_fields("plain", 0, props(WAIT="true", DELAY="0")), b"level 0")
+            r = await cl.call(SEND, send_fields("later", 1, props(TAGS="d", WAIT="true", DELAY="1")), b"later")
+            assert r.code == ResponseCode.SUCCESS, r.remark
+            r = await cl.call(SEND, send_fields("odd", 0, props(WAIT="maybe", DELAY="1")), b"odd")
+            assert r.code == ResponseCode.SUCCESS, r.remark
+            body = encode_batch_body([(0, b"b1", b"KEYS\x01k1\x02WAIT\x01true"), (0, b"b2", b"KEYS\x01k2")])
+            batch_fields = {"a": "PG", "b": "batched", "c": "TBW102", "d": 4, "e": 0, "f": 0, "g": 1, "h": 0,
+                            "i": "WAIT\x01true\x02x\x01y", "m": "true"}
+            r = await cl.call(RequestCode.SEND_BATCH_MESSAGE, batch_fields, body)
+            assert r.code == ResponseCode.SUCCESS, r.remark
+            store = cl.broker.store
+            assert await wait_until(lambda: store.get_max_offset_in_queue("later", 1) == 1
+                                    and store.get_max_offset_in_queue("odd", 0) == 1, 10)
+            await cl.dispatched()
+            records = {}
+            for msg in store.scan(0):
+                records.setdefault(msg.topic, []).append(dict(msg.properties))
+        cluster_name = cl.broker.config.broker_cluster_name
+        plain = records["plain"]
+        assert [wait in p for p in plain] == [False] * 4
+        assert [p["TAGS"] for p in plain[:3]] == ["a"] * 3 and plain[3]["DELAY"] == "0"
+        scheduled, odd = records["SCHEDULE_TOPIC_XXXX"]
+        assert odd[wait] == "maybe" and records["odd"][0][wait] == "maybe"
+        (delivered,) = records["later"]
+        assert scheduled[wait] == "true" and scheduled["DELAY"] == "1" and scheduled["REAL_TOPIC"] == "later"
+        assert {k: v for k, v in delivered.items() if k != "UNIQ_KEY"} == {
+            "TAGS": "d", "WAIT": "true", "DELAY": "1", "REAL_TOPIC": "later", "REAL_QID": "1",
+            "CLUSTER": cluster_name}
+        assert delivered["UNIQ_KEY"] == scheduled["UNIQ_KEY"]
+        assert [{k: v for k, v in p.items() if k != "UNIQ_KEY"} for p in records["batched"]] == [
+            {"KEYS": k, "WAIT": "true", "x": "y", "CLUSTER": cluster_name} for k in ("k1", "k2")]
+
+    arun(main(), timeout=60)

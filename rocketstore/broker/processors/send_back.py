@@ -7,7 +7,8 @@ delayLevel) and put again to ``%RETRY%<group>`` with ``reconsumeTimes + 1`` and 
 the schedule service; after ``maxReconsumeTimes`` (the group's ``retryMaxTimes``, 16, unless the
 request names another) or with a negative delay level it goes to ``%DLQ%<group>`` instead. The
 first send-back records ``RETRY_TOPIC`` (the original topic) and every one keeps
-``ORIGIN_MESSAGE_ID`` (the first record's id), as RocketMQ does.
+``ORIGIN_MESSAGE_ID`` (the first record's offsetMsgId), as RocketMQ does; a dead letter's
+``DELAY`` is 0 (RocketMQ's setDelayTimeLevel(0)).
 """
 
 from __future__ import annotations
@@ -97,7 +98,7 @@ class SendBackProcessor:
             topic = dlq_topic(header.group)
             queue_id = 0
             self.topics.create_in_send_back(topic, 1, PERM_WRITE | PERM_READ)
-            properties.pop(MessageProperty.DELAY, None)
+            properties[MessageProperty.DELAY] = "0"     # RocketMQ's setDelayTimeLevel(0): stored so
             log.info("message %s of group %s consumed %d times: to %s", stored.msg_id,
                      quote(header.group), reconsume_times, quote(topic))
         else:
@@ -107,8 +108,10 @@ class SendBackProcessor:
             if delay_level == 0:
                 delay_level = 3 + reconsume_times
             properties[MessageProperty.DELAY] = str(delay_level)
-        origin = properties.get(MessageProperty.ORIGIN_MESSAGE_ID) or header.origin_msg_id
-        properties[MessageProperty.ORIGIN_MESSAGE_ID] = origin or stored.msg_id
+        # the first delivery's offsetMsgId (RocketMQ's broker ignores the header's originMsgId,
+        # the client's view of it: its UNIQ_KEY)
+        if not properties.get(MessageProperty.ORIGIN_MESSAGE_ID, "").strip():
+            properties[MessageProperty.ORIGIN_MESSAGE_ID] = stored.msg_id
         try:
             message = Message(topic, bytes(stored.body), properties=properties, flag=stored.flag,
                               born_timestamp=stored.born_timestamp, born_host=stored.born_host,

@@ -21,5 +21,10 @@ cdef class SendRequestHeader:
 
 # The same as decode_send_header / parse_properties_text, for native callers (no Python call)
 cdef SendRequestHeader read_send_header(dict ext, bint v2)
-cdef dict read_properties_text(object text, Py_ssize_t* value_with_separator=*)
+cdef enum:
+    WAIT_ABSENT = 0     # what read_properties_text found of the WAIT property
+    WAIT_TRUE = 1
+    WAIT_FALSE = 2
+    WAIT_OTHER = 3
+cdef dict read_properties_text(object text, Py_ssize_t* value_with_separator=*, int* wait=*)
 cdef SendRequestHeader read_send_struct(tuple fields, bint v2)

@@ -227,12 +227,33 @@ def parse_properties_text(text):
     return read_properties_text(text)
 
 
-cdef dict read_properties_text(object text, Py_ssize_t* value_with_separator=NULL):
+cdef inline int _wait_state(object text, Py_ssize_t start, Py_ssize_t split, Py_ssize_t end) noexcept:
+    """WAIT_ABSENT unless text[start:split] is "WAIT"; else what its value text[split+1:end] is."""
+    if split - start != 4 or PyUnicode_READ_CHAR(text, start) != 87 \
+            or PyUnicode_READ_CHAR(text, start + 1) != 65 or PyUnicode_READ_CHAR(text, start + 2) != 73 \
+            or PyUnicode_READ_CHAR(text, start + 3) != 84:          # W A I T
+        return WAIT_ABSENT
+    if end - split == 5 and PyUnicode_READ_CHAR(text, split + 1) == 116 \
+            and PyUnicode_READ_CHAR(text, split + 2) == 114 and PyUnicode_READ_CHAR(text, split + 3) == 117 \
+            and PyUnicode_READ_CHAR(text, split + 4) == 101:        # t r u e
+        return WAIT_TRUE
+    if end - split == 6 and PyUnicode_READ_CHAR(text, split + 1) == 102 \
+            and PyUnicode_READ_CHAR(text, split + 2) == 97 and PyUnicode_READ_CHAR(text, split + 3) == 108 \
+            and PyUnicode_READ_CHAR(text, split + 4) == 115 \
+            and PyUnicode_READ_CHAR(text, split + 5) == 101:        # f a l s e
+        return WAIT_FALSE
+    return WAIT_OTHER
+
+
+cdef dict read_properties_text(object text, Py_ssize_t* value_with_separator=NULL, int* wait=NULL):
     """value_with_separator: where given, set to the start of the first pair whose value holds
     another \x01 (left as it is when none). The walk keeps the next \x01 at hand, so finding
-    one costs no search more than parsing does: one for each separator."""
+    one costs no search more than parsing does: one for each separator. wait: where given,
+    the WAIT property is left out of the dict and set to what its value is (WAIT_TRUE,
+    WAIT_FALSE, WAIT_OTHER; left as it is when absent)."""
     cdef dict out = {}
     cdef Py_ssize_t start = 0, end, split, n, sep
+    cdef int state
     if not text:
         return out
     if type(text) is not str:
@@ -253,6 +274,12 @@ cdef dict read_properties_text(object text, Py_ssize_t* value_with_separator=NUL
                     value_with_separator[0] = start
                 sep = PyUnicode_FindChar(text, 1, end, n, 1)
             if start < split < end - 1:
+                if wait != NULL:
+                    state = _wait_state(text, start, split, end)
+                    if state != WAIT_ABSENT:
+                        wait[0] = state
+                        start = end + 1
+                        continue
                 PyDict_SetItem(out, PyUnicode_Substring(text, start, split),
                                PyUnicode_Substring(text, split + 1, end))
         start = end + 1

@@ -35,7 +35,8 @@ from rocketstore._native.put_path cimport PutLock, lock_clock_ns
 from rocketstore._native.record cimport MESSAGE_SYS_FLAGS, SYSFLAG_TRANSACTION_MASK
 from rocketstore._native.record_writer cimport PutMessageResult
 from rocketstore.broker.processors.send._send_header cimport (
-    SendRequestHeader, read_properties_text, read_send_header, read_send_struct)
+    WAIT_ABSENT, WAIT_FALSE, WAIT_TRUE, SendRequestHeader, read_properties_text,
+    read_send_header, read_send_struct)
 from rocketstore.remoting._command cimport RemotingCommand
 from rocketstore.remoting._frames cimport DECIMAL_TEXT_MAX, FrameWriter, put_decimal
 from rocketstore.remoting._pump cimport DirectHandler
@@ -76,7 +77,9 @@ cdef str _RETRY_PREFIX = _RETRY_GROUP_TOPIC_PREFIX
 cdef str _DELAY = MessageProperty.DELAY
 cdef str _TRAN_MSG = MessageProperty.TRAN_MSG
 cdef str _CLUSTER = MessageProperty.CLUSTER
+cdef str _WAIT = MessageProperty.WAIT
 cdef str _TRUE = "true"
+cdef str _FALSE = "false"
 cdef str _NUL = "\x00"
 cdef str _NUL_IN_PROPERTIES = "the message properties contain NUL (a torn record to recovery)"
 #: MESSAGE_ILLEGAL's remark for a message whose properties hold NUL.
@@ -102,6 +105,11 @@ cdef str _separator_remark(str text, Py_ssize_t pair):
     name = text[pair:text.find("\x01", pair)]
     return (f"the value of property {quote(name, 100)} contains \\x01 "
             "(the properties text's name-value separator)")
+
+
+cdef str _wait_value(text):
+    """The WAIT value of a properties text (read again: a value other than true or false)."""
+    return read_properties_text(text).get(_WAIT)
 
 
 cpdef tuple properties_and_refusal(text):
@@ -289,6 +297,8 @@ cdef class SendPath(DirectHandler):
         cdef Message message
         cdef PutMessageResult result
         cdef Py_ssize_t separator_at = -1     # a pair whose value holds \x01 (see below)
+        cdef bint wait
+        cdef int wait_state = WAIT_ABSENT
         if self.fast_failure:
             busy = self._busy(ctx)
             if busy is not None:
@@ -334,7 +344,10 @@ cdef class SendPath(DirectHandler):
         if header.batch:
             return self.processor.send_batch(ctx, request, header, queue_id, sys_flag)
 
-        properties = read_properties_text(header.properties, &separator_at)
+        # WAIT (whether the reply waits for SYNC_FLUSH's flush) is read but not kept: RocketMQ's
+        # SendMessageProcessor leaves it out of the stored text (the delay redirect alone
+        # writes it back, below)
+        properties = read_properties_text(header.properties, &separator_at, &wait_state)
         if self.reject_transaction:
             found = PyDict_GetItem(properties, _TRAN_MSG)
             if found != NULL and <object>found == _TRUE:
@@ -384,13 +397,16 @@ cdef class SendPath(DirectHandler):
             message.properties = properties
 
         if PyDict_Contains(properties, _DELAY):
-            result = self.writer.put(message, <int>queue_id)    # to the schedule topic when due later
+            if wait_state != WAIT_ABSENT:
+                PyDict_SetItem(properties, _WAIT, _TRUE if wait_state == WAIT_TRUE else (
+                    _FALSE if wait_state == WAIT_FALSE else _wait_value(header.properties)))
+            result = self.writer.put_sent(message, <int>queue_id)   # to the schedule topic when due later
         else:
             result = self.append(message, <int>queue_id)
         if result.status_code != 0:
             return self.processor.refused_put(request, result)
         self.record_put(topic, queue_id, 1, result.wrote_bytes)
-        wait = self.sync_flush and self.writer.needs_flush_wait(properties)
+        wait = self.sync_flush and wait_state != WAIT_FALSE
         if writer is not None and not wait and request.serialize_type == 0 \
                 and result.store_host_raw is not None \
                 and PyBytes_GET_SIZE(result.store_host_raw) <= _MAX_HOST_RAW:

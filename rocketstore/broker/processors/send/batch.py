@@ -41,10 +41,17 @@ def send_batch(processor: SendMessageProcessor, path: SendPath, ctx: RemotingCon
     born_host = ctx.remote_address
     born_timestamp = max(0, header.born_timestamp)
     reconsume_times = max(0, header.reconsume_times or 0)
+    # the request's own properties (the client's WAIT), with CLUSTER: RocketMQ's batch encoder
+    # appends their text to every message's, so a later pair wins when the record is read
+    outer, refusal = properties_and_refusal(header.properties or "")
+    if refusal is not None:
+        return illegal_properties(ctx, request, topic, refusal)
+    outer[MessageProperty.CLUSTER] = processor.cluster
     messages = []
     try:
         for flag, body, text in entries:
             properties, refusal = properties_and_refusal(text.decode("utf-8", "replace"))
+            properties.update(outer)
             if properties.get(MessageProperty.DELAY, "0") not in ("0", ""):
                 return create_response(request, ResponseCode.MESSAGE_ILLEGAL,
                                        "a batch may not hold delayed messages")
@@ -55,7 +62,6 @@ def send_batch(processor: SendMessageProcessor, path: SendPath, ctx: RemotingCon
                 return illegal_properties(ctx, request, topic, NUL_IN_PROPERTIES)
             if refusal is not None:
                 return illegal_properties(ctx, request, topic, refusal)
-            properties[MessageProperty.CLUSTER] = processor.cluster
             message = Message(topic, body, flag=flag, born_timestamp=born_timestamp,
                               born_host=born_host, sys_flag=sys_flag,
                               reconsume_times=reconsume_times)
