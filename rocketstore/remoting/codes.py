@@ -106,6 +106,8 @@ class RequestCode(enum.IntEnum):
     SEND_REPLY_MESSAGE_V2 = 325
     PUSH_REPLY_MESSAGE_TO_CLIENT = 326
     ADD_WRITE_PERM_OF_BROKER = 327
+    GET_ALL_PRODUCER_INFO = 328
+    DELETE_EXPIRED_COMMITLOG = 329
 
 
 class ResponseCode(enum.IntEnum):

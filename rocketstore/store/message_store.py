@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from rocketstore._native import hosts, record, record_writer
-from rocketstore.common.topics import is_system_topic
+from rocketstore.common.topics import SCHEDULE_TOPIC, is_system_topic
 from rocketstore.config import StoreConfig
 from rocketstore.message import (
     GetMessageStatus,
@@ -91,6 +91,21 @@ class PutMessageCall(Protocol):
     """MessageStore.put_message's signature."""
 
     def __call__(self, message: Message, queue_id: int = 0) -> PutMessageResult: ...
+
+
+#: StoreConfig fields read at every use (a running store's update_config may change them).
+LIVE_CONFIG_FIELDS = frozenset({
+    "file_reserved_time", "delete_when", "disk_max_used_space_ratio", "clean_file_forcibly_enable",
+    "disk_space_warning_level_ratio", "disk_space_clean_forcibly_ratio",
+    "delete_commit_log_files_interval", "destroy_mapedfile_interval_forcibly",
+    "redelete_hanged_file_interval", "access_message_in_memory_max_ratio",
+    "max_transfer_bytes_on_message_in_memory", "max_transfer_count_on_message_in_memory",
+    "max_transfer_bytes_on_message_in_disk", "max_transfer_count_on_message_in_disk",
+    "default_query_max_num", "max_msgs_num_batch", "os_page_cache_busy_timeout_mills",
+    "offset_check_in_slave", "flush_commit_log_least_pages", "flush_commit_log_thorough_interval",
+    "commit_commit_log_least_pages", "commit_commit_log_thorough_interval",
+    "flush_consume_queue_least_pages", "flush_consume_queue_thorough_interval",
+})
 
 
 class MessageStore(ColumnarReads):
@@ -423,6 +438,17 @@ class MessageStore(ColumnarReads):
         broker answers sends SYSTEM_BUSY instead of queueing behind it."""
         return self.commit_log.put_lock.held_ns / 1e6
 
+    def update_config(self, **changes: Any) -> None:
+        """Change settings of the open store that it reads at every use (LIVE_CONFIG_FIELDS:
+        retention, disk watermarks, read batch limits), validated as a new StoreConfig would
+        be; all or nothing. Others need a restart: ValueError names them."""
+        fixed = sorted(set(changes) - LIVE_CONFIG_FIELDS)
+        if fixed:
+            raise ValueError(f"{', '.join(fixed)} cannot change while the store is open")
+        checked = self.config.replace(**changes)
+        for name in changes:
+            setattr(self.config, name, getattr(checked, name))
+
     def is_os_page_cache_busy(self) -> bool:
         return self.put_lock_held_ms() > self.config.os_page_cache_busy_timeout_mills
 
@@ -485,6 +511,37 @@ class MessageStore(ColumnarReads):
         Returns the number of topics deleted."""
         doomed = [t for t in self.topics() if t not in keep and not is_system_topic(t)]
         return sum(self.delete_topic(t) for t in doomed)
+
+    def clean_expired_consume_queues(self) -> list[tuple[str, int]]:
+        """RocketMQ's cleanExpiredConsumerQueue (the admin tool's cleanExpiredCQ): delete
+        every ConsumeQueue (but SCHEDULE_TOPIC_XXXX's) whose newest unit points below the
+        CommitLog's minimum offset: all its messages are gone. A queue with no unit stays.
+        Its next put starts at queue offset 0 again. Returns the (topic, queue id) deleted."""
+        if self.read_only:
+            raise PermissionError(f"store {self.root} is opened read-only")
+        removed: list[tuple[str, int]] = []
+        with self.reput.paused():
+            min_offset = self.commit_log.min_offset()
+            for topic in self.consume_queues.topics():
+                if topic == SCHEDULE_TOPIC:
+                    continue
+                for queue_id, cq in sorted(self.consume_queues.queues(topic).items()):
+                    if cq.max_physic_offset == -1 or cq.max_physic_offset >= min_offset:
+                        continue
+                    self.consume_queues.remove_queue(topic, queue_id)
+                    cq.destroy()
+                    with self.commit_log.put_lock:
+                        self.commit_log.queue_table.remove_queue(topic, queue_id)
+                    removed.append((topic, queue_id))
+                    log.info("ConsumeQueue %s-%d deleted: its newest record ends at %d, below the "
+                             "CommitLog's minimum offset %d", topic, queue_id, cq.max_physic_offset,
+                             min_offset)
+                if not self.consume_queues.queues(topic):
+                    try:
+                        os.rmdir(os.path.join(self.consume_queues.root_dir, topic))
+                    except OSError:     # gone already, or something else in it: left alone
+                        pass
+        return removed
 
     # ---- reads -----------------------------------------------------------------------------
     def look_message_by_offset(self, commitlog_offset: int) -> MessageExt | None:
