@@ -31,8 +31,10 @@ from rocketstore.broker.json_table import JsonTableFile
 from rocketstore.broker.live_config import ConfigUpdate, persist_update, plan_update
 from rocketstore.broker.long_polling import PullRequestHoldService
 from rocketstore.broker.message_writer import MessageWriter
+from rocketstore.broker.processors.acl import AclDisabledProcessor
 from rocketstore.broker.processors.admin import AdminBrokerProcessor
 from rocketstore.broker.processors.heartbeat import ClientManageProcessor
+from rocketstore.broker.processors.inspect import InspectProcessor
 from rocketstore.broker.processors.maintenance import MaintenanceProcessor
 from rocketstore.broker.processors.offsets import ConsumerOffsetProcessor
 from rocketstore.broker.processors.pull import PullMessageProcessor
@@ -171,6 +173,8 @@ class BrokerController:
                                  producers=self.producers, stats=self.stats,
                                  schedule=self.schedule, hold_service=self.hold_service),
             MaintenanceProcessor(store, self.topics, self.update_config),
+            AclDisabledProcessor(),
+            InspectProcessor(store, self.consumers, self.producers),
         ]
         self._processors = processors
         servers = self._servers = [self.server]

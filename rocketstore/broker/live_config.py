@@ -26,8 +26,7 @@ from rocketstore.broker.config import BROKER_PROPERTY_KEYS, BrokerConfig, broker
 from rocketstore.common.atomic_file import write_atomically
 from rocketstore.common.java_properties import escape_value, update_properties_text
 from rocketstore.common.text import quote
-from rocketstore.config import PROPERTY_KEYS, StoreConfig
-from rocketstore.store import LIVE_CONFIG_FIELDS
+from rocketstore.config import LIVE_CONFIG_FIELDS, PROPERTY_KEYS, StoreConfig
 
 log = logging.getLogger("rocketstore.broker")
 

@@ -40,7 +40,7 @@ from rocketstore.store.layout import (
     index_geometry,
     segment_files,
 )
-from rocketstore.store.message_store import LIVE_CONFIG_FIELDS, MessageStore, QueryMessageResult
+from rocketstore.store.message_store import MessageStore, QueryMessageResult
 from rocketstore.store.reader import ColumnarReads, Segment, StoreReader
 from rocketstore.store.recovery import Progress, RecoveryReport
 from rocketstore.store.salvage import SalvageReport
@@ -58,7 +58,6 @@ __all__ = [
     "ArrivalListener",
     "ColumnarReads",
     "DamagedRange",
-    "LIVE_CONFIG_FIELDS",
     "GetMessageResult",
     "GetMessageStatus",
     "MessageStore",

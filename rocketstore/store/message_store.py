@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from rocketstore._native import hosts, record, record_writer
 from rocketstore.common.topics import SCHEDULE_TOPIC, is_system_topic
-from rocketstore.config import StoreConfig
+from rocketstore.config import LIVE_CONFIG_FIELDS, StoreConfig
 from rocketstore.message import (
     GetMessageStatus,
     Message,
@@ -91,21 +91,6 @@ class PutMessageCall(Protocol):
     """MessageStore.put_message's signature."""
 
     def __call__(self, message: Message, queue_id: int = 0) -> PutMessageResult: ...
-
-
-#: StoreConfig fields read at every use (a running store's update_config may change them).
-LIVE_CONFIG_FIELDS = frozenset({
-    "file_reserved_time", "delete_when", "disk_max_used_space_ratio", "clean_file_forcibly_enable",
-    "disk_space_warning_level_ratio", "disk_space_clean_forcibly_ratio",
-    "delete_commit_log_files_interval", "destroy_mapedfile_interval_forcibly",
-    "redelete_hanged_file_interval", "access_message_in_memory_max_ratio",
-    "max_transfer_bytes_on_message_in_memory", "max_transfer_count_on_message_in_memory",
-    "max_transfer_bytes_on_message_in_disk", "max_transfer_count_on_message_in_disk",
-    "default_query_max_num", "max_msgs_num_batch", "os_page_cache_busy_timeout_mills",
-    "offset_check_in_slave", "flush_commit_log_least_pages", "flush_commit_log_thorough_interval",
-    "commit_commit_log_least_pages", "commit_commit_log_thorough_interval",
-    "flush_consume_queue_least_pages", "flush_consume_queue_thorough_interval",
-})
 
 
 class MessageStore(ColumnarReads):
@@ -598,6 +583,17 @@ class MessageStore(ColumnarReads):
         cq = self.consume_queues.find(topic, queue_id)
         unit = None if cq is None else cq.get_unit(offset)
         return 0 if unit is None else unit[0]
+
+    def consume_queue_units(self, topic: str, queue_id: int, index: int, count: int
+                            ) -> list[tuple[int, int, int]] | None:
+        """(commitlog offset, size, tags code) of up to count units from index, within one
+        ConsumeQueue file (RocketMQ's getIndexBuffer: mqadmin queryCq); None: no such queue."""
+        cq = self.consume_queues.find(topic, queue_id)
+        if cq is None:
+            return None
+        units = cq.read_units(index, count) if cq.min_offset <= index < cq.max_offset else None
+        return [] if units is None else [(int(u["offset"]), int(u["size"]), int(u["tags_code"]))
+                                         for u in units]
 
     def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp: int) -> int:
         """Logical offset of the message stored nearest to timestamp (ms)."""
