@@ -42,6 +42,13 @@ LIVE_BROKER_FIELDS = frozenset({
 #: own path and the list itself.
 CONFIG_BLACK_LIST = frozenset({"configBlackList", "brokerConfigPath"})
 
+#: Settings of RocketMQ's broker that rocketstore has fixed, because it lacks the feature, as
+#: GET_BROKER_CONFIG shows them (tools read them: mqadmin exportConfigs fails without one).
+FIXED_BROKER_PROPERTIES = {
+    "aclEnable": "false", "filterServerNums": "0", "slaveReadEnable": "false", "useTLS": "false",
+    "configBlackList": ";".join(sorted(CONFIG_BLACK_LIST, key=lambda key: key != "configBlackList")),
+}
+
 _BROKER_FIELD_OF_KEY = {key: name for name, key in BROKER_PROPERTY_KEYS.items()}
 _STORE_FIELD_OF_KEY = {key: name for name, key in PROPERTY_KEYS.items()}
 

@@ -189,8 +189,9 @@ class BaseConsumer:
                 "clientId": self.client_id,
             },
             "subscriptionSet": [sub.to_json() for sub in self.subscriptions.values()],
-            "mqTable": [{"messageQueue": mq.to_json(), "processQueueInfo": pq.info()}
-                        for mq, pq in self.process_queues.items()],
+            # a map keyed by MessageQueue objects, as fastjson writes ConsumerRunningInfo's
+            # TreeMap (dumps_object_keys writes a key of field pairs as an object)
+            "mqTable": {tuple(sorted(mq.to_json().items())): pq.info() for mq, pq in self.process_queues.items()},
         }
 
     async def reset_offsets(self, topic: str, offsets: dict[MessageQueue, int]) -> None:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from rocketstore.broker.config import BROKER_PROPERTY_KEYS
+from rocketstore.broker.live_config import FIXED_BROKER_PROPERTIES
 from rocketstore.broker.subscription_group import SubscriptionGroupConfig
 from rocketstore.broker.topic_config import TopicConfig
 from rocketstore.common.consume import MessageModel
@@ -168,7 +169,8 @@ class AdminBrokerProcessor:
         values (brokerIP2 and storePathCommitLog as used), no line for an unset one (Java's
         null)."""
         store_config = self.store.config
-        values: dict[str, object] = {key: getattr(self.config, name) for name, key in BROKER_PROPERTY_KEYS.items()}
+        values: dict[str, object] = dict(FIXED_BROKER_PROPERTIES)
+        values.update({key: getattr(self.config, name) for name, key in BROKER_PROPERTY_KEYS.items()})
         values.update({key: getattr(store_config, name) for name, key in PROPERTY_KEYS.items()})
         values["brokerIP2"] = self.config.broker_ip2 or self.config.broker_ip1
         values["storePathCommitLog"] = store_config.commit_log_path
