@@ -112,3 +112,16 @@ def test_clean_expired_consume_queue_and_unused_topic(arun, tmp_path: Path) -> N
             assert "new" not in store.topics() and "old" in store.topics()
 
     arun(main())
+
+
+def test_update_broker_config_that_cannot_be_written_changes_nothing(arun, tmp_path: Path) -> None:
+    conf = tmp_path / "a-directory"
+    conf.mkdir()
+
+    async def main() -> None:
+        async with cluster(tmp_path / "store", config_file=conf) as cl:
+            r = await cl.call(RequestCode.UPDATE_BROKER_CONFIG, body=b"brokerPermission=4\n")
+            assert r.code == ResponseCode.SYSTEM_ERROR and "properties file" in r.remark
+            assert cl.broker.config.broker_permission == 6
+
+    arun(main())

@@ -166,7 +166,7 @@ CASES: list[tuple[str, tuple[str, ...], Callable[[AdminEnv, str], None]]] = [
      expect(r"^\S+@\S+\s+127\.0\.0\.1:\d+\s+\w+\s+V\d+_\d+_\d+\s*$", r"^AdminWarm\s+\*\s*$",
             r"^ConsumeType: CONSUME_PASSIVELY$", r"^MessageModel: CLUSTERING$")),
     ("consumerStatus", ("consumerStatus", "-g", "AdminCG"),
-     expect(r"^001\s+\S+@\S+\s+V\d+_\d+_\d+\s+\d+/\S+$", r"Same subscription in the same group of consumer")),
+     expect(r"^1\s+\S+@\S+\s+V\d+_\d+_\d+\s+\d+/\S+$", r"Same subscription in the same group of consumer")),
     ("resetOffsetByTime", ("resetOffsetByTime", "-g", "AdminG", "-t", "AdminT", "-s", "now"),
      expect(r"^rollback consumer offset by specified group\[AdminG\], topic\[AdminT\], force\[true\]",
             r"^broker-a\s+{qid}\s+[1-9]\d*\s*$")),

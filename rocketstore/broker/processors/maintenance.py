@@ -72,6 +72,10 @@ class MaintenanceProcessor:
         except ValueError as exc:
             log.warning("UPDATE_BROKER_CONFIG from %s refused: %s", ctx.remote_address, quote(str(exc), 300))
             return create_response(request, ResponseCode.SYSTEM_ERROR, str(exc))
+        except OSError as exc:      # the file is written first: nothing was changed
+            log.error("UPDATE_BROKER_CONFIG from %s: writing the properties file failed: %s",
+                      ctx.remote_address, exc)
+            return create_response(request, ResponseCode.SYSTEM_ERROR, f"writing the broker's properties file failed: {exc}")
         log.info("broker config updated by %s: %s", ctx.remote_address, describe(update))
         return create_response(request)
 
