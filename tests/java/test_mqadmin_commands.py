@@ -221,6 +221,11 @@ CASES: list[tuple[str, tuple[str, ...], Callable[[AdminEnv, str], None]]] = [
      expect(r"CODE: 1  DESC: ACL is not enabled")),
     ("queryMsgTraceById", ("queryMsgTraceById", "-i", "{msg_id}"),
      expect(r"The topic\[RMQ_SYS_TRACE_TOPIC\] not matched route info")),
+    # the statistics' figures are checked where they are made; here: each command answers
+    ("clusterList", ("clusterList",), expect(r"^TestCluster\s+broker-a\s+0\s+{broker}\s+V4_9_8\s")),
+    ("brokerStatus", ("brokerStatus", "-b", "{broker}"),
+     expect(r"^brokerVersionDesc\s+: V4_9_8$", r"^commitLogMaxOffset\s+: \d+$")),
+    ("statsAll", ("statsAll",), expect(r"^#Topic\s+#Consumer Group\s+#Accumulation\s+#InTPS")),
     ("exportMetadata", ("exportMetadata", "-c", "TestCluster", "-f", "{root}/export"),
      both(expect(r"^export \S+/metadata\.json success$"), _exported)),
     ("exportConfigs", ("exportConfigs", "-c", "TestCluster", "-f", "{root}/export"),
