@@ -513,3 +513,18 @@ PROPERTY_KEYS: Mapping[str, str] = MappingProxyType(
 )
 
 _KEY_TO_FIELD: dict[str, str] = {key: name for name, key in PROPERTY_KEYS.items()}
+
+#: StoreConfig fields the store reads at every use: MessageStore.update_config changes them on
+#: an open store (UPDATE_BROKER_CONFIG); the others need a restart.
+LIVE_CONFIG_FIELDS = frozenset({
+    "file_reserved_time", "delete_when", "disk_max_used_space_ratio", "clean_file_forcibly_enable",
+    "disk_space_warning_level_ratio", "disk_space_clean_forcibly_ratio",
+    "delete_commit_log_files_interval", "destroy_mapedfile_interval_forcibly",
+    "redelete_hanged_file_interval", "access_message_in_memory_max_ratio",
+    "max_transfer_bytes_on_message_in_memory", "max_transfer_count_on_message_in_memory",
+    "max_transfer_bytes_on_message_in_disk", "max_transfer_count_on_message_in_disk",
+    "default_query_max_num", "max_msgs_num_batch", "os_page_cache_busy_timeout_mills",
+    "offset_check_in_slave", "flush_commit_log_least_pages", "flush_commit_log_thorough_interval",
+    "commit_commit_log_least_pages", "commit_commit_log_thorough_interval",
+    "flush_consume_queue_least_pages", "flush_consume_queue_thorough_interval",
+})

@@ -65,6 +65,21 @@ cdef class TopicQueueTable:
         self.topics.pop(topic, None)
         self.version += 1
 
+    def remove_queue(self, str topic, int queue_id):
+        """Forget one queue (its next put starts at offset 0 again); the topic goes with its
+        last queue."""
+        c = self.topics.get(topic)
+        if c is None:
+            return
+        if 0 <= queue_id < (<QueueCounters>c).n:
+            (<QueueCounters>c).next[queue_id] = -1
+        for q in range((<QueueCounters>c).n):
+            if (<QueueCounters>c).next[q] >= 0:
+                break
+        else:
+            self.topics.pop(topic, None)
+        self.version += 1
+
     def clear(self):
         self.topics.clear()
         self.version += 1

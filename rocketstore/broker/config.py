@@ -168,10 +168,7 @@ class BrokerConfig:
         for key, raw in properties.items():
             spec = _BROKER_KEYS.get(key)
             if spec is not None:
-                try:
-                    values[spec.name] = _convert(spec.type, raw.strip())
-                except ValueError as exc:
-                    raise ValueError(f"property {key!r} (field {spec.name}): {exc}") from None
+                values[spec.name] = broker_value(key, raw)
             elif key in _STORE_KEYS:
                 store_values[key] = raw
             else:
@@ -183,6 +180,16 @@ class BrokerConfig:
             values["store"] = StoreConfig.from_properties(io.StringIO(store_text))
         values.update(overrides)
         return cls(**values)
+
+
+def broker_value(key: str, raw: str) -> Any:
+    """A ``broker.properties`` value of broker key ``key`` as its field's type (trimmed, as
+    RocketMQ reads it); ValueError names the key and the field."""
+    spec = _BROKER_KEYS[key]
+    try:
+        return _convert(spec.type, raw.strip())
+    except ValueError as exc:
+        raise ValueError(f"property {key!r} (field {spec.name}): {exc}") from None
 
 
 def _convert(kind: Any, text: str) -> Any:

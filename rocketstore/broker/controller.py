@@ -28,10 +28,14 @@ from rocketstore.broker.client_groups import ConsumerManager, ProducerManager
 from rocketstore.broker.config import BrokerConfig
 from rocketstore.broker.consumer_offset_manager import ConsumerOffsetManager
 from rocketstore.broker.json_table import JsonTableFile
+from rocketstore.broker.live_config import ConfigUpdate, persist_update, plan_update
 from rocketstore.broker.long_polling import PullRequestHoldService
 from rocketstore.broker.message_writer import MessageWriter
+from rocketstore.broker.processors.acl import AclDisabledProcessor
 from rocketstore.broker.processors.admin import AdminBrokerProcessor
 from rocketstore.broker.processors.heartbeat import ClientManageProcessor
+from rocketstore.broker.processors.inspect import InspectProcessor
+from rocketstore.broker.processors.maintenance import MaintenanceProcessor
 from rocketstore.broker.processors.offsets import ConsumerOffsetProcessor
 from rocketstore.broker.processors.pull import PullMessageProcessor
 from rocketstore.broker.processors.query import QueryMessageProcessor
@@ -68,8 +72,11 @@ class BrokerController:
 
     def __init__(self, config: BrokerConfig,
                  store_opener: Callable[[str, Any], MessageStore] | None = None, *,
-                 native_send: bool = True) -> None:
+                 native_send: bool = True, config_file: str | os.PathLike[str] | None = None) -> None:
         self.config = config
+        #: the properties file the broker was read from: UPDATE_BROKER_CONFIG writes changes
+        #: there (None: changes last until the broker stops)
+        self.config_file = config_file
         #: SEND_MESSAGE / V2 straight to the native SendPath (False: through the processor's Python
         #: entry points, which run the same rules)
         self._native_send = native_send
@@ -156,7 +163,7 @@ class BrokerController:
         self.send_processor = SendMessageProcessor(self.config, writer, self.topics, self.groups,
                                                    self.stats)
         self.pull_processor = pull
-        processors = [
+        processors: list[Any] = [
             self.send_processor,
             pull,
             ConsumerOffsetProcessor(store, self.offsets),
@@ -170,8 +177,12 @@ class BrokerController:
             BrokerStatsProcessor(self.config, store, self.stats, topics=self.topics, groups=self.groups,
                                  offsets=self.offsets, consumers=self.consumers, schedule=self.schedule,
                                  hold_service=self.hold_service, broker_addr=self.address),
+            MaintenanceProcessor(store, self.topics, self.update_config),
+            AclDisabledProcessor(),
+            InspectProcessor(store, self.consumers, self.producers),
         ]
-        servers = [self.server]
+        self._processors = processors
+        servers = self._servers = [self.server]
         if fast_port is not None:
             self.fast_server = RemotingServer(self._server_config(fast_port))
             self.fast_server.add_connection_listener(on_close=self._connection_closed)
@@ -211,6 +222,31 @@ class BrokerController:
             self._schedule_every(self.config.register_name_server_period / 1000, self.register_soon)
         log.info("broker %s (%s) serving %s", self.config.broker_name, self.config.broker_cluster_name,
                  self.address)
+
+    def update_config(self, properties: dict[str, str]) -> ConfigUpdate:
+        """UPDATE_BROKER_CONFIG: check ``properties`` (RocketMQ keys; ValueError names a bad
+        one and changes nothing), put the settings read at every use in force at once, and
+        write every known key to the broker's properties file (see live_config)."""
+        assert self.store is not None
+        update = plan_update(self.config, self.store.config, properties)
+        if update.persist and self.config_file is not None:
+            persist_update(self.config_file, update.persist)
+        if update.store:
+            self.store.update_config(**update.store)
+        if update.broker or update.store:
+            old, new = self.config, self.config.replace(**update.broker)
+            self.config = new
+            for holder in (self.topics, self.groups, *self._processors):
+                if getattr(holder, "config", None) is old:
+                    holder.config = new
+            self.client_processor.notify_enabled = new.notify_consumer_ids_changed_enable
+            # the send paths read their settings once: new ones, registered in their place
+            self.send_processor.reload_config(new)
+            for server in self._servers:
+                self.send_processor.register_with(server, native=self._native_send)
+        if "broker_permission" in update.broker:
+            self.topics.next_version()
+        return update
 
     def _starting(self, ctx: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         return create_response(request, ResponseCode.SYSTEM_BUSY, "the broker is starting")

@@ -57,12 +57,12 @@ def freeze_startup_objects() -> None:
     gc.freeze()
 
 
-async def serve(config: BrokerConfig) -> None:
+async def serve(config: BrokerConfig, config_file: str | None = None) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
-    controller = BrokerController(config)
+    controller = BrokerController(config, config_file=config_file)
     try:
         await controller.start()
         freeze_startup_objects()
@@ -88,7 +88,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"broker: {exc}", file=sys.stderr)
         return 2
     try:
-        run(serve(config))
+        run(serve(config, args.config_file))
     except OSError as exc:
         print(f"broker: {exc}", file=sys.stderr)
         return 1

@@ -161,6 +161,10 @@ class TopicConfigManager:
     def persist(self) -> None:
         self.file.write(self.encode())
 
+    def next_version(self) -> None:
+        """A new data version, registered (what the broker registers changed: its permission)."""
+        self._changed()
+
     def _changed(self, register: bool = True) -> None:
         self.data_version = DataVersion(self._clock_ms(), self.data_version.counter + 1)
         if self.on_change is not None:

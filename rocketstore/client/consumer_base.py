@@ -41,6 +41,7 @@ from rocketstore.client.process_queue import REBALANCE_LOCK_INTERVAL, ProcessQue
 from rocketstore.client.subscription import SubscriptionData
 from rocketstore.common.consume import ConsumeFromWhere, ConsumeType, MessageModel
 from rocketstore.common.pull_sys_flag import FLAG_COMMIT_OFFSET, FLAG_SUBSCRIPTION, FLAG_SUSPEND
+from rocketstore.remoting.codes import ROCKETMQ_VERSION_4_9_8_DESC
 
 log = logging.getLogger("rocketstore.client")
 
@@ -62,6 +63,8 @@ class BaseConsumer:
         self.offset_store: OffsetStore | None = None
         self.orderly = False
         self._running = False
+        #: when start() ran (ms; the running info's PROP_CONSUMER_START_TIMESTAMP)
+        self.started_ms = 0
         self._rebalance_event: asyncio.Event | None = None
         self._tasks: list[asyncio.Task[Any]] = []
 
@@ -98,6 +101,7 @@ class BaseConsumer:
         await self.offset_store.load()
         instance.consumers[self.group] = self
         self._running = True
+        self.started_ms = int(time.time() * 1000)
         self._rebalance_event = asyncio.Event()
         for topic in list(self.subscriptions):
             try:
@@ -187,10 +191,18 @@ class BaseConsumer:
                 "messageModel": self.config.message_model.value,
                 "consumeOrderly": str(self.orderly).lower(),
                 "clientId": self.client_id,
+                # ConsumerRunningInfo's PROP_* keys, which mqadmin consumerStatus reads
+                "PROP_CONSUME_TYPE": self.consume_type.value,
+                "PROP_CONSUMEORDERLY": str(self.orderly).lower(),
+                "PROP_NAMESERVER_ADDR": self.config.namesrv_addr or "",
+                "PROP_CLIENT_VERSION": ROCKETMQ_VERSION_4_9_8_DESC,
+                "PROP_THREADPOOL_CORE_SIZE": str(getattr(self.config, "consume_thread_min", 0)),
+                "PROP_CONSUMER_START_TIMESTAMP": str(self.started_ms),
             },
             "subscriptionSet": [sub.to_json() for sub in self.subscriptions.values()],
-            "mqTable": [{"messageQueue": mq.to_json(), "processQueueInfo": pq.info()}
-                        for mq, pq in self.process_queues.items()],
+            # a map keyed by MessageQueue objects, as fastjson writes ConsumerRunningInfo's
+            # TreeMap (dumps_object_keys writes a key of field pairs as an object)
+            "mqTable": {tuple(sorted(mq.to_json().items())): pq.info() for mq, pq in self.process_queues.items()},
         }
 
     async def reset_offsets(self, topic: str, offsets: dict[MessageQueue, int]) -> None:

@@ -18,8 +18,6 @@ import os
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
-import orjson
-
 from rocketstore.client.api import ClientAPI
 from rocketstore.client.config import ClientConfig
 from rocketstore.client.errors import MQClientError
@@ -30,7 +28,7 @@ from rocketstore.client.route import (
     publish_info_from_route,
     subscribe_info_from_route,
 )
-from rocketstore.common.fastjson import loads_object_keys
+from rocketstore.common.fastjson import dumps_object_keys, loads_object_keys
 from rocketstore.remoting import (
     RemotingClient,
     RemotingClientConfig,
@@ -289,7 +287,7 @@ class ClientInstance:
         if consumer is None:
             return create_response(request, ResponseCode.SYSTEM_ERROR,
                                    f"the consumer group [{group}] is not online in {self.client_id}")
-        return create_response(request, body=orjson.dumps(consumer.running_info()))
+        return create_response(request, body=dumps_object_keys(consumer.running_info()))
 
 
 def parse_offset_table(body: bytes) -> dict[MessageQueue, int]:

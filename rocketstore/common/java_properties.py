@@ -189,3 +189,31 @@ def escape_value(text: str) -> str:
         else:
             out.append(ch)
     return "".join(out)
+
+
+def update_properties_text(text: str, changes: Mapping[str, str]) -> str:
+    """``text`` with each key of ``changes`` set to its value: the logical line that defines
+    the key last is rewritten as ``key=value`` (earlier ones and every other line, comments
+    included, stay as they were: the last wins on reading); keys not in it are appended."""
+    natural = _NEWLINE_RE.split(text)
+    if natural and natural[-1] == "":
+        natural.pop()
+    spans: dict[str, tuple[int, int]] = {}   # key -> (first, end) natural line of its last definition
+    i = 0
+    while i < len(natural):
+        first = i
+        line = natural[i].lstrip(_PROP_WS)
+        i += 1
+        if not line or line[0] in "#!":
+            continue
+        while (len(line) - len(line.rstrip("\\"))) % 2 == 1 and i < len(natural):
+            line = line[:-1] + natural[i].lstrip(_PROP_WS)
+            i += 1
+        key = _unescape(_split_key_value(line)[0])
+        if key in changes:
+            spans[key] = (first, i)
+    out = list(natural)
+    for key, (first, end) in sorted(spans.items(), key=lambda item: -item[1][0]):
+        out[first:end] = [f"{key}={escape_value(changes[key])}"]
+    out.extend(f"{key}={escape_value(value)}" for key, value in changes.items() if key not in spans)
+    return "\n".join(out) + "\n"

@@ -10,8 +10,9 @@ clock=...)` with `start()`/`stop()`.
 Served: REGISTER_BROKER 103, UNREGISTER_BROKER 104, GET_ROUTEINFO_BY_TOPIC 105 (17 for an
 unknown topic), GET_BROKER_CLUSTER_INFO 106, GET_ALL_TOPIC_LIST_FROM_NAMESERVER 206,
 GET_TOPICS_BY_CLUSTER 224, DELETE_TOPIC_IN_NAMESRV 216, WIPE/ADD_WRITE_PERM_OF_BROKER 205/327,
-QUERY_DATA_VERSION 322. Not yet: the KV config codes (100-102, 219), compressed registration
-bodies, the unit/system topic lists, GET/UPDATE_NAMESRV_CONFIG.
+QUERY_DATA_VERSION 322, the KV config PUT/GET/DELETE_KV_CONFIG 100-102 and
+GET_KVLIST_BY_NAMESPACE 219, GET/UPDATE_NAMESRV_CONFIG 319/318 (kv_config.py). Not yet:
+compressed registration bodies, the unit/system topic lists.
 
 Brokers register with REGISTER_BROKER (the broker's client for it is
 `rocketstore.broker.registration.BrokerRegistrar`). Topic configs are topics.json's dicts

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import Callable
 from types import TracebackType
 
 from rocketstore.namesrv.config import NamesrvConfig
+from rocketstore.namesrv.kv_config import KVConfigManager, NamesrvConfigProcessor
 from rocketstore.namesrv.processor import NamesrvProcessor
 from rocketstore.namesrv.route_info import RouteInfoManager, wall_clock_ms
 from rocketstore.remoting import RemotingServer
@@ -22,12 +24,22 @@ class NamesrvController:
     ``clock`` (milliseconds) is the route table's: tests move it to expire brokers.
     """
 
-    def __init__(self, config: NamesrvConfig | None = None, clock: Callable[[], float] = wall_clock_ms) -> None:
+    def __init__(self, config: NamesrvConfig | None = None, clock: Callable[[], float] = wall_clock_ms, *,
+                 config_file: str | os.PathLike[str] | None = None) -> None:
         self.config = config or NamesrvConfig()
         self.route_info = RouteInfoManager(clock, self.config.broker_channel_expired_time)
         self.server = RemotingServer(self.config.server_config())
-        self.processor = NamesrvProcessor(self.route_info)
+        #: the KV config, loaded from kvConfigPath at start
+        self.kv = KVConfigManager(self.config.kv_config_path)
+        self.config_processor = NamesrvConfigProcessor(
+            self.kv, lambda: self.config, self._set_config,
+            None if config_file is None else os.fspath(config_file))
+        self.processor = NamesrvProcessor(self.route_info, self.config_processor.order_topic_conf)
         self.processor.register_with(self.server)
+        self.config_processor.register_with(self.server)
+
+    def _set_config(self, config: NamesrvConfig) -> None:
+        self.config = config
         self._scan_timer: asyncio.TimerHandle | None = None
 
     @property
@@ -37,6 +49,7 @@ class NamesrvController:
         return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
     async def start(self) -> None:
+        self.kv.load()
         await self.server.start()
         self._schedule_scan()
 

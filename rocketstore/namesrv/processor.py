@@ -6,6 +6,7 @@ Plain functions over the RouteInfoManager: every one answers at once, so none ne
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import orjson
@@ -84,8 +85,11 @@ class BrokerNameRequestHeader:
 class NamesrvProcessor:
     """Answers the name server's requests from one RouteInfoManager."""
 
-    def __init__(self, route_info: RouteInfoManager) -> None:
+    def __init__(self, route_info: RouteInfoManager,
+                 order_topic_conf: Callable[[str], str | None] | None = None) -> None:
         self.route_info = route_info
+        #: a topic's orderTopicConf for its route (the KV config's ORDER_TOPIC_CONFIG)
+        self.order_topic_conf = order_topic_conf
 
     def register_with(self, server: RemotingServer) -> None:
         handlers = {
@@ -173,6 +177,9 @@ class NamesrvProcessor:
                 ResponseCode.TOPIC_NOT_EXIST,
                 f"No topic route info in name server for the topic: {header.topic}",
             )
+        conf = None if self.order_topic_conf is None else self.order_topic_conf(header.topic)
+        if conf is not None:
+            route = {**route, "orderTopicConf": conf}
         return create_response(request, body=encode_route_json(route))
 
     def get_broker_cluster_info(self, ctx: RemotingConnection, request: RemotingCommand) -> RemotingCommand:

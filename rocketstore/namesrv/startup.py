@@ -21,6 +21,8 @@ def build_config(args: argparse.Namespace) -> NamesrvConfig:
     if args.bind_address is not None:
         overrides["bind_address"] = args.bind_address
     if args.config_file:
+        # as RocketMQ's NamesrvStartup: the file read is where UPDATE_NAMESRV_CONFIG writes
+        overrides.setdefault("config_store_path", args.config_file)
         return NamesrvConfig.from_properties(args.config_file, **overrides)
     return NamesrvConfig(**overrides)
 
@@ -37,13 +39,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-async def serve(config: NamesrvConfig) -> None:
+async def serve(config: NamesrvConfig, config_file: str | None = None) -> None:
     """Serve until SIGTERM or SIGINT, then stop cleanly."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
-    controller = NamesrvController(config)
+    controller = NamesrvController(config, config_file=config_file)
     await controller.start()
     try:
         # One line on stdout that scripts and tests wait for.
@@ -70,7 +72,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"namesrv: {exc}", file=sys.stderr)
         return 2
     try:
-        run(serve(config))
+        run(serve(config, args.config_file))
     except OSError as exc:  # the port is taken, the address cannot be bound
         print(f"namesrv: cannot listen on {config.bind_address}:{config.listen_port}: {exc}", file=sys.stderr)
         return 1

@@ -106,6 +106,8 @@ class RequestCode(enum.IntEnum):
     SEND_REPLY_MESSAGE_V2 = 325
     PUSH_REPLY_MESSAGE_TO_CLIENT = 326
     ADD_WRITE_PERM_OF_BROKER = 327
+    GET_ALL_PRODUCER_INFO = 328
+    DELETE_EXPIRED_COMMITLOG = 329
 
 
 class ResponseCode(enum.IntEnum):
@@ -180,6 +182,8 @@ FLAG_ONEWAY = 0b10
 
 #: ``MQVersion.Version.V4_9_8.ordinal()``: the version our commands carry by default.
 ROCKETMQ_VERSION_4_9_8 = 409
+#: ... and its name (MQVersion.getVersionDesc), as mqadmin prints and reads it.
+ROCKETMQ_VERSION_4_9_8_DESC = "V4_9_8"
 #: ``V4_9_4.ordinal()``: from this request version on, RocketMQ writes routes as standard JSON.
 ROCKETMQ_VERSION_4_9_4 = 401
 

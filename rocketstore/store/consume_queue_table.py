@@ -105,6 +105,15 @@ class ConsumeQueueTable:
             queues = self._queues.pop(topic, {})
         return list(queues.values())
 
+    def remove_queue(self, topic: str, queue_id: int) -> ConsumeQueue | None:
+        """Forget one queue (the caller destroys its files); the topic goes with its last."""
+        with self._create_lock:
+            queues = self._queues.get(topic, {})
+            cq = queues.pop(queue_id, None)
+            if not queues:
+                self._queues.pop(topic, None)
+        return cq
+
     def max_physic_offset(self) -> int:
         """End of the newest record any ConsumeQueue points at (-1 when none)."""
         return max((cq.max_physic_offset for cq in self.all()), default=-1)

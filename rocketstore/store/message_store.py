@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from rocketstore._native import hosts, record, record_writer
-from rocketstore.common.topics import is_system_topic
-from rocketstore.config import StoreConfig
+from rocketstore.common.topics import SCHEDULE_TOPIC, is_system_topic
+from rocketstore.config import LIVE_CONFIG_FIELDS, StoreConfig
 from rocketstore.message import (
     GetMessageStatus,
     Message,
@@ -449,6 +449,17 @@ class MessageStore(ColumnarReads):
         """The transient store pool's free buffers (None without the pool)."""
         return None if self.pool is None else self.pool.available()
 
+    def update_config(self, **changes: Any) -> None:
+        """Change settings of the open store that it reads at every use (LIVE_CONFIG_FIELDS:
+        retention, disk watermarks, read batch limits), validated as a new StoreConfig would
+        be; all or nothing. Others need a restart: ValueError names them."""
+        fixed = sorted(set(changes) - LIVE_CONFIG_FIELDS)
+        if fixed:
+            raise ValueError(f"{', '.join(fixed)} cannot change while the store is open")
+        checked = self.config.replace(**changes)
+        for name in changes:
+            setattr(self.config, name, getattr(checked, name))
+
     def is_os_page_cache_busy(self) -> bool:
         return self.put_lock_held_ms() > self.config.os_page_cache_busy_timeout_mills
 
@@ -512,6 +523,37 @@ class MessageStore(ColumnarReads):
         doomed = [t for t in self.topics() if t not in keep and not is_system_topic(t)]
         return sum(self.delete_topic(t) for t in doomed)
 
+    def clean_expired_consume_queues(self) -> list[tuple[str, int]]:
+        """RocketMQ's cleanExpiredConsumerQueue (the admin tool's cleanExpiredCQ): delete
+        every ConsumeQueue (but SCHEDULE_TOPIC_XXXX's) whose newest unit points below the
+        CommitLog's minimum offset: all its messages are gone. A queue with no unit stays.
+        Its next put starts at queue offset 0 again. Returns the (topic, queue id) deleted."""
+        if self.read_only:
+            raise PermissionError(f"store {self.root} is opened read-only")
+        removed: list[tuple[str, int]] = []
+        with self.reput.paused():
+            min_offset = self.commit_log.min_offset()
+            for topic in self.consume_queues.topics():
+                if topic == SCHEDULE_TOPIC:
+                    continue
+                for queue_id, cq in sorted(self.consume_queues.queues(topic).items()):
+                    if cq.max_physic_offset == -1 or cq.max_physic_offset >= min_offset:
+                        continue
+                    self.consume_queues.remove_queue(topic, queue_id)
+                    cq.destroy()
+                    with self.commit_log.put_lock:
+                        self.commit_log.queue_table.remove_queue(topic, queue_id)
+                    removed.append((topic, queue_id))
+                    log.info("ConsumeQueue %s-%d deleted: its newest record ends at %d, below the "
+                             "CommitLog's minimum offset %d", topic, queue_id, cq.max_physic_offset,
+                             min_offset)
+                if not self.consume_queues.queues(topic):
+                    try:
+                        os.rmdir(os.path.join(self.consume_queues.root_dir, topic))
+                    except OSError:     # gone already, or something else in it: left alone
+                        pass
+        return removed
+
     # ---- reads -----------------------------------------------------------------------------
     def look_message_by_offset(self, commitlog_offset: int) -> MessageExt | None:
         """The message whose record starts at commitlog_offset (None past the end)."""
@@ -567,6 +609,17 @@ class MessageStore(ColumnarReads):
         cq = self.consume_queues.find(topic, queue_id)
         unit = None if cq is None else cq.get_unit(offset)
         return 0 if unit is None else unit[0]
+
+    def consume_queue_units(self, topic: str, queue_id: int, index: int, count: int
+                            ) -> list[tuple[int, int, int]] | None:
+        """(commitlog offset, size, tags code) of up to count units from index, within one
+        ConsumeQueue file (RocketMQ's getIndexBuffer: mqadmin queryCq); None: no such queue."""
+        cq = self.consume_queues.find(topic, queue_id)
+        if cq is None:
+            return None
+        units = cq.read_units(index, count) if cq.min_offset <= index < cq.max_offset else None
+        return [] if units is None else [(int(u["offset"]), int(u["size"]), int(u["tags_code"]))
+                                         for u in units]
 
     def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp: int) -> int:
         """Logical offset of the message stored nearest to timestamp (ms)."""

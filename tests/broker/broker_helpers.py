@@ -74,10 +74,12 @@ async def cluster(root: Path, store_changes: dict[str, Any] | None = None,
     """A name server and a broker in this process (store under root), and a client."""
     store_opener = broker_changes.pop("store_opener", None)
     native_send = broker_changes.pop("native_send", True)
+    config_file = broker_changes.pop("config_file", None)
     async with NamesrvController(NamesrvConfig(listen_port=0)) as namesrv:
         config = BrokerConfig(listen_port=0, namesrv_addr=namesrv.address,
                               store=small_store(root, **(store_changes or {})), **broker_changes)
-        broker = BrokerController(config, store_opener=store_opener, native_send=native_send)
+        broker = BrokerController(config, store_opener=store_opener, native_send=native_send,
+                                  config_file=config_file)
         await broker.start()
         try:
             async with RemotingClient() as client:

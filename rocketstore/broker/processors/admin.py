@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from rocketstore.broker.config import BROKER_PROPERTY_KEYS
+from rocketstore.broker.live_config import FIXED_BROKER_PROPERTIES
 from rocketstore.broker.subscription_group import SubscriptionGroupConfig
 from rocketstore.broker.topic_config import TopicConfig
 from rocketstore.common.consume import MessageModel
@@ -158,15 +159,16 @@ class AdminBrokerProcessor:
     # ---- broker ----
 
     def get_broker_config(self, ctx: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
-        lines = []
-        for name, key in sorted(BROKER_PROPERTY_KEYS.items(), key=lambda item: item[1]):
-            value = getattr(self.config, name)
-            lines.append(f"{key}={'' if value is None else str(value).lower() if isinstance(value, bool) else value}")
+        """Every setting as properties text, as RocketMQ's Configuration gives it: in-force
+        values (brokerIP2 and storePathCommitLog as used), no line for an unset one (Java's
+        null)."""
         store_config = self.store.config
-        for name, key in sorted(PROPERTY_KEYS.items(), key=lambda item: item[1]):
-            value = getattr(store_config, name)
-            if value is not None:
-                lines.append(f"{key}={str(value).lower() if isinstance(value, bool) else value}")
+        values: dict[str, object] = dict(FIXED_BROKER_PROPERTIES)
+        values.update({key: getattr(self.config, name) for name, key in BROKER_PROPERTY_KEYS.items()})
+        values.update({key: getattr(store_config, name) for name, key in PROPERTY_KEYS.items()})
+        values["brokerIP2"] = self.config.broker_ip2 or self.config.broker_ip1
+        values["storePathCommitLog"] = store_config.commit_log_path
+        lines = [f"{key}={_property_text(value)}" for key, value in sorted(values.items()) if value is not None]
         version = self.topics.data_version
         return create_response(request, ext_fields={"version": orjson.dumps(version.to_json()).decode()},
                                body=("\n".join(lines) + "\n").encode())
@@ -345,3 +347,10 @@ class AdminBrokerProcessor:
             return create_response(request, ResponseCode.SYSTEM_ERROR, f"asking {client_id} failed: {exc}")
         return create_response(request, reply.code, reply.remark, dict(reply.ext_fields), reply.body_bytes())
 
+
+def _property_text(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)

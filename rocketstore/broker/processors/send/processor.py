@@ -87,9 +87,15 @@ class SendMessageProcessor:
         self.groups = groups
         self.stats = stats
         self.loop = writer.loop
+        self.reload_config(config)
+
+    def reload_config(self, config: BrokerConfig) -> None:
+        """Take ``config`` (and the store's settings): new send paths, which read them once;
+        register_with puts them in place of the old ones."""
+        self.config = config
         self.cluster = config.broker_cluster_name
         self._send_v1, self._send_v2 = (
-            SendPath(self, v2, topics=topics, not_allowed_topics=NOT_ALLOWED_SEND_TOPICS,
+            SendPath(self, v2, topics=self.topics, not_allowed_topics=NOT_ALLOWED_SEND_TOPICS,
                      append=self.store.append_message)
             for v2 in (False, True))
 
