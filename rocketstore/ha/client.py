@@ -15,7 +15,13 @@ import asyncio
 import logging
 import time
 
-from rocketstore.ha.protocol import HEADER_SIZE, REPORT, HAFrameError, parse_header
+from rocketstore.ha.protocol import (
+    HEADER_SIZE,
+    MAX_FRAME_BODY,
+    REPORT,
+    HAFrameError,
+    parse_header,
+)
 from rocketstore.store import MessageStore
 
 log = logging.getLogger("rocketstore.ha")
@@ -24,6 +30,10 @@ CONNECT_TIMEOUT_S = 3.0
 MIN_BACKOFF_S = 0.2
 #: RocketMQ's slave waits 5 s before connecting again
 MAX_BACKOFF_S = 5.0
+#: how often an idle connection checks whether a report or housekeeping is due
+HOUSEKEEPING_TICK_S = 0.5
+#: room kept free at the end of the read buffer for the next read
+READ_SLACK = 256 * 1024
 
 
 def split_address(address: str) -> tuple[str, int]:
@@ -117,64 +127,132 @@ class HAClient:
         """One connection to the master (``_received``: whether any frame came)."""
         self._received = False
         host, port = split_address(address)
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port),
-                                                CONNECT_TIMEOUT_S)
+        loop = asyncio.get_running_loop()
+        transport, stream = await asyncio.wait_for(
+            loop.create_connection(lambda: MasterStream(self), host, port), CONNECT_TIMEOUT_S)
         store = self.store
-        heartbeat: asyncio.Task[None] | None = None
         try:
             self.connected = True
-            self.reported_offset = store.get_replica_offset()
-            self.last_write = time.monotonic()
-            writer.write(REPORT.pack(self.reported_offset))
-            await writer.drain()
+            self.last_read = time.monotonic()
+            stream.report(store.get_replica_offset())
             log.info("HAClient connected to master %s, reporting offset %d", address,
                      self.reported_offset)
-            heartbeat = asyncio.ensure_future(self._heartbeat(writer))
             while True:
+                # reports when idle, housekeeping when the master is silent
                 try:
-                    header = await asyncio.wait_for(reader.readexactly(HEADER_SIZE),
-                                                    self.housekeeping_interval_s)
-                    phy_offset, size = parse_header(header)
-                    body = await asyncio.wait_for(reader.readexactly(size),
-                                                  self.housekeeping_interval_s) if size else b""
+                    await asyncio.wait_for(asyncio.shield(stream.closed), HOUSEKEEPING_TICK_S)
+                    return
                 except asyncio.TimeoutError:
+                    pass
+                now = time.monotonic()
+                if now - self.last_read > self.housekeeping_interval_s:
                     raise ConnectionError(
                         f"HAClient, housekeeping, found this connection[{address}] expired, "
-                        f"{int((time.monotonic() - self.last_read) * 1000)} ms") from None
-                self.last_read = time.monotonic()
-                self._received = True
-                mine = store.get_replica_offset()
-                if mine != 0 and mine != phy_offset:
-                    raise HAFrameError(
-                        "master pushed offset not equal the max phy offset in slave, "
-                        f"SLAVE: {mine} MASTER: {phy_offset}")
-                if size:
-                    mine = store.append_commit_log(phy_offset, body)
-                    if mine != self.reported_offset:
-                        self._report(writer, mine)
-                        await writer.drain()
+                        f"{int((now - self.last_read) * 1000)} ms")
+                if now - self.last_write >= self.heartbeat_interval_s:
+                    stream.report(store.get_replica_offset())
         finally:
-            if heartbeat is not None:
-                heartbeat.cancel()
-            writer.close()
+            transport.close()
             if self.connected:
                 log.info("HAClient disconnected from master %s at offset %d", address,
                          store.get_replica_offset())
 
-    def _report(self, writer: asyncio.StreamWriter, offset: int) -> None:
-        writer.write(REPORT.pack(offset))
-        self.reported_offset = offset
-        self.last_write = time.monotonic()
 
-    async def _heartbeat(self, writer: asyncio.StreamWriter) -> None:
-        """Report the end every haSendHeartbeatInterval when nothing else was reported."""
-        while True:
-            wait = self.heartbeat_interval_s - (time.monotonic() - self.last_write)
-            if wait > 0:
-                await asyncio.sleep(wait)
-                continue
-            self._report(writer, self.store.get_replica_offset())
-            await writer.drain()
+class MasterStream(asyncio.BufferedProtocol):
+    """The bytes from the master, received straight into one buffer (RocketMQ's slave reads
+    into a 4 MiB buffer too) and appended frame by frame; after each read that completed
+    frames, one report of the new end. A protocol error or a failed append ends the
+    connection: ``closed`` holds why."""
+
+    def __init__(self, client: HAClient) -> None:
+        self.client = client
+        self.buffer = bytearray(HEADER_SIZE + MAX_FRAME_BODY + READ_SLACK)
+        self.view = memoryview(self.buffer)
+        self.start = 0      # the next frame's first byte
+        self.end = 0        # bytes received up to here
+        self.transport: asyncio.Transport | None = None
+        self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.closed.done():
+            if exc is None:
+                left = self.end - self.start
+                exc = ConnectionError("end of stream" + (
+                    f" ({left} bytes of a frame read)" if left else ""))
+            self.closed.set_exception(exc)
+            self.closed.exception()     # retrieved: _follow may be gone already
+
+    def _fail(self, exc: BaseException) -> None:
+        if not self.closed.done():
+            self.closed.set_exception(exc)
+            self.closed.exception()
+        if self.transport is not None:
+            self.transport.abort()
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        if len(self.buffer) - self.end < READ_SLACK:
+            # move the partial frame to the front (a whole frame always fits after it)
+            left = self.end - self.start
+            self.buffer[:left] = bytes(self.view[self.start:self.end])
+            self.start, self.end = 0, left
+        return self.view[self.end:]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.end += nbytes
+        client = self.client
+        client.last_read = time.monotonic()
+        try:
+            appended = self._frames()
+        except Exception as exc:  # noqa: BLE001 - the connection ends, the slave goes on
+            self._fail(exc)
+            return
+        if appended:
+            self.report(client.store.get_replica_offset())
+
+    def _frames(self) -> bool:
+        """Append the bodies of every complete frame in the buffer (one store call: they
+        follow each other); whether any carried bytes. A frame not at the slave's end
+        raises HAFrameError after the frames before it are appended."""
+        store = self.client.store
+        view = self.view
+        expected = store.get_replica_offset()
+        first = -1          # the first body's offset
+        bodies: list[memoryview] = []
+        try:
+            while self.end - self.start >= HEADER_SIZE:
+                phy_offset, size = parse_header(view[self.start:self.start + HEADER_SIZE])
+                body_at = self.start + HEADER_SIZE
+                if self.end - body_at < size:
+                    break
+                self.client._received = True
+                if expected != 0 and expected != phy_offset:
+                    raise HAFrameError(
+                        "master pushed offset not equal the max phy offset in slave, "
+                        f"SLAVE: {expected} MASTER: {phy_offset}")
+                if size:
+                    if first < 0:
+                        first = phy_offset
+                    bodies.append(view[body_at:body_at + size])
+                    expected = phy_offset + size
+                self.start = body_at + size
+        finally:
+            if bodies:
+                store.append_commit_log(first, bodies)
+                bodies.clear()
+        if self.start == self.end:
+            self.start = self.end = 0
+        return first >= 0
+
+    def report(self, offset: int) -> None:
+        """Tell the master how far this slave's CommitLog goes."""
+        if self.transport is None or self.transport.is_closing():
+            return
+        self.transport.write(REPORT.pack(offset))
+        self.client.reported_offset = offset
+        self.client.last_write = time.monotonic()
 
 
 def _describe(exc: BaseException) -> str:

@@ -8,7 +8,7 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -510,10 +510,11 @@ class MessageStore(ColumnarReads):
         is readable there."""
         return self.commit_log.get_data(offset)
 
-    def append_commit_log(self, offset: int, data: bytes | bytearray | memoryview) -> int:
+    def append_commit_log(self, offset: int, data: bytes | bytearray | memoryview
+                          | Sequence[bytes | bytearray | memoryview]) -> int:
         """A slave's append of its master's CommitLog bytes (RocketMQ appendToCommitLog):
-        data goes at offset, which must be get_replica_offset() (in an empty CommitLog: a
-        segment start). Records may be split across calls and segment ends: only whole
+        data (a buffer, or a list of buffers that follow each other) goes at offset, which
+        must be get_replica_offset() (in an empty CommitLog: a segment start). Records may be split across calls and segment ends: only whole
         records become readable and are dispatched. Returns the new get_replica_offset().
         ValueError naming the offset when it is not the end, when the bytes are not
         CommitLog records (the bad ones are dropped), or when the store is not a slave's

@@ -56,12 +56,14 @@ class ReplicaAppender:
             mf.zero_range(mf.wrote_position, self.pending)
         self.pending = 0
 
-    def append(self, offset: int, data: Buffer) -> int:
-        """Write data at offset, which must be end() (or, in an empty CommitLog, a segment
-        start: where the master began to send). Returns the new end(). ValueError naming the
-        offset when it is not where the log ends, or when the bytes are not CommitLog records
-        (what came before them in this call stays; the bad bytes are dropped)."""
-        view = memoryview(data).cast("B")
+    def append(self, offset: int, data: Buffer | Sequence[Buffer]) -> int:
+        """Write data (one buffer, or several that follow each other: the bodies of the
+        frames one read brought) at offset, which must be end() (or, in an empty CommitLog,
+        a segment start: where the master began to send). Returns the new end(). ValueError
+        naming the offset when it is not where the log ends, or when the bytes are not
+        CommitLog records (the records before them stay; the bad bytes are dropped)."""
+        pieces = [memoryview(d).cast("B") for d in data] if isinstance(data, (list, tuple)) \
+            else [memoryview(data).cast("B")]
         segment = self.log.queue.mapped_file_size
         with self.log.put_lock:
             if self.log.closed:
@@ -74,17 +76,26 @@ class ReplicaAppender:
                                      f"start (a multiple of {segment})")
             elif offset != end:
                 raise ValueError(f"offset {offset} is not where the CommitLog ends ({end})")
-            done = 0
-            while done < len(view):
-                mf = queue.last_file()
-                if mf is None or mf.wrote_position + self.pending >= mf.file_size:
-                    mf = queue.last_file_for_append(offset + done)
-                pos = mf.wrote_position + self.pending
-                n = min(mf.file_size - pos, len(view) - done)
-                mf.write_at(pos, view[done:done + n])
-                self.pending += n
-                done += n
-                self._publish(mf)
+            written = 0
+            dirty: MappedFile | None = None     # written to, its records not published yet
+            for view in pieces:
+                done = 0
+                while done < len(view):
+                    mf = queue.last_file()
+                    if mf is None or mf.wrote_position + self.pending >= mf.file_size:
+                        mf = queue.last_file_for_append(offset + written)
+                    pos = mf.wrote_position + self.pending
+                    n = min(mf.file_size - pos, len(view) - done)
+                    mf.write_at(pos, view[done:done + n])
+                    self.pending += n
+                    done += n
+                    written += n
+                    dirty = mf
+                    if pos + n == mf.file_size:     # the segment must be complete now
+                        self._publish(mf)
+                        dirty = None
+            if dirty is not None:
+                self._publish(dirty)
         return self.end()
 
     def _publish(self, mf: MappedFile) -> None:

@@ -42,12 +42,20 @@ def open_slave(root) -> MessageStore:
 
 
 def feed(slave: MessageStore, start: int, data: bytes, rnd: random.Random) -> None:
+    """data in pieces of random sizes, some calls given several pieces that follow each
+    other (the frames of one read)."""
     pos = 0
     while pos < len(data):
-        n = rnd.choice([1, 7, 100, 1000, 32 * 1024, rnd.randrange(1, 5000)])
-        assert slave.append_commit_log(start + pos, data[pos:pos + n]) == \
-            slave.get_replica_offset()
-        pos += min(n, len(data) - pos)
+        sizes = [rnd.choice([1, 7, 100, 1000, 32 * 1024, rnd.randrange(1, 5000)])
+                 for _ in range(rnd.choice([1, 1, 3]))]
+        pieces = []
+        at = pos
+        for n in sizes:
+            pieces.append(memoryview(data)[at:at + n])
+            at += len(pieces[-1])
+        assert slave.append_commit_log(start + pos, pieces if len(pieces) > 1 else pieces[0]) \
+            == slave.get_replica_offset()
+        pos = at
         assert slave.get_replica_offset() == start + pos
 
 
