@@ -40,6 +40,8 @@ class SlaveState:
     #: where the next frame starts
     next_transfer_offset: int = -1
     connected_at: float = 0.0
+    #: more than haSlaveFallbehindMax behind at its last report
+    behind: bool = False
 
 
 class HAConnection:
@@ -101,10 +103,25 @@ class HAConnection:
             self._last_read = time.monotonic()
             offset = parse_report(data)
             self.state.ack_offset = offset
+            self._judge_lag(offset)
             if self.state.request_offset < 0:
                 self.state.request_offset = offset
                 log.info("slave[%s] request offset %d", self.address, offset)
                 self._requested.set()
+
+    def _judge_lag(self, offset: int) -> None:
+        """Log when the slave falls more than haSlaveFallbehindMax behind, and when it is
+        back within it."""
+        lag = self.service.store.get_max_phy_offset() - offset
+        limit = self.service.store.config.ha_slave_fallbehind_max
+        if lag > limit and not self.state.behind:
+            self.state.behind = True
+            log.warning("HA slave %s falls behind: %d bytes behind the master "
+                        "(haSlaveFallbehindMax %d)", self.address, lag, limit)
+        elif lag <= limit and self.state.behind:
+            self.state.behind = False
+            log.info("HA slave %s is within haSlaveFallbehindMax again (%d bytes behind)",
+                     self.address, lag)
 
     async def _write_frames(self) -> str:
         service = self.service
@@ -145,8 +162,6 @@ class HAConnection:
 def _describe(exc: BaseException) -> str:
     if isinstance(exc, HAFrameError):
         return f"bad report: {exc}"
-    if isinstance(exc, (ConnectionError, OSError)):
-        return f"{type(exc).__name__}: {exc}"
     return f"{type(exc).__name__}: {exc}"
 
 

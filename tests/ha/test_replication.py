@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 import threading
 from pathlib import Path
 
@@ -122,7 +123,7 @@ def test_slave_follows_through_the_name_server(tmp_path: Path) -> None:
 
 
 def test_late_slave_catches_up_and_resumes_after_kill(tmp_path: Path) -> None:
-    master, master_ha = ha_broker(tmp_path, "master")
+    master, master_ha = ha_broker(tmp_path, "master", haSlaveFallbehindMax=65536)
     with ss.running(master):
         asyncio.run(send_many(master.address, 2500))
         with read_store(tmp_path / "master") as m:
@@ -154,6 +155,8 @@ def test_late_slave_catches_up_and_resumes_after_kill(tmp_path: Path) -> None:
                         ["k2499", "k3000", "k4999"])
         finally:
             slave.stop()
+        log = master.log()
+    assert "falls behind" in log and "within haSlaveFallbehindMax again" in log
 
 
 def replicated_beyond(root: Path, offset: int) -> bool:
@@ -170,8 +173,10 @@ def test_master_survives_bad_slaves(tmp_path: Path) -> None:
     master, master_ha = ha_broker(tmp_path, "master")
     with ss.running(master):
         asyncio.run(send_many(master.address, 300))
+        rnd = random.Random(27)
         attempts = [b"\xff" * 8, struct.pack(">q", -7), b"\x00\x01\x02",
-                    bytes(range(256)) * 40, struct.pack(">q", 10**15)]
+                    bytes(range(256)) * 40, struct.pack(">q", 10**15),
+                    *(rnd.randbytes(rnd.randrange(1, 3000)) for _ in range(20))]
         for payload in attempts:
             with socket.create_connection(("127.0.0.1", master_ha), timeout=5) as sock:
                 sock.sendall(payload)
@@ -237,6 +242,7 @@ def test_slave_survives_a_bad_master(tmp_path: Path) -> None:
         struct.pack(">qi", 0, 200) + b"garbage!" * 25,      # not a record
         struct.pack(">qi", 0, 1000) + b"\x00" * 10,         # cut mid-frame
         bytes(range(256)) * 8,                              # noise
+        *(random.Random(seed).randbytes(600) for seed in range(3)),
     ]
     fake = FakeMaster(scripts)
     fake.thread.start()
