@@ -40,7 +40,7 @@ def split_address(address: str) -> tuple[str, int]:
     """("host", port) of "host:port"; ValueError naming the address otherwise."""
     host, sep, port = address.strip().rpartition(":")
     if not sep or not host or not port.isdigit() or not 0 < int(port) <= 65535:
-        raise ValueError(f"HA master address must be host:port, got {address!r}")
+        raise ValueError(f"haMasterAddress must be host:port, got {address!r}")
     return host, int(port)
 
 

@@ -23,7 +23,7 @@ class HAFrameError(ValueError):
     """Bytes on an HA connection that break the protocol (the connection is closed)."""
 
 
-def parse_header(data: bytes) -> tuple[int, int]:
+def parse_header(data: bytes | memoryview) -> tuple[int, int]:
     """(phyOffset, bodySize) of a master's frame header, checked: HAFrameError naming the
     field when the offset is negative or the size outside [0, MAX_FRAME_BODY]."""
     phy_offset, body_size = HEADER.unpack(data)
@@ -34,7 +34,7 @@ def parse_header(data: bytes) -> tuple[int, int]:
     return phy_offset, body_size
 
 
-def parse_report(data: bytes) -> int:
+def parse_report(data: bytes | memoryview) -> int:
     """A slave's reported offset, checked: HAFrameError when negative."""
     (offset,) = REPORT.unpack(data)
     if offset < 0:

@@ -133,6 +133,10 @@ class HAConnection:
             end = store.get_max_phy_offset()
             offset = end - end % store.config.mapped_file_size_commit_log
         self.state.next_transfer_offset = offset
+        if offset > store.get_max_phy_offset():
+            log.warning("HA slave %s asks for offset %d, past the master's end %d: it gets "
+                        "heartbeats until the master gets there", self.address, offset,
+                        store.get_max_phy_offset())
         log.info("HA slave %s: streaming the CommitLog from offset %d", self.address, offset)
         batch = service.transfer_batch_size
         writer = self.writer

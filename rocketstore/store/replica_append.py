@@ -25,6 +25,8 @@ from rocketstore.common.record import (
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    import numpy as np
+    import numpy.typing as npt
     from typing_extensions import Buffer
 
     from rocketstore._native.mapped_file import MappedFile
@@ -62,8 +64,9 @@ class ReplicaAppender:
         a segment start: where the master began to send). Returns the new end(). ValueError
         naming the offset when it is not where the log ends, or when the bytes are not
         CommitLog records (the records before them stay; the bad bytes are dropped)."""
-        pieces = [memoryview(d).cast("B") for d in data] if isinstance(data, (list, tuple)) \
-            else [memoryview(data).cast("B")]
+        parts: Sequence[Buffer] = data if isinstance(data, (list, tuple)) \
+            else [data]  # type: ignore[list-item]
+        pieces = [memoryview(d).cast("B") for d in parts]
         segment = self.log.queue.mapped_file_size
         with self.log.put_lock:
             if self.log.closed:
@@ -121,7 +124,8 @@ class ReplicaAppender:
             whole = avail
         self._advance(mf, start, whole, found.store_timestamps)
 
-    def _advance(self, mf: MappedFile, start: int, whole: int, stamps: Sequence[int]) -> None:
+    def _advance(self, mf: MappedFile, start: int, whole: int,
+                 stamps: npt.NDArray[np.int64]) -> None:
         if whole <= 0:
             return
         if len(stamps):
