@@ -137,10 +137,11 @@ class HAClient:
             stream.report(store.get_replica_offset())
             log.info("HAClient connected to master %s, reporting offset %d", address,
                      self.reported_offset)
+            tick = min(HOUSEKEEPING_TICK_S, self.heartbeat_interval_s / 2)
             while True:
                 # reports when idle, housekeeping when the master is silent
                 try:
-                    await asyncio.wait_for(asyncio.shield(stream.closed), HOUSEKEEPING_TICK_S)
+                    await asyncio.wait_for(asyncio.shield(stream.closed), tick)
                     return
                 except asyncio.TimeoutError:
                     pass
