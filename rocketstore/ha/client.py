@@ -62,7 +62,7 @@ class HAClient:
         self.reported_offset = -1
         self.last_read = 0.0
         self.last_write = 0.0
-        self._received = False
+        self._appended = False
         self._address_changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._session: asyncio.Task[None] | None = None
@@ -112,11 +112,12 @@ class HAClient:
             if session.cancelled():     # another master: connect to it at once
                 continue
             exc = session.exception()
-            received = self._received
             if exc is not None:
                 log.warning("HAClient: connection to master %s ends: %s", address,
                             _describe(exc))
-            backoff = MIN_BACKOFF_S if received else min(backoff * 2, MAX_BACKOFF_S)
+            # a connection that brought records starts the back-off afresh; a master that
+            # sends nothing usable is asked less and less often
+            backoff = MIN_BACKOFF_S if self._appended else min(backoff * 2, MAX_BACKOFF_S)
             self._address_changed.clear()
             try:
                 await asyncio.wait_for(self._address_changed.wait(), backoff)
@@ -124,8 +125,8 @@ class HAClient:
                 pass
 
     async def _follow(self, address: str) -> None:
-        """One connection to the master (``_received``: whether any frame came)."""
-        self._received = False
+        """One connection to the master (``_appended``: whether it brought records)."""
+        self._appended = False
         host, port = split_address(address)
         loop = asyncio.get_running_loop()
         transport, stream = await asyncio.wait_for(
@@ -211,6 +212,7 @@ class MasterStream(asyncio.BufferedProtocol):
             self._fail(exc)
             return
         if appended:
+            client._appended = True
             self.report(client.store.get_replica_offset())
 
     def _frames(self) -> bool:
@@ -228,7 +230,6 @@ class MasterStream(asyncio.BufferedProtocol):
                 body_at = self.start + HEADER_SIZE
                 if self.end - body_at < size:
                     break
-                self.client._received = True
                 if expected != 0 and expected != phy_offset:
                     raise HAFrameError(
                         "master pushed offset not equal the max phy offset in slave, "
