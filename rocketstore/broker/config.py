@@ -103,6 +103,9 @@ class BrokerConfig:
                 raise ValueError(f"{name} must be in [0, 65535], got {value}")
         if self.broker_id < 0:
             raise ValueError(f"broker_id must be >= 0, got {self.broker_id}")
+        if self.store.broker_role == "SLAVE" and self.broker_id <= 0:
+            # RocketMQ's BrokerStartup: "Slave's brokerId must be > 0"
+            raise ValueError(f"broker_id of a SLAVE (brokerRole) must be > 0, got {self.broker_id}")
         if not 0 <= self.broker_permission <= PERM_MASK:
             raise ValueError(f"broker_permission must be in [0, 15], got {self.broker_permission}")
         if not 1 <= self.default_topic_queue_nums <= 1024:
@@ -137,9 +140,12 @@ class BrokerConfig:
     def broker_addr(self, port: int | None = None) -> str:
         return f"{self.broker_ip1}:{self.listen_port if port is None else port}"
 
-    def ha_server_addr(self, port: int | None = None) -> str:
-        """``brokerIP2:haListenPort`` (RocketMQ sets haListenPort to listenPort + 1)."""
-        return f"{self.broker_ip2 or self.broker_ip1}:{(self.listen_port if port is None else port) + 1}"
+    def ha_server_addr(self, port: int | None = None, ha_port: int | None = None) -> str:
+        """``brokerIP2:haListenPort``: ha_port, else listenPort + 1 (as RocketMQ sets
+        haListenPort)."""
+        if ha_port is None:
+            ha_port = (self.listen_port if port is None else port) + 1
+        return f"{self.broker_ip2 or self.broker_ip1}:{ha_port}"
 
     def store_config_for(self, port: int) -> StoreConfig:
         """The store's config for a broker listening on ``port``: its store host (unless set

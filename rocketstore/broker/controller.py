@@ -48,6 +48,7 @@ from rocketstore.broker.schedule import ScheduleMessageService
 from rocketstore.broker.stats import BrokerStatsManager
 from rocketstore.broker.subscription_group import SubscriptionGroupManager
 from rocketstore.broker.topic_config import TopicConfigManager
+from rocketstore.ha import HAClient, HAService
 from rocketstore.remoting import (
     RemotingClient,
     RemotingClientConfig,
@@ -102,6 +103,10 @@ class BrokerController:
         self.registrar: BrokerRegistrar | None = None
         self.schedule: ScheduleMessageService | None = None
         self.hold_service: PullRequestHoldService | None = None
+        #: replication: every broker listens on haListenPort (as RocketMQ); a slave follows
+        #: its master with ha_client
+        self.ha_service: HAService | None = None
+        self.ha_client: HAClient | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._io = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="broker-io")
         self._timers: list[asyncio.TimerHandle] = []
@@ -200,7 +205,9 @@ class BrokerController:
             except OSError as exc:
                 log.warning("not serving the fast port %d: %s", fast_port, exc)
                 self.fast_server = None
-        self.schedule.start()
+        await self._start_ha(store)
+        if not self.is_slave:
+            self.schedule.start()       # a slave's delayed messages come from its master
         self._schedule_every(self.config.flush_consumer_offset_interval / 1000, self._persist_offsets)
         self._schedule_every(SCAN_NOT_ACTIVE_CHANNEL_S, self._scan_not_active_channels)
         self.stats.hold_times = store.put_hold_times
@@ -212,13 +219,15 @@ class BrokerController:
                 self.client, namesrv,
                 BrokerIdentity(self.config.broker_cluster_name, self.config.broker_name,
                                self.config.broker_id, self.address,
-                               self.config.ha_server_addr(port)),
+                               self.config.ha_server_addr(
+                                   port, None if self.ha_service is None else self.ha_service.port)),
                 timeout=self.config.register_broker_timeout_mills / 1000)
             outcomes = await self.registrar.register_broker_all(
                 self.topics.registration_table(), self.topics.data_version)
             for outcome in outcomes:
                 if not outcome.ok:
                     log.warning("registering with %s failed: %s", outcome.namesrv_addr, outcome.error)
+            self._registered(outcomes)
             self._schedule_every(self.config.register_name_server_period / 1000, self.register_soon)
         log.info("broker %s (%s) serving %s", self.config.broker_name, self.config.broker_cluster_name,
                  self.address)
@@ -248,6 +257,37 @@ class BrokerController:
             self.topics.next_version()
         return update
 
+    @property
+    def is_slave(self) -> bool:
+        return self.config.store.broker_role == "SLAVE"
+
+    async def _start_ha(self, store: MessageStore) -> None:
+        """HAService on haListenPort; for a slave, HAClient towards haMasterAddress (or the
+        address the name servers give, see _registered)."""
+        self.ha_service = HAService(store, port=store.config.ha_listen_port,
+                                    bind_address=self.config.bind_address)
+        try:
+            await self.ha_service.start()
+        except OSError as exc:
+            log.error("not listening on the HA port %d: %s", store.config.ha_listen_port, exc)
+            self.ha_service = None
+        if self.is_slave:
+            self.ha_client = HAClient(store, store.config.ha_master_address or None)
+            await self.ha_client.start()
+
+    def _registered(self, outcomes: list[Any]) -> None:
+        """A slave without haMasterAddress follows the master the name servers name
+        (RocketMQ's updateMasterHAServerAddrPeriodically)."""
+        if self.ha_client is None or self.config.store.ha_master_address:
+            return
+        for outcome in outcomes:
+            if outcome.ok and outcome.result is not None and outcome.result.ha_server_addr:
+                try:
+                    self.ha_client.update_master_address(outcome.result.ha_server_addr)
+                except ValueError as exc:
+                    log.warning("name server %s: %s", outcome.namesrv_addr, exc)
+                return
+
     def _starting(self, ctx: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         return create_response(request, ResponseCode.SYSTEM_BUSY, "the broker is starting")
 
@@ -269,6 +309,10 @@ class BrokerController:
         await self.client.close()
         for task in list(self._tasks):
             task.cancel()
+        if self.ha_client is not None:
+            await self.ha_client.stop()
+        if self.ha_service is not None:
+            await self.ha_service.stop()
         loop = asyncio.get_running_loop()
         if self.schedule is not None:
             await loop.run_in_executor(None, self.schedule.shutdown)
@@ -371,8 +415,8 @@ class BrokerController:
                 while True:
                     self._register_again = False
                     assert self.registrar is not None
-                    await self.registrar.register_broker_all(self.topics.registration_table(),
-                                                             self.topics.data_version)
+                    self._registered(await self.registrar.register_broker_all(
+                        self.topics.registration_table(), self.topics.data_version))
                     if not self._register_again:
                         break
             finally:

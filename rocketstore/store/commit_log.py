@@ -35,6 +35,7 @@ from rocketstore.store.checkpoint import StoreCheckpoint
 from rocketstore.store.damage import CommitLogDamage, DamagedRange
 from rocketstore.store.layout import COMMIT_LOG_ALLOCATION_CHUNK, COMMITLOG_DIR
 from rocketstore.store.mapped_file_queue import FlushFunction, MappedFileQueue
+from rocketstore.store.replica_append import ReplicaAppender
 from rocketstore.store.services.commit import CommitRealTimeService
 from rocketstore.store.services.durability import DurabilityNotifier, DurableCallback
 from rocketstore.store.services.flush import FlushRealTimeService
@@ -125,7 +126,7 @@ class CommitLog:
         # SYNC_FLUSH: appends go to a buffer and each flush pwrites them, then fdatasyncs
         # (see MappedFile.enable_write_through for why not msync of the mapping)
         self.write_through = self.sync_flush and config.commit_log_write_through \
-            and not read_only
+            and not read_only and config.broker_role != "SLAVE"   # a slave writes raw bytes
         self.queue = MappedFileQueue(
             os.path.join(root, COMMITLOG_DIR) if config.store_path_commit_log is None
             else config.store_path_commit_log,
@@ -140,6 +141,8 @@ class CommitLog:
         self.damage = CommitLogDamage()
         self.put_path = put_path.PutPath(self.writer, self._append_rolling)
         self.put_lock = self.put_path.lock
+        #: a slave's appends of its master's raw bytes (append_data)
+        self.replica = ReplicaAppender(self)
         self.closed = False     # set under put_lock at shutdown: later puts are refused
         self.roll_error: str | None = None     # why the next file could not be created
         self.sync_flush_timeout_s = config.sync_flush_timeout / 1000.0
@@ -690,6 +693,7 @@ class CommitLog:
         with self.put_lock:     # waits for an append in progress (copies run without the GIL)
             self.closed = True
             self.put_path.file = None
+            self.replica.drop_pending()
         if self.prefault_service is not None:
             self.prefault_service.shutdown()
         if self.commit_service is not None:

@@ -8,7 +8,7 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -302,6 +302,9 @@ class MessageStore(ColumnarReads, StoreMaintenance):
                 path.refusal = f"store {self.root} is opened read-only"
             elif not self._running:
                 path.refusal = f"store {self.root} is not running"
+            elif self.config.broker_role == "SLAVE":
+                # RocketMQ checkStoreStatus: a slave's log is its master's copy
+                path.refusal = f"store {self.root} is a slave (broker_role SLAVE): puts are forbidden"
             else:
                 path.refusal = self._disk_full
             path.accepting = path.refusal is None
@@ -484,7 +487,35 @@ class MessageStore(ColumnarReads, StoreMaintenance):
         return self.commit_log.scan(from_offset, check_crc=check_crc, on_damage=on_damage)
 
     def get_commitlog_data(self, offset: int) -> memoryview | None:
+        """The readable CommitLog bytes from offset to the end of its segment, as a view that
+        pins the segment (no copy: what a master streams to its slaves); None when nothing
+        is readable there."""
         return self.commit_log.get_data(offset)
+
+    def append_commit_log(self, offset: int, data: bytes | bytearray | memoryview
+                          | Sequence[bytes | bytearray | memoryview]) -> int:
+        """A slave's append of its master's CommitLog bytes (RocketMQ appendToCommitLog):
+        data (a buffer, or a list of buffers that follow each other) goes at offset, which
+        must be get_replica_offset() (in an empty CommitLog: a segment start). Records may be split across calls and segment ends: only whole
+        records become readable and are dispatched. Returns the new get_replica_offset().
+        ValueError naming the offset when it is not the end, when the bytes are not
+        CommitLog records (the bad ones are dropped), or when the store is not a slave's
+        (broker_role SLAVE) or not running; OSError when the disk has no room."""
+        if self.config.broker_role != "SLAVE":
+            raise ValueError(f"append_commit_log: store {self.root} is not a slave's "
+                             f"(broker_role {self.config.broker_role})")
+        if self.read_only or not self._running:
+            raise ValueError(f"append_commit_log: store {self.root} is "
+                             f"{'read-only' if self.read_only else 'not running'}")
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise ValueError(f"offset must be an int >= 0, got {offset!r}")
+        return self.commit_log.replica.append(offset, data)
+
+    def get_replica_offset(self) -> int:
+        """Where a slave's CommitLog ends, counting the received start of a record not
+        complete yet (what the slave reports to its master; RocketMQ's slave reports
+        getMaxPhyOffset). Equals get_max_phy_offset() on a master."""
+        return self.commit_log.replica.end()
 
     def get_min_phy_offset(self) -> int:
         return self.commit_log.min_offset()

@@ -1,0 +1,278 @@
+"""HAService: the master's side of replication (RocketMQ 4.9's HAService, AcceptSocketService
+and HAConnection with its ReadSocketService and WriteSocketService), on the broker's event loop.
+
+Each slave's first 8-byte report says where to start: its CommitLog end, or 0 for "from the
+master's last segment" (the start of the segment holding the master's end, as RocketMQ). From
+there the connection streams the CommitLog in frames of at most ``haTransferBatchSize`` bytes,
+each body a view of the mapped segment (no copy in Python), waiting for the transport to drain
+before the next; with nothing to send it sends a heartbeat (bodySize 0) every
+``haSendHeartbeatInterval``. Later reports are the slave's acknowledged offset. A slave silent
+for ``haHousekeepingInterval`` is dropped; bytes that break the protocol close the connection
+with one log line.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from rocketstore.ha.protocol import HEADER, REPORT_SIZE, HAFrameError, parse_report
+from rocketstore.store import MessageStore
+
+log = logging.getLogger("rocketstore.ha")
+
+#: how often an idle connection looks for new CommitLog bytes when no arrival woke it (RocketMQ
+#: WriteSocketService waits 100 ms)
+IDLE_POLL_S = 0.1
+
+
+@dataclass
+class SlaveState:
+    """What the master knows of one connected slave (for runtime info and SYNC_MASTER)."""
+
+    address: str
+    #: the offset of the slave's first report (-1 before it came)
+    request_offset: int = -1
+    #: the slave's last reported CommitLog end (-1 before the first report)
+    ack_offset: int = -1
+    #: where the next frame starts
+    next_transfer_offset: int = -1
+    connected_at: float = 0.0
+    #: more than haSlaveFallbehindMax behind at its last report
+    behind: bool = False
+
+
+class HAConnection:
+    """One slave's connection: a reader of its reports and a writer of CommitLog frames."""
+
+    def __init__(self, service: HAService, reader: asyncio.StreamReader,
+                 writer: asyncio.StreamWriter) -> None:
+        self.service = service
+        self.reader = reader
+        self.writer = writer
+        peer = writer.get_extra_info("peername")
+        address = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        self.state = SlaveState(address, connected_at=time.time())
+        self._requested = asyncio.Event()
+        self._last_read = time.monotonic()
+
+    @property
+    def address(self) -> str:
+        return self.state.address
+
+    async def run(self) -> None:
+        reading = asyncio.ensure_future(self._read_reports())
+        writing = asyncio.ensure_future(self._write_frames())
+        why = "closed"
+        try:
+            done, _ = await asyncio.wait({reading, writing},
+                                         return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                exc = task.exception()
+                if exc is not None:
+                    why = _describe(exc)
+                    break
+                why = task.result() or why
+        except asyncio.CancelledError:
+            why = "the master stops"
+            raise
+        finally:
+            for task in (reading, writing):
+                task.cancel()
+            await asyncio.gather(reading, writing, return_exceptions=True)
+            self.writer.close()
+            log.info("HA slave %s disconnected (%s); it had acknowledged offset %d",
+                     self.address, why, self.state.ack_offset)
+
+    async def _read_reports(self) -> str:
+        housekeeping = self.service.housekeeping_interval_s
+        while True:
+            try:
+                data = await asyncio.wait_for(self.reader.readexactly(REPORT_SIZE),
+                                              housekeeping)
+            except asyncio.TimeoutError:
+                silent_ms = int((time.monotonic() - self._last_read) * 1000)
+                log.warning("ha housekeeping, found this connection[%s] expired, %d ms",
+                            self.address, silent_ms)
+                return f"silent for {silent_ms} ms"
+            except asyncio.IncompleteReadError as exc:
+                return "end of stream" if not exc.partial else \
+                    f"end of stream inside a report ({len(exc.partial)} of 8 bytes)"
+            self._last_read = time.monotonic()
+            offset = parse_report(data)
+            self.state.ack_offset = offset
+            self._judge_lag(offset)
+            if self.state.request_offset < 0:
+                self.state.request_offset = offset
+                log.info("slave[%s] request offset %d", self.address, offset)
+                self._requested.set()
+
+    def _judge_lag(self, offset: int) -> None:
+        """Log when the slave falls more than haSlaveFallbehindMax behind, and when it is
+        back within it."""
+        lag = self.service.store.get_max_phy_offset() - offset
+        limit = self.service.store.config.ha_slave_fallbehind_max
+        if lag > limit and not self.state.behind:
+            self.state.behind = True
+            log.warning("HA slave %s falls behind: %d bytes behind the master "
+                        "(haSlaveFallbehindMax %d)", self.address, lag, limit)
+        elif lag <= limit and self.state.behind:
+            self.state.behind = False
+            log.info("HA slave %s is within haSlaveFallbehindMax again (%d bytes behind)",
+                     self.address, lag)
+
+    async def _write_frames(self) -> str:
+        service = self.service
+        store = service.store
+        await self._requested.wait()
+        offset = self.state.request_offset
+        if offset == 0:
+            # the start of the segment holding the end (RocketMQ: maxOffset - maxOffset % size)
+            end = store.get_max_phy_offset()
+            offset = end - end % store.config.mapped_file_size_commit_log
+        self.state.next_transfer_offset = offset
+        if offset > store.get_max_phy_offset():
+            log.warning("HA slave %s asks for offset %d, past the master's end %d: it gets "
+                        "heartbeats until the master gets there", self.address, offset,
+                        store.get_max_phy_offset())
+        log.info("HA slave %s: streaming the CommitLog from offset %d", self.address, offset)
+        batch = service.transfer_batch_size
+        writer = self.writer
+        last_write = time.monotonic()
+        while True:
+            view = store.get_commitlog_data(offset)
+            if view is None:
+                now = time.monotonic()
+                if now - last_write >= service.heartbeat_interval_s:
+                    writer.write(HEADER.pack(offset, 0))
+                    await writer.drain()
+                    last_write = time.monotonic()
+                    continue
+                wait = min(IDLE_POLL_S, service.heartbeat_interval_s - (now - last_write))
+                await service.wait_for_data(wait)
+                continue
+            size = min(len(view), batch)
+            writer.write(HEADER.pack(offset, size))
+            writer.write(view[:size] if size < len(view) else view)
+            del view        # the segment stays pinned only while the transport holds bytes
+            offset += size
+            self.state.next_transfer_offset = offset
+            await writer.drain()
+            last_write = time.monotonic()
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, HAFrameError):
+        return f"bad report: {exc}"
+    return f"{type(exc).__name__}: {exc}"
+
+
+class HAService:
+    """The master's HA listener; ``start()`` on the broker's event loop, ``stop()`` at
+    shutdown. ``slaves()`` tells who follows and how far they acknowledged."""
+
+    def __init__(self, store: MessageStore, *, port: int, bind_address: str = "127.0.0.1",
+                 transfer_batch_size: int | None = None,
+                 heartbeat_interval_ms: int | None = None,
+                 housekeeping_interval_ms: int | None = None) -> None:
+        config = store.config
+        self.store = store
+        self.port = port
+        self.bind_address = bind_address
+        self.transfer_batch_size = transfer_batch_size or config.ha_transfer_batch_size
+        if self.transfer_batch_size <= 0:
+            raise ValueError(f"transfer_batch_size must be positive, got {self.transfer_batch_size}")
+        self.heartbeat_interval_s = (heartbeat_interval_ms or config.ha_send_heartbeat_interval) / 1000
+        self.housekeeping_interval_s = \
+            (housekeeping_interval_ms or config.ha_housekeeping_interval) / 1000
+        self.connections: set[HAConnection] = set()
+        self._server: asyncio.AbstractServer | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._data = asyncio.Event()
+        self._wake_pending = False
+        self._listening = False
+
+    async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._server = await asyncio.start_server(self._accept, self.bind_address, self.port)
+        sockets = self._server.sockets
+        if sockets:
+            self.port = sockets[0].getsockname()[1]
+        if not self._listening:
+            self.store.add_arrival_listener(self._arrival)
+        self._listening = True
+        log.info("HAService listening on %s:%d", self.bind_address, self.port)
+
+    async def stop(self) -> None:
+        self._listening = False
+        server, self._server = self._server, None
+        if server is not None:
+            server.close()
+        for task in list(self._tasks):
+            task.cancel()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+        if server is not None:
+            await server.wait_closed()
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if not self._listening:
+            writer.close()
+            return
+        connection = HAConnection(self, reader, writer)
+        log.info("HAService receive new connection, %s", connection.address)
+        self.connections.add(connection)
+        task = asyncio.current_task()
+        assert task is not None
+        self._tasks.add(task)   # type: ignore[arg-type]
+        try:
+            await connection.run()
+        except asyncio.CancelledError:
+            pass
+        except Exception:   # noqa: BLE001 - one slave's failure never reaches the loop
+            log.exception("HA connection %s failed", connection.address)
+        finally:
+            self.connections.discard(connection)
+            self._tasks.discard(task)     # type: ignore[arg-type]
+
+    # ---- new data ----------------------------------------------------------------------------
+    def _arrival(self, topic: str, queue_id: int, next_offset: int) -> None:
+        """The store's arrival listener (its dispatch thread): wake idle connections once."""
+        if self._wake_pending or not self.connections or self._loop is None:
+            return
+        self._wake_pending = True
+        try:
+            self._loop.call_soon_threadsafe(self._wake)
+        except RuntimeError:    # the loop is closed: the broker stopped
+            pass
+
+    def _wake(self) -> None:
+        self._wake_pending = False
+        self._data.set()
+        self._data = asyncio.Event()
+
+    async def wait_for_data(self, timeout_s: float) -> None:
+        """Until new CommitLog bytes were dispatched or timeout_s passed."""
+        if timeout_s <= 0:
+            return
+        try:
+            await asyncio.wait_for(self._data.wait(), timeout_s)
+        except asyncio.TimeoutError:
+            pass
+
+    # ---- what it knows -----------------------------------------------------------------------
+    def slaves(self) -> list[dict[str, Any]]:
+        """Each connected slave: address, acknowledged offset and lag in bytes."""
+        end = self.store.get_max_phy_offset()
+        return [{"address": c.state.address, "ackOffset": c.state.ack_offset,
+                 "lagBytes": max(0, end - c.state.ack_offset) if c.state.ack_offset >= 0
+                 else None}
+                for c in sorted(self.connections, key=lambda c: c.state.address)]
+
+    def max_ack_offset(self) -> int:
+        """The highest offset a connected slave acknowledged (RocketMQ push2SlaveMaxOffset;
+        -1 with no slave)."""
+        return max((c.state.ack_offset for c in self.connections), default=-1)

@@ -1,0 +1,91 @@
+"""Masters and slaves as subprocesses on 127.0.0.1 for the replication tests: free ports, the
+HA port set explicitly, logs at INFO (the tests read the HA log lines), and ways to read a
+running broker's CommitLog and stores."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "system"))
+
+import system_servers as ss  # noqa: E402
+
+from rocketstore.remoting import RemotingClient, ResponseCode  # noqa: E402
+
+SEGMENT = 256 * 1024
+TOPIC = "HaTopic"
+QUEUES = 4
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def ha_broker(root: Path, name: str, *, broker_id: int = 0, role: str = "ASYNC_MASTER",
+              namesrv_addr: str = "", **properties: object) -> tuple[ss.Server, int]:
+    """A broker (store root/name) and its HA port."""
+    ha_port = free_port()
+    props: dict[str, object] = {
+        "brokerClusterName": "HaCluster", "brokerName": "broker-ha", "brokerId": broker_id,
+        "brokerRole": role, "listenPort": free_port(), "haListenPort": ha_port,
+        "storePathRootDir": str(root / name), "mappedFileSizeCommitLog": SEGMENT,
+        "mappedFileSizeConsumeQueue": 60_000, "fastListenPortEnable": "false",
+        "maxHashSlotNum": 5000, "maxIndexNum": 20000,
+        "haSendHeartbeatInterval": 1000,
+        **({"namesrvAddr": namesrv_addr} if namesrv_addr else {}),
+        **properties,
+    }
+    path = root / f"{name}.properties"
+    path.write_text("".join(f"{k}={v}\n" for k, v in props.items()), encoding="latin-1")
+    server = ss.Server(name, ["-m", "rocketstore.broker", "-c", str(path), "--log-level", "INFO"],
+                       ss.BROKER_BOOT)
+    return server, ha_port
+
+
+def commit_log_bytes(store_root: Path, start: int = 0) -> bytes:
+    """The CommitLog of a store directory from start to the end of its last segment file."""
+    out = bytearray()
+    for path in sorted((store_root / "commitlog").iterdir(), key=lambda p: p.name):
+        base = int(path.name)
+        data = path.read_bytes()
+        if base + len(data) <= start:
+            continue
+        out += data[max(0, start - base):]
+    return bytes(out)
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float, what: str, step: float = 0.1) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(step)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+async def send_many(address: str, count: int, first: int = 0, size: int = 300) -> list[bytes]:
+    """count sends of distinct bodies (SEND_MESSAGE_V2, queues round robin); their bodies."""
+    client = RemotingClient()
+    bodies = []
+    try:
+        for i in range(first, first + count):
+            body = f"m{i:07d}-".encode() + bytes([65 + i % 26]) * (size + i % 97)
+            response = await client.invoke(address, ss.send_request(TOPIC, i % QUEUES, body,
+                                                                     properties=f"KEYS\x01k{i}\x02"),
+                                           timeout=10)
+            assert response.code == ResponseCode.SUCCESS, (response.code, response.remark)
+            bodies.append(body)
+    finally:
+        await client.close()
+    return bodies
+
+
+def run(coro):  # noqa: ANN001, ANN201 - a test helper
+    return asyncio.run(coro)
