@@ -202,10 +202,12 @@ def read_index_geometry(path: str | os.PathLike[str],
     0), item indexCount-1 the last (phyOffset = endPhyOffset), the item after it is empty,
     each of the newest items is the head of its slot (keyHash % slots points at it), and the
     header's hashSlotCount and indexCount fit. ``preferred`` pairs (the config's, the previous
-    file's) are tried first, then every pair the size allows. A file without items reads the
-    same under any geometry: the first preferred pair that fits its size is taken, else the
-    4-items-a-slot one, else the one with the fewest slots. IndexGeometryError when no pair
-    fits the data, or several do (then give the geometry: max_hash_slot_num/max_index_num)."""
+    file's) and RocketMQ's 4 items a slot are tried first, then every pair the size allows.
+    When no pair fits the data (a damaged file), the first of those tried first that fits the
+    size is taken (IndexFile.check then finds the damage). A file without items reads the same
+    under any geometry: the first pair tried first that fits its size, else the one with the
+    fewest slots. IndexGeometryError when no pair fits the size, or none of those tried first
+    does and the data fit none or several (then give max_hash_slot_num/max_index_num)."""
     path = os.fspath(path)
     size = os.path.getsize(path)
     if size < index_file_size(1, 2) or (size - INDEX_HEADER_SIZE) % _WORD:
@@ -256,6 +258,9 @@ def _geometry_of(path: str, size: int, words: np.ndarray, preferred: list[tuple[
                 break
     if len(found) == 1:
         return found[0]
+    if not found and fits_size:
+        # damaged data: read as the config (or RocketMQ's ratio) says; its check finds the damage
+        return fits_size[0]
     if not found:
         raise IndexGeometryError(
             path, f"no geometry (hash slots, items) of its {size:,} bytes fits its "
