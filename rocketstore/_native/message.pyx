@@ -188,9 +188,8 @@ cdef class Message:
             parse_host(store_host)
         self.store_host = store_host
         if sys_flag & ~MESSAGE_SYS_FLAGS:
-            raise ValueError(f"sys_flag may only carry the compressed, multi-tags and transaction "
-                             f"bits (0x{MESSAGE_SYS_FLAGS:X}); the IPv6 bits are set by the store, "
-                             f"got {sys_flag:#x}")
+            raise ValueError(f"sys_flag may not carry the IPv6 host bits (0x30): the store sets "
+                             f"them from the hosts, got {sys_flag:#x}")
         self.sys_flag = sys_flag
         if reconsume_times < 0:
             raise ValueError(f"reconsume_times must be >= 0, got {reconsume_times}")

@@ -34,9 +34,9 @@ from rocketstore.store import (
     SEGMENT_NAME_DIGITS,
     StoreFormatError,
     StorePaths,
-    index_file_size,
     index_files,
     index_geometry,
+    read_index_geometry,
     segment_files,
 )
 
@@ -115,55 +115,49 @@ def locate_store(path: Path) -> StoreLocation:
 
 
 def index_options(f: Callable[..., Any]) -> Callable[..., Any]:
-    """--hash-slots / --index-num: the IndexFile geometry, when the file size alone does not
-    tell it (read from the size, it assumes RocketMQ's 4 items per slot)."""
+    """--hash-slots / --index-num: the geometry of new IndexFiles (existing ones are read with
+    the geometry their size and data show)."""
     f = click.option("--index-num", type=click.IntRange(min=2), default=None,
-                     help="Items per IndexFile (maxIndexNum) of the store; default: read from "
-                          "the files.")(f)
+                     help="Items per new IndexFile (maxIndexNum); default: the newest "
+                          "IndexFile's. Existing files are read as they were written.")(f)
     f = click.option("--hash-slots", type=click.IntRange(min=1), default=None,
-                     help="Hash slots per IndexFile (maxHashSlotNum) of the store; default: "
-                          "read from the files (40 + 4*slots + 20*items bytes, items = "
-                          "4*slots).")(f)
+                     help="Hash slots per new IndexFile (maxHashSlotNum); default: the newest "
+                          "IndexFile's (found from its size, 40 + 4*slots + 20*items bytes, "
+                          "and its data). Existing files are read as they were written.")(f)
     return f
 
 
 def _index_settings(paths: StorePaths, hash_slots: int | None, index_num: int | None
                     ) -> dict[str, int]:
-    """StoreConfig settings for the IndexFile geometry: the one the store's IndexFiles have
-    (checked against --hash-slots/--index-num when given), or what those options say when
-    there is no IndexFile yet. Every IndexFile must have the first one's size: a store opened
-    for writing would drop and rebuild one of another size."""
+    """StoreConfig settings for the IndexFile geometry of --hash-slots/--index-num: the one new
+    IndexFiles get (each existing file is read with its own, found from its data). One of the
+    two alone takes the other from the newest IndexFile's size, or RocketMQ's 4 items a slot
+    when there is none; neither: the newest file's geometry (the store goes on as written)."""
     files = index_files(paths.root)
+    if hash_slots is None and index_num is None:
+        for path in reversed(files):
+            try:
+                slots, items = read_index_geometry(path)
+            except StoreFormatError:
+                continue        # opening the store reports the file
+            return {"max_hash_slot_num": slots, "max_index_num": items}
+        return {}
+    if hash_slots is not None and index_num is not None:
+        return {"max_hash_slot_num": hash_slots, "max_index_num": index_num}
     if not files:
         if hash_slots is not None:
-            return {"max_hash_slot_num": hash_slots,
-                    "max_index_num": 4 * hash_slots if index_num is None else index_num}
-        if index_num is not None:
-            return {"max_hash_slot_num": max(1, index_num // 4), "max_index_num": index_num}
-        return {}
-    size = os.path.getsize(files[0])
+            return {"max_hash_slot_num": hash_slots, "max_index_num": 4 * hash_slots}
+        assert index_num is not None
+        return {"max_hash_slot_num": max(1, index_num // 4), "max_index_num": index_num}
+    size = os.path.getsize(files[-1])
     try:
         slots, items = index_geometry(size, hash_slots, index_num)
     except StoreFormatError as exc:
-        if hash_slots is None and index_num is None:
-            raise fail(f"index file {files[0]} is {size:,} bytes, which is not RocketMQ's 4 "
-                       "items per hash slot (40 + 84*slots): give the store's --hash-slots "
-                       "and/or --index-num", exc) from None
-        given = " ".join(f"{name} {value}" for name, value in
-                         (("--hash-slots", hash_slots), ("--index-num", index_num))
-                         if value is not None)
-        hint = "" if hash_slots is not None and index_num is not None else (
-            f"; give {'--index-num' if index_num is None else '--hash-slots'} too")
-        raise fail(f"{given} does not fit index file {files[0]} ({size:,} bytes = 40 + "
-                   f"4*slots + 20*items){hint}", exc) from None
-    expected = index_file_size(slots, items)
-    for other in files[1:]:
-        if os.path.getsize(other) != expected:
-            raise fail(f"index file {other} is {os.path.getsize(other):,} bytes, not the "
-                       f"{expected:,} bytes of {files[0]} ({slots:,} hash slots, {items:,} "
-                       "items)")
-    if hash_slots is None and index_num is None:
-        return {}       # MessageStore.open reads the same from the files
+        given = "--hash-slots" if hash_slots is not None else "--index-num"
+        other = "--index-num" if hash_slots is not None else "--hash-slots"
+        raise fail(f"{given} {hash_slots if hash_slots is not None else index_num} does not fit "
+                   f"index file {files[-1]} ({size:,} bytes = 40 + 4*slots + 20*items): give "
+                   f"{other} too", exc) from None
     return {"max_hash_slot_num": slots, "max_index_num": items}
 
 

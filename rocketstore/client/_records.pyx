@@ -10,8 +10,6 @@ from cpython.bytes cimport PyBytes_FromStringAndSize
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
 
-import zlib
-
 from rocketstore.client.message import MessageExt
 from rocketstore.common import properties as _properties
 from rocketstore.common import record as _record
@@ -27,6 +25,7 @@ cdef str PROPERTY_SEPARATOR = _properties.PROPERTY_SEPARATOR
 
 cdef object _new_ext = MessageExt.__new__
 cdef object _CorruptMessageError = None
+cdef object _decompressed_or_stored = None
 
 
 cdef inline uint32_t u32(const uint8_t* p) noexcept nogil:
@@ -51,6 +50,16 @@ cdef object corrupt(str message):
         from rocketstore.client.records import CorruptMessageError
         _CorruptMessageError = CorruptMessageError
     return _CorruptMessageError(message)
+
+
+cdef object decompressed(bytes body, int sys_flag, str topic, int32_t queue_id, int64_t queue_offset):
+    """records.decompressed_or_stored (the codec named by the sysFlag; the stored body and a
+    logged line when it does not decode)."""
+    global _decompressed_or_stored
+    if _decompressed_or_stored is None:
+        from rocketstore.client.records import decompressed_or_stored
+        _decompressed_or_stored = decompressed_or_stored
+    return _decompressed_or_stored(body, sys_flag, topic, queue_id, queue_offset)
 
 
 cdef dict decode_properties(const uint8_t* p, Py_ssize_t n):
@@ -126,10 +135,8 @@ def decode_messages(body, bint decompress=True, broker_name=None):
         except UnicodeDecodeError:
             raise corrupt(f"record at {pos}: PROPERTIES are not UTF-8") from None
         if decompress and sys_flag & COMPRESSED and body_length:
-            try:
-                msg_body = zlib.decompress(msg_body)
-            except zlib.error as exc:
-                raise corrupt(f"record at {pos}: compressed BODY does not inflate: {exc}") from None
+            msg_body = decompressed(msg_body, sys_flag, topic, i32(base + pos + 12),
+                                   i64(base + pos + 20))
         msg = _new_ext(MessageExt)
         msg._topic = topic
         msg._body = msg_body

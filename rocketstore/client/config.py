@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import IO, Any, TypeVar
 
+from rocketstore.common.compression import compression_flags
 from rocketstore.common.consume import ConsumeFromWhere, MessageModel
 from rocketstore.common.java_properties import (
     camel_case,
@@ -35,6 +36,8 @@ TOOLS_CONSUMER_GROUP = "TOOLS_CONSUMER"
 #: A group name: the topic characters, up to 255 of them.
 _GROUP_CHARS = TOPIC_NAME_RE.pattern[:-1]
 _GROUP_RE = re.compile(_GROUP_CHARS + "{1,255}")
+#: The levels each codec takes (the LZ4 frame codec ignores its level).
+_COMPRESS_LEVELS = {"ZLIB": (0, 9), "ZSTD": (1, 22), "LZ4": (0, 16)}
 
 
 def local_ip() -> str:
@@ -168,8 +171,11 @@ class ProducerConfig(ClientConfig):
     default_topic_queue_nums: int = 4
     send_msg_timeout: int = 3_000
     compress_msg_body_over_howmuch: int = 4 * 1024
-    #: zlib level of compressed bodies (RocketMQ's rocketmq.message.compressLevel).
+    #: The level of compressed bodies (RocketMQ's rocketmq.message.compressLevel; LZ4 has none).
     compress_level: int = 5
+    #: The codec of compressed bodies: ZLIB, LZ4 or ZSTD (RocketMQ's
+    #: rocketmq.message.compressType); the sysFlag says which (ZLIB 0x301, LZ4 0x101, ZSTD 0x201).
+    compress_type: str = "ZLIB"
     retry_times_when_send_failed: int = 2
     retry_times_when_send_async_failed: int = 2
     retry_another_broker_when_not_store_ok: bool = False
@@ -189,8 +195,11 @@ class ProducerConfig(ClientConfig):
                      "compress_msg_body_over_howmuch"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must not be negative, got {getattr(self, name)}")
-        if not 0 <= self.compress_level <= 9:
-            raise ValueError(f"compress_level must be in [0, 9], got {self.compress_level}")
+        compression_flags(self.compress_type)      # ValueError naming compress_type
+        low, high = _COMPRESS_LEVELS.get(self.compress_type.strip().upper(), (0, 9))
+        if not low <= self.compress_level <= high:
+            raise ValueError(f"compress_level must be in [{low}, {high}] for {self.compress_type}, "
+                             f"got {self.compress_level}")
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,9 @@ selector, and sends SEND_MESSAGE_V2 (SEND_BATCH_MESSAGE for a batch). A synchron
 fails on the network, or gets a broker error that another broker may not have (SYSTEM_ERROR,
 SYSTEM_BUSY... see ``RETRY_RESPONSE_CODES``), is tried again on another broker, up to
 ``retry_times_when_send_failed`` more times, within ``send_msg_timeout`` overall. Bodies over
-``compress_msg_body_over_howmuch`` (4 KiB) go zlib-compressed with sysFlag bit 0; consumers
-inflate them.
+``compress_msg_body_over_howmuch`` (4 KiB) go compressed with ``compress_type`` (ZLIB by default,
+or LZ4 or ZSTD), with sysFlag bit 0 and the codec in bits 8-10 as RocketMQ's producer sets them
+(a ZLIB body is 0x301); consumers decode them by those bits.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ import enum
 import logging
 import threading
 import time
-import zlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -42,6 +42,7 @@ from rocketstore.client.message import (
 from rocketstore.client.records import encode_batch
 from rocketstore.client.route import TopicPublishInfo
 from rocketstore.client.selector import MessageQueueSelector
+from rocketstore.common.compression import compress_body, compression_flags
 from rocketstore.common.send_header import V2_NAME
 from rocketstore.remoting import ResponseCode
 from rocketstore.remoting.errors import RemotingConnectError, RemotingError
@@ -62,7 +63,6 @@ _SEND_STATUS = {
 }
 #: How long a broker that refused a connection is avoided (with send_latency_fault_enable).
 _NOT_AVAILABLE_SECONDS = 30.0
-_COMPRESSED = int(SysFlag.COMPRESSED)
 _TRANSACTION_PREPARED = int(SysFlag.TRANSACTION_PREPARED)
 
 
@@ -292,8 +292,8 @@ class AsyncProducer:
         sys_flag = 0
         body = msg.body
         if not batch and len(body) > self.config.compress_msg_body_over_howmuch:
-            body = zlib.compress(body, self.config.compress_level)
-            sys_flag |= _COMPRESSED
+            body = compress_body(body, self.config.compress_type, self.config.compress_level)
+            sys_flag |= compression_flags(self.config.compress_type)
         properties = msg.properties
         if properties.get(MessageConst.TRANSACTION_PREPARED) == "true":
             sys_flag |= _TRANSACTION_PREPARED

@@ -11,8 +11,8 @@ batch body (docs/remoting.md, 8.1) as RocketMQ's ``MessageDecoder.encodeMessages
 
 from __future__ import annotations
 
+import logging
 import struct
-import zlib
 from collections.abc import Sequence
 
 from rocketstore.client._records import decode_messages as _native_decode
@@ -24,11 +24,13 @@ from rocketstore.client.message import (
     encode_properties,
 )
 from rocketstore.common.batch import BatchBodyError, decode_batch_body, encode_batch_body
+from rocketstore.common.compression import BodyCodecError, decompress_body
 from rocketstore.common.record import (
     MESSAGE_MAGIC_CODE,
     MESSAGE_MAGIC_CODE_V2,
     MIN_RECORD_SIZE,
 )
+from rocketstore.common.text import quote
 
 #: TOTALSIZE MAGIC BODYCRC QUEUEID FLAG QUEUEOFFSET PHYSICALOFFSET SYSFLAG BORNTIMESTAMP
 _HEAD = struct.Struct(">iIiiiqqiq")
@@ -37,8 +39,25 @@ _I64 = struct.Struct(">q")
 _I16 = struct.Struct(">h")
 
 
+log = logging.getLogger("rocketstore.client")
+
+
 class CorruptMessageError(ValueError):
     """A record that cannot be decoded: the message names the field and its position."""
+
+
+def decompressed_or_stored(body: bytes, sys_flag: int, topic: str, queue_id: int,
+                           queue_offset: int) -> bytes:
+    """A compressed body decoded with the codec its SYSFLAG names, or, when it does not decode,
+    the body as stored with one WARNING line: the message is delivered (its sys_flag still has
+    the COMPRESSED bit), neither dropped nor stopping the queue behind it."""
+    try:
+        return decompress_body(body, sys_flag)
+    except BodyCodecError as exc:
+        log.warning("message %s-%d@%d: compressed body delivered as stored (%d bytes, sysFlag "
+                    "%#x): %s", quote(topic), queue_id, queue_offset, len(body),
+                    sys_flag, exc)
+        return body
 
 
 #: The fixed part of the common record (IPv4 hosts), up to BODYLENGTH, in one unpack.
@@ -112,10 +131,7 @@ def decode_message(data: memoryview, pos: int = 0, *, decompress: bool = True) -
     except UnicodeDecodeError:
         raise CorruptMessageError(f"record at {pos}: PROPERTIES are not UTF-8") from None
     if decompress and sys_flag & _COMPRESSED and body:
-        try:
-            body = zlib.decompress(body)
-        except zlib.error as exc:
-            raise CorruptMessageError(f"record at {pos}: compressed BODY does not inflate: {exc}") from None
+        body = decompressed_or_stored(body, sys_flag, topic, queue_id, queue_offset)
     msg = MessageExt(topic, body, flag=flag, properties=properties)
     msg.queue_id = queue_id
     msg.store_size = total

@@ -56,15 +56,35 @@ class SysFlag(enum.IntFlag):
 
 #: The two transaction bits of SYSFLAG.
 TRANSACTION_TYPE_MASK = 0xC
-#: Bits 8-10 of SYSFLAG: the compression type of a compressed body (RocketMQ 5; 0 is zlib in
-#: 4.x records).
+#: Bits 8-10 of SYSFLAG: the codec of a compressed body (MessageSysFlag's COMPRESSION_*_TYPE,
+#: RocketMQ 4.9.8). 0 (older clients) means zlib, as 3 does; 4-7 name no codec.
 COMPRESSION_TYPE_MASK = 0x7 << 8
 COMPRESSION_LZ4 = 0x1 << 8
 COMPRESSION_ZSTD = 0x2 << 8
 COMPRESSION_ZLIB = 0x3 << 8
-#: The bits a message carries from its producer (compressed, multi tags, transaction type);
-#: the host bits are the store's, set by the record's hosts.
-MESSAGE_SYS_FLAGS = int(SysFlag.COMPRESSED | SysFlag.MULTI_TAGS) | TRANSACTION_TYPE_MASK
+#: The codec names of RocketMQ's CompressionType (``rocketmq.message.compressType``) and the
+#: SYSFLAG bits each sets beside COMPRESSED.
+COMPRESSION_FLAGS = {"LZ4": COMPRESSION_LZ4, "ZSTD": COMPRESSION_ZSTD, "ZLIB": COMPRESSION_ZLIB}
+#: The IPv6 host bits: the store sets them from the record's hosts.
+HOST_V6_FLAGS = int(SysFlag.BORNHOST_V6 | SysFlag.STOREHOST_V6)
+#: The bits a message carries from its producer, kept as sent (RocketMQ's broker stores the
+#: request's sysFlag whole: compressed, multi tags, transaction type, codec, and any other):
+#: every bit but the host bits.
+MESSAGE_SYS_FLAGS = ~HOST_V6_FLAGS
+
+
+def compression_name(sys_flag: int) -> str:
+    """The codec of a compressed body with this SYSFLAG ("ZLIB", "LZ4" or "ZSTD"), as RocketMQ's
+    MessageSysFlag.getCompressionType reads bits 8-10; ValueError for 4-7, which name none."""
+    value = (sys_flag & COMPRESSION_TYPE_MASK) >> 8
+    if value in (0, 3):
+        return "ZLIB"
+    if value == 1:
+        return "LZ4"
+    if value == 2:
+        return "ZSTD"
+    raise ValueError(f"sysFlag {sys_flag & 0xFFFFFFFF:#x}: compression type {value} (bits 8-10) "
+                     "is none of LZ4 1, ZSTD 2, ZLIB 3")
 
 
 def c_header() -> str:
@@ -73,10 +93,10 @@ def c_header() -> str:
     codes = ("MESSAGE_MAGIC_CODE", "MESSAGE_MAGIC_CODE_V2", "BLANK_MAGIC_CODE")
     sizes = ("END_FILE_MIN_BLANK_LENGTH", "MIN_RECORD_SIZE", "MAX_TOPIC_LENGTH",
              "MAX_PROPERTIES_LENGTH", "TRANSACTION_TYPE_MASK", "COMPRESSION_TYPE_MASK",
-             "MESSAGE_SYS_FLAGS",
+             "MESSAGE_SYS_FLAGS", "HOST_V6_FLAGS",
              *(name for name in globals() if name.endswith("_OFFSET")))
     lines = [f"#define RS_{name} {globals()[name]:#x}u" for name in codes]
-    lines += [f"#define RS_{name} {int(globals()[name])}" for name in sizes]
+    lines += [f"#define RS_{name} ({int(globals()[name])})" for name in sizes]
     lines += [f"#define RS_SYSFLAG_{name} {flag.value}"
               for name, flag in SysFlag.__members__.items()]
     # the first (most significant) byte of each magic code, which a scan looks for

@@ -30,6 +30,7 @@ from rocketstore.store.get_message import GetMessageResult
 from rocketstore.store.layout import (
     CONFIG_DIR,
     SEGMENT_NAME_DIGITS,
+    IndexGeometryError,
     StoreFormatError,
     StorePaths,
     consume_queue_files,
@@ -37,6 +38,7 @@ from rocketstore.store.layout import (
     index_file_size,
     index_files,
     index_geometry,
+    read_index_geometry,
     segment_files,
 )
 from rocketstore.store.message_store import MessageStore, QueryMessageResult
@@ -85,6 +87,7 @@ __all__ = [
     "RecoveryReport",
     "SalvageReport",
     "Segment",
+    "IndexGeometryError",
     "StoreFormatError",
     "StoreLockedError",
     "StorePaths",
@@ -102,6 +105,7 @@ __all__ = [
     "index_file_size",
     "index_files",
     "index_geometry",
+    "read_index_geometry",
     "load_offset_table",
     "offsets_lock",
     "parse_subscription",

@@ -39,7 +39,12 @@ from rocketstore._native.index_keys import index_key_hash, record_index_key_hash
 from rocketstore._native.mapped_file import MappedFile
 from rocketstore.config import StoreConfig
 from rocketstore.store.clock import Clock, SystemClock
-from rocketstore.store.layout import INDEX_DIR, is_index_file_name
+from rocketstore.store.layout import (
+    INDEX_DIR,
+    IndexGeometryError,
+    is_index_file_name,
+    read_index_geometry,
+)
 from rocketstore.store.mapped_file_queue import remove_creating_leftovers
 
 __all__ = ["IndexBatch", "IndexFileCorruptError", "IndexHole", "IndexService", "index_file_name"]
@@ -186,8 +191,7 @@ class IndexService:
                 for name in self._file_names():
                     path = os.path.join(self.store_path, name)
                     try:
-                        f = IndexFile.load(path, self.hash_slot_num, self.index_num,
-                                           read_only=self.read_only)
+                        f = self._load_file(path, loaded[-1] if loaded else None)
                     except IndexFileCorruptError as exc:
                         if tolerate_damage:
                             bad.append((name, exc.reason))
@@ -234,6 +238,20 @@ class IndexService:
             self._checked = {id(loaded[-1])} if loaded and not self.read_only else set()
             for name, why in bad:
                 self._add_hole(name, why)
+
+    def _load_file(self, path: str, previous: IndexFile | None) -> IndexFile:
+        """The IndexFile at path with the geometry it was written with (read from its data:
+        the config's, or the file before it's, is tried first; new files get the config's,
+        as RocketMQ's, while an old file keeps its own). IndexFileCorruptError when its size
+        or data fit no geometry."""
+        preferred = [(self.hash_slot_num, self.index_num)]
+        if previous is not None:
+            preferred.append((previous.hash_slot_num, previous.index_num))
+        try:
+            slots, items = read_index_geometry(path, preferred)
+        except IndexGeometryError as exc:
+            raise IndexFileCorruptError(path, exc.reason) from None
+        return IndexFile.load(path, slots, items, read_only=self.read_only)
 
     def _drop_loaded(self, f: IndexFile) -> None:
         if self.read_only:

@@ -66,11 +66,16 @@ log = logging.getLogger("rocketstore.store")
 _open_stores: weakref.WeakSet[MessageStore] = weakref.WeakSet()
 
 
-def _fit_to_files(root: str, config: StoreConfig) -> StoreConfig:
+def _fit_to_files(root: str, config: StoreConfig, *, index_geometry_given: bool) -> StoreConfig:
     """config with the file sizes of the files already in the store: an existing store opens
-    as it was written (segment, ConsumeQueue and IndexFile sizes cannot change under it)."""
+    as it was written (segment and ConsumeQueue sizes cannot change under it). Each IndexFile
+    is read with its own geometry (IndexService.load); new ones get the config's when it was
+    given, as RocketMQ's, else the newest file's."""
     found = detect_geometry(root, config.store_path_commit_log,
                             hash_slots=config.max_hash_slot_num, index_num=config.max_index_num)
+    if index_geometry_given:
+        found.pop("max_hash_slot_num", None)
+        found.pop("max_index_num", None)
     changes = {name: size for name, size in found.items() if getattr(config, name) != size}
     if not changes:
         return config
@@ -103,11 +108,12 @@ class MessageStore(ColumnarReads, StoreMaintenance):
                  disk_probe: DiskUsageProbe | None = None, clock: Clock | None = None
                  ) -> None:
         self.root = os.path.abspath(os.fspath(root))
+        given = config is not None
         if config is None:
             config = StoreConfig(store_path_root_dir=self.root)
         elif not isinstance(config, StoreConfig):
             raise TypeError(f"config must be a StoreConfig, got {type(config).__name__}")
-        self.config = config = _fit_to_files(self.root, config)
+        self.config = config = _fit_to_files(self.root, config, index_geometry_given=given)
         self.paths = StorePaths.of(self.root, config.store_path_commit_log)
         self.read_only = bool(read_only or config.read_only)
         ro = self.read_only

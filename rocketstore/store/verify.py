@@ -27,7 +27,12 @@ from rocketstore.common.text import is_ascii_int
 from rocketstore.config import StoreConfig
 from rocketstore.store.consume_queue import BLANK_UNIT_SIZE, UNIT_DTYPE, ConsumeQueue
 from rocketstore.store.damage import DamagedRange
-from rocketstore.store.layout import INDEX_HEADER_SIZE, INDEX_SLOT_SIZE
+from rocketstore.store.layout import (
+    INDEX_HEADER_SIZE,
+    INDEX_SLOT_SIZE,
+    IndexGeometryError,
+    read_index_geometry,
+)
 from rocketstore.store.message_store import MessageStore
 from rocketstore.store.shutdown_state import QUEUE_OFFSETS_FILE, check_shutdown_state
 from rocketstore.store.store_lock import lock_holder
@@ -255,7 +260,7 @@ def _in_ranges(offsets: np.ndarray, ranges: list[DamagedRange]) -> np.ndarray:
 
 def _check_index(store: MessageStore, starts: np.ndarray, report: VerifyReport) -> None:
     config = store.config
-    slots, items = config.max_hash_slot_num, config.max_index_num
+    geometry: tuple[int, int] | None = (config.max_hash_slot_num, config.max_index_num)
     log_min = store.get_min_phy_offset()
     for path in sorted(os.listdir(store.index_service.store_path)
                        if os.path.isdir(store.index_service.store_path) else []):
@@ -264,10 +269,17 @@ def _check_index(store: MessageStore, starts: np.ndarray, report: VerifyReport) 
             continue
         report.index_files += 1
         try:
+            # each file as it was written (the config's geometry is for new files)
+            slots, items = read_index_geometry(full, [geometry, (config.max_hash_slot_num,
+                                                                 config.max_index_num)])
             f = IndexFile.load(full, slots, items, read_only=True)
+        except IndexGeometryError as exc:
+            report.index.add(f"{path}: {exc.reason}")
+            continue
         except IndexFileCorruptError as exc:
             report.index.add(f"{path}: {exc.reason}")
             continue
+        geometry = (slots, items)
         try:
             why = f.check()
             if why is not None:

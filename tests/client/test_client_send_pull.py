@@ -107,7 +107,7 @@ def test_every_kind_of_send_is_read_back(tmp_path: Path) -> None:
                 assert received.tags == msg.tags
                 assert received.keys == msg.keys
                 assert received.get_property("seq") == msg.get_property("seq")
-            assert by_id[big.uniq_key].sys_flag & 1                    # stored compressed
+            assert by_id[big.uniq_key].sys_flag & 0x701 == 0x301       # stored ZLIB-compressed
             assert by_id[delayed.uniq_key].store_timestamp >= delayed_at * 1000 + 1000 - 50
             for key in ("order-0", "order-1"):
                 ordered = [m for m in got if m.body.startswith(f"order-{key[-1]}-".encode())]

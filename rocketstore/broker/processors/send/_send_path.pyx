@@ -32,7 +32,7 @@ from rocketstore._native.includes.byteorder cimport rs_put_u32
 from rocketstore._native.hosts cimport MSG_ID_TEXT, msg_id_into
 from rocketstore._native.message cimport Message
 from rocketstore._native.put_path cimport PutLock, lock_clock_ns
-from rocketstore._native.record cimport MESSAGE_SYS_FLAGS, SYSFLAG_TRANSACTION_MASK
+from rocketstore._native.record cimport MESSAGE_SYS_FLAGS, SYSFLAG_MULTI_TAGS, SYSFLAG_TRANSACTION_MASK
 from rocketstore._native.record_writer cimport PutMessageResult
 from rocketstore.broker.processors.send._send_header cimport (
     WAIT_ABSENT, WAIT_FALSE, WAIT_TRUE, SendRequestHeader, read_properties_text,
@@ -72,6 +72,7 @@ cdef int _TOPIC_NOT_EXIST = ResponseCode.TOPIC_NOT_EXIST
 cdef long long _PERM_WRITE = _PERM_WRITE_BIT
 cdef long long _INT32_MAX = 2147483647
 cdef long long _INT32_MIN = -2147483648
+cdef str _MULTI_TAG = "MULTI_TAG"     # TopicConfig.topic_filter_type
 
 cdef str _RETRY_PREFIX = _RETRY_GROUP_TOPIC_PREFIX
 cdef str _DELAY = MessageProperty.DELAY
@@ -338,7 +339,13 @@ cdef class SendPath(DirectHandler):
             if write_nums <= 0:
                 return create_response(request, _NO_PERMISSION, f"topic[{topic}] has no write queue")
             queue_id = randrange(write_nums)
+        if not _INT32_MIN <= header.sys_flag <= _INT32_MAX:
+            return create_response(request, _MESSAGE_ILLEGAL,
+                                   f"sysFlag {header.sys_flag} is not an int")
+        # kept as the client sent it (codec bits 8-10 too), but the host bits the store sets
         sys_flag = <int>(header.sys_flag & MESSAGE_SYS_FLAGS)
+        if topic_config.topic_filter_type == _MULTI_TAG:
+            sys_flag |= SYSFLAG_MULTI_TAGS
         if sys_flag & SYSFLAG_TRANSACTION_MASK and self.reject_transaction:
             return self._transaction_refused(request)
         if header.batch:
