@@ -1,6 +1,7 @@
 """Replication throughput: how fast a slave appends its master's CommitLog (MB/s), against a
 raw loopback socket copy of the same bytes in the same run (issue 27: replication >= 0.5 of
-the raw copy).
+the raw copy); and SYNC_MASTER against ASYNC_MASTER send throughput and p99 (issue 27:
+SYNC_MASTER >= 0.7 of ASYNC_MASTER with 32 producers).
 
 A master store is filled first (--mb of messages of --size bytes, 256 MiB segments by
 default). Then, alternating --repeat times:
@@ -14,7 +15,15 @@ default). Then, alternating --repeat times:
 Beside wall-clock rates it prints MB per CPU second of both ends (every thread: the slave's
 dispatch included), which a busy machine disturbs less.
 
-    python bench/ha.py [--mb 512] [--size 1024] [--repeat 3] [--json ha.json]
+Sends (``--only sends``, or both parts by default): a master broker and its slave broker as
+subprocesses (ASYNC_FLUSH), once with the master a SYNC_MASTER and once an ASYNC_MASTER,
+alternating ``--repeat`` times; ``--producers`` connections each send SEND_MESSAGE_V2 frames as
+a Java producer writes them (WAIT=true, ``--size`` byte bodies) one at a time, the next when
+the reply came (a synchronous producer), for ``--seconds``. Every reply must be SUCCESS.
+Throughput (sends/s) and the latency percentiles of the replies.
+
+    python bench/ha.py [--only replication|sends] [--mb 512] [--size 1024] [--repeat 3]
+                       [--producers 32] [--seconds 5] [--json ha.json]
 """
 from __future__ import annotations
 
@@ -23,6 +32,7 @@ import asyncio
 import os
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import time
@@ -45,6 +55,7 @@ from rocketstore.ha import HAClient, HAService  # noqa: E402
 from rocketstore.remoting.eventloop import loop_factory  # noqa: E402
 
 TARGET = 0.5
+SYNC_TARGET = 0.7
 BATCH = 32 * 1024
 
 
@@ -203,6 +214,121 @@ def run_ha(root: str, segment: int, end: int, dirs: TempDirs) -> tuple[float, fl
         dirs.remove(slave_root)
 
 
+# ---- SYNC_MASTER against ASYNC_MASTER --------------------------------------------------------
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_pair(dirs: TempDirs, role: str) -> tuple[object, object]:
+    """A master broker (role) and a slave following it; both running, the slave connected."""
+    import broker as B
+
+    master_ha = free_port()
+    master_root, slave_root = dirs.new(f"{role}-master"), dirs.new(f"{role}-slave")
+    master = B.start_broker(master_root, os.path.join(master_root, "store"), brokerRole=role,
+                            haListenPort=master_ha)
+    try:
+        slave = B.start_broker(slave_root, os.path.join(slave_root, "store"), brokerRole="SLAVE",
+                               brokerId=1, haListenPort=free_port(),
+                               haMasterAddress=f"127.0.0.1:{master_ha}")
+    except BaseException:
+        master.stop()
+        raise
+    return master, slave
+
+
+async def one_producer(port: int, frames: list[bytes], until: float,
+                       latencies: list[float], failures: list[bytes]) -> int:
+    """Sends frames one at a time until ``until``; the number answered SUCCESS."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    done = 0
+    loop = asyncio.get_running_loop()
+    try:
+        i = 0
+        while loop.time() < until:
+            began = time.perf_counter()
+            writer.write(frames[i % len(frames)])
+            i += 1
+            (length,) = struct.unpack(">i", await reader.readexactly(4))
+            reply = await reader.readexactly(length)
+            latencies.append(time.perf_counter() - began)
+            if not reply.startswith(b'{"code":0,', 4):
+                failures.append(reply[4:200])
+            else:
+                done += 1
+    finally:
+        writer.close()
+    return done
+
+
+async def send_window(address: str, producers: int, seconds: float, size: int
+                      ) -> tuple[float, list[float], list[bytes]]:
+    """(sends/s, latencies in s, failed replies' headers) of ``producers`` synchronous
+    producers over ``seconds``."""
+    import broker as B
+
+    port = int(address.rsplit(":", 1)[1])
+    body = os.urandom(size)
+    frames = [B.send_frame(body, i % 8, i) for i in range(256)]
+    await B.create_topic(address, B.TOPIC, 8)
+    warm_lat: list[float] = []
+    warm_fail: list[bytes] = []
+    loop = asyncio.get_running_loop()
+    await asyncio.gather(*(one_producer(port, frames, loop.time() + 0.5, warm_lat, warm_fail)
+                           for _ in range(producers)))
+    latencies: list[float] = []
+    failures: list[bytes] = []
+    t0 = time.perf_counter()
+    until = loop.time() + seconds
+    counts = await asyncio.gather(*(one_producer(port, frames, until, latencies, failures)
+                                    for _ in range(producers)))
+    elapsed = time.perf_counter() - t0
+    return sum(counts) / elapsed, latencies, failures
+
+
+def percentile(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * p / 100))]
+
+
+def measure_sends(args: argparse.Namespace, dirs: TempDirs) -> dict[str, object]:
+    rates: dict[str, list[float]] = {"SYNC_MASTER": [], "ASYNC_MASTER": []}
+    p99: dict[str, list[float]] = {"SYNC_MASTER": [], "ASYNC_MASTER": []}
+    p50: dict[str, list[float]] = {"SYNC_MASTER": [], "ASYNC_MASTER": []}
+    for _ in range(args.repeat):
+        for role in ("SYNC_MASTER", "ASYNC_MASTER"):
+            master, slave = start_pair(dirs, role)
+            try:
+                time.sleep(1.0)     # the slave connects
+                rate, latencies, failures = loop_factory()().run_until_complete(send_window(
+                    master.address, args.producers, args.seconds, args.size))  # type: ignore[attr-defined]
+            finally:
+                slave.stop()    # type: ignore[attr-defined]
+                master.stop()   # type: ignore[attr-defined]
+            if failures:
+                raise RuntimeError(f"{role}: {len(failures)} sends failed, first {failures[0]!r}")
+            rates[role].append(rate)
+            p50[role].append(percentile(latencies, 50) * 1000)
+            p99[role].append(percentile(latencies, 99) * 1000)
+            print(f"  {role}: {rate:,.0f} sends/s, p50 {p50[role][-1]:.2f} ms, "
+                  f"p99 {p99[role][-1]:.2f} ms", flush=True)
+    sync, async_ = median(rates["SYNC_MASTER"]), median(rates["ASYNC_MASTER"])
+    ratio = sync / async_
+    print(markdown_table(
+        ["master", "sends/s (median)", "p50 ms", "p99 ms", "ratio to ASYNC_MASTER", "target"],
+        [["ASYNC_MASTER", f"{async_:,.0f}", f"{median(p50['ASYNC_MASTER']):.2f}",
+          f"{median(p99['ASYNC_MASTER']):.2f}", "1.00", ""],
+         ["SYNC_MASTER", f"{sync:,.0f}", f"{median(p50['SYNC_MASTER']):.2f}",
+          f"{median(p99['SYNC_MASTER']):.2f}", f"{ratio:.2f}",
+          f">= {SYNC_TARGET}: {'PASS' if ratio >= SYNC_TARGET else 'MISS'}"]]))
+    print(f"({args.producers} synchronous producers, {args.size} B bodies, {args.seconds:g} s "
+          f"windows, master and slave on this machine; load average {os.getloadavg()[0]:.1f})")
+    return {"producers": args.producers, "rates": rates, "p50_ms": p50, "p99_ms": p99,
+            "ratio": ratio}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--mb", type=int, default=512, help="CommitLog MB to replicate")
@@ -211,7 +337,10 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--dir", help="where the stores go (default: beside the repository)")
     parser.add_argument("--json", help="write the figures here")
-    parser.add_argument("--quick", action="store_true", help="--mb 64 --repeat 1")
+    parser.add_argument("--quick", action="store_true", help="--mb 64 --repeat 1 --seconds 3")
+    parser.add_argument("--only", choices=["replication", "sends"], help="one part only")
+    parser.add_argument("--producers", type=int, default=32, help="synchronous producers")
+    parser.add_argument("--seconds", type=float, default=5.0, help="each send window")
     parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -219,46 +348,54 @@ def main() -> None:
         (serve_raw if mode == "raw" else serve_ha)(root, int(segment), port_file)
         return
     if args.quick:
-        args.mb, args.repeat = 64, 1
+        args.mb, args.repeat, args.seconds = 64, 1, 3.0
     segment = args.segment_mb << 20
     with TempDirs(args.dir) as dirs:
         info = machine_info(dirs.root)
         print_machine_info(info)
-        master = dirs.new("master")
-        end = fill(master, args.mb, args.size, segment)
-        print(f"master CommitLog: {end / MB:,.0f} MB of {args.size} B messages")
-        raw, raw_cpu, ha, dispatched, ha_cpu = [], [], [], [], []
-        for _ in range(args.repeat):
-            seconds, cpu = run_raw(master, segment, end, dirs)
-            raw.append(seconds)
-            raw_cpu.append(cpu)
-            appended, done, cpu = run_ha(master, segment, end, dirs)
-            ha.append(appended)
-            dispatched.append(done)
-            ha_cpu.append(cpu)
-        raw_rate = end / median(raw) / MB
-        ha_rate = end / median(ha) / MB
-        done_rate = end / median(dispatched) / MB
-        ratio = ha_rate / raw_rate
-        raw_per_cpu = end / median(raw_cpu) / MB
-        ha_per_cpu = end / median(ha_cpu) / MB
-        print(markdown_table(
-            ["path", "MB/s (median)", "ratio to raw", "target", "MB per CPU second",
-             "ratio to raw"],
-            [["raw loopback copy (recv_into)", f"{raw_rate:,.0f}", "1.00", "",
-              f"{raw_per_cpu:,.0f}", "1.00"],
-             ["HA: slave appended", f"{ha_rate:,.0f}", f"{ratio:.2f}",
-              f">= {TARGET}: {'PASS' if ratio >= TARGET else 'MISS'}", "", ""],
-             ["HA: slave appended and dispatched", f"{done_rate:,.0f}",
-              f"{done_rate / raw_rate:.2f}", "", f"{ha_per_cpu:,.0f}",
-              f"{ha_per_cpu / raw_per_cpu:.2f}"]]))
-        print(f"load average after the run: {os.getloadavg()[0]:.1f} "
-              f"({os.cpu_count()} CPUs): wall-clock ratios need a quiet machine")
+        figures: dict[str, object] = {"machine": info}
+        if args.only != "replication":
+            figures["sends"] = measure_sends(args, dirs)
+        if args.only != "sends":
+            figures.update(measure_replication(args, dirs, segment))
         if args.json:
-            write_json(args.json, {"machine": info, "bytes": end, "raw_s": raw,
-                                   "raw_cpu_s": raw_cpu, "ha_s": ha,
-                                   "dispatched_s": dispatched, "ha_cpu_s": ha_cpu,
-                                   "ratio": ratio})
+            write_json(args.json, figures)
+
+
+def measure_replication(args: argparse.Namespace, dirs: TempDirs, segment: int
+                        ) -> dict[str, object]:
+    master = dirs.new("master")
+    end = fill(master, args.mb, args.size, segment)
+    print(f"master CommitLog: {end / MB:,.0f} MB of {args.size} B messages")
+    raw, raw_cpu, ha, dispatched, ha_cpu = [], [], [], [], []
+    for _ in range(args.repeat):
+        seconds, cpu = run_raw(master, segment, end, dirs)
+        raw.append(seconds)
+        raw_cpu.append(cpu)
+        appended, done, cpu = run_ha(master, segment, end, dirs)
+        ha.append(appended)
+        dispatched.append(done)
+        ha_cpu.append(cpu)
+    raw_rate = end / median(raw) / MB
+    ha_rate = end / median(ha) / MB
+    done_rate = end / median(dispatched) / MB
+    ratio = ha_rate / raw_rate
+    raw_per_cpu = end / median(raw_cpu) / MB
+    ha_per_cpu = end / median(ha_cpu) / MB
+    print(markdown_table(
+        ["path", "MB/s (median)", "ratio to raw", "target", "MB per CPU second",
+         "ratio to raw"],
+        [["raw loopback copy (recv_into)", f"{raw_rate:,.0f}", "1.00", "",
+          f"{raw_per_cpu:,.0f}", "1.00"],
+         ["HA: slave appended", f"{ha_rate:,.0f}", f"{ratio:.2f}",
+          f">= {TARGET}: {'PASS' if ratio >= TARGET else 'MISS'}", "", ""],
+         ["HA: slave appended and dispatched", f"{done_rate:,.0f}",
+          f"{done_rate / raw_rate:.2f}", "", f"{ha_per_cpu:,.0f}",
+          f"{ha_per_cpu / raw_per_cpu:.2f}"]]))
+    print(f"load average after the run: {os.getloadavg()[0]:.1f} "
+          f"({os.cpu_count()} CPUs): wall-clock ratios need a quiet machine")
+    return {"bytes": end, "raw_s": raw, "raw_cpu_s": raw_cpu, "ha_s": ha,
+            "dispatched_s": dispatched, "ha_cpu_s": ha_cpu, "ratio": ratio}
 
 
 if __name__ == "__main__":

@@ -206,6 +206,7 @@ class BrokerController:
                 log.warning("not serving the fast port %d: %s", fast_port, exc)
                 self.fast_server = None
         await self._start_ha(store)
+        writer.ha = self.ha_service     # SYNC_MASTER's sends wait for its slaves
         if not self.is_slave:
             self.schedule.start()       # a slave's delayed messages come from its master
         self._schedule_every(self.config.flush_consumer_offset_interval / 1000, self._persist_offsets)

@@ -6,21 +6,32 @@ Producers' sends and consumers' send-backs go through here, so both:
   ``SCHEDULE_TOPIC_XXXX``, queue ``level - 1``, with the real topic and queue in the
   ``REAL_TOPIC`` / ``REAL_QID`` properties, as RocketMQ's CommitLog.putMessage does (the
   schedule service puts it back when it is due);
-- append without waiting for SYNC_FLUSH's flush, and hand back a future that the store's
-  durability thread resolves (``loop.call_soon_threadsafe``) once the flush is done, so the
-  event loop serves other requests meanwhile.
+- append without waiting for SYNC_FLUSH's flush or SYNC_MASTER's slave, and hand back a
+  future that the store's durability thread resolves (``loop.call_soon_threadsafe``) once the
+  flush is done and that the HAService resolves once a slave acknowledged the record, so the
+  event loop serves other requests meanwhile (RocketMQ's CommitLog.asyncPutMessage with its
+  submitFlushRequest and submitReplicaRequest, combined: the slave's failure wins).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from rocketstore.common.record import TRANSACTION_TYPE_MASK, SysFlag
 from rocketstore.common.topics import SCHEDULE_TOPIC
-from rocketstore.message import Message, MessageProperty, PutMessageResult, PutMessagesResult
+from rocketstore.message import (
+    Message,
+    MessageProperty,
+    PutMessageResult,
+    PutMessagesResult,
+    PutMessageStatus,
+)
 from rocketstore.store import MessageStore
+
+if TYPE_CHECKING:
+    from rocketstore.ha import HAService
 
 # prepared and rolled-back messages are not delayed (commit and none may be)
 _PREPARED, _ROLLBACK = int(SysFlag.TRANSACTION_PREPARED), int(SysFlag.TRANSACTION_ROLLBACK)
@@ -46,6 +57,14 @@ class MessageWriter:
         self.delay_levels_ms = store.config.delay_levels_ms
         self.max_delay_level = len(self.delay_levels_ms)
         self.sync_flush = store.config.flush_disk_type == "SYNC_FLUSH"
+        self.sync_master = store.config.broker_role == "SYNC_MASTER"
+        #: whether a send's reply may wait (for the flush, the slave or both)
+        self.waits = self.sync_flush or self.sync_master
+        #: the master's HAService (the broker sets it once listening; None: no slave can
+        #: connect, so SYNC_MASTER answers SLAVE_NOT_AVAILABLE)
+        self.ha: HAService | None = None
+        #: RocketMQ 4.9 waits for the slave as long as for a flush (syncFlushTimeout)
+        self.slave_timeout_s = store.config.sync_flush_timeout / 1000
 
     def schedule_if_delayed(self, message: Message, queue_id: int) -> int:
         """Redirect a delayed message to SCHEDULE_TOPIC_XXXX (in place); returns the queue id
@@ -82,36 +101,59 @@ class MessageWriter:
 
     def put(self, message: Message, queue_id: int) -> PutMessageResult:
         """Append (a delayed message goes to the schedule topic); not waited for: see
-        :meth:`when_durable`."""
+        :meth:`when_stored`."""
         queue_id = self.schedule_if_delayed(message, queue_id)
         return self.store.append_message(message, queue_id)
 
     def put_batch(self, messages: list[Message], queue_id: int) -> PutMessagesResult:
         return self.store.put_messages(messages, queue_id, wait_flush=False)
 
-    def needs_flush_wait(self, properties: dict[str, str]) -> bool:
-        """SYNC_FLUSH, unless the producer said WAIT=false (it does not wait for durability)."""
-        return self.sync_flush and properties.get(MessageProperty.WAIT) != "false"
+    def needs_wait(self, properties: dict[str, str]) -> bool:
+        """SYNC_FLUSH or SYNC_MASTER, unless the producer said WAIT=false (RocketMQ's
+        waitStoreMsgOK: it waits neither for the flush nor for the slave)."""
+        return self.waits and properties.get(MessageProperty.WAIT) != "false"
 
-    def when_durable(self, next_offset: int, on_done: Callable[[bool], T]) -> asyncio.Future[T]:
-        """A future of ``on_done(durable)``, run on the loop once the store says whether the
-        CommitLog is durable below next_offset (False: the flush timed out)."""
+    def when_stored(self, next_offset: int, on_done: Callable[[int], T]) -> asyncio.Future[T]:
+        """A future of ``on_done(status)``, run on the loop once the CommitLog below
+        next_offset is flushed (SYNC_FLUSH) and acknowledged by a slave (SYNC_MASTER).
+        status is a PutMessageStatus: PUT_OK, FLUSH_DISK_TIMEOUT, or, winning over it,
+        FLUSH_SLAVE_TIMEOUT / SLAVE_NOT_AVAILABLE (no slave, or the best one more than
+        haSlaveFallbehindMax behind: answered without waiting for a slave)."""
         future: asyncio.Future[T] = self.loop.create_future()
-        loop = self.loop
+        ok = int(PutMessageStatus.PUT_OK)
+        statuses = {"flush": ok, "slave": ok}
+        pending = [1]   # the parts waited for, and this call until it has set them all up
 
-        def resolve(durable: bool) -> None:
-            if future.done():
+        def part_done(part: str, status: int) -> None:
+            statuses[part] = status
+            pending[0] -= 1
+            if pending[0] or future.done():
                 return
+            slave = statuses["slave"]
             try:
-                future.set_result(on_done(durable))
+                future.set_result(on_done(slave if slave != ok else statuses["flush"]))
             except Exception as exc:  # noqa: BLE001 - the request gets SYSTEM_ERROR
                 future.set_exception(exc)
 
-        def from_store(durable: bool) -> None:
-            try:
-                loop.call_soon_threadsafe(resolve, durable)
-            except RuntimeError:    # the loop is closed: the broker is gone
-                pass
+        if self.sync_master:
+            ha = self.ha
+            if ha is None or not ha.is_slave_ok(next_offset):
+                statuses["slave"] = int(PutMessageStatus.SLAVE_NOT_AVAILABLE)
+            else:
+                pending[0] += 1
+                ha.when_acknowledged(next_offset, self.slave_timeout_s, lambda acked: part_done(
+                    "slave", ok if acked else int(PutMessageStatus.FLUSH_SLAVE_TIMEOUT)))
+        if self.sync_flush:
+            pending[0] += 1
+            loop = self.loop
+            flush_timeout = int(PutMessageStatus.FLUSH_DISK_TIMEOUT)
 
-        self.store.on_durable(next_offset, from_store)
+            def from_store(durable: bool) -> None:
+                try:
+                    loop.call_soon_threadsafe(part_done, "flush", ok if durable else flush_timeout)
+                except RuntimeError:    # the loop is closed: the broker is gone
+                    pass
+
+            self.store.on_durable(next_offset, from_store)
+        part_done("set up", ok)
         return future

@@ -15,6 +15,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -103,6 +105,7 @@ class HAConnection:
             self._last_read = time.monotonic()
             offset = parse_report(data)
             self.state.ack_offset = offset
+            self.service.acknowledged()
             self._judge_lag(offset)
             if self.state.request_offset < 0:
                 self.state.request_offset = offset
@@ -194,6 +197,10 @@ class HAService:
         self._data = asyncio.Event()
         self._wake_pending = False
         self._listening = False
+        #: SYNC_MASTER's sends waiting for a slave: (offset, deadline, callback), in append
+        #: order (offsets and deadlines both grow along it)
+        self._waiters: deque[tuple[int, float, Callable[[bool], object]]] = deque()
+        self._timeout_handle: asyncio.TimerHandle | None = None
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
@@ -208,6 +215,7 @@ class HAService:
 
     async def stop(self) -> None:
         self._listening = False
+        self._fail_waiters()
         server, self._server = self._server, None
         if server is not None:
             server.close()
@@ -276,3 +284,77 @@ class HAService:
         """The highest offset a connected slave acknowledged (RocketMQ push2SlaveMaxOffset;
         -1 with no slave)."""
         return max((c.state.ack_offset for c in self.connections), default=-1)
+
+    # ---- SYNC_MASTER ---------------------------------------------------------------------------
+    # The acknowledgement rule lives in acknowledged_offset and is_slave_ok alone: a controller
+    # mode that counts the SyncStateSet (inSyncReplicas) replaces these two.
+
+    def acknowledged_offset(self) -> int:
+        """The CommitLog offset below which enough replicas have every byte for SYNC_MASTER to
+        answer a send ending there (RocketMQ 4.9: any one slave, push2SlaveMaxOffset)."""
+        return self.max_ack_offset()
+
+    def is_acknowledged(self, offset: int) -> bool:
+        """Whether a send whose record ends at ``offset`` is acknowledged by enough replicas."""
+        return offset <= self.acknowledged_offset()
+
+    def is_slave_ok(self, master_put_where: int) -> bool:
+        """RocketMQ's isSlaveOK: a slave is connected and the best one is less than
+        haSlaveFallbehindMax behind ``master_put_where`` (else SLAVE_NOT_AVAILABLE at once)."""
+        if not self.connections:
+            return False
+        return master_put_where - self.max_ack_offset() < self.store.config.ha_slave_fallbehind_max
+
+    def when_acknowledged(self, offset: int, timeout_s: float,
+                          callback: Callable[[bool], object]) -> None:
+        """``callback(True)`` on the loop once :meth:`is_acknowledged` holds for ``offset``
+        (at once when it does now), ``callback(False)`` when ``timeout_s`` passed first
+        (FLUSH_SLAVE_TIMEOUT). Connections waiting for data are woken (RocketMQ's wakeupAll)."""
+        if self.is_acknowledged(offset):
+            callback(True)
+            return
+        loop = self._loop or asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        self._waiters.append((offset, deadline, callback))
+        if self._timeout_handle is None:
+            self._timeout_handle = loop.call_at(deadline, self._expire)
+        if not self._wake_pending:
+            self._wake_pending = True
+            loop.call_soon(self._wake)
+
+    def acknowledged(self) -> None:
+        """A slave reported: answer the waiters now acknowledged (in order)."""
+        waiters = self._waiters
+        if not waiters:
+            return
+        acked = self.acknowledged_offset()
+        while waiters and waiters[0][0] <= acked:
+            _answer(waiters.popleft()[2], True)
+
+    def _expire(self) -> None:
+        """Time out the waiters past their deadline; wait for the next one's."""
+        self._timeout_handle = None
+        waiters = self._waiters
+        loop = self._loop or asyncio.get_running_loop()
+        now = loop.time()
+        while waiters and waiters[0][1] <= now:
+            offset, _, callback = waiters.popleft()
+            _answer(callback, self.is_acknowledged(offset))
+        if waiters:
+            self._timeout_handle = loop.call_at(waiters[0][1], self._expire)
+
+    def _fail_waiters(self) -> None:
+        """At stop: every waiter gets its answer now (acknowledged or not)."""
+        if self._timeout_handle is not None:
+            self._timeout_handle.cancel()
+            self._timeout_handle = None
+        while self._waiters:
+            offset, _, callback = self._waiters.popleft()
+            _answer(callback, self.is_acknowledged(offset))
+
+
+def _answer(callback: Callable[[bool], object], acknowledged: bool) -> None:
+    try:
+        callback(acknowledged)
+    except Exception:   # noqa: BLE001 - one waiter's failure never reaches the others
+        log.exception("answering a SYNC_MASTER send failed")

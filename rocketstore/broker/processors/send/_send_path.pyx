@@ -10,12 +10,12 @@ TRAN_MSG check, a retry topic's redirect to its dead-letter topic (the processor
 property checks (no NUL, no \\x01 in a value: the store's records hold neither), the
 Message, the delay redirect, the append and the reply. A refusal gets RocketMQ's
 response code and remark here. What needs the broker's tables or futures (topic creation, the
-retry/DLQ redirect, a batch, a refused put, a SYNC_FLUSH reply) goes through the processor's
-public methods.
+retry/DLQ redirect, a batch, a refused put, a SYNC_FLUSH or SYNC_MASTER reply) goes through
+the processor's public methods.
 
 The common case (an existing topic, a queue id in range, nothing to redirect) makes no Python
 call but the append. When the request pump asks (``call_into``: a JSON request that expects a
-reply, ASYNC_FLUSH or WAIT=false), a stored send's reply is written straight into the
+reply, neither SYNC_FLUSH nor SYNC_MASTER, or WAIT=false), a stored send's reply is written straight into the
 connection's frame writer from a template made at start by the generic encoder, so it is byte
 for byte what ``create_response`` + ``FrameWriter.add`` would write; only msgId, queueId,
 queueOffset and opaque are filled in per send.
@@ -181,7 +181,7 @@ cdef class SendPath(DirectHandler):
     cdef bint fast_failure
     cdef bint broker_writeable
     cdef bint reject_transaction
-    cdef bint sync_flush
+    cdef bint waits
     cdef object topics
     cdef object not_allowed
     cdef object stats
@@ -223,7 +223,7 @@ cdef class SendPath(DirectHandler):
         self.stats = processor.stats
         self.record_put = self.stats.record_put
         self.writer = processor.writer
-        self.sync_flush = self.writer.sync_flush
+        self.waits = self.writer.waits     # SYNC_FLUSH or SYNC_MASTER
         self.append = append
         self.loop_time = processor.loop.time
         self.put_lock = processor.store.put_lock
@@ -351,9 +351,9 @@ cdef class SendPath(DirectHandler):
         if header.batch:
             return self.processor.send_batch(ctx, request, header, queue_id, sys_flag)
 
-        # WAIT (whether the reply waits for SYNC_FLUSH's flush) is read but not kept: RocketMQ's
-        # SendMessageProcessor leaves it out of the stored text (the delay redirect alone
-        # writes it back, below)
+        # WAIT (whether the reply waits for SYNC_FLUSH's flush or SYNC_MASTER's slave) is read
+        # but not kept: RocketMQ's SendMessageProcessor leaves it out of the stored text (the
+        # delay redirect alone writes it back, below)
         properties = read_properties_text(header.properties, &separator_at, &wait_state)
         if self.reject_transaction:
             found = PyDict_GetItem(properties, _TRAN_MSG)
@@ -413,7 +413,7 @@ cdef class SendPath(DirectHandler):
         if result.status_code != 0:
             return self.processor.refused_put(request, result)
         self.record_put(topic, queue_id, 1, result.wrote_bytes)
-        wait = self.sync_flush and wait_state != WAIT_FALSE
+        wait = self.waits and wait_state != WAIT_FALSE
         if writer is not None and not wait and request.serialize_type == 0 \
                 and result.store_host_raw is not None \
                 and PyBytes_GET_SIZE(result.store_host_raw) <= _MAX_HOST_RAW:
@@ -421,7 +421,7 @@ cdef class SendPath(DirectHandler):
             return self
         response = self.stored_reply(request, result.msg_id, queue_id, result.queue_offset)
         if wait:
-            return self.processor.reply_when_durable(
+            return self.processor.reply_when_stored(
                 request, response, result.commitlog_offset + result.wrote_bytes)
         return response
 

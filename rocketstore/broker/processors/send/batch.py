@@ -77,7 +77,7 @@ def send_batch(processor: SendMessageProcessor, path: SendPath, ctx: RemotingCon
     assert offsets is not None and result.commitlog_offsets is not None and result.sizes is not None
     response = path.stored_reply(request, ",".join(i or "" for i in result.msg_ids), queue_id,
                                  int(offsets[0]))
-    if not any(writer.needs_flush_wait(m.properties) for m in messages):
+    if not any(writer.needs_wait(m.properties) for m in messages):
         return response
     end = int(result.commitlog_offsets[-1] + result.sizes[-1])
-    return processor.reply_when_durable(request, response, end)
+    return processor.reply_when_stored(request, response, end)

@@ -7,7 +7,8 @@ group's dead-letter topic once it was retried ``retryMaxTimes``, a delayed messa
 the schedule topic (:class:`MessageWriter`), and put. Bodies are stored as sent: a compressed
 body (sysFlag bit 0) stays compressed. The reply carries msgId (the offsetMsgId; a batch gives
 every id, comma-separated), queueId and queueOffset. With SYNC_FLUSH the reply waits for the
-flush through a future, not on the event loop.
+flush through a future, not on the event loop; with SYNC_MASTER for a slave's
+acknowledgement the same way.
 
 Back-pressure as RocketMQ's broker fast failure: a send answered more than
 ``waitTimeMillsInSendQueue`` after its bytes were read, or while another put has held the put
@@ -169,15 +170,29 @@ class SendMessageProcessor:
         self.stats.record_put_failed()
         return put_response(request, result.status_code, result.reason)
 
-    def reply_when_durable(self, request: RemotingCommand, response: RemotingCommand,
-                           end_offset: int) -> Any:
-        """SYNC_FLUSH: ``response`` once the CommitLog is durable below ``end_offset``,
-        FLUSH_DISK_TIMEOUT with the same fields when that flush timed out."""
-        return self.writer.when_durable(
-            end_offset, lambda durable: response if durable else self._flush_timeout(request, response))
+    def reply_when_stored(self, request: RemotingCommand, response: RemotingCommand,
+                          end_offset: int) -> Any:
+        """SYNC_FLUSH / SYNC_MASTER: ``response`` once the CommitLog below ``end_offset`` is
+        flushed and acknowledged by a slave; FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT or
+        SLAVE_NOT_AVAILABLE with the same fields otherwise (RocketMQ's handlePutMessageResult:
+        the message is stored, the producer decides)."""
+        return self.writer.when_stored(
+            end_offset, lambda status: response if status == PutMessageStatus.PUT_OK
+            else self._not_confirmed(request, response, status))
 
-    def _flush_timeout(self, request: RemotingCommand, ok: RemotingCommand) -> RemotingCommand:
-        """FLUSH_DISK_TIMEOUT: stored, durability not confirmed in time (the fields say where)."""
-        return create_response(request, ResponseCode.FLUSH_DISK_TIMEOUT,
-                               "the message is stored, its flush to disk timed out",
-                               ext_fields=ok.ext_fields)
+    def _not_confirmed(self, request: RemotingCommand, ok: RemotingCommand,
+                       status: int) -> RemotingCommand:
+        """Stored, its flush or its replication not confirmed in time (the fields say where)."""
+        code, _ = _PUT_STATUS_RESPONSES[status]
+        return create_response(request, code, _NOT_CONFIRMED[status], ext_fields=ok.ext_fields)
+
+
+#: the remark of a stored send whose flush or replication was not confirmed
+_NOT_CONFIRMED: dict[int, str] = {
+    PutMessageStatus.FLUSH_DISK_TIMEOUT: "the message is stored, its flush to disk timed out",
+    PutMessageStatus.FLUSH_SLAVE_TIMEOUT:
+        "the message is stored, no slave acknowledged it within syncFlushTimeout",
+    PutMessageStatus.SLAVE_NOT_AVAILABLE:
+        "the message is stored, no slave is connected or the best is more than "
+        "haSlaveFallbehindMax behind",
+}

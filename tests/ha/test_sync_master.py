@@ -1,0 +1,141 @@
+"""SYNC_MASTER (subprocesses on 127.0.0.1): a send's SEND_OK comes once the slave has the record;
+a stalled slave gives FLUSH_SLAVE_TIMEOUT after syncFlushTimeout, no slave SLAVE_NOT_AVAILABLE
+(the message stored all the same, as RocketMQ 4.9.8); ASYNC_MASTER answers at once."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+from ha_servers import QUEUES, TOPIC, commit_log_bytes, ha_broker, ss, wait_for
+
+from rocketstore.client import AsyncProducer, Message
+from rocketstore.client.message import SendStatus
+from rocketstore.remoting import RemotingClient, ResponseCode
+
+pytestmark = pytest.mark.skipif(not ss.broker_available(),
+                                reason="the broker (rocketstore.broker) is not in this checkout")
+
+#: short, so that a stalled slave's timeout comes quickly
+SYNC_FLUSH_TIMEOUT_MS = 1500
+
+
+async def create_topic(address: str) -> None:
+    client = RemotingClient()
+    try:
+        await ss.create_topic(client, address, TOPIC, QUEUES)
+    finally:
+        await client.close()
+
+
+async def raw_send(address: str, body: bytes, queue_id: int = 0) -> tuple[int, float]:
+    """One SEND_MESSAGE_V2: its response code and how long it took (s)."""
+    client = RemotingClient()
+    try:
+        began = time.monotonic()
+        response = await client.invoke(address, ss.send_request(TOPIC, queue_id, body), timeout=20)
+        return response.code, time.monotonic() - began
+    finally:
+        await client.close()
+
+
+def test_sync_master_answers_after_the_slave_has_the_record(tmp_path: Path) -> None:
+    namesrv = ss.namesrv()
+    with ss.running(namesrv):
+        master, master_ha = ha_broker(tmp_path, "master", role="SYNC_MASTER",
+                                      namesrv_addr=namesrv.address,
+                                      syncFlushTimeout=SYNC_FLUSH_TIMEOUT_MS)
+        slave, _ = ha_broker(tmp_path, "slave", broker_id=1, role="SLAVE",
+                             haMasterAddress=f"127.0.0.1:{master_ha}")
+        with ss.running(master, slave):
+            asyncio.run(create_topic(master.address))
+            wait_for(lambda: "HAClient connected to master" in slave.log(), 30,
+                     "the slave to connect")
+
+            async def produce() -> None:
+                producer = AsyncProducer("sync_master_pg", namesrv_addr=namesrv.address)
+                await producer.start()
+                try:
+                    for i in range(40):
+                        body = f"sync-{i:04d}-".encode() + b"x" * (100 + i)
+                        result = await producer.send(Message(TOPIC, body))
+                        assert result.send_status is SendStatus.SEND_OK
+                        # already in the slave's CommitLog when SEND_OK comes back
+                        assert body in commit_log_bytes(tmp_path / "slave"), i
+                    batch = [Message(TOPIC, f"batch-{i:03d}-".encode() * 20) for i in range(10)]
+                    result = await producer.send_batch(batch)
+                    assert result.send_status is SendStatus.SEND_OK
+                    slave_log = commit_log_bytes(tmp_path / "slave")
+                    assert all(m.body in slave_log for m in batch)
+
+                    # a stalled slave: FLUSH_SLAVE_TIMEOUT after syncFlushTimeout, stored
+                    os.kill(slave.pid, signal.SIGSTOP)
+                    try:
+                        began = time.monotonic()
+                        stalled = Message(TOPIC, b"while-the-slave-sleeps" * 10)
+                        result = await producer.send(stalled, timeout=20)
+                        took = time.monotonic() - began
+                    finally:
+                        os.kill(slave.pid, signal.SIGCONT)
+                    assert result.send_status is SendStatus.FLUSH_SLAVE_TIMEOUT
+                    assert took >= SYNC_FLUSH_TIMEOUT_MS / 1000 * 0.9
+                    assert result.queue_offset >= 0 and result.offset_msg_id
+                    # awake again, it has the record and the next send is SEND_OK
+                    wait_for(lambda: stalled.body in commit_log_bytes(tmp_path / "slave"), 30,
+                             "the slave to take the record after SIGCONT")
+                    result = await producer.send(Message(TOPIC, b"after-the-stall" * 10))
+                    assert result.send_status is SendStatus.SEND_OK
+                finally:
+                    await producer.shutdown()
+
+            asyncio.run(produce())
+
+            # the slave goes: SLAVE_NOT_AVAILABLE at once, the message stored all the same
+            slave.stop()
+            wait_for(lambda: "disconnected" in master.log(), 30,
+                     "the master to see the slave go")
+            code, took = asyncio.run(raw_send(master.address, b"no-slave-left" * 10))
+            assert code == ResponseCode.SLAVE_NOT_AVAILABLE
+            assert took < SYNC_FLUSH_TIMEOUT_MS / 1000
+            pulled = asyncio.run(_pull_all(master.address, 0))
+            assert b"no-slave-left" * 10 in pulled
+
+
+async def _pull_all(address: str, queue_id: int) -> list[bytes]:
+    client = RemotingClient()
+    bodies: list[bytes] = []
+    try:
+        offset = 0
+        for _ in range(100):
+            response = await client.invoke(
+                address, ss.pull_request(TOPIC, queue_id, offset, "sync_master_cg"), timeout=10)
+            if response.code != ResponseCode.SUCCESS:
+                break
+            got = ss.record_bodies(response.body)
+            bodies += got
+            offset += len(got)
+    finally:
+        await client.close()
+    return bodies
+
+
+@pytest.mark.parametrize(("role", "flush", "want"), [
+    ("ASYNC_MASTER", "ASYNC_FLUSH", ResponseCode.SUCCESS),
+    ("SYNC_MASTER", "SYNC_FLUSH", ResponseCode.SLAVE_NOT_AVAILABLE),
+])
+def test_without_a_slave(tmp_path: Path, role: str, flush: str, want: int) -> None:
+    """ASYNC_MASTER answers at once; SYNC_MASTER (with SYNC_FLUSH: both conditions, as
+    RocketMQ's thenCombine) answers SLAVE_NOT_AVAILABLE once flushed, the message stored."""
+    master, _ = ha_broker(tmp_path, "master", role=role, flushDiskType=flush,
+                          syncFlushTimeout=SYNC_FLUSH_TIMEOUT_MS)
+    with ss.running(master):
+        asyncio.run(create_topic(master.address))
+        for i in range(3):
+            code, took = asyncio.run(raw_send(master.address, f"alone-{i}".encode(), 0))
+            assert code == want
+            assert took < SYNC_FLUSH_TIMEOUT_MS / 1000
+        assert asyncio.run(_pull_all(master.address, 0)) == [f"alone-{i}".encode() for i in range(3)]
