@@ -48,7 +48,7 @@ from rocketstore.broker.schedule import ScheduleMessageService
 from rocketstore.broker.stats import BrokerStatsManager
 from rocketstore.broker.subscription_group import SubscriptionGroupManager
 from rocketstore.broker.topic_config import TopicConfigManager
-from rocketstore.ha import HAClient, HAService
+from rocketstore.ha import HAClient, HAService, ha_runtime_info
 from rocketstore.remoting import (
     RemotingClient,
     RemotingClientConfig,
@@ -168,6 +168,10 @@ class BrokerController:
         self.send_processor = SendMessageProcessor(self.config, writer, self.topics, self.groups,
                                                    self.stats)
         self.pull_processor = pull
+        stats_processor = BrokerStatsProcessor(
+            self.config, store, self.stats, topics=self.topics, groups=self.groups,
+            offsets=self.offsets, consumers=self.consumers, schedule=self.schedule,
+            hold_service=self.hold_service, broker_addr=self.address)
         processors: list[Any] = [
             self.send_processor,
             pull,
@@ -179,9 +183,7 @@ class BrokerController:
                                  offsets=self.offsets, consumers=self.consumers,
                                  producers=self.producers, stats=self.stats,
                                  schedule=self.schedule, hold_service=self.hold_service),
-            BrokerStatsProcessor(self.config, store, self.stats, topics=self.topics, groups=self.groups,
-                                 offsets=self.offsets, consumers=self.consumers, schedule=self.schedule,
-                                 hold_service=self.hold_service, broker_addr=self.address),
+            stats_processor,
             MaintenanceProcessor(store, self.topics, self.update_config),
             AclDisabledProcessor(),
             InspectProcessor(store, self.consumers, self.producers),
@@ -207,6 +209,8 @@ class BrokerController:
                 self.fast_server = None
         await self._start_ha(store)
         writer.ha = self.ha_service     # SYNC_MASTER's sends wait for its slaves
+        stats_processor.ha_info = lambda: ha_runtime_info(
+            self.config.store.broker_role, self.ha_service, self.ha_client)
         if not self.is_slave:
             self.schedule.start()       # a slave's delayed messages come from its master
         self._schedule_every(self.config.flush_consumer_offset_interval / 1000, self._persist_offsets)

@@ -16,6 +16,7 @@ from rocketstore.ha.protocol import (
     HAFrameError,
 )
 from rocketstore.ha.service import HAConnection, HAService
+from rocketstore.ha.status import ha_runtime_info
 
 __all__ = [
     "HEADER_SIZE",
@@ -25,4 +26,5 @@ __all__ = [
     "HAConnection",
     "HAFrameError",
     "HAService",
+    "ha_runtime_info",
 ]

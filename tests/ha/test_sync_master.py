@@ -5,6 +5,7 @@ a stalled slave gives FLUSH_SLAVE_TIMEOUT after syncFlushTimeout, no slave SLAVE
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import time
@@ -15,7 +16,7 @@ from ha_servers import QUEUES, TOPIC, commit_log_bytes, ha_broker, ss, wait_for
 
 from rocketstore.client import AsyncProducer, Message
 from rocketstore.client.message import SendStatus
-from rocketstore.remoting import RemotingClient, ResponseCode
+from rocketstore.remoting import RemotingClient, RequestCode, ResponseCode, create_request
 
 pytestmark = pytest.mark.skipif(not ss.broker_available(),
                                 reason="the broker (rocketstore.broker) is not in this checkout")
@@ -94,6 +95,21 @@ def test_sync_master_answers_after_the_slave_has_the_record(tmp_path: Path) -> N
 
             asyncio.run(produce())
 
+            # the runtime info tells the roles, the slave's acknowledged offset and lag
+            master_info = asyncio.run(runtime_info(master.address))
+            assert master_info["brokerRole"] == "SYNC_MASTER"
+            assert master_info["haSlaveCount"] == "1"
+            acks = {k: v for k, v in master_info.items() if k.startswith("haSlaveAckOffset_")}
+            assert list(acks.values()) == [master_info["commitLogMaxOffset"]]
+            assert master_info["haPush2SlaveMaxOffset"] == master_info["commitLogMaxOffset"]
+            lags = [v for k, v in master_info.items() if k.startswith("haSlaveLagBytes_")]
+            assert lags == ["0"]
+            slave_info = asyncio.run(runtime_info(slave.address))
+            assert slave_info["brokerRole"] == "SLAVE"
+            assert slave_info["haMasterAddress"] == f"127.0.0.1:{master_ha}"
+            assert slave_info["haMasterConnected"] == "true"
+            assert slave_info["haReplicaOffset"] == master_info["commitLogMaxOffset"]
+
             # the slave goes: SLAVE_NOT_AVAILABLE at once, the message stored all the same
             slave.stop()
             wait_for(lambda: "disconnected" in master.log(), 30,
@@ -103,6 +119,17 @@ def test_sync_master_answers_after_the_slave_has_the_record(tmp_path: Path) -> N
             assert took < SYNC_FLUSH_TIMEOUT_MS / 1000
             pulled = asyncio.run(_pull_all(master.address, 0))
             assert b"no-slave-left" * 10 in pulled
+
+
+async def runtime_info(address: str) -> dict[str, str]:
+    client = RemotingClient()
+    try:
+        response = await client.invoke(
+            address, create_request(RequestCode.GET_BROKER_RUNTIME_INFO), timeout=10)
+        assert response.code == ResponseCode.SUCCESS, response.remark
+        return json.loads(response.body)["table"]
+    finally:
+        await client.close()
 
 
 async def _pull_all(address: str, queue_id: int) -> list[bytes]:

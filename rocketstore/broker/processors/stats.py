@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -65,6 +66,8 @@ class BrokerStatsProcessor:
         self.schedule = schedule
         self.hold_service = hold_service
         self.broker_addr = broker_addr
+        #: replication's runtime keys (the broker sets it once HA runs)
+        self.ha_info: Callable[[], dict[str, str]] | None = None
 
     def register_with(self, server: RemotingServer) -> None:
         server.register_processor(RequestCode.VIEW_BROKER_STATS_DATA, self.view_broker_stats_data)
@@ -126,4 +129,6 @@ class BrokerStatsProcessor:
         table = runtime_info(self.config, self.store, self.stats, self.schedule, head_wait_ms=waited_ms)
         if self.hold_service is not None:
             table["heldPullRequests"] = str(self.hold_service.held_count)
+        if self.ha_info is not None:
+            table.update(self.ha_info())
         return create_response(request, body=orjson.dumps({"table": table}))
