@@ -20,7 +20,7 @@ import asyncio
 import concurrent.futures
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import Any
 
@@ -45,6 +45,7 @@ from rocketstore.broker.processors.stats import BrokerStatsProcessor
 from rocketstore.broker.rebalance_lock import RebalanceLockManager
 from rocketstore.broker.registration import BrokerIdentity, BrokerRegistrar
 from rocketstore.broker.schedule import ScheduleMessageService
+from rocketstore.broker.slave_sync import FIRST_SYNC_DELAY_S, SYNC_PERIOD_S, SlaveSynchronize
 from rocketstore.broker.stats import BrokerStatsManager
 from rocketstore.broker.subscription_group import SubscriptionGroupManager
 from rocketstore.broker.topic_config import TopicConfigManager
@@ -107,6 +108,7 @@ class BrokerController:
         #: its master with ha_client
         self.ha_service: HAService | None = None
         self.ha_client: HAClient | None = None
+        self.slave_sync: SlaveSynchronize | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._io = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="broker-io")
         self._timers: list[asyncio.TimerHandle] = []
@@ -279,10 +281,29 @@ class BrokerController:
         if self.is_slave:
             self.ha_client = HAClient(store, store.config.ha_master_address or None)
             await self.ha_client.start()
+            self.slave_sync = SlaveSynchronize(
+                self.client, self.address, topics=self.topics, groups=self.groups,
+                offsets=self.offsets, schedule=self.schedule, persist=self._persist_synced)
+            self._schedule_async_every(FIRST_SYNC_DELAY_S, SYNC_PERIOD_S, self.slave_sync.sync_all)
+
+    def _persist_synced(self, manager: Any) -> None:
+        """Write a table SlaveSynchronize changed, off the event loop."""
+        if manager is self.offsets:
+            self._persist_offsets()
+        elif manager is self.schedule:
+            self._io.submit(manager.persist)
+        else:
+            self.persist_soon(manager)
 
     def _registered(self, outcomes: list[Any]) -> None:
         """A slave without haMasterAddress follows the master the name servers name
-        (RocketMQ's updateMasterHAServerAddrPeriodically)."""
+        (RocketMQ's updateMasterHAServerAddrPeriodically); SlaveSynchronize asks the master
+        address of the first reply."""
+        if self.slave_sync is not None:
+            for outcome in outcomes:
+                if outcome.ok and outcome.result is not None:
+                    self.slave_sync.master_addr = outcome.result.master_addr
+                    break
         if self.ha_client is None or self.config.store.ha_master_address:
             return
         for outcome in outcomes:
@@ -365,6 +386,26 @@ class BrokerController:
 
         handle = [loop.call_later(period_s, tick)]
         self._timers.append(handle[0])
+
+    def _schedule_async_every(self, first_s: float, period_s: float,
+                              action: Callable[[], Awaitable[None]]) -> None:
+        """Run ``action`` first_s from now, then every period_s after each run's start (at
+        most one run at a time)."""
+        assert self._loop is not None
+
+        async def repeat() -> None:
+            await asyncio.sleep(first_s)
+            while True:
+                began = asyncio.get_running_loop().time()
+                try:
+                    await action()
+                except Exception:
+                    log.exception("periodic broker task failed")
+                await asyncio.sleep(max(0.0, period_s - (asyncio.get_running_loop().time() - began)))
+
+        task = asyncio.ensure_future(repeat())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     def _stats_tick(self) -> None:
         assert self.store is not None

@@ -101,6 +101,14 @@ class ScheduleMessageService:
         self.file.write(dumps_pretty({"offsetTable": table}))
         self._persisted = table
 
+    def take_offsets(self, table: dict[int, int]) -> None:
+        """A slave's copy of its master's progress (SlaveSynchronize): the levels it knows,
+        at the master's offsets."""
+        with self._lock:
+            for level, offset in table.items():
+                if level in self.offsets and offset >= 0:
+                    self.offsets[level] = offset
+
     def offset_table_json(self) -> bytes:
         """GET_ALL_DELAY_OFFSET's body: delayOffset.json's content."""
         with self._lock:
