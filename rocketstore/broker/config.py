@@ -75,6 +75,10 @@ class BrokerConfig:
     #: Consumer offsets are written to consumerOffset.json this often (ms).
     flush_consumer_offset_interval: int = 5000
     long_polling_enable: bool = True
+    #: A pull's reply suggests the subscription group's brokerId (whichBrokerWhenConsumeSlowly
+    #: when the consumer is further behind than accessMessageInMemoryMaxRatio of memory);
+    #: False: always the master (0).
+    slave_read_enable: bool = False
     #: How long a pull with the suspend bit is held when long polling is off (ms).
     short_polling_time_mills: int = 1000
     notify_consumer_ids_changed_enable: bool = True

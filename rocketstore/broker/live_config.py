@@ -35,7 +35,7 @@ LIVE_BROKER_FIELDS = frozenset({
     "broker_permission", "auto_create_topic_enable", "auto_create_subscription_group",
     "long_polling_enable", "short_polling_time_mills", "notify_consumer_ids_changed_enable",
     "wait_time_mills_in_send_queue", "broker_fast_failure_enable", "reject_transaction_message",
-    "trace_on",
+    "trace_on", "slave_read_enable",
 })
 
 #: Keys RocketMQ 4.9.8 refuses to change remotely (BrokerConfig.configBlackList): the file's
@@ -45,7 +45,7 @@ CONFIG_BLACK_LIST = frozenset({"configBlackList", "brokerConfigPath"})
 #: Settings of RocketMQ's broker that rocketstore has fixed, because it lacks the feature, as
 #: GET_BROKER_CONFIG shows them (tools read them: mqadmin exportConfigs fails without one).
 FIXED_BROKER_PROPERTIES = {
-    "aclEnable": "false", "filterServerNums": "0", "slaveReadEnable": "false", "useTLS": "false",
+    "aclEnable": "false", "filterServerNums": "0", "useTLS": "false",
     "configBlackList": ";".join(sorted(CONFIG_BLACK_LIST, key=lambda key: key != "configBlackList")),
 }
 

@@ -42,6 +42,7 @@ from rocketstore.client.subscription import SubscriptionData
 from rocketstore.common.consume import ConsumeFromWhere, ConsumeType, MessageModel
 from rocketstore.common.pull_sys_flag import FLAG_COMMIT_OFFSET, FLAG_SUBSCRIPTION, FLAG_SUSPEND
 from rocketstore.remoting.codes import ROCKETMQ_VERSION_4_9_8_DESC
+from rocketstore.remoting.route_bodies import MASTER_ID
 
 log = logging.getLogger("rocketstore.client")
 
@@ -61,6 +62,9 @@ class BaseConsumer:
         self.process_queues: dict[MessageQueue, ProcessQueue] = {}
         self.instance: ClientInstance | None = None
         self.offset_store: OffsetStore | None = None
+        #: the broker id each queue is pulled from next (the last pull's suggestWhichBrokerId;
+        #: RocketMQ's PullAPIWrapper.pullFromWhichNodeTable)
+        self.pull_from_which_node: dict[MessageQueue, int] = {}
         self.orderly = False
         self._running = False
         #: when start() ran (ms; the running info's PROP_CONSUMER_START_TIMESTAMP)
@@ -358,22 +362,36 @@ class BaseConsumer:
             raise MQClientError(f"the broker {mq.broker_name} of {mq} is in no route")
         return address
 
+    async def _pull_address(self, mq: MessageQueue) -> tuple[str, bool]:
+        """Where to pull mq from: the broker the last pull suggested (the master at first), or
+        any of its broker group's when that one is not in the route; whether it is a slave."""
+        instance = self._check_running()
+        broker_id = self.pull_from_which_node.get(mq, MASTER_ID)
+        found = instance.find_broker_address_in_subscribe(mq.broker_name, broker_id)
+        if found is None:
+            await instance.update_route(mq.topic)
+            found = instance.find_broker_address_in_subscribe(mq.broker_name, broker_id)
+        if found is None:
+            raise MQClientError(f"the broker {mq.broker_name} of {mq} is in no route")
+        return found
+
     async def pull_queue(self, mq: MessageQueue, subscription: SubscriptionData, offset: int, max_nums: int,
                          *, suspend: bool, commit_offset: int = 0) -> PullResult:
         """One PULL_MESSAGE; the messages come back filtered by tag, with their MIN_OFFSET and
         MAX_OFFSET properties set (PullAPIWrapper.processPullResult)."""
         instance = self._check_running()
-        address = await self._address(mq)
+        address, from_slave = await self._pull_address(mq)
         sys_flag = FLAG_SUBSCRIPTION
         if suspend:
             sys_flag |= FLAG_SUSPEND
-        if commit_offset > 0:
+        if commit_offset > 0 and not from_slave:    # a slave keeps no committed offset
             sys_flag |= FLAG_COMMIT_OFFSET
         timeout = (self.config.consumer_timeout_millis_when_suspend if suspend
                    else instance.config.mq_client_api_timeout) / 1000
         result = await instance.api.pull_message(
             address, self.group, mq, offset, max_nums, sys_flag, commit_offset,
             self.config.broker_suspend_max_time_millis, subscription, timeout)
+        self.pull_from_which_node[mq] = result.suggest_which_broker_id
         if result.messages:
             kept = subscription.filter(result.messages)
             min_text, max_text = str(result.min_offset), str(result.max_offset)

@@ -200,13 +200,30 @@ class ClientInstance:
             return addrs[MASTER_ID]
         return next(iter(addrs.values()), None)
 
+    def find_broker_address_in_subscribe(self, broker_name: str, broker_id: int
+                                         ) -> tuple[str, bool] | None:
+        """(address, is a slave) of the broker a consumer pulls from (RocketMQ's
+        MQClientInstance.findBrokerAddressInSubscribe, not only this broker): broker_id, then
+        broker_id + 1 for a slave, then any (the lowest id: the master when there is one)."""
+        addrs = self.broker_addrs.get(broker_name) or {}
+        if not addrs:
+            return None
+        address = addrs.get(broker_id)
+        if address is not None:
+            return address, broker_id != MASTER_ID
+        if broker_id != MASTER_ID and broker_id + 1 in addrs:
+            return addrs[broker_id + 1], True
+        first = min(addrs)
+        return addrs[first], first != MASTER_ID
+
     def brokers_of_topic(self, topic: str) -> list[str]:
-        """Master addresses of the brokers serving ``topic``, by broker name."""
+        """An address of each broker group serving ``topic``, by broker name: its master's, or
+        a slave's when the master is absent (RocketMQ's BrokerData.selectBrokerAddr)."""
         route = self.topic_routes.get(topic)
         if route is None:
             return []
-        return [b.broker_addrs[MASTER_ID] for b in sorted(route.broker_datas, key=lambda b: b.broker_name)
-                if MASTER_ID in b.broker_addrs]
+        return [b.broker_addrs.get(MASTER_ID) or b.broker_addrs[min(b.broker_addrs)]
+                for b in sorted(route.broker_datas, key=lambda b: b.broker_name) if b.broker_addrs]
 
     # ---- membership ----
 

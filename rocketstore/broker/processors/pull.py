@@ -23,7 +23,7 @@ from rocketstore.broker.config import MASTER_ID, BrokerConfig
 from rocketstore.broker.consumer_offset_manager import ConsumerOffsetManager
 from rocketstore.broker.long_polling import PullRequestHoldService
 from rocketstore.broker.stats import BrokerStatsManager
-from rocketstore.broker.subscription_group import SubscriptionGroupManager
+from rocketstore.broker.subscription_group import SubscriptionGroupConfig, SubscriptionGroupManager
 from rocketstore.broker.topic_config import TopicConfigManager
 from rocketstore.common.consume import MessageModel
 from rocketstore.common.perm import is_readable
@@ -100,6 +100,14 @@ class PullMessageProcessor:
         assert response is not None
         return response
 
+    def _suggest(self, group_config: SubscriptionGroupConfig, from_slave: bool) -> int:
+        """suggestWhichBrokerId, as RocketMQ 4.9.8's PullMessageProcessor: with slaveReadEnable,
+        the group's whichBrokerWhenConsumeSlowly when the consumer is further behind than
+        accessMessageInMemoryMaxRatio of memory, its brokerId otherwise; without, the master."""
+        if not self.config.slave_read_enable:
+            return MASTER_ID
+        return group_config.which_broker_when_consume_slowly if from_slave else group_config.broker_id
+
     def process(self, ctx: RemotingConnection, request: RemotingCommand,
                 allow_suspend: bool) -> RemotingCommand | None:
         header = decode_header(request.ext_fields, PullMessageRequestHeader)
@@ -164,7 +172,7 @@ class PullMessageProcessor:
             "nextBeginOffset": str(result.next_begin_offset),
             "minOffset": str(result.min_offset),
             "maxOffset": str(result.max_offset),
-            "suggestWhichBrokerId": str(MASTER_ID),
+            "suggestWhichBrokerId": str(self._suggest(group_config, result.suggest_pulling_from_slave)),
         }
         status = result.status
         if status == GetMessageStatus.FOUND:
