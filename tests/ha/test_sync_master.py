@@ -8,11 +8,17 @@ import asyncio
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 from ha_servers import QUEUES, TOPIC, commit_log_bytes, ha_broker, ss, wait_for
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "broker"))
+from broker_helpers import rocketmq_usable  # noqa: E402
+from test_slave_reads import route_addrs  # noqa: E402
 
 from rocketstore.client import AsyncProducer, Message
 from rocketstore.client.message import SendStatus
@@ -166,3 +172,48 @@ def test_without_a_slave(tmp_path: Path, role: str, flush: str, want: int) -> No
             assert code == want
             assert took < SYNC_FLUSH_TIMEOUT_MS / 1000
         assert asyncio.run(_pull_all(master.address, 0)) == [f"alone-{i}".encode() for i in range(3)]
+
+
+CPP_SEND = r'''
+import sys
+from rocketmq.client import Message, Producer
+producer = Producer("cpp_sync_master_pg", timeout=20000)
+producer.set_namesrv_addr(sys.argv[1])
+producer.start()
+msg = Message(sys.argv[2])
+msg.set_body(b"cpp-not-confirmed")
+try:
+    print("status", int(producer.send_sync(msg).status), flush=True)
+except Exception as exc:
+    print("raised", type(exc).__name__, str(exc).split(",")[0], flush=True)
+producer.shutdown()
+'''
+
+
+def test_cpp_client_on_slave_not_available(tmp_path: Path) -> None:
+    """RocketMQ's C++ client (rocketmq 0.4.4, its core 2.x) takes a reply that is not
+    SEND_OK (SLAVE_NOT_AVAILABLE here) as a failed attempt: it tries again (the broker stores
+    each attempt) and, its retries spent, raises "No route info of this topic", whatever
+    broker answered so."""
+    why = rocketmq_usable()
+    if why is not None:
+        pytest.skip(why)
+    namesrv = ss.namesrv()
+    with ss.running(namesrv):
+        master, _ = ha_broker(tmp_path, "master", role="SYNC_MASTER", namesrv_addr=namesrv.address)
+        with ss.running(master):
+            asyncio.run(create_topic(master.address))
+            wait_for(lambda: asyncio.run(route_addrs(namesrv.address)) == {"0": master.address},
+                     30, "the topic's route")
+            home = tmp_path / "cpp-home"
+            home.mkdir()
+            result = subprocess.run([sys.executable, "-c", CPP_SEND, namesrv.address, TOPIC],
+                                    capture_output=True, text=True, timeout=120,
+                                    env=ss.child_env(HOME=str(home)))
+            stored = asyncio.run(_pull_all(master.address, 0)) + asyncio.run(
+                _pull_all(master.address, 1)) + asyncio.run(_pull_all(master.address, 2)) + \
+                asyncio.run(_pull_all(master.address, 3))
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split("\n")[0] == \
+        "raised ProducerSendSyncFailed No route info of this topic: HaTopic", result.stdout
+    assert stored and set(stored) == {b"cpp-not-confirmed"}
