@@ -123,8 +123,8 @@ def test_sync_master_answers_after_the_slave_has_the_record(tmp_path: Path) -> N
             code, took = asyncio.run(raw_send(master.address, b"no-slave-left" * 10))
             assert code == ResponseCode.SLAVE_NOT_AVAILABLE
             assert took < SYNC_FLUSH_TIMEOUT_MS / 1000
-            pulled = asyncio.run(_pull_all(master.address, 0))
-            assert b"no-slave-left" * 10 in pulled
+            wait_for(lambda: b"no-slave-left" * 10 in asyncio.run(_pull_all(master.address, 0)),
+                     10, "the message to be dispatched")
 
 
 async def runtime_info(address: str) -> dict[str, str]:
@@ -171,7 +171,8 @@ def test_without_a_slave(tmp_path: Path, role: str, flush: str, want: int) -> No
             code, took = asyncio.run(raw_send(master.address, f"alone-{i}".encode(), 0))
             assert code == want
             assert took < SYNC_FLUSH_TIMEOUT_MS / 1000
-        assert asyncio.run(_pull_all(master.address, 0)) == [f"alone-{i}".encode() for i in range(3)]
+        wait_for(lambda: asyncio.run(_pull_all(master.address, 0))
+                 == [f"alone-{i}".encode() for i in range(3)], 10, "the messages to be dispatched")
 
 
 CPP_SEND = r'''
@@ -210,9 +211,13 @@ def test_cpp_client_on_slave_not_available(tmp_path: Path) -> None:
             result = subprocess.run([sys.executable, "-c", CPP_SEND, namesrv.address, TOPIC],
                                     capture_output=True, text=True, timeout=120,
                                     env=ss.child_env(HOME=str(home)))
-            stored = asyncio.run(_pull_all(master.address, 0)) + asyncio.run(
-                _pull_all(master.address, 1)) + asyncio.run(_pull_all(master.address, 2)) + \
-                asyncio.run(_pull_all(master.address, 3))
+            stored: list[bytes] = []
+
+            def dispatched() -> bool:
+                stored[:] = [b for q in range(QUEUES) for b in asyncio.run(_pull_all(master.address, q))]
+                return bool(stored)
+
+            wait_for(dispatched, 10, "the attempts to be dispatched")
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.split("\n")[0] == \
         "raised ProducerSendSyncFailed No route info of this topic: HaTopic", result.stdout
