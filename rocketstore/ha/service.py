@@ -318,9 +318,7 @@ class HAService:
         self._waiters.append((offset, deadline, callback))
         if self._timeout_handle is None:
             self._timeout_handle = loop.call_at(deadline, self._expire)
-        if not self._wake_pending:
-            self._wake_pending = True
-            loop.call_soon(self._wake)
+        self._wake()    # at once: the writers run in the next loop iteration
 
     def acknowledged(self) -> None:
         """A slave reported: answer the waiters now acknowledged (in order)."""
