@@ -113,6 +113,8 @@ class BrokerController:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._pending_persist: dict[int, Any] = {}
         self._started = False
+        #: /metrics (metricsExporterType=PROM)
+        self.metrics: Any = None
         self._register_pending = False
         self._register_again = False
 
@@ -213,6 +215,8 @@ class BrokerController:
         self.stats.hold_times = store.put_hold_times
         self._schedule_every(1.0, self._stats_tick)
         self._started = True
+        if self.config.metrics_exporter_type == "PROM":
+            await self._start_metrics(loop)
         namesrv = self.config.namesrv_addrs
         if namesrv:
             self.registrar = BrokerRegistrar(
@@ -231,6 +235,20 @@ class BrokerController:
             self._schedule_every(self.config.register_name_server_period / 1000, self.register_soon)
         log.info("broker %s (%s) serving %s", self.config.broker_name, self.config.broker_cluster_name,
                  self.address)
+
+    async def _start_metrics(self, loop: asyncio.AbstractEventLoop) -> None:
+        from rocketstore.broker.metrics import broker_families
+        from rocketstore.remoting.metrics import LoopSnapshotCollector, PrometheusExporter
+
+        self.metrics = PrometheusExporter(
+            LoopSnapshotCollector(loop, lambda: broker_families(self)),
+            self.config.metrics_prom_exporter_host, self.config.metrics_prom_exporter_port)
+        await loop.run_in_executor(None, self.metrics.start)
+
+    @property
+    def serving_servers(self) -> list[RemotingServer]:
+        """The remoting servers serving clients (the listen port's, the fast port's)."""
+        return [s for s in (self.server, self.fast_server) if s is not None]
 
     def update_config(self, properties: dict[str, str]) -> ConfigUpdate:
         """UPDATE_BROKER_CONFIG: check ``properties`` (RocketMQ keys; ValueError names a bad
@@ -301,6 +319,9 @@ class BrokerController:
                 await self.registrar.stop(unregister=True)
             except Exception:
                 log.exception("unregistering from the name servers failed")
+        metrics, self.metrics = self.metrics, None
+        if metrics is not None:
+            await asyncio.get_running_loop().run_in_executor(None, metrics.stop)
         if self.hold_service is not None:
             self.hold_service.wake_all()
         if self.fast_server is not None:
