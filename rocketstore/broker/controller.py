@@ -24,6 +24,7 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
+from rocketstore.broker.acl import AclFile, RequestGuard
 from rocketstore.broker.client_groups import ConsumerManager, ProducerManager
 from rocketstore.broker.config import BrokerConfig
 from rocketstore.broker.consumer_offset_manager import ConsumerOffsetManager
@@ -31,7 +32,7 @@ from rocketstore.broker.json_table import JsonTableFile
 from rocketstore.broker.live_config import ConfigUpdate, persist_update, plan_update
 from rocketstore.broker.long_polling import PullRequestHoldService
 from rocketstore.broker.message_writer import MessageWriter
-from rocketstore.broker.processors.acl import AclDisabledProcessor
+from rocketstore.broker.processors.acl import AclAdminProcessor, AclDisabledProcessor
 from rocketstore.broker.processors.admin import AdminBrokerProcessor
 from rocketstore.broker.processors.heartbeat import ClientManageProcessor
 from rocketstore.broker.processors.inspect import InspectProcessor
@@ -115,6 +116,8 @@ class BrokerController:
         self._started = False
         #: /metrics (metricsExporterType=PROM)
         self.metrics: Any = None
+        #: plain_acl.yml (aclEnable=true)
+        self.acl_file: AclFile | None = None
         self._register_pending = False
         self._register_again = False
 
@@ -149,6 +152,9 @@ class BrokerController:
             self.topics.load()
             self.groups.load()
             self.offsets.load()
+            if self.config.acl_enable:
+                self.acl_file = AclFile(self.acl_file_path())
+                self.acl_file.load()
         except BaseException:
             await self.server.stop()
             if self.store is not None:
@@ -185,7 +191,8 @@ class BrokerController:
                                  offsets=self.offsets, consumers=self.consumers, schedule=self.schedule,
                                  hold_service=self.hold_service, broker_addr=self.address),
             MaintenanceProcessor(store, self.topics, self.update_config),
-            AclDisabledProcessor(),
+            AclDisabledProcessor() if self.acl_file is None else AclAdminProcessor(
+                self.acl_file, lambda: (self.config.broker_cluster_name, self.config.broker_name, self.address)),
             InspectProcessor(store, self.consumers, self.producers),
         ]
         self._processors = processors
@@ -201,6 +208,8 @@ class BrokerController:
                 else:
                     processor.register_with(server)
             server.register_default_processor(None)
+            if self.acl_file is not None:
+                server.set_request_guard(RequestGuard(self.acl_file))
         if self.fast_server is not None:
             try:
                 await self.fast_server.start()
@@ -244,6 +253,15 @@ class BrokerController:
             LoopSnapshotCollector(loop, lambda: broker_families(self)),
             self.config.metrics_prom_exporter_host, self.config.metrics_prom_exporter_port)
         await loop.run_in_executor(None, self.metrics.start)
+
+    def acl_file_path(self) -> str:
+        """aclFile; by default plain_acl.yml beside the properties file (without one, in the
+        store's config directory)."""
+        if self.config.acl_file:
+            return os.path.abspath(self.config.acl_file)
+        if self.config_file is not None:
+            return os.path.join(os.path.dirname(os.path.abspath(self.config_file)), "plain_acl.yml")
+        return os.path.join(self.root, CONFIG_DIR, "plain_acl.yml")
 
     @property
     def serving_servers(self) -> list[RemotingServer]:
