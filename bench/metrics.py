@@ -8,7 +8,10 @@ Each pair: a broker subprocess (ASYNC_FLUSH) with ``metricsExporterType=DISABLE`
 with ``PROM`` while a thread scrapes ``/metrics`` every ``--scrape-interval`` seconds (each
 scrape parsed, its size noted); the same pipelined SEND_MESSAGE_V2 load as bench/broker.py
 (a). Before the window, ``--groups`` consumer groups commit offsets on every queue so a scrape
-has lag rows to compute. The ratio is median(with scrapes) / median(off).
+has lag rows to compute. The ratio is median(with scrapes) / median(off). On a machine shared
+with other work the rates swing more than the cost being measured, so the broker process's CPU
+per scrape (idle broker, ``--cost-scrapes`` back-to-back scrapes less its idle CPU) is printed
+too: at one scrape a second it is the share of the event loop's core a scrape takes.
 """
 
 from __future__ import annotations
@@ -77,8 +80,28 @@ async def commit_offsets(address: str, groups: int, queues: int) -> None:
                     "commitOffset": "0"}), timeout=10)
 
 
+def scrape_cpu(broker: B.Server, port: int, scrapes: int) -> float:
+    """CPU seconds the idle broker process spends per scrape (its CPU over ``scrapes`` back to
+    back scrapes, less its idle CPU over as long): what a scrape costs, however loaded the
+    machine is."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    url = f"http://127.0.0.1:{port}/metrics"
+    time.sleep(0.5)
+    cpu0, t0 = broker.cpu_seconds(), time.perf_counter()
+    time.sleep(2.0)
+    idle_rate = (broker.cpu_seconds() - cpu0) / (time.perf_counter() - t0)
+    cpu0, t0 = broker.cpu_seconds(), time.perf_counter()
+    for _ in range(scrapes):
+        with urllib.request.urlopen(url, timeout=10) as reply:
+            for _ in text_string_to_metric_families(reply.read().decode()):
+                pass
+    elapsed = time.perf_counter() - t0
+    return max(0.0, (broker.cpu_seconds() - cpu0 - idle_rate * elapsed) / scrapes)
+
+
 def window(args: argparse.Namespace, dirs: C.TempDirs, block: bytes, frame_size: int,
-           metrics: bool) -> tuple[float, Scraper | None]:
+           metrics: bool, cpu_per_scrape: list[float] | None = None) -> tuple[float, Scraper | None]:
     root = dirs.new("metrics-bench")
     port = free_port()
     props = {"metricsExporterType": "PROM", "metricsPromExporterPort": port} if metrics else {}
@@ -92,6 +115,8 @@ def window(args: argparse.Namespace, dirs: C.TempDirs, block: bytes, frame_size:
             scraper.start()
         w = run(B.pipelined_window(broker.port, block, frame_size, args.connections, args.inflight,
                                    args.seconds, args.warmup, True))
+        if metrics and cpu_per_scrape is not None:
+            cpu_per_scrape.append(scrape_cpu(broker, port, args.cost_scrapes))
         if w.failures:      # the broker's flow control (a loop stalled by the machine's other load)
             print(f"    {w.failures} sends failed, e.g. {w.failure_sample[:160]!r}", flush=True)
     finally:
@@ -114,18 +139,21 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--queues", type=int, default=8)
     parser.add_argument("--groups", type=int, default=10)
     parser.add_argument("--scrape-interval", type=float, default=1.0)
+    parser.add_argument("--cost-scrapes", type=int, default=30,
+                        help="back-to-back scrapes of the idle broker whose CPU is measured")
     parser.add_argument("--dir", help="where temporary stores go")
     args = parser.parse_args(argv)
     block, frame_size = B.send_block(os.urandom(args.size), args.queues, 4096)
     off: list[float] = []
     on: list[float] = []
     scrapes: list[Scraper] = []
+    cpu_per_scrape: list[float] = []
     with C.TempDirs(args.dir) as dirs:
         for repeat in range(args.repeat):
             rate, _ = window(args, dirs, block, frame_size, False)
             off.append(rate)
             print(f"  run {repeat + 1} metrics off:     {rate:,.0f} msgs/s", flush=True)
-            rate, scraper = window(args, dirs, block, frame_size, True)
+            rate, scraper = window(args, dirs, block, frame_size, True, cpu_per_scrape)
             on.append(rate)
             assert scraper is not None
             scrapes.append(scraper)
@@ -142,6 +170,10 @@ def main(argv: list[str] | None = None) -> None:
     if scrape_times:
         print(f"| scrape time, median / max | {statistics.median(scrape_times) * 1000:.1f} ms / "
               f"{max(scrape_times) * 1000:.1f} ms |")
+    if cpu_per_scrape:
+        cost = statistics.median(cpu_per_scrape)
+        print(f"| broker CPU per scrape (idle broker, median) | {cost * 1000:.1f} ms: "
+              f"{cost / args.scrape_interval:.1%} of one core at one scrape per {args.scrape_interval:g} s |")
     print(f"| scrape errors | {sum(s.errors for s in scrapes)} |")
 
 
