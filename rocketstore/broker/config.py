@@ -32,6 +32,7 @@ from rocketstore.common.java_properties import (
 from rocketstore.common.perm import PERM_MASK, PERM_READ, PERM_WRITE
 from rocketstore.common.topics import TRACE_TOPIC
 from rocketstore.config import PROPERTY_KEYS, StoreConfig
+from rocketstore.remoting.metrics import check_exporter_type
 
 log = logging.getLogger("rocketstore.broker")
 
@@ -98,10 +99,20 @@ class BrokerConfig:
     trace_on: bool = True
     #: QUEUE_PUT_* and QUEUE_GET_* statistics (by queue), and GROUP_GET_LATENCY by queue
     enable_detail_stat: bool = True
+    #: RocketMQ 5's metrics switches: PROM serves Prometheus' /metrics on
+    #: metricsPromExporterHost:metricsPromExporterPort (DISABLE: no endpoint)
+    metrics_exporter_type: str = "DISABLE"
+    metrics_prom_exporter_host: str = "127.0.0.1"
+    metrics_prom_exporter_port: int = 5557
+    #: RocketMQ 4.x plain ACL: requests signed by an account of acl_file
+    acl_enable: bool = False
+    #: the ACL file; empty: plain_acl.yml beside the properties file (else in the store's config dir)
+    acl_file: str = ""
     store: StoreConfig = field(default_factory=StoreConfig, metadata={"properties": False})
 
     def __post_init__(self) -> None:
-        for name in ("listen_port",):
+        object.__setattr__(self, "metrics_exporter_type", check_exporter_type(self.metrics_exporter_type))
+        for name in ("listen_port", "metrics_prom_exporter_port"):
             value = getattr(self, name)
             if not 0 <= value <= 65535:
                 raise ValueError(f"{name} must be in [0, 65535], got {value}")

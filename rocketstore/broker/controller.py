@@ -24,6 +24,7 @@ from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import Any
 
+from rocketstore.broker.acl import AclFile, RequestGuard
 from rocketstore.broker.client_groups import ConsumerManager, ProducerManager
 from rocketstore.broker.config import BrokerConfig
 from rocketstore.broker.consumer_offset_manager import ConsumerOffsetManager
@@ -31,7 +32,7 @@ from rocketstore.broker.json_table import JsonTableFile
 from rocketstore.broker.live_config import ConfigUpdate, persist_update, plan_update
 from rocketstore.broker.long_polling import PullRequestHoldService
 from rocketstore.broker.message_writer import MessageWriter
-from rocketstore.broker.processors.acl import AclDisabledProcessor
+from rocketstore.broker.processors.acl import AclAdminProcessor, AclDisabledProcessor
 from rocketstore.broker.processors.admin import AdminBrokerProcessor
 from rocketstore.broker.processors.heartbeat import ClientManageProcessor
 from rocketstore.broker.processors.inspect import InspectProcessor
@@ -115,6 +116,10 @@ class BrokerController:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._pending_persist: dict[int, Any] = {}
         self._started = False
+        #: /metrics (metricsExporterType=PROM)
+        self.metrics: Any = None
+        #: plain_acl.yml (aclEnable=true)
+        self.acl_file: AclFile | None = None
         self._register_pending = False
         self._register_again = False
 
@@ -149,6 +154,9 @@ class BrokerController:
             self.topics.load()
             self.groups.load()
             self.offsets.load()
+            if self.config.acl_enable:
+                self.acl_file = AclFile(self.acl_file_path())
+                self.acl_file.load()
         except BaseException:
             await self.server.stop()
             if self.store is not None:
@@ -187,7 +195,8 @@ class BrokerController:
                                  schedule=self.schedule, hold_service=self.hold_service),
             stats_processor,
             MaintenanceProcessor(store, self.topics, self.update_config),
-            AclDisabledProcessor(),
+            AclDisabledProcessor() if self.acl_file is None else AclAdminProcessor(
+                self.acl_file, lambda: (self.config.broker_cluster_name, self.config.broker_name, self.address)),
             InspectProcessor(store, self.consumers, self.producers),
         ]
         self._processors = processors
@@ -203,6 +212,8 @@ class BrokerController:
                 else:
                     processor.register_with(server)
             server.register_default_processor(None)
+            if self.acl_file is not None:
+                server.set_request_guard(RequestGuard(self.acl_file))
         if self.fast_server is not None:
             try:
                 await self.fast_server.start()
@@ -220,6 +231,8 @@ class BrokerController:
         self.stats.hold_times = store.put_hold_times
         self._schedule_every(1.0, self._stats_tick)
         self._started = True
+        if self.config.metrics_exporter_type == "PROM":
+            await self._start_metrics(loop)
         namesrv = self.config.namesrv_addrs
         if namesrv:
             self.registrar = BrokerRegistrar(
@@ -238,6 +251,29 @@ class BrokerController:
             self._schedule_every(self.config.register_name_server_period / 1000, self.register_soon)
         log.info("broker %s (%s) serving %s", self.config.broker_name, self.config.broker_cluster_name,
                  self.address)
+
+    async def _start_metrics(self, loop: asyncio.AbstractEventLoop) -> None:
+        from rocketstore.broker.metrics import broker_families
+        from rocketstore.remoting.metrics import LoopSnapshotCollector, PrometheusExporter
+
+        self.metrics = PrometheusExporter(
+            LoopSnapshotCollector(loop, lambda: broker_families(self)),
+            self.config.metrics_prom_exporter_host, self.config.metrics_prom_exporter_port)
+        await loop.run_in_executor(None, self.metrics.start)
+
+    def acl_file_path(self) -> str:
+        """aclFile; by default plain_acl.yml beside the properties file (without one, in the
+        store's config directory)."""
+        if self.config.acl_file:
+            return os.path.abspath(self.config.acl_file)
+        if self.config_file is not None:
+            return os.path.join(os.path.dirname(os.path.abspath(self.config_file)), "plain_acl.yml")
+        return os.path.join(self.root, CONFIG_DIR, "plain_acl.yml")
+
+    @property
+    def serving_servers(self) -> list[RemotingServer]:
+        """The remoting servers serving clients (the listen port's, the fast port's)."""
+        return [s for s in (self.server, self.fast_server) if s is not None]
 
     def update_config(self, properties: dict[str, str]) -> ConfigUpdate:
         """UPDATE_BROKER_CONFIG: check ``properties`` (RocketMQ keys; ValueError names a bad
@@ -327,6 +363,9 @@ class BrokerController:
                 await self.registrar.stop(unregister=True)
             except Exception:
                 log.exception("unregistering from the name servers failed")
+        metrics, self.metrics = self.metrics, None
+        if metrics is not None:
+            await asyncio.get_running_loop().run_in_executor(None, metrics.stop)
         if self.hold_service is not None:
             self.hold_service.wake_all()
         if self.fast_server is not None:

@@ -45,7 +45,7 @@ CONFIG_BLACK_LIST = frozenset({"configBlackList", "brokerConfigPath"})
 #: Settings of RocketMQ's broker that rocketstore has fixed, because it lacks the feature, as
 #: GET_BROKER_CONFIG shows them (tools read them: mqadmin exportConfigs fails without one).
 FIXED_BROKER_PROPERTIES = {
-    "aclEnable": "false", "filterServerNums": "0", "useTLS": "false",
+    "filterServerNums": "0", "useTLS": "false",
     "configBlackList": ";".join(sorted(CONFIG_BLACK_LIST, key=lambda key: key != "configBlackList")),
 }
 

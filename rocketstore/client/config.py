@@ -26,6 +26,7 @@ from rocketstore.common.java_properties import (
 )
 from rocketstore.common.text import is_ascii_int
 from rocketstore.common.topics import AUTO_CREATE_TOPIC_KEY_TOPIC, TOPIC_NAME_RE
+from rocketstore.remoting.acl import SessionCredentials
 
 C = TypeVar("C", bound="ClientConfig")
 
@@ -105,6 +106,10 @@ class ClientConfig:
     unit_name: str | None = None
     vip_channel_enabled: bool = False
     mq_client_api_timeout: int = 3_000
+    #: RocketMQ 4.x ACL: every request signed with this account (AclClientRPCHook)
+    access_key: str | None = None
+    secret_key: str | None = None
+    security_token: str | None = None
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -122,8 +127,17 @@ class ClientConfig:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
         if self.pull_time_delay_mills_when_exception < 0:
             raise ValueError("pull_time_delay_mills_when_exception must not be negative")
+        if (self.access_key is None) != (self.secret_key is None):
+            raise ValueError("access_key and secret_key go together: set both or neither")
         if not self.instance_name or "@" in self.instance_name:
             raise ValueError(f"instance_name must be non-empty without '@', got {self.instance_name!r}")
+
+    @property
+    def credentials(self) -> SessionCredentials | None:
+        """The account requests are signed with (None: unsigned)."""
+        if self.access_key is None or self.secret_key is None:
+            return None
+        return SessionCredentials(self.access_key, self.secret_key, self.security_token)
 
     @property
     def namesrv_addresses(self) -> list[str]:

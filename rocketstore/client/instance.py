@@ -77,7 +77,7 @@ class ClientInstance:
     def __init__(self, config: ClientConfig, remoting_config: RemotingClientConfig | None = None) -> None:
         self.config = config
         self.client_id = make_client_id(config)
-        self.remoting = RemotingClient(remoting_config)
+        self.remoting = RemotingClient(remoting_config, rpc_hook=config.credentials)
         self.api = ClientAPI(self.remoting, config.namesrv_addresses)
         self.timeout = config.mq_client_api_timeout / 1000
         self.topic_routes: dict[str, TopicRouteData] = {}

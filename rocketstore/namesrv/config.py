@@ -20,6 +20,7 @@ from rocketstore.common.java_properties import (
     read_properties_text,
 )
 from rocketstore.remoting.config import RemotingServerConfig
+from rocketstore.remoting.metrics import check_exporter_type
 
 log = logging.getLogger("rocketstore.namesrv")
 
@@ -43,10 +44,16 @@ class NamesrvConfig:
     scan_not_active_broker_interval: int = 10_000
     #: A broker not registered again within this many ms is dropped (RocketMQ: 2 minutes).
     broker_channel_expired_time: int = 120_000
+    #: RocketMQ 5's metrics switches (see rocketstore.remoting.metrics)
+    metrics_exporter_type: str = "DISABLE"
+    metrics_prom_exporter_host: str = "127.0.0.1"
+    metrics_prom_exporter_port: int = 5557
 
     def __post_init__(self) -> None:
-        if not 0 <= self.listen_port <= 65535:
-            raise ValueError(f"listen_port must be in [0, 65535], got {self.listen_port}")
+        object.__setattr__(self, "metrics_exporter_type", check_exporter_type(self.metrics_exporter_type))
+        for name in ("listen_port", "metrics_prom_exporter_port"):
+            if not 0 <= getattr(self, name) <= 65535:
+                raise ValueError(f"{name} must be in [0, 65535], got {getattr(self, name)}")
         for name in ("scan_not_active_broker_interval", "broker_channel_expired_time"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")

@@ -13,6 +13,7 @@ from rocketstore.namesrv.kv_config import KVConfigManager, NamesrvConfigProcesso
 from rocketstore.namesrv.processor import NamesrvProcessor
 from rocketstore.namesrv.route_info import RouteInfoManager, wall_clock_ms
 from rocketstore.remoting import RemotingServer
+from rocketstore.remoting.metrics import LoopSnapshotCollector, PrometheusExporter
 
 log = logging.getLogger("rocketstore.namesrv")
 
@@ -37,6 +38,8 @@ class NamesrvController:
         self.processor = NamesrvProcessor(self.route_info, self.config_processor.order_topic_conf)
         self.processor.register_with(self.server)
         self.config_processor.register_with(self.server)
+        #: /metrics (metricsExporterType=PROM)
+        self.metrics: PrometheusExporter | None = None
 
     def _set_config(self, config: NamesrvConfig) -> None:
         self.config = config
@@ -52,6 +55,13 @@ class NamesrvController:
         self.kv.load()
         await self.server.start()
         self._schedule_scan()
+        if self.config.metrics_exporter_type == "PROM":
+            from rocketstore.namesrv.metrics import namesrv_families
+
+            self.metrics = PrometheusExporter(
+                LoopSnapshotCollector(asyncio.get_running_loop(), lambda: namesrv_families(self)),
+                self.config.metrics_prom_exporter_host, self.config.metrics_prom_exporter_port)
+            await asyncio.get_running_loop().run_in_executor(None, self.metrics.start)
 
     def _schedule_scan(self) -> None:
         loop = asyncio.get_running_loop()
@@ -65,6 +75,9 @@ class NamesrvController:
         self._schedule_scan()
 
     async def stop(self) -> None:
+        metrics, self.metrics = self.metrics, None
+        if metrics is not None:
+            await asyncio.get_running_loop().run_in_executor(None, metrics.stop)
         if self._scan_timer is not None:
             self._scan_timer.cancel()
             self._scan_timer = None

@@ -22,6 +22,8 @@ log = logging.getLogger("rocketstore.remoting")
 
 #: ``callback(response, error)``: exactly one of them is None.
 InvokeCallback = Callable[[RemotingCommand | None, BaseException | None], None]
+#: ``hook(request)`` before a request is sent (e.g. SessionCredentials signing it).
+RequestHook = Callable[[RemotingCommand], None]
 #: ``listener(address, connection)`` once a connection to ``address`` is gone.
 ClientConnectionListener = Callable[[str, RemotingConnection], None]
 
@@ -36,8 +38,12 @@ class RemotingClient:
     server's. Timeouts are in seconds.
     """
 
-    def __init__(self, config: RemotingClientConfig | None = None) -> None:
+    def __init__(self, config: RemotingClientConfig | None = None, *,
+                 rpc_hook: RequestHook | None = None) -> None:
         self.config = config or RemotingClientConfig()
+        #: called with every request before it is sent (RocketMQ's RPCHook.doBeforeRequest):
+        #: an ACL client's SessionCredentials add AccessKey and Signature
+        self.rpc_hook = rpc_hook
         self._processors = ProcessorTable()
         self._registry = ConnectionRegistry(self.config.client_channel_max_idle_time_seconds)
         self._by_address: dict[str, list[RemotingConnection]] = {}
@@ -136,6 +142,8 @@ class RemotingClient:
         """Send ``request`` to ``address`` and return its response; ``timeout`` covers the
         connect too. Raises RemotingConnectError, RemotingTimeoutError or
         RemotingSendRequestError; a response with an error code is returned, not raised."""
+        if self.rpc_hook is not None:
+            self.rpc_hook(request)
         connections = self._by_address.get(address)
         if connections is not None and len(connections) >= self.config.connections_per_address:
             index = self._round_robin.get(address, 0)
@@ -153,6 +161,8 @@ class RemotingClient:
 
     async def invoke_oneway(self, address: str, request: RemotingCommand, timeout: float = 3.0) -> None:
         """Send ``request`` with the oneway flag (``timeout`` bounds the connect)."""
+        if self.rpc_hook is not None:
+            self.rpc_hook(request)
         connection = await self.get_connection(address, timeout)
         connection.invoke_oneway(request)
 

@@ -51,6 +51,9 @@ HandlerResult = RemotingCommand | None | Awaitable[RemotingCommand | None]
 #: now: answer later with ``ctx.send_response``, or never for oneway requests), or an awaitable
 #: of either (e.g. a future that the store's threads resolve).
 RequestHandler = Callable[["RemotingConnection", RemotingCommand], HandlerResult]
+#: ``guard(ctx, request)`` before every processor: None lets the request through, a response
+#: refuses it (RocketMQ's server RPCHook.doBeforeRequest; the broker's ACL check)
+RequestGuard = Callable[["RemotingConnection", RemotingCommand], "RemotingCommand | None"]
 ConnectionListener = Callable[["RemotingConnection"], None]
 
 _OPAQUE_MASK = 0x7FFFFFFF
@@ -72,17 +75,50 @@ class ConnectionLimits:
 class ProcessorTable:
     """Request code -> processor, with a default for codes nobody registered."""
 
-    __slots__ = ("handlers", "default")
+    __slots__ = ("handlers", "_default", "_guard", "_unguarded")
 
     def __init__(self) -> None:
         #: Read by every connection on every request (the dict itself, not a copy).
         self.handlers: dict[int, RequestHandler] = {}
-        self.default: RequestHandler | None = None
+        self._default: RequestHandler | None = None
+        self._guard: RequestGuard | None = None
+        self._unguarded: dict[int, RequestHandler] = {}
 
     def register(self, code: int, handler: RequestHandler) -> None:
         if not callable(handler):
             raise TypeError(f"processor for {describe_request(code)} is not callable: {handler!r}")
-        self.handlers[int(code)] = handler
+        self._unguarded[int(code)] = handler
+        self.handlers[int(code)] = self._guarded(handler)
+
+    @property
+    def default(self) -> RequestHandler | None:
+        return self._default
+
+    @default.setter
+    def default(self, handler: RequestHandler | None) -> None:
+        self._unguarded[-1] = handler  # type: ignore[assignment]
+        self._default = None if handler is None else self._guarded(handler)
+
+    def set_guard(self, guard: RequestGuard | None) -> None:
+        """Run ``guard`` before every processor, those registered later too (None: no guard;
+        without one a request costs nothing more)."""
+        self._guard = guard
+        for code, handler in self._unguarded.items():
+            if code == -1:
+                self._default = None if handler is None else self._guarded(handler)
+            else:
+                self.handlers[code] = self._guarded(handler)
+
+    def _guarded(self, handler: RequestHandler) -> RequestHandler:
+        guard = self._guard
+        if guard is None:
+            return handler
+
+        def guarded(ctx: RemotingConnection, request: RemotingCommand) -> HandlerResult:
+            refusal = guard(ctx, request)
+            return handler(ctx, request) if refusal is None else refusal
+
+        return guarded
 
     def get(self, code: int) -> RequestHandler | None:
         return self.handlers.get(code, self.default)

@@ -13,6 +13,7 @@ from rocketstore.remoting.connection import (
     ConnectionRegistry,
     ProcessorTable,
     RemotingConnection,
+    RequestGuard,
     RequestHandler,
 )
 
@@ -52,6 +53,10 @@ class RemotingServer:
 
     def register_default_processor(self, handler: RequestHandler | None) -> None:
         self._processors.default = handler
+
+    def set_request_guard(self, guard: RequestGuard | None) -> None:
+        """Check every request with ``guard`` before its processor (see RequestGuard)."""
+        self._processors.set_guard(guard)
 
     def add_connection_listener(
         self,
