@@ -87,8 +87,11 @@ def test_repaired_wheel_installs_and_runs_the_demo_without_a_compiler(dist: Path
     env_dir = tmp_path / "venv"
     venv.create(env_dir, with_pip=True)
     bin_dir = env_dir / "bin"
+    # a clean environment: a PYTHONPATH naming a checkout (other tests set one for their
+    # children) would make pip find rocketstore "already satisfied" and install nothing
+    clean = {k: v for k, v in os.environ.items() if k != "PYTHONPATH" and not k.startswith("PIP_")}
     install = subprocess.run([str(bin_dir / "python"), "-m", "pip", "install", "-q", str(wheel)],
-                             capture_output=True, text=True, timeout=900)
+                             capture_output=True, text=True, timeout=900, env=clean)
     assert install.returncode == 0, install.stderr[-3000:]
     # only the virtualenv on PATH: no gcc, no cc; CC pointing nowhere for good measure
     env = {"PATH": str(bin_dir), "CC": "/nonexistent-cc", "HOME": str(tmp_path),
