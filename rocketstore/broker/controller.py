@@ -44,6 +44,7 @@ from rocketstore.broker.processors.send_back import SendBackProcessor
 from rocketstore.broker.processors.stats import BrokerStatsProcessor
 from rocketstore.broker.rebalance_lock import RebalanceLockManager
 from rocketstore.broker.registration import BrokerIdentity, BrokerRegistrar
+from rocketstore.broker.replicas_manager import ReplicasManager
 from rocketstore.broker.schedule import ScheduleMessageService
 from rocketstore.broker.stats import BrokerStatsManager
 from rocketstore.broker.subscription_group import SubscriptionGroupManager
@@ -113,6 +114,11 @@ class BrokerController:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._pending_persist: dict[int, Any] = {}
         self._started = False
+        #: controller mode (enableControllerMode): the role comes from the controller
+        self.replicas: ReplicasManager | None = None
+        #: set when the controller names another master: the broker restarts in its new role
+        self.role_changed = asyncio.Event()
+        self._stopping = asyncio.Event()
         self._register_pending = False
         self._register_again = False
 
@@ -143,7 +149,11 @@ class BrokerController:
         fast_port = self.config.fast_listen_port if self.config.listen_port else None
         store_config = self.config.store_config_for(port).replace(store_path_root_dir=self.root)
         try:
-            self.store = await loop.run_in_executor(None, self._store_opener, self.root, store_config)
+            if self.config.enable_controller_mode:
+                self.store = await self._settle_role(store_config)
+            else:
+                self.store = await loop.run_in_executor(None, self._store_opener, self.root,
+                                                        store_config)
             self.topics.load()
             self.groups.load()
             self.offsets.load()
@@ -206,6 +216,8 @@ class BrokerController:
                 log.warning("not serving the fast port %d: %s", fast_port, exc)
                 self.fast_server = None
         await self._start_ha(store)
+        if self.replicas is not None:
+            self._start_controller_mode(store)
         if not self.is_slave:
             self.schedule.start()       # a slave's delayed messages come from its master
         self._schedule_every(self.config.flush_consumer_offset_interval / 1000, self._persist_offsets)
@@ -218,7 +230,7 @@ class BrokerController:
             self.registrar = BrokerRegistrar(
                 self.client, namesrv,
                 BrokerIdentity(self.config.broker_cluster_name, self.config.broker_name,
-                               self.config.broker_id, self.address,
+                               self.registration_broker_id, self.address,
                                self.config.ha_server_addr(
                                    port, None if self.ha_service is None else self.ha_service.port)),
                 timeout=self.config.register_broker_timeout_mills / 1000)
@@ -258,6 +270,59 @@ class BrokerController:
         return update
 
     @property
+    def registration_broker_id(self) -> int:
+        """The brokerId registered with the name servers: in controller mode 0 for the
+        master and the replica's id for a slave (RocketMQ 5)."""
+        if self.replicas is not None:
+            return 0 if self.replicas.is_master else self.config.broker_id
+        return self.config.broker_id
+
+    async def _settle_role(self, store_config: Any) -> MessageStore:
+        """Controller mode: the role the controller gives, the store opened for it (see
+        ReplicasManager.settle)."""
+        replicas = self.replicas = ReplicasManager(self.config, self.client, self.root)
+        replicas.role_changed = self.role_changed
+        replicas.address = self.address
+        replicas.ha_address = self.config.ha_server_addr(self.port, store_config.ha_listen_port)
+
+        def open_store(role: str, master_ha: str | None) -> MessageStore:
+            return self._store_opener(self.root, store_config.replace(
+                broker_role=role, ha_master_address=master_ha))
+
+        store, role, master_ha = await replicas.settle(open_store, self._stopping)
+        self.config = self.config.replace(store=self.config.store.replace(
+            broker_role=role, ha_master_address=master_ha))
+        return store
+
+    def _start_controller_mode(self, store: MessageStore) -> None:
+        replicas = self.replicas
+        assert replicas is not None
+        for server in self._servers:
+            replicas.serve_epochs(server, store)
+        if replicas.is_master and self.ha_service is not None:
+            replicas.start_sync_state_set(self.ha_service)
+        ha_client = self.ha_client
+        if ha_client is not None:
+            replicas.ha_client_address = lambda: ha_client.local_address
+        busy = [False]
+
+        def tick() -> None:
+            if busy[0] or self.role_changed.is_set():
+                return
+            busy[0] = True
+
+            async def run() -> None:
+                try:
+                    await replicas.tick(store)
+                finally:
+                    busy[0] = False
+            task = asyncio.ensure_future(run())
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+        self._schedule_every(self.config.broker_heartbeat_interval / 1000, tick)
+
+    @property
     def is_slave(self) -> bool:
         return self.config.store.broker_role == "SLAVE"
 
@@ -272,7 +337,8 @@ class BrokerController:
             log.error("not listening on the HA port %d: %s", store.config.ha_listen_port, exc)
             self.ha_service = None
         if self.is_slave:
-            self.ha_client = HAClient(store, store.config.ha_master_address or None)
+            self.ha_client = HAClient(store, store.config.ha_master_address
+                                      or self.config.store.ha_master_address or None)
             await self.ha_client.start()
 
     def _registered(self, outcomes: list[Any]) -> None:
@@ -293,6 +359,7 @@ class BrokerController:
 
     async def stop(self) -> None:
         """Stop cleanly: unregister, stop serving, persist every table, shut the store down."""
+        self._stopping.set()
         for timer in self._timers:
             timer.cancel()
         self._timers.clear()

@@ -16,6 +16,7 @@ from rocketstore.ha.protocol import (
     HAFrameError,
 )
 from rocketstore.ha.service import HAConnection, HAService
+from rocketstore.ha.sync_state import SyncStateSet
 
 __all__ = [
     "HEADER_SIZE",
@@ -25,4 +26,5 @@ __all__ = [
     "HAConnection",
     "HAFrameError",
     "HAService",
+    "SyncStateSet",
 ]

@@ -16,10 +16,13 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rocketstore.ha.protocol import HEADER, REPORT_SIZE, HAFrameError, parse_report
 from rocketstore.store import MessageStore
+
+if TYPE_CHECKING:
+    from rocketstore.ha.sync_state import SyncStateSet
 
 log = logging.getLogger("rocketstore.ha")
 
@@ -172,6 +175,9 @@ def _describe(exc: BaseException) -> str:
 class HAService:
     """The master's HA listener; ``start()`` on the broker's event loop, ``stop()`` at
     shutdown. ``slaves()`` tells who follows and how far they acknowledged."""
+
+    #: controller mode: the replicas the controller holds caught up (None: not in that mode)
+    sync_state_set: SyncStateSet | None = None
 
     def __init__(self, store: MessageStore, *, port: int, bind_address: str = "127.0.0.1",
                  transfer_batch_size: int | None = None,

@@ -43,6 +43,11 @@ class NamesrvConfig:
     scan_not_active_broker_interval: int = 10_000
     #: A broker not registered again within this many ms is dropped (RocketMQ: 2 minutes).
     broker_channel_expired_time: int = 120_000
+    #: Run the controller (RocketMQ 5's controller mode) on this name server's port; it scans
+    #: broker heartbeats every scan_not_active_broker_interval.
+    enable_controller_in_namesrv: bool = False
+    controller_store_path: str = dataclasses.field(default_factory=lambda: _home_path("controller"))
+    enable_elect_unclean_master: bool = False
 
     def __post_init__(self) -> None:
         if not 0 <= self.listen_port <= 65535:

@@ -8,6 +8,7 @@ import os
 from collections.abc import Callable
 from types import TracebackType
 
+from rocketstore.controller import ControllerProcessor, ReplicasInfo
 from rocketstore.namesrv.config import NamesrvConfig
 from rocketstore.namesrv.kv_config import KVConfigManager, NamesrvConfigProcessor
 from rocketstore.namesrv.processor import NamesrvProcessor
@@ -37,6 +38,15 @@ class NamesrvController:
         self.processor = NamesrvProcessor(self.route_info, self.config_processor.order_topic_conf)
         self.processor.register_with(self.server)
         self.config_processor.register_with(self.server)
+        #: the controller on this port (enableControllerInNamesrv)
+        self.controller: ControllerProcessor | None = None
+        if self.config.enable_controller_in_namesrv:
+            self.controller = ControllerProcessor(
+                ReplicasInfo(self.config.controller_store_path,
+                             enable_elect_unclean_master=self.config.enable_elect_unclean_master),
+                lambda: self.address,
+                scan_not_active_broker_interval=self.config.scan_not_active_broker_interval)
+            self.controller.register_with(self.server)
 
     def _set_config(self, config: NamesrvConfig) -> None:
         self.config = config
@@ -52,6 +62,8 @@ class NamesrvController:
         self.kv.load()
         await self.server.start()
         self._schedule_scan()
+        if self.controller is not None:
+            self.controller.start()
 
     def _schedule_scan(self) -> None:
         loop = asyncio.get_running_loop()
@@ -65,6 +77,8 @@ class NamesrvController:
         self._schedule_scan()
 
     async def stop(self) -> None:
+        if self.controller is not None:
+            self.controller.stop()
         if self._scan_timer is not None:
             self._scan_timer.cancel()
             self._scan_timer = None
