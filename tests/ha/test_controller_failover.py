@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from ha_servers import (
     TOPIC,
     commit_log_bytes,
@@ -24,6 +25,7 @@ from ha_servers import (
     wait_for,
 )
 
+from rocketstore.cli import main as cli_main
 from rocketstore.client import AsyncProducer, Message, SendStatus
 from rocketstore.remoting import RemotingClient, RequestCode, ResponseCode, create_request
 from rocketstore.store import SIDE_FILE_PREFIX
@@ -80,6 +82,12 @@ async def produce_through(namesrv: str, kill: asyncio.Event, killed_at: list[flo
     finally:
         await producer.shutdown()
     return sent
+
+
+def admin(namesrv: str, *args: str) -> dict:
+    result = CliRunner().invoke(cli_main, ["admin", args[0], "-n", namesrv, *args[1:]])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)
 
 
 def converged(root: Path, brokers: list[ss.Server], namesrv: str) -> None:
@@ -155,6 +163,21 @@ def test_kill_the_master_a_slave_of_the_set_takes_over_and_the_old_master_rejoin
         cut = int(side_files[0].name[len(SIDE_FILE_PREFIX):])
         assert cut < alone_end and side_files[0].stat().st_size == alone_end - cut
         converged(tmp_path, brokers, namesrv.address)
+
+        # the admin commands
+        state = sync_state(namesrv.address)
+        shown = admin(namesrv.address, "getSyncStateSet", "-a", namesrv.address, "--json")
+        assert shown["broker-ha"]["masterBrokerId"] == state["masterBrokerId"]
+        epochs = admin(namesrv.address, "getBrokerEpoch", "-b", "broker-ha", "--json")
+        assert len(epochs) == 3
+        for body in epochs.values():
+            assert body["epochList"][-1]["epoch"] == state["masterEpoch"]
+        meta = admin(namesrv.address, "getControllerMetaData", "-a", namesrv.address, "--json")
+        assert meta["controllerLeaderAddress"] == namesrv.address
+        refused = CliRunner().invoke(cli_main, ["admin", "electMaster", "-n", namesrv.address,
+                                                "-a", namesrv.address, "-bn", "broker-ha",
+                                                "-b", "9"])
+        assert refused.exit_code != 0 and "no replica can be elected" in refused.output
 
         # the controller restarted keeps its state (same port: controllerAddr unchanged)
         before = sync_state(namesrv.address)
