@@ -114,7 +114,8 @@ CONTROLLER_MODE = {"enableControllerMode": "true", "brokerHeartbeatInterval": 30
 
 def replica(root: Path, name: str, broker_id: int, namesrv_addr: str,
             **properties: object) -> tuple[ss.Server, int]:
-    """A broker of the controller-mode group broker-ha, replica broker_id."""
+    """A broker of the controller-mode group broker-ha, replica broker_id (its controller:
+    the name server unless controllerAddr is given)."""
     return ha_broker(root, name, broker_id=broker_id, role="ASYNC_MASTER",
-                     namesrv_addr=namesrv_addr, controllerAddr=namesrv_addr,
-                     **{**CONTROLLER_MODE, **properties})
+                     namesrv_addr=namesrv_addr,
+                     **{"controllerAddr": namesrv_addr, **CONTROLLER_MODE, **properties})

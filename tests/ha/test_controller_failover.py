@@ -19,6 +19,7 @@ from ha_servers import (
     TOPIC,
     commit_log_bytes,
     controller_namesrv,
+    free_port,
     replica,
     send_many,
     ss,
@@ -197,3 +198,32 @@ def test_kill_the_master_a_slave_of_the_set_takes_over_and_the_old_master_rejoin
                     pass
             b.stop()
         namesrv.stop()
+
+
+def test_standalone_controller_serves_a_2_replica_group(tmp_path: Path) -> None:
+    props = tmp_path / "controller.properties"
+    port = free_port()
+    props.write_text(f"listenPort={port}\ncontrollerStorePath={tmp_path / 'ctl'}\n"
+                     "scanNotActiveBrokerInterval=300\n", encoding="latin-1")
+    controller = ss.Server("controller", ["-m", "rocketstore", "controller", "-c", str(props)],
+                           ss.NAMESRV_BOOT)
+    namesrv = ss.namesrv()
+    brokers: list[ss.Server] = []
+    try:
+        controller.start()
+        namesrv.start()
+        for i in (1, 2):
+            server, _ = replica(tmp_path, f"b{i}", i, namesrv.address,
+                                controllerAddr=controller.address)
+            brokers.append(server.start())
+        wait_for(lambda: sync_state(controller.address)["syncStateSet"] == [1, 2], 15,
+                 "both replicas in the SyncStateSet")
+        brokers[0].kill()
+        wait_for(lambda: sync_state(controller.address)["masterBrokerId"] == 2, 15, "master 2")
+        asyncio.run(send_many(brokers[1].address, 5))
+        assert (tmp_path / "ctl" / "replicasInfo.json").exists()
+    finally:
+        for b in brokers:
+            b.stop()
+        namesrv.stop()
+        controller.stop()
