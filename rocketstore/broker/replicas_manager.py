@@ -57,6 +57,7 @@ class ReplicasManager:
         self.root = root
         self.replica_id = config.broker_id
         self.controller_addrs = [a.strip() for a in config.controller_addr.split(";") if a.strip()]
+        self._leader = ""
         self.epochs = EpochFile(root)
         #: the controller's last answer (replica info)
         self.info: dict[str, Any] = {}
@@ -71,13 +72,20 @@ class ReplicasManager:
     # ---- talking to the controller ----
     async def _ask(self, request_code: int, fields: dict[str, Any],
                    body: bytes | None = None) -> RemotingCommand:
-        last: Exception | None = None
-        for address in self.controller_addrs:
+        last: Exception | str | None = None
+        # the controller that answered last first: a replicated controller's leader
+        for address in sorted(self.controller_addrs, key=lambda a: a != self._leader):
             try:
-                return await self.client.invoke(address, create_request(request_code, fields, body),
-                                                timeout=REQUEST_TIMEOUT_S)
+                response = await self.client.invoke(
+                    address, create_request(request_code, fields, body), timeout=REQUEST_TIMEOUT_S)
             except Exception as exc:  # noqa: BLE001 - the next controller, or unavailable
                 last = exc
+                continue
+            if response.code == ResponseCode.CONTROLLER_NOT_LEADER:
+                last = f"{address}: {response.remark}"
+                continue
+            self._leader = address
+            return response
         raise ControllerUnavailable(f"no controller of {self.controller_addrs} answers: {last}")
 
     async def heartbeat(self, code: int, max_offset: int) -> dict[str, Any]:

@@ -28,6 +28,11 @@ class ControllerConfig:
     scan_not_active_broker_interval: int = 5000
     #: elect a replica outside the SyncStateSet when none in it is alive (loses messages)
     enable_elect_unclean_master: bool = False
+    #: a replicated controller (pysyncobj's Raft, the ``controller`` extra): every
+    #: controller's Raft address, "n0-host:port;n1-host:port;n2-host:port" ("": one controller)
+    controller_d_leger_peers: str = ""
+    #: this controller's id in controller_d_leger_peers
+    controller_d_leger_self_id: str = ""
 
     def __post_init__(self) -> None:
         if not 0 <= self.listen_port <= 65535:

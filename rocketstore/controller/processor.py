@@ -21,10 +21,13 @@ import asyncio
 import json
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rocketstore.common.text import quote
 from rocketstore.controller.replicas import ControllerError, Group, ReplicasInfo
+
+if TYPE_CHECKING:
+    from rocketstore.controller.raft import RaftDecisions
 from rocketstore.remoting import (
     RemotingCommand,
     RemotingConnection,
@@ -62,8 +65,11 @@ class ControllerProcessor:
     scan_not_active_broker_interval ms elects masters for groups whose master went silent."""
 
     def __init__(self, replicas: ReplicasInfo, address: Callable[[], str], *,
-                 scan_not_active_broker_interval: int = 5000) -> None:
+                 scan_not_active_broker_interval: int = 5000,
+                 raft: RaftDecisions | None = None) -> None:
         self.replicas = replicas
+        #: a replicated controller's Raft (None: a single controller)
+        self.raft = raft
         self.address = address
         self.scan_interval_s = scan_not_active_broker_interval / 1000
         self._timer: asyncio.TimerHandle | None = None
@@ -79,7 +85,8 @@ class ControllerProcessor:
             RequestCode.CONTROLLER_GET_METADATA_INFO: self.get_metadata_info,
         }
         for code, handler in handlers.items():
-            server.register_processor(code, self._guarded(handler))
+            guarded = self._guarded(handler)
+            server.register_processor(code, guarded if self.raft is None else self._led(guarded))
 
     def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -91,11 +98,53 @@ class ControllerProcessor:
             self._timer = None
 
     def _scan(self) -> None:
-        try:
-            self.replicas.scan_not_active()
-        except Exception:
-            log.exception("scanning broker heartbeats failed")
-        self._timer = asyncio.get_running_loop().call_later(self.scan_interval_s, self._scan)
+        loop = asyncio.get_running_loop()
+        raft = self.raft
+        if raft is None:
+            try:
+                self.replicas.scan_not_active()
+            except Exception:
+                log.exception("scanning broker heartbeats failed")
+        elif raft.is_leader():
+            loop.create_task(self._scan_led(raft))
+        else:
+            raft.refresh()      # a follower keeps its view current (and knows it leads next)
+        self._timer = loop.call_later(self.scan_interval_s, self._scan)
+
+    async def _scan_led(self, raft: RaftDecisions) -> None:
+        async with raft.lock:
+            raft.refresh()
+            try:
+                self.replicas.scan_not_active()
+                await raft.commit()
+            except Exception:
+                log.exception("scanning broker heartbeats failed")
+
+    def _led(self, handler: Callable[[RemotingConnection, RemotingCommand], RemotingCommand]
+             ) -> Callable[[RemotingConnection, RemotingCommand], Any]:
+        """A replicated controller: only the leader answers, one request at a time, after a
+        majority committed what the request changed."""
+        raft = self.raft
+        assert raft is not None
+
+        async def run(ctx: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+            if request.code == RequestCode.CONTROLLER_GET_METADATA_INFO:
+                return handler(ctx, request)
+            if not raft.is_leader():
+                return create_response(request, ResponseCode.CONTROLLER_NOT_LEADER,
+                                       f"not the controller leader (leader: {raft.leader() or 'none'})")
+            async with raft.lock:
+                raft.refresh()
+                response = handler(ctx, request)
+                try:
+                    await raft.commit()
+                except (asyncio.TimeoutError, ConnectionError) as exc:
+                    log.warning("controller request %d: no majority committed it: %s",
+                                request.code, exc)
+                    return create_response(request, ResponseCode.CONTROLLER_NOT_LEADER,
+                                           f"not committed by a majority: {exc}")
+                return response
+        return run
 
     def _guarded(self, handler: Callable[[RemotingCommand], RemotingCommand]
                  ) -> Callable[[RemotingConnection, RemotingCommand], RemotingCommand]:
@@ -163,7 +212,12 @@ class ControllerProcessor:
 
     def get_metadata_info(self, request: RemotingCommand) -> RemotingCommand:
         address = self.address()
-        header = {"group": "single", "controllerLeaderId": "0",
-                  "controllerLeaderAddress": address, "isLeader": "true",
-                  "peers": address}
+        raft = self.raft
+        if raft is None:
+            header = {"group": "single", "controllerLeaderId": "0",
+                      "controllerLeaderAddress": address, "isLeader": "true", "peers": address}
+        else:
+            header = {"group": "raft", "controllerLeaderAddress": raft.leader(),
+                      "isLeader": str(raft.is_leader()).lower(),
+                      "raftAddress": raft.self_address, "peers": ";".join(raft.peers())}
         return create_response(request, ResponseCode.SUCCESS, None, header)

@@ -108,32 +108,49 @@ class ReplicasInfo:
         if path is None or not os.path.exists(path):
             return
         with open(path, encoding="utf-8") as f:
-            data = json.load(f)
+            self.load_data(json.load(f), fresh=True)
+        log.info("controller state read from %s: %d broker groups", path, len(self.groups))
+
+    def load_data(self, data: dict[str, Any], *, fresh: bool) -> None:
+        """Take decided state (the file's, or the replicated one): liveness stays for
+        replicas already known unless fresh, where each gets one timeout of grace (a
+        restarted or newly leading controller deposes nobody before the next heartbeat)."""
+        now = self.clock()
+        groups = {}
         for g in data.get("groups", []):
             group = Group(str(g["clusterName"]), str(g["brokerName"]),
                           None if g.get("masterBrokerId", -1) < 0 else int(g["masterBrokerId"]),
                           int(g["masterEpoch"]), {int(i) for i in g["syncStateSet"]},
                           int(g["syncStateSetEpoch"]))
+            old = self.groups.get(group.broker_name)
             for r in g.get("replicas", []):
-                # a grace of one timeout: a restarted controller does not depose a live master
-                # before its next heartbeat
-                group.replicas[int(r["brokerId"])] = Replica(
-                    int(r["brokerId"]), str(r.get("brokerAddress", "")), str(r.get("haAddress", "")),
-                    last_heartbeat=self.clock())
-            self.groups[group.broker_name] = group
-        log.info("controller state read from %s: %d broker groups", path, len(self.groups))
+                known = None if old is None else old.replicas.get(int(r["brokerId"]))
+                replica = Replica(int(r["brokerId"]), str(r.get("brokerAddress", "")),
+                                  str(r.get("haAddress", "")), last_heartbeat=now)
+                if known is not None and not fresh:
+                    replica.ha_client_address = known.ha_client_address
+                    replica.max_offset, replica.epoch = known.max_offset, known.epoch
+                    replica.last_heartbeat, replica.timeout_ms = known.last_heartbeat, known.timeout_ms
+                group.replicas[replica.broker_id] = replica
+            groups[group.broker_name] = group
+        self.groups = groups
+
+    def snapshot(self) -> dict[str, dict[str, Any]]:
+        """brokerName -> the group's decided state (what is persisted or replicated)."""
+        return {g.broker_name: {
+            "clusterName": g.cluster_name, "brokerName": g.broker_name,
+            "masterBrokerId": -1 if g.master_id is None else g.master_id,
+            "masterEpoch": g.master_epoch, "syncStateSet": sorted(g.sync_state_set),
+            "syncStateSetEpoch": g.sync_state_set_epoch,
+            "replicas": sorted((r.persisted() for r in g.replicas.values()),
+                               key=lambda r: r["brokerId"])}
+            for g in self.groups.values()}
 
     def save(self) -> None:
         path = self.path
         if path is None:
             return
-        data = {"groups": [{
-            "clusterName": g.cluster_name, "brokerName": g.broker_name,
-            "masterBrokerId": -1 if g.master_id is None else g.master_id,
-            "masterEpoch": g.master_epoch, "syncStateSet": sorted(g.sync_state_set),
-            "syncStateSetEpoch": g.sync_state_set_epoch,
-            "replicas": [r.persisted() for r in g.replicas.values()]}
-            for g in self.groups.values()]}
+        data = {"groups": list(self.snapshot().values())}
         write_atomically(path, json.dumps(data, indent=1, sort_keys=True))
 
     # ---- brokers ----

@@ -7,6 +7,7 @@ import logging
 import signal
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from rocketstore.controller.config import ControllerConfig
 from rocketstore.controller.processor import ControllerProcessor
@@ -14,6 +15,9 @@ from rocketstore.controller.replicas import ReplicasInfo
 from rocketstore.remoting import RemotingServer
 from rocketstore.remoting.config import RemotingServerConfig
 from rocketstore.remoting.eventloop import run
+
+if TYPE_CHECKING:
+    from rocketstore.controller.raft import RaftDecisions
 
 
 class ControllerServer:
@@ -23,11 +27,20 @@ class ControllerServer:
         self.config = config
         self.server = RemotingServer(RemotingServerConfig(listen_port=config.listen_port,
                                                           bind_address=config.bind_address))
-        self.replicas = ReplicasInfo(config.controller_store_path,
+        replicated = bool(config.controller_d_leger_peers.strip())
+        # a replicated controller keeps its state in pysyncobj's journal, not in a file
+        self.replicas = ReplicasInfo(None if replicated else config.controller_store_path,
                                      enable_elect_unclean_master=config.enable_elect_unclean_master)
+        self.raft: RaftDecisions | None = None
+        if replicated:
+            from rocketstore.controller.raft import RaftDecisions
+
+            self.raft = RaftDecisions(self.replicas, config.controller_d_leger_self_id,
+                                      config.controller_d_leger_peers, config.controller_store_path)
         self.processor = ControllerProcessor(
             self.replicas, lambda: self.address,
-            scan_not_active_broker_interval=config.scan_not_active_broker_interval)
+            scan_not_active_broker_interval=config.scan_not_active_broker_interval,
+            raft=self.raft)
         self.processor.register_with(self.server)
 
     @property
@@ -42,6 +55,8 @@ class ControllerServer:
     async def stop(self) -> None:
         self.processor.stop()
         await self.server.stop()
+        if self.raft is not None:
+            self.raft.destroy()
 
 
 async def serve(config: ControllerConfig) -> None:
@@ -78,6 +93,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         run(serve(config))
+    except (ValueError, ImportError) as exc:    # bad peers, pysyncobj missing
+        print(f"controller: {exc}", file=sys.stderr)
+        return 2
     except OSError as exc:
         print(f"controller: {exc}", file=sys.stderr)
         return 1

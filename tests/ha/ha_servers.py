@@ -119,3 +119,15 @@ def replica(root: Path, name: str, broker_id: int, namesrv_addr: str,
     return ha_broker(root, name, broker_id=broker_id, role="ASYNC_MASTER",
                      namesrv_addr=namesrv_addr,
                      **{"controllerAddr": namesrv_addr, **CONTROLLER_MODE, **properties})
+
+
+def wait_taking_sends(address: str, first: int, timeout: float = 15) -> None:
+    """Until the broker at address stores sends (a newly elected master switches at its next
+    controller heartbeat)."""
+    def sends() -> bool:
+        try:
+            run(send_many(address, 5, first=first))
+        except Exception:   # noqa: BLE001 - still a slave, or restarting
+            return False
+        return True
+    wait_for(sends, timeout, f"{address} taking sends", step=0.3)

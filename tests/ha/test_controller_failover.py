@@ -24,6 +24,7 @@ from ha_servers import (
     send_many,
     ss,
     wait_for,
+    wait_taking_sends,
 )
 
 from rocketstore.cli import main as cli_main
@@ -96,7 +97,8 @@ def converged(root: Path, brokers: list[ss.Server], namesrv: str) -> None:
     end; every replica is back in the SyncStateSet."""
     state = sync_state(namesrv)
     master = brokers[state["masterBrokerId"] - 1]
-    asyncio.run(send_many(master.address, 30, first=1000 + state["masterEpoch"] * 100))
+    wait_taking_sends(master.address, 1000 + state["masterEpoch"] * 100)
+    asyncio.run(send_many(master.address, 30, first=1010 + state["masterEpoch"] * 100))
     end = broker_max_offset(master.address)
     wait_for(lambda: all(broker_max_offset(b.address) == end for b in brokers), 20,
              "every replica at the master's end")
@@ -220,7 +222,7 @@ def test_standalone_controller_serves_a_2_replica_group(tmp_path: Path) -> None:
                  "both replicas in the SyncStateSet")
         brokers[0].kill()
         wait_for(lambda: sync_state(controller.address)["masterBrokerId"] == 2, 15, "master 2")
-        asyncio.run(send_many(brokers[1].address, 5))
+        wait_taking_sends(brokers[1].address, 100)
         assert (tmp_path / "ctl" / "replicasInfo.json").exists()
     finally:
         for b in brokers:
