@@ -229,3 +229,32 @@ def test_standalone_controller_serves_a_2_replica_group(tmp_path: Path) -> None:
             b.stop()
         namesrv.stop()
         controller.stop()
+
+
+def test_a_slave_that_left_the_sync_state_set_is_never_elected(tmp_path: Path) -> None:
+    namesrv = controller_namesrv(tmp_path).start()
+    brokers: list[ss.Server] = []
+    try:
+        for i in (1, 2, 3):
+            server, _ = replica(tmp_path, f"b{i}", i, namesrv.address)
+            brokers.append(server.start())
+        wait_for(lambda: sync_state(namesrv.address)["syncStateSet"] == [1, 2, 3], 15,
+                 "every replica in the SyncStateSet")
+        brokers[2].stop()       # behind longer than haMaxTimeSlaveNotCatchup (3 s): it leaves
+        asyncio.run(send_many(brokers[0].address, 20))
+        wait_for(lambda: sync_state(namesrv.address)["syncStateSet"] == [1, 2], 15,
+                 "replica 3 out of the SyncStateSet")
+        brokers[0].kill()
+        brokers[1].kill()
+        wait_for(lambda: sync_state(namesrv.address)["masterBrokerId"] == -1, 15,
+                 "the group without a master")
+        # replica 3 comes back alone: alive, but never in sync, so never master
+        with pytest.raises(AssertionError, match="did not start"):
+            brokers[2].start(timeout=6)
+        state = sync_state(namesrv.address)
+        assert state["masterBrokerId"] == -1 and state["syncStateSet"] == [1, 2]
+        assert "has no master yet" in brokers[2].log()
+    finally:
+        for b in brokers:
+            b.stop()
+        namesrv.stop()
