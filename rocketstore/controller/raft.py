@@ -18,6 +18,8 @@ import asyncio
 import copy
 import logging
 import os
+import socket
+from types import ModuleType
 from typing import Any
 
 from rocketstore.common.optional import import_optional
@@ -27,6 +29,19 @@ log = logging.getLogger("rocketstore.controller")
 
 #: how long a leader waits for a majority to commit a change (s)
 COMMIT_TIMEOUT_S = 5.0
+
+
+def import_pysyncobj() -> tuple[ModuleType, ModuleType]:
+    """pysyncobj and its batteries. Importing pysyncobj (0.3.x: its win_inet_pton module)
+    replaces socket.inet_ntop with a Windows-only function on every system: the real one is
+    put back."""
+    inet_ntop = socket.inet_ntop
+    try:
+        purpose = "a replicated controller (controllerDLegerPeers)"
+        return (import_optional("pysyncobj", extra="controller", purpose=purpose),
+                import_optional("pysyncobj.batteries", extra="controller", purpose=purpose))
+    finally:
+        socket.inet_ntop = inet_ntop
 
 
 def parse_peers(peers: str) -> dict[str, str]:
@@ -50,10 +65,7 @@ class RaftDecisions:
     """The replicated state behind a ReplicasInfo (see the module docstring)."""
 
     def __init__(self, replicas: ReplicasInfo, self_id: str, peers: str, store_path: str) -> None:
-        pysyncobj = import_optional("pysyncobj", extra="controller",
-                                    purpose="a replicated controller (controllerDLegerPeers)")
-        batteries = import_optional("pysyncobj.batteries", extra="controller",
-                                    purpose="a replicated controller (controllerDLegerPeers)")
+        pysyncobj, batteries = import_pysyncobj()
         nodes = parse_peers(peers)
         if self_id not in nodes:
             raise ValueError(f"controllerDLegerSelfId {self_id!r} is not in controllerDLegerPeers "
