@@ -108,6 +108,16 @@ class BrokerConfig:
     acl_enable: bool = False
     #: the ACL file; empty: plain_acl.yml beside the properties file (else in the store's config dir)
     acl_file: str = ""
+    #: RocketMQ 5's controller mode: the controller (controllerAddr, "host:port;...") decides
+    #: which replica of the group is master; brokerId names the replica (> 0)
+    enable_controller_mode: bool = False
+    controller_addr: str = ""
+    #: heartbeats to the controller this often (ms)
+    broker_heartbeat_interval: int = 1000
+    #: the controller elects another master when this one is silent this long (ms)
+    controller_heart_beat_timeout_mills: int = 10_000
+    #: a slave behind the master this long leaves the SyncStateSet (ms; RocketMQ 5's store key)
+    ha_max_time_slave_not_catchup: int = 15_000
     store: StoreConfig = field(default_factory=StoreConfig, metadata={"properties": False})
 
     def __post_init__(self) -> None:
@@ -121,6 +131,12 @@ class BrokerConfig:
         if self.store.broker_role == "SLAVE" and self.broker_id <= 0:
             # RocketMQ's BrokerStartup: "Slave's brokerId must be > 0"
             raise ValueError(f"broker_id of a SLAVE (brokerRole) must be > 0, got {self.broker_id}")
+        if self.enable_controller_mode:
+            if self.broker_id <= 0:
+                raise ValueError("broker_id must be > 0 with enable_controller_mode (it names the "
+                                 f"replica; the master registers as 0), got {self.broker_id}")
+            if not self.controller_addr.strip():
+                raise ValueError("controller_addr must be set with enable_controller_mode")
         if not 0 <= self.broker_permission <= PERM_MASK:
             raise ValueError(f"broker_permission must be in [0, 15], got {self.broker_permission}")
         if not 1 <= self.default_topic_queue_nums <= 1024:
@@ -129,7 +145,8 @@ class BrokerConfig:
         for name in ("flush_consumer_offset_interval", "short_polling_time_mills",
                      "wait_time_mills_in_send_queue", "register_name_server_period",
                      "register_broker_timeout_mills", "channel_expired_timeout",
-                     "rebalance_lock_max_live_time"):
+                     "rebalance_lock_max_live_time", "broker_heartbeat_interval",
+                     "controller_heart_beat_timeout_mills", "ha_max_time_slave_not_catchup"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
         if not self.broker_name or "@" in self.broker_name:

@@ -45,6 +45,7 @@ from rocketstore.broker.processors.send_back import SendBackProcessor
 from rocketstore.broker.processors.stats import BrokerStatsProcessor
 from rocketstore.broker.rebalance_lock import RebalanceLockManager
 from rocketstore.broker.registration import BrokerIdentity, BrokerRegistrar
+from rocketstore.broker.replicas_manager import ReplicasManager
 from rocketstore.broker.schedule import ScheduleMessageService
 from rocketstore.broker.slave_sync import FIRST_SYNC_DELAY_S, SYNC_PERIOD_S, SlaveSynchronize
 from rocketstore.broker.stats import BrokerStatsManager
@@ -120,6 +121,11 @@ class BrokerController:
         self.metrics: Any = None
         #: plain_acl.yml (aclEnable=true)
         self.acl_file: AclFile | None = None
+        #: controller mode (enableControllerMode): the role comes from the controller
+        self.replicas: ReplicasManager | None = None
+        #: set when the controller names another master: the broker restarts in its new role
+        self.role_changed = asyncio.Event()
+        self._stopping = asyncio.Event()
         self._register_pending = False
         self._register_again = False
 
@@ -150,7 +156,11 @@ class BrokerController:
         fast_port = self.config.fast_listen_port if self.config.listen_port else None
         store_config = self.config.store_config_for(port).replace(store_path_root_dir=self.root)
         try:
-            self.store = await loop.run_in_executor(None, self._store_opener, self.root, store_config)
+            if self.config.enable_controller_mode:
+                self.store = await self._settle_role(store_config)
+            else:
+                self.store = await loop.run_in_executor(None, self._store_opener, self.root,
+                                                        store_config)
             self.topics.load()
             self.groups.load()
             self.offsets.load()
@@ -224,6 +234,8 @@ class BrokerController:
         writer.ha = self.ha_service     # SYNC_MASTER's sends wait for its slaves
         stats_processor.ha_info = lambda: ha_runtime_info(
             self.config.store.broker_role, self.ha_service, self.ha_client)
+        if self.replicas is not None:
+            self._start_controller_mode(store)
         if not self.is_slave:
             self.schedule.start()       # a slave's delayed messages come from its master
         self._schedule_every(self.config.flush_consumer_offset_interval / 1000, self._persist_offsets)
@@ -238,7 +250,7 @@ class BrokerController:
             self.registrar = BrokerRegistrar(
                 self.client, namesrv,
                 BrokerIdentity(self.config.broker_cluster_name, self.config.broker_name,
-                               self.config.broker_id, self.address,
+                               self.registration_broker_id, self.address,
                                self.config.ha_server_addr(
                                    port, None if self.ha_service is None else self.ha_service.port)),
                 timeout=self.config.register_broker_timeout_mills / 1000)
@@ -301,6 +313,59 @@ class BrokerController:
         return update
 
     @property
+    def registration_broker_id(self) -> int:
+        """The brokerId registered with the name servers: in controller mode 0 for the
+        master and the replica's id for a slave (RocketMQ 5)."""
+        if self.replicas is not None:
+            return 0 if self.replicas.is_master else self.config.broker_id
+        return self.config.broker_id
+
+    async def _settle_role(self, store_config: Any) -> MessageStore:
+        """Controller mode: the role the controller gives, the store opened for it (see
+        ReplicasManager.settle)."""
+        replicas = self.replicas = ReplicasManager(self.config, self.client, self.root)
+        replicas.role_changed = self.role_changed
+        replicas.address = self.address
+        replicas.ha_address = self.config.ha_server_addr(self.port, store_config.ha_listen_port)
+
+        def open_store(role: str, master_ha: str | None) -> MessageStore:
+            return self._store_opener(self.root, store_config.replace(
+                broker_role=role, ha_master_address=master_ha))
+
+        store, role, master_ha = await replicas.settle(open_store, self._stopping)
+        self.config = self.config.replace(store=self.config.store.replace(
+            broker_role=role, ha_master_address=master_ha))
+        return store
+
+    def _start_controller_mode(self, store: MessageStore) -> None:
+        replicas = self.replicas
+        assert replicas is not None
+        for server in self._servers:
+            replicas.serve_epochs(server, store)
+        if replicas.is_master and self.ha_service is not None:
+            replicas.start_sync_state_set(self.ha_service)
+        ha_client = self.ha_client
+        if ha_client is not None:
+            replicas.ha_client_address = lambda: ha_client.local_address
+        busy = [False]
+
+        def tick() -> None:
+            if busy[0] or self.role_changed.is_set():
+                return
+            busy[0] = True
+
+            async def run() -> None:
+                try:
+                    await replicas.tick(store)
+                finally:
+                    busy[0] = False
+            task = asyncio.ensure_future(run())
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+        self._schedule_every(self.config.broker_heartbeat_interval / 1000, tick)
+
+    @property
     def is_slave(self) -> bool:
         return self.config.store.broker_role == "SLAVE"
 
@@ -315,7 +380,8 @@ class BrokerController:
             log.error("not listening on the HA port %d: %s", store.config.ha_listen_port, exc)
             self.ha_service = None
         if self.is_slave:
-            self.ha_client = HAClient(store, store.config.ha_master_address or None)
+            self.ha_client = HAClient(store, store.config.ha_master_address
+                                      or self.config.store.ha_master_address or None)
             await self.ha_client.start()
             self.slave_sync = SlaveSynchronize(
                 self.client, self.address, topics=self.topics, groups=self.groups,
@@ -355,6 +421,7 @@ class BrokerController:
 
     async def stop(self) -> None:
         """Stop cleanly: unregister, stop serving, persist every table, shut the store down."""
+        self._stopping.set()
         for timer in self._timers:
             timer.cancel()
         self._timers.clear()

@@ -62,17 +62,37 @@ async def serve(config: BrokerConfig, config_file: str | None = None) -> None:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
-    controller = BrokerController(config, config_file=config_file)
     try:
-        await controller.start()
-        freeze_startup_objects()
-        namesrv = config.namesrv_addr or "(none)"
-        # One line on stdout that scripts and tests wait for (RocketMQ's words).
-        print(f"The broker[{config.broker_name}, {controller.address}] boot success. "
-              f"serializeType=JSON and name server is {namesrv}", flush=True)
-        await stop.wait()
+        while True:
+            # controller mode: a role change restarts the broker's parts over the same store
+            # and ports, in the role the controller gives
+            controller = BrokerController(config, config_file=config_file)
+            try:
+                starting = asyncio.ensure_future(controller.start())
+                stopped = asyncio.ensure_future(stop.wait())
+                await asyncio.wait({starting, stopped}, return_when=asyncio.FIRST_COMPLETED)
+                if not starting.done():     # stopped while waiting for the controller
+                    starting.cancel()
+                    await asyncio.gather(starting, return_exceptions=True)
+                    break
+                stopped.cancel()
+                starting.result()
+                freeze_startup_objects()
+                namesrv = config.namesrv_addr or "(none)"
+                # One line on stdout that scripts and tests wait for (RocketMQ's words).
+                print(f"The broker[{config.broker_name}, {controller.address}] boot success. "
+                      f"serializeType=JSON and name server is {namesrv}", flush=True)
+                stopped = asyncio.ensure_future(stop.wait())
+                switch = asyncio.ensure_future(controller.role_changed.wait())
+                await asyncio.wait({stopped, switch}, return_when=asyncio.FIRST_COMPLETED)
+                stopped.cancel()
+                switch.cancel()
+            finally:
+                await controller.stop()
+            if stop.is_set():
+                break
+            print(f"The broker[{config.broker_name}] changes role.", flush=True)
     finally:
-        await controller.stop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(signum)
     print(f"The broker[{config.broker_name}] shut down.", flush=True)

@@ -28,7 +28,7 @@ from rocketstore.cli.common import describe_error, fail
 from rocketstore.cli.demo import demo
 from rocketstore.cli.export import export_command, spark_ingest_command
 from rocketstore.cli.integrity import salvage, verify
-from rocketstore.cli.servers import broker, namesrv
+from rocketstore.cli.servers import broker, controller, namesrv
 from rocketstore.cli.store import dump, get_command, offsets, query, recover, stat, view
 from rocketstore.store import StoreFormatError
 
@@ -141,5 +141,5 @@ def main(ctx: click.Context, verbose: bool) -> None:
 
 
 for _command in (demo, dump, stat, query, get_command, view, recover, offsets, verify, salvage,
-                 clean, export_command, spark_ingest_command, namesrv, broker, admin_group):
+                 clean, export_command, spark_ingest_command, namesrv, controller, broker, admin_group):
     main.add_command(_command)

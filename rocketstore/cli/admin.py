@@ -222,6 +222,91 @@ def broker_status(admin: AdminClient, broker_addr: str, as_json: bool) -> None:
         click.echo(f"{key:<40}: {value}")
 
 
+# ---- controller mode -------------------------------------------------------------------------
+
+
+def _print_groups(groups: dict[str, Any]) -> None:
+    rows = []
+    for name, g in sorted(groups.items()):
+        for r in g["replicas"]:
+            rows.append([name, r["brokerId"], r["brokerAddress"],
+                         "master" if r["brokerId"] == g["masterBrokerId"] else "slave",
+                         g["masterEpoch"], "yes" if r["brokerId"] in g["syncStateSet"] else "no",
+                         g["syncStateSetEpoch"], r["maxOffset"], "yes" if r["alive"] else "no"])
+    print_table(["#brokerName", "#brokerId", "#address", "#role", "#masterEpoch", "#inSyncStateSet",
+                 "#syncStateSetEpoch", "#maxOffset", "#alive"], rows)
+
+
+@_admin_command("getSyncStateSet")
+@click.option("-a", "--controller-address", required=True, help="The controller (host:port).")
+@click.option("-b", "--broker-name", "broker_names", multiple=True,
+              help="Broker groups (default: every group the controller knows).")
+@_json_option
+def get_sync_state_set(admin: AdminClient, controller_address: str, broker_names: tuple[str, ...],
+                       as_json: bool) -> None:
+    """Each broker group's master, epochs and SyncStateSet, as the controller holds them."""
+    groups = admin.get_sync_state_set(controller_address, list(broker_names))
+    if as_json:
+        echo_json(groups)
+    else:
+        _print_groups(groups)
+
+
+@_admin_command("getControllerMetaData")
+@click.option("-a", "--controller-address", required=True, help="The controller (host:port).")
+@_json_option
+def get_controller_metadata(admin: AdminClient, controller_address: str, as_json: bool) -> None:
+    """The controller's address and whether it leads."""
+    data = admin.get_controller_metadata(controller_address)
+    if as_json:
+        echo_json(data)
+        return
+    for key, value in sorted(data.items()):
+        click.echo(f"{key:<26}: {value}")
+
+
+@_admin_command("electMaster")
+@click.option("-a", "--controller-address", required=True, help="The controller (host:port).")
+@click.option("--broker-name", "-bn", "broker_name", required=True)
+@click.option("-b", "--broker-id", type=int, help="The replica to elect (default: the best "
+              "candidate of the SyncStateSet).")
+@click.option("-c", "--cluster-name", help="Accepted as mqadmin takes it; not needed.")
+@_json_option
+def elect_master(admin: AdminClient, controller_address: str, broker_name: str,
+                 broker_id: int | None, cluster_name: str | None, as_json: bool) -> None:
+    """Elect a master of a broker group now (from its SyncStateSet)."""
+    group = admin.elect_master(controller_address, broker_name, broker_id)
+    if as_json:
+        echo_json(group)
+    else:
+        _print_groups({broker_name: group})
+
+
+@_admin_command("getBrokerEpoch")
+@click.option("-b", "--broker-name", help="Every replica of this broker group (from the name server).")
+@click.option("--broker-addr", help="This broker only (host:port).")
+@_json_option
+def get_broker_epoch(admin: AdminClient, broker_name: str | None, broker_addr: str | None,
+                     as_json: bool) -> None:
+    """Each replica's epochs: epoch, its start and end offsets."""
+    if broker_addr:
+        addresses = [broker_addr]
+    elif broker_name:
+        table = admin.cluster_info()["brokerAddrTable"]
+        if broker_name not in table:
+            raise ValueError(f"broker group {broker_name!r} is unknown to the name server")
+        addresses = [a for _, a in sorted(table[broker_name]["brokerAddrs"].items())]
+    else:
+        raise ValueError("give --broker-name or --broker-addr")
+    results = {address: admin.get_broker_epoch(address) for address in addresses}
+    if as_json:
+        echo_json(results)
+        return
+    rows = [[address, r["brokerName"], r["brokerId"], e["epoch"], e["startOffset"], e["endOffset"]]
+            for address, r in results.items() for e in r["epochList"]]
+    print_table(["#address", "#brokerName", "#brokerId", "#epoch", "#startOffset", "#endOffset"], rows)
+
+
 # ---- consumer and producer groups -----------------------------------------------------------
 
 

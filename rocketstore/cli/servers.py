@@ -28,3 +28,15 @@ def broker(args: tuple[str, ...]) -> None:
     from rocketstore.broker.startup import main as broker_main
 
     raise SystemExit(broker_main(list(args)))
+
+
+@click.command("controller", context_settings={"ignore_unknown_options": True,
+                                               "help_option_names": []})
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def controller(args: tuple[str, ...]) -> None:
+    """Run a standalone controller (RocketMQ 5's controller mode) in the foreground until
+    SIGTERM or Ctrl-C: [-c controller.properties] [--listen-port PORT] (default 9878)
+    [--log-level LEVEL]; --help for the details."""
+    from rocketstore.controller.startup import main as controller_main
+
+    raise SystemExit(controller_main(list(args)))

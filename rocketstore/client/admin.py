@@ -10,6 +10,7 @@ or queue offset. Results are plain dicts and lists with RocketMQ's camelCase fie
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 from rocketstore.client.config import TOOLS_CONSUMER_GROUP, ClientConfig
@@ -195,6 +196,40 @@ class AsyncAdmin:
                                                          timeout=self.timeout)
         table = loads_object_keys(response.body_bytes() or b"{}").get("table") or {}
         return {str(k): str(v) for k, v in sorted(table.items())}
+
+    # ---- controller mode (RocketMQ 5's mqadmin getSyncStateSet, getBrokerEpoch,
+    # getControllerMetaData, electMaster) ----
+
+    async def get_sync_state_set(self, controller_addr: str,
+                                 broker_names: list[str] | None = None) -> dict[str, Any]:
+        """brokerName -> the controller's view: master, epochs, SyncStateSet, replicas."""
+        response = await self.instance.api.invoke_broker(
+            controller_addr, RequestCode.CONTROLLER_GET_SYNC_STATE_DATA,
+            body=json.dumps(broker_names or []).encode(), timeout=self.timeout)
+        result: dict[str, Any] = json.loads(response.body_bytes() or b"{}")
+        return result
+
+    async def get_controller_metadata(self, controller_addr: str) -> dict[str, str]:
+        response = await self.instance.api.invoke_broker(
+            controller_addr, RequestCode.CONTROLLER_GET_METADATA_INFO, timeout=self.timeout)
+        return dict(response.ext_fields)
+
+    async def elect_master(self, controller_addr: str, broker_name: str,
+                           broker_id: int | None = None) -> dict[str, Any]:
+        """Ask the controller to elect broker_id (None: the best candidate of the
+        SyncStateSet) master of broker_name; the group's new state."""
+        fields = {"brokerName": broker_name, "brokerId": str(-1 if broker_id is None else broker_id)}
+        response = await self.instance.api.invoke_broker(
+            controller_addr, RequestCode.CONTROLLER_ELECT_MASTER, fields, timeout=self.timeout)
+        result: dict[str, Any] = json.loads(response.body_bytes() or b"{}")
+        return result
+
+    async def get_broker_epoch(self, broker_addr: str) -> dict[str, Any]:
+        """A broker's epochs (GET_BROKER_EPOCH_CACHE): epochList, maxOffset, brokerId."""
+        response = await self.instance.api.invoke_broker(
+            broker_addr, RequestCode.GET_BROKER_EPOCH_CACHE, timeout=self.timeout)
+        result: dict[str, Any] = json.loads(response.body_bytes() or b"{}")
+        return result
 
     async def cluster_list(self) -> list[dict[str, Any]]:
         """One row per broker: cluster, brokerName, brokerId, address, and runtime figures."""

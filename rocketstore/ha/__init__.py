@@ -17,6 +17,7 @@ from rocketstore.ha.protocol import (
 )
 from rocketstore.ha.service import HAConnection, HAService
 from rocketstore.ha.status import ha_runtime_info
+from rocketstore.ha.sync_state import SyncStateSet
 
 __all__ = [
     "HEADER_SIZE",
@@ -27,4 +28,5 @@ __all__ = [
     "HAFrameError",
     "HAService",
     "ha_runtime_info",
+    "SyncStateSet",
 ]

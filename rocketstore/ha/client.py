@@ -58,6 +58,8 @@ class HAClient:
             (housekeeping_interval_ms or config.ha_housekeeping_interval) / 1000
         self.master_address: str | None = None
         self.connected = False
+        #: host:port of this end of the connection to the master ("" when not connected)
+        self.local_address = ""
         #: the last offset reported to the master
         self.reported_offset = -1
         self.last_read = 0.0
@@ -134,6 +136,10 @@ class HAClient:
         store = self.store
         try:
             self.connected = True
+            local = transport.get_extra_info("sockname")
+            # what the master sees as this slave's address (controller mode maps it to a
+            # broker id)
+            self.local_address = f"{local[0]}:{local[1]}" if isinstance(local, tuple) else ""
             self.last_read = time.monotonic()
             stream.report(store.get_replica_offset())
             log.info("HAClient connected to master %s, reporting offset %d", address,

@@ -18,16 +18,23 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rocketstore.ha.protocol import HEADER, REPORT_SIZE, HAFrameError, parse_report
 from rocketstore.store import MessageStore
+
+if TYPE_CHECKING:
+    from rocketstore.ha.sync_state import SyncStateSet
 
 log = logging.getLogger("rocketstore.ha")
 
 #: how often an idle connection looks for new CommitLog bytes when no arrival woke it (RocketMQ
 #: WriteSocketService waits 100 ms)
 IDLE_POLL_S = 0.1
+
+
+#: acknowledged_offset() when no replica but the master must acknowledge
+ALL_ACKNOWLEDGED = 2**63 - 1
 
 
 @dataclass
@@ -176,6 +183,9 @@ class HAService:
     """The master's HA listener; ``start()`` on the broker's event loop, ``stop()`` at
     shutdown. ``slaves()`` tells who follows and how far they acknowledged."""
 
+    #: controller mode: the replicas the controller holds caught up (None: not in that mode)
+    sync_state_set: SyncStateSet | None = None
+
     def __init__(self, store: MessageStore, *, port: int, bind_address: str = "127.0.0.1",
                  transfer_batch_size: int | None = None,
                  heartbeat_interval_ms: int | None = None,
@@ -291,8 +301,17 @@ class HAService:
 
     def acknowledged_offset(self) -> int:
         """The CommitLog offset below which enough replicas have every byte for SYNC_MASTER to
-        answer a send ending there (RocketMQ 4.9: any one slave, push2SlaveMaxOffset)."""
-        return self.max_ack_offset()
+        answer a send ending there: RocketMQ 4.9's rule, any one slave (push2SlaveMaxOffset);
+        in controller mode every slave of the SyncStateSet (the set decides who counts; a set
+        of the master alone acknowledges everything, as RocketMQ 5 with one in-sync replica)."""
+        sync_state = self.sync_state_set
+        if sync_state is None:
+            return self.max_ack_offset()
+        slave_ids = [i for i in sync_state.members if i != sync_state.master_id]
+        if not slave_ids:
+            return ALL_ACKNOWLEDGED
+        acks = {c.state.address: c.state.ack_offset for c in self.connections}
+        return min(acks.get(sync_state.addresses.get(i, ""), -1) for i in slave_ids)
 
     def is_acknowledged(self, offset: int) -> bool:
         """Whether a send whose record ends at ``offset`` is acknowledged by enough replicas."""
@@ -301,6 +320,10 @@ class HAService:
     def is_slave_ok(self, master_put_where: int) -> bool:
         """RocketMQ's isSlaveOK: a slave is connected and the best one is less than
         haSlaveFallbehindMax behind ``master_put_where`` (else SLAVE_NOT_AVAILABLE at once)."""
+        if self.sync_state_set is not None:
+            # controller mode: the SyncStateSet says who must acknowledge; a member that stays
+            # behind leaves it (haMaxTimeSlaveNotCatchup) rather than failing sends at once
+            return True
         if not self.connections:
             return False
         return master_put_where - self.max_ack_offset() < self.store.config.ha_slave_fallbehind_max

@@ -48,6 +48,11 @@ class NamesrvConfig:
     metrics_exporter_type: str = "DISABLE"
     metrics_prom_exporter_host: str = "127.0.0.1"
     metrics_prom_exporter_port: int = 5557
+    #: Run the controller (RocketMQ 5's controller mode) on this name server's port; it scans
+    #: broker heartbeats every scan_not_active_broker_interval.
+    enable_controller_in_namesrv: bool = False
+    controller_store_path: str = dataclasses.field(default_factory=lambda: _home_path("controller"))
+    enable_elect_unclean_master: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "metrics_exporter_type", check_exporter_type(self.metrics_exporter_type))

@@ -8,6 +8,7 @@ import os
 from collections.abc import Callable
 from types import TracebackType
 
+from rocketstore.controller import ControllerProcessor, ReplicasInfo
 from rocketstore.namesrv.config import NamesrvConfig
 from rocketstore.namesrv.kv_config import KVConfigManager, NamesrvConfigProcessor
 from rocketstore.namesrv.processor import NamesrvProcessor
@@ -40,6 +41,15 @@ class NamesrvController:
         self.config_processor.register_with(self.server)
         #: /metrics (metricsExporterType=PROM)
         self.metrics: PrometheusExporter | None = None
+        #: the controller on this port (enableControllerInNamesrv)
+        self.controller: ControllerProcessor | None = None
+        if self.config.enable_controller_in_namesrv:
+            self.controller = ControllerProcessor(
+                ReplicasInfo(self.config.controller_store_path,
+                             enable_elect_unclean_master=self.config.enable_elect_unclean_master),
+                lambda: self.address,
+                scan_not_active_broker_interval=self.config.scan_not_active_broker_interval)
+            self.controller.register_with(self.server)
 
     def _set_config(self, config: NamesrvConfig) -> None:
         self.config = config
@@ -62,6 +72,8 @@ class NamesrvController:
                 LoopSnapshotCollector(asyncio.get_running_loop(), lambda: namesrv_families(self)),
                 self.config.metrics_prom_exporter_host, self.config.metrics_prom_exporter_port)
             await asyncio.get_running_loop().run_in_executor(None, self.metrics.start)
+        if self.controller is not None:
+            self.controller.start()
 
     def _schedule_scan(self) -> None:
         loop = asyncio.get_running_loop()
@@ -78,6 +90,8 @@ class NamesrvController:
         metrics, self.metrics = self.metrics, None
         if metrics is not None:
             await asyncio.get_running_loop().run_in_executor(None, metrics.stop)
+        if self.controller is not None:
+            self.controller.stop()
         if self._scan_timer is not None:
             self._scan_timer.cancel()
             self._scan_timer = None

@@ -26,6 +26,7 @@ from rocketstore.store.consumer_offset_file import (
     write_offset_table,
 )
 from rocketstore.store.damage import DamagedRange
+from rocketstore.store.epoch_file import EPOCH_FILE, EpochFile, last_consistent_offset
 from rocketstore.store.get_message import GetMessageResult
 from rocketstore.store.layout import (
     CONFIG_DIR,
@@ -49,6 +50,7 @@ from rocketstore.store.salvage import salvage as salvage_store
 from rocketstore.store.services.reput import ArrivalListener
 from rocketstore.store.store_lock import StoreLockedError
 from rocketstore.store.subscription import Subscription, parse_subscription
+from rocketstore.store.truncate import SIDE_FILE_PREFIX, truncate_commit_log
 from rocketstore.store.verify import VerifyReport
 from rocketstore.store.verify import verify as verify_store
 
@@ -68,6 +70,11 @@ def __dir__() -> list[str]:
     return sorted({*globals(), *_COLUMNAR_NAMES})
 
 __all__ = [
+    "EPOCH_FILE",
+    "SIDE_FILE_PREFIX",
+    "EpochFile",
+    "last_consistent_offset",
+    "truncate_commit_log",
     "CONFIG_DIR",
     "CONSUMER_OFFSET_FILE",
     "HOLD_BUCKET_CEILINGS",

@@ -89,3 +89,45 @@ async def send_many(address: str, count: int, first: int = 0, size: int = 300) -
 
 def run(coro):  # noqa: ANN001, ANN201 - a test helper
     return asyncio.run(coro)
+
+
+def controller_namesrv(root: Path, port: int | None = None, **properties: object) -> ss.Server:
+    """A name server with the controller in it (enableControllerInNamesrv), its state under
+    root/controller; port fixed so a restart keeps controllerAddr."""
+    props: dict[str, object] = {
+        "listenPort": port or free_port(), "enableControllerInNamesrv": "true",
+        "controllerStorePath": str(root / "controller"), "kvConfigPath": str(root / "kv.json"),
+        "scanNotActiveBrokerInterval": 300, **properties,
+    }
+    path = root / "namesrv.properties"
+    path.write_text("".join(f"{k}={v}\n" for k, v in props.items()), encoding="latin-1")
+    return ss.Server("namesrv", ["-m", "rocketstore.namesrv", "-c", str(path), "--log-level",
+                                 "INFO"], ss.NAMESRV_BOOT)
+
+
+#: the controller-mode settings the failover tests use: heartbeats every 300 ms, a master
+#: silent 1.5 s is replaced
+CONTROLLER_MODE = {"enableControllerMode": "true", "brokerHeartbeatInterval": 300,
+                   "controllerHeartBeatTimeoutMills": 1500, "haMaxTimeSlaveNotCatchup": 3000,
+                   "haSendHeartbeatInterval": 500}
+
+
+def replica(root: Path, name: str, broker_id: int, namesrv_addr: str,
+            **properties: object) -> tuple[ss.Server, int]:
+    """A broker of the controller-mode group broker-ha, replica broker_id (its controller:
+    the name server unless controllerAddr is given)."""
+    return ha_broker(root, name, broker_id=broker_id, role="ASYNC_MASTER",
+                     namesrv_addr=namesrv_addr,
+                     **{"controllerAddr": namesrv_addr, **CONTROLLER_MODE, **properties})
+
+
+def wait_taking_sends(address: str, first: int, timeout: float = 15) -> None:
+    """Until the broker at address stores sends (a newly elected master switches at its next
+    controller heartbeat)."""
+    def sends() -> bool:
+        try:
+            run(send_many(address, 5, first=first))
+        except Exception:   # noqa: BLE001 - still a slave, or restarting
+            return False
+        return True
+    wait_for(sends, timeout, f"{address} taking sends", step=0.3)
