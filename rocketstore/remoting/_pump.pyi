@@ -24,7 +24,7 @@ class RequestPump:
     paused: bool
     closed: bool
     def __init__(
-        self, connection: PumpOwner, processors: Any, writer: FrameWriter, high_water_mark: int
+        self, connection: PumpOwner, processors: Any, writer: FrameWriter, flush_bytes: int
     ) -> None: ...
     def dispatch(self, items: list[Any]) -> int:
         """Dispatch ``items`` in order; returns how many were taken."""

@@ -44,17 +44,17 @@ cdef class RequestPump:
     cdef dict _handlers
     cdef object _processors
     cdef FrameWriter _writer
-    cdef Py_ssize_t _high_water_mark
+    cdef Py_ssize_t _flush_bytes
     cdef public bint paused
     cdef public bint closed
 
     def __init__(self, connection, processors, FrameWriter writer not None,
-                 Py_ssize_t high_water_mark):
+                 Py_ssize_t flush_bytes):
         self._connection = connection
         self._processors = processors
         self._handlers = processors.handlers
         self._writer = writer
-        self._high_water_mark = high_water_mark
+        self._flush_bytes = flush_bytes
         self.paused = False
         self.closed = False
 
@@ -87,7 +87,7 @@ cdef class RequestPump:
                         connection, request,
                         None if request.flag & _FLAG_ONEWAY or self.closed else self._writer)
                     if result is handler:       # its reply is in the writer
-                        if self._writer.nbytes >= self._high_water_mark:
+                        if self._writer.nbytes >= self._flush_bytes:
                             connection.flush()
                         continue
                 else:
@@ -111,6 +111,6 @@ cdef class RequestPump:
             except Exception as exc:  # ValueError, TypeError, orjson.JSONEncodeError
                 connection.send_error(request, _SYSTEM_ERROR, f"response not encodable: {exc}")
                 continue
-            if queued >= self._high_water_mark:
+            if queued >= self._flush_bytes:
                 connection.flush()  # now: the transport then tells whether to pause
         return count

@@ -166,7 +166,10 @@ class RemotingConnection(asyncio.Protocol):
         self._close_reason = ""
         self._writer = FrameWriter()
         self._high_water_mark = limits.write_buffer_high_water_mark
-        self._pump = RequestPump(self, processors, self._writer, self._high_water_mark)
+        # replies go to the transport every quarter of the high-water mark: it pauses this
+        # connection once past the mark, so at most a quarter (and a reply) more is buffered
+        self._flush_bytes = max(1, self._high_water_mark // 4)
+        self._pump = RequestPump(self, processors, self._writer, self._flush_bytes)
         self._backlog: list[RemotingCommand | HeaderError] = []
         self._receiving = False
         self._flush_scheduled = False
@@ -340,7 +343,7 @@ class RemotingConnection(asyncio.Protocol):
         """
         if self._transport is None or self._closed:
             raise RemotingSendRequestError(f"connection to {self.remote_address} is closed")
-        if self._writer.add(cmd) >= self._high_water_mark:
+        if self._writer.add(cmd) >= self._flush_bytes:
             self.flush()  # now: the transport then tells whether to pause
         elif not self._receiving and not self._flush_scheduled:
             self._flush_scheduled = True
