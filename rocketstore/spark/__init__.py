@@ -51,6 +51,21 @@ __all__ = [
 ]
 
 
+def session_parallelism(spark: Any) -> int | None:
+    """The session's ``spark.default.parallelism`` (its default: the cores of the executors
+    registered so far, at least 2); None where the SparkContext is not reachable (Connect)."""
+    try:
+        return int(spark.sparkContext.defaultParallelism)
+    except Exception:  # noqa: BLE001 - Spark Connect has no SparkContext
+        return None
+
+
 def register(spark: Any) -> None:
-    """Register the ``rocketstore`` format with a SparkSession (idempotent)."""
-    spark.dataSource.register(RocketstoreDataSource)
+    """Register the ``rocketstore`` and ``rocketmq`` formats with a SparkSession
+    (idempotent). The directory source's default ``minPartitions`` is the session's
+    parallelism now: a subclass carries it (Spark pickles the registered class by value)."""
+    parallelism = session_parallelism(spark)
+    source = type("RocketstoreDataSource", (RocketstoreDataSource,),
+                  {"default_parallelism": parallelism, "__doc__": RocketstoreDataSource.__doc__,
+                   "__qualname__": "RocketstoreDataSource.for_session"})
+    spark.dataSource.register(source)
