@@ -69,7 +69,7 @@ class WirePartition(InputPartition):
     sub_expression: str = "*"
     include_body: bool = True
     fail_on_data_loss: bool = True
-    pull_batch_size: int = 32
+    pull_batch_size: int = 1024
     pull_concurrency: int = 8
     timeout_ms: int = 10_000
 

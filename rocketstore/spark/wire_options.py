@@ -18,8 +18,9 @@ Read (``spark.read.format("rocketmq")``) and streaming (``spark.readStream``):
                              group on the brokers (UPDATE_CONSUMER_OFFSET), so
                              ``rocketstore admin consumerProgress`` shows the job's lag
 ``includeBody``              ``true`` (default) / ``false``
-``pullBatchSize``            maxMsgNums of a pull (default 32, the broker's own cap); the broker
-                             returns at most its maxTransferCount/Bytes a reply
+``pullBatchSize``            maxMsgNums of a pull (default 1024); the broker returns at most its
+                             maxTransferCountOnMessageInMemory (32 by default) and
+                             maxTransferBytesOnMessageInMemory a reply, and the pull continues
 ``pullConcurrency``          pulls in flight per queue range (default 8)
 ``requestTimeoutMs``         per request (default 10000)
 ===========================  =================================================================
@@ -58,7 +59,7 @@ from rocketstore.spark.options import (
 
 EARLIEST = -2
 LATEST = -1
-DEFAULT_PULL_BATCH = 32
+DEFAULT_PULL_BATCH = 1024
 DEFAULT_PULL_CONCURRENCY = 8
 DEFAULT_TIMEOUT_MS = 10_000
 
