@@ -47,3 +47,9 @@ def spark():
     rs_spark.register(session)
     yield session
     session.stop()
+
+
+def pytest_collection_modifyitems(config, items):
+    """The standalone-cluster tests run last: a process has one SparkContext, and theirs
+    replaces the local session the other Spark tests share."""
+    items.sort(key=lambda item: "test_spark_standalone" in item.nodeid)
