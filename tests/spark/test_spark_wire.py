@@ -303,3 +303,59 @@ def test_fail_on_data_loss(spark, aging):
     lenient = WirePartition(0, c.namesrv_addr, TOPIC, "broker-x", 0, 0, 800,
                             fail_on_data_loss=False)
     assert sum(b.num_rows for b in read_wire_partition(lenient)) == 800 - low
+
+
+_DRIVER = """
+import sys, time
+from rocketstore.spark.ingest import local_spark
+ns, out, chk, trigger = sys.argv[1:5]
+spark = local_spark("local[2]", "wire-driver")
+spark.sparkContext.setLogLevel("ERROR")
+reader = (spark.readStream.format("rocketmq").option("namesrvAddr", ns)
+          .option("topics", "killed").option("maxMessagesPerTrigger", 150))
+w = reader.load().select("body").writeStream.format("parquet")
+w = w.option("checkpointLocation", chk)
+if trigger == "now":
+    w.trigger(availableNow=True).start(out).awaitTermination(240)
+else:
+    q = w.trigger(processingTime="100 milliseconds").start(out)
+    print("STARTED", flush=True)
+    q.awaitTermination(240)
+"""
+
+
+@pytest.mark.slow
+def test_streaming_exactly_once_through_a_driver_sigkill(spark, brokers, tmp_path):
+    """A driver process killed with SIGKILL mid-stream, then a new driver on the same
+    checkpoint: the sink (through its _spark_metadata) holds every message once."""
+    import os
+    import signal
+    import subprocess
+
+    from cluster import child_env
+    c, _ = brokers
+    with AdminClient(c.namesrv_addr) as admin:
+        admin.update_topic("killed", cluster="TestCluster", read_queue_nums=2,
+                           write_queue_nums=2)
+    bodies = _produce(c.namesrv_addr, "killed", 1500)
+    assert wait_for(lambda: sum(_max_offsets(c.namesrv_addr, "killed").values()) == 1500, 30)
+    out, chk = tmp_path / "out", tmp_path / "chk"
+    args = [sys.executable, "-c", _DRIVER, c.namesrv_addr, str(out), str(chk)]
+    env = child_env(PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1")
+    driver = subprocess.Popen([*args, "loop"], env=env, cwd=str(tmp_path),
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                              start_new_session=True)
+    try:
+        commits = chk / "commits"
+        assert wait_for(lambda: commits.is_dir() and len(
+            [p for p in commits.iterdir() if p.name.isdigit()]) >= 3, 180, 0.1)
+    finally:
+        os.killpg(driver.pid, signal.SIGKILL)       # the driver, its JVM and Python workers
+        driver.wait(30)
+    done = sum(1 for p in commits.iterdir() if p.name.isdigit())
+    assert done < 10, "the query finished before the kill"       # 1,500 / 150 batches
+    again = subprocess.run([*args, "now"], env=env, cwd=str(tmp_path), timeout=300,
+                           capture_output=True, text=True)
+    assert again.returncode == 0, again.stderr[-3000:]
+    got = [r.body for r in spark.read.parquet(str(out)).collect()]   # through _spark_metadata
+    assert len(got) == len(bodies) and sorted(got) == sorted(bodies)
