@@ -22,6 +22,11 @@ Rows:
                             segments (pyarrow, no Spark; what ``rocketstore export --format
                             parquet`` runs), --repeat times into fresh directories
   parquet (exported)        spark.read.parquet of the exported directory
+  rocketmq (wire)           spark.read.format("rocketmq"): the same store served by a broker
+                            (a name server and a broker started on it, topic created over it):
+                            one partition per queue, pulled by the tasks over loopback
+  PullConsumer (driver)     the project's PullConsumer draining the same backlog on the
+                            driver (no Spark): the broker's own backlog consumption
 MB/s is CommitLog bytes of the rows read (the same logical bytes for every reader). CPU s is
 the CPU time of the whole process tree (driver, JVM, Python workers) per run, read from /proc:
 on a shared machine it shows the work done, where wall time also shows the waiting.
@@ -30,8 +35,9 @@ Targets (the script never asserts; it prints PASS/MISS):
   - rocketstore >= 0.85 x the re-yield floor (rows/s): decoding is not the bottleneck
   - export + a Parquet read beats the direct read on a second scan: for the exported rows,
     export + 2 x parquet(exported) < 2 x rocketstore
+  - rocketmq (wire) >= 0.7 x rocketstore (rows/s) on one machine
 Usage: python bench/spark_ingest.py [--quick] [--messages N] [--repeat 3] [--dir DIR]
-                                    [--json out.json]
+                                    [--no-wire] [--json out.json]
 """
 from __future__ import annotations
 
@@ -48,6 +54,13 @@ C.ensure_importable()
 
 import pyarrow.compute as pc  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
+from broker import (  # noqa: E402
+    broker_available,
+    create_topic,
+    start_broker,
+    start_namesrv,
+    wait_for_route,
+)
 
 from rocketstore import Message, MessageStore, StoreConfig  # noqa: E402
 from rocketstore.export.parquet import export_parquet  # noqa: E402
@@ -122,6 +135,42 @@ def reyield_source(batch_blob: bytes, rows_per_partition: list[int]) -> type:
     return ReyieldSource
 
 
+# ---- the wire: a broker serving the same store ------------------------------------------------
+def serve_store(td: C.TempDirs, root: str, segment_size: int, max_transfer: int | None
+                ) -> tuple[Any, Any]:
+    """A name server and a broker on the bench store, the topic created: (namesrv, broker).
+    max_transfer: the broker's maxTransferCountOnMessageInMemory (and 4 KiB of
+    maxTransferBytesOnMessageInMemory per message), else its defaults (32, 256 KiB)."""
+    import asyncio
+    namesrv = start_namesrv()
+    extra: dict[str, Any] = {}
+    if max_transfer:
+        extra = {"maxTransferCountOnMessageInMemory": max_transfer,
+                 "maxTransferBytesOnMessageInMemory": max_transfer * 4096}
+    broker = start_broker(td.new("broker"), root, namesrv.address,
+                          mappedFileSizeCommitLog=segment_size, **extra)
+    asyncio.run(create_topic(broker.address, TOPIC, QUEUES))
+    asyncio.run(wait_for_route(namesrv.address, TOPIC))
+    return namesrv, broker
+
+
+def pull_consumer_rows_per_s(namesrv: str, total: int) -> float:
+    """The project's PullConsumer draining the backlog from the first offsets (driver only)."""
+    from rocketstore.client import PullConsumer
+    with PullConsumer(f"BenchSparkPoll{time.monotonic_ns()}", namesrv_addr=namesrv,
+                      pull_batch_size=32, consume_from_where="CONSUME_FROM_FIRST_OFFSET"
+                      ) as consumer:
+        consumer.assign(consumer.fetch_message_queues(TOPIC))
+        got = 0
+        began = time.perf_counter()
+        deadline = began + 600
+        while got < total and time.perf_counter() < deadline:
+            got += len(consumer.poll(timeout=1.0))
+        if got < total:
+            raise RuntimeError(f"PullConsumer drained {got} of {total} in 600 s")
+        return got / (time.perf_counter() - began)
+
+
 # ---- runs ------------------------------------------------------------------------------------
 def tree_cpu_seconds() -> float:
     """CPU time (user + sys, with reaped children) of this process and all its descendants:
@@ -182,7 +231,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--master", default="local[*]")
     p.add_argument("--dir", default=None, help="where the temp store goes (not tmpfs)")
     p.add_argument("--json", default=None, metavar="PATH")
+    p.add_argument("--broker-max-transfer", type=int, default=None, metavar="N",
+                   help="the broker's maxTransferCountOnMessageInMemory (messages a pull "
+                        "reply; default: the broker's own, 32)")
+    p.add_argument("--no-wire", action="store_true",
+                   help="leave out the rocketmq (wire) and PullConsumer rows")
     args = p.parse_args(argv)
+    wire = not args.no_wire and broker_available()
     n = 300_000 if args.quick else args.messages
     if args.quick:
         args.segment_size = min(args.segment_size, 16 << 20)
@@ -243,6 +298,15 @@ def main(argv: list[str] | None = None) -> int:
         "(b) re-yield floor": lambda: spark.read.format("reyield").load(),
         "parquet (exported)": lambda: spark.read.parquet(export_dir),
     }
+    servers: list[Any] = []
+    pull_rates: list[float] = []
+    if wire:
+        servers = list(serve_store(td, root, args.segment_size, args.broker_max_transfer))
+        ns = servers[0].address
+        log(f"broker {servers[1].address} serves the store; name server {ns}")
+        readers["rocketmq (wire)"] = lambda: (spark.read.format("rocketmq")
+                                              .option("namesrvAddr", ns)
+                                              .option("topics", TOPIC).load())
     counts = {name: n for name in readers}
     counts["parquet (exported)"] = exported_rows
     for name, make in readers.items():
@@ -260,7 +324,12 @@ def main(argv: list[str] | None = None) -> int:
             samples[name].append(wall)
             cpu[name].append(used)
             log(f"run {i + 1}/{args.repeat} {name}: {wall:.2f}s (CPU {used:.2f}s)")
+        if wire:
+            pull_rates.append(pull_consumer_rows_per_s(servers[0].address, n))
+            log(f"run {i + 1}/{args.repeat} PullConsumer (driver): {pull_rates[-1]:,.0f} rows/s")
     spark.stop()
+    for server in reversed(servers):
+        server.stop()
 
     med = {name: C.median(v) for name, v in samples.items()}
     med_cpu = {name: C.median(v) for name, v in cpu.items()}
@@ -280,13 +349,19 @@ def main(argv: list[str] | None = None) -> int:
     rows.append(["export (pyarrow)", C.fmt_int(exported_rows), f"{export_s:.2f}",
                  C.fmt_int(export_rate), C.fmt_rate(exported_bytes / C.MB / export_s),
                  "", "", f"{export_cpu_s:.2f}", C.fmt_int(exported_rows / export_cpu_s)])
+    if pull_rates:
+        pull_rate = C.median(pull_rates)
+        rows.append(["PullConsumer (driver)", C.fmt_int(n), f"{n / pull_rate:.2f}",
+                     C.fmt_int(pull_rate), C.fmt_rate(total_bytes / C.MB * pull_rate / n),
+                     "", "", "", ""])
     table_md = C.markdown_table(
         ["reader", "rows", "median s", "rows/s", "MB/s", "vs re-yield", "vs parquet",
          "CPU s", "rows/CPU s"], rows)
 
     info = C.machine_info(td.root, {"messages": n, "partitions": len(parts),
                                     "segment_size": args.segment_size,
-                                    "store_mb": round(built["max_offset"] / C.MB, 1)})
+                                    "store_mb": round(built["max_offset"] / C.MB, 1),
+                                    "broker_max_transfer": args.broker_max_transfer or 32})
     C.print_machine_info(info)
     print()
     print(table_md)
@@ -305,8 +380,15 @@ def main(argv: list[str] | None = None) -> int:
           f"(of the {exported_rows:,} exported rows; break-even after {breakeven:.2f} scans) "
           f"(target: export wins by the second scan): "
           f"{'PASS' if export_2 < direct_2 else 'MISS'}")
+    wire_ratio = None
+    if wire:
+        wire_ratio = rate["rocketmq (wire)"] / rate["rocketstore"]
+        print(f"- rocketmq (wire) vs rocketstore (directory): {wire_ratio:.2f} (target >= 0.7): "
+              f"{'PASS' if wire_ratio >= 0.7 else 'MISS'}; vs PullConsumer on the driver: "
+              f"{rate['rocketmq (wire)'] / C.median(pull_rates):.2f}")
     if args.json:
-        C.write_json(args.json, {"machine": info, "samples": samples, "median_s": med,
+        C.write_json(args.json, {"wire_vs_directory": wire_ratio,
+                                 "pull_consumer_rows_per_s": pull_rates,"machine": info, "samples": samples, "median_s": med,
                                  "cpu_samples": cpu, "median_cpu_s": med_cpu,
                                  "rows_per_s": rate, "export_s": export_times,
                                  "export_cpu_s": export_cpu,

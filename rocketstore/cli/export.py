@@ -74,7 +74,7 @@ def export_command(path: Path, out: Path, fmt: str, no_body: bool, compression: 
 
 
 @click.command("spark-ingest")
-@click.argument("path", type=click.Path(path_type=Path))
+@click.argument("path")
 @click.option("--to", "to", type=click.Choice(["parquet", "orc", "json"]), default="parquet",
               show_default=True, help="Output format.")
 @click.argument("out", type=click.Path(file_okay=False, path_type=Path))
@@ -85,18 +85,24 @@ def export_command(path: Path, out: Path, fmt: str, no_body: bool, compression: 
 @click.option("--option", "extra", multiple=True, metavar="KEY=VALUE",
               help="Any other rocketstore source option (repeatable).")
 @click.option("--master", default="local[*]", show_default=True, help="Spark master.")
-def spark_ingest_command(path: Path, to: str, out: Path, mode: str, topics: str | None,
+def spark_ingest_command(path: str, to: str, out: Path, mode: str, topics: str | None,
                          no_body: bool, extra: tuple[str, ...], master: str) -> None:
-    """Read the store at PATH with spark.read.format("rocketstore") on a local Spark and
-    write it to OUT (Parquet by default). Needs the spark extra (pyspark, Java 17)."""
+    """Read the store at PATH (a local or mounted path, or a file: URI) with
+    spark.read.format("rocketstore") and write it to OUT (Parquet by default). Exits non-zero
+    when a task cannot read what was planned (e.g. an executor without the store). Needs the
+    spark extra (pyspark, Java 17)."""
     if topics:
         for topic in topics.split(","):
             checked_topic(topic.strip(), "--topics")
     try:
         from rocketstore.spark.ingest import error_summary, spark_ingest
+        from rocketstore.spark.location import local_path
     except ImportError as exc:
         raise fail(f"{exc} (pip install 'rocketstore[spark]')", exc) from None
-    location = locate_store(path)
+    try:
+        location = locate_store(Path(local_path(path, "PATH")))
+    except ValueError as exc:
+        raise fail(str(exc), exc) from None
     options: dict[str, str] = {}
     for item in extra:
         key, sep, value = item.partition("=")

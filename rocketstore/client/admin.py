@@ -21,6 +21,7 @@ from rocketstore.client.message import (
     AUTO_CREATE_TOPIC_KEY_TOPIC,
     MessageExt,
     MessageQueue,
+    PullResult,
     PullStatus,
     decode_offset_msg_id,
     retry_topic,
@@ -381,6 +382,40 @@ class AsyncAdmin:
         if result.pull_status is not PullStatus.FOUND:
             return []
         return subscription.filter(result.messages)
+
+    async def queue_address(self, mq: MessageQueue) -> str:
+        """The address of the broker holding mq (its master; a slave when there is none)."""
+        if mq.broker_name not in self.instance.broker_addrs:
+            await self.route(mq.topic)
+        address = self.instance.broker_address(mq.broker_name)
+        if address is None:
+            raise MQClientError(f"broker {mq.broker_name!r} serves no route of {mq.topic!r}")
+        return address
+
+    async def pull_records(self, mq: MessageQueue, offset: int, max_nums: int,
+                           subscription: SubscriptionData, group: str = TOOLS_CONSUMER_GROUP
+                           ) -> tuple[PullResult, bytes | bytearray | memoryview]:
+        """One PULL_MESSAGE from ``offset`` without a consumer group's offsets: the result
+        (status, next begin offset, min/max offsets; no messages) and the records undecoded
+        (``ClientAPI.pull_message_raw``). The broker filters by tag hash codes only."""
+        address = await self.queue_address(mq)
+        return await self.instance.api.pull_message_raw(
+            address, group, mq, offset, max_nums, FLAG_SUBSCRIPTION, 0, 0, subscription,
+            self.timeout)
+
+    async def search_offset(self, mq: MessageQueue, timestamp_ms: int) -> int:
+        """SEARCH_OFFSET_BY_TIMESTAMP: the first offset of mq stored at or after the time."""
+        return await self.instance.api.search_offset(await self.queue_address(mq), mq,
+                                                     timestamp_ms, self.timeout)
+
+    async def update_consumer_offset(self, group: str, mq: MessageQueue, offset: int) -> None:
+        """UPDATE_CONSUMER_OFFSET: the group's committed offset of mq on its master."""
+        if mq.broker_name not in self.instance.broker_addrs:
+            await self.route(mq.topic)
+        address = self.instance.master_address(mq.broker_name)
+        if address is None:
+            raise MQClientError(f"broker {mq.broker_name!r} has no master to commit offsets to")
+        await self.instance.api.update_consumer_offset(address, group, mq, offset, self.timeout)
 
     async def queues(self, topic: str) -> list[MessageQueue]:
         route = await self.route(topic)

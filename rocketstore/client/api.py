@@ -170,6 +170,20 @@ class ClientAPI:
                            max_nums: int, sys_flag: int, commit_offset: int,
                            suspend_timeout_millis: int, subscription: SubscriptionData | None,
                            timeout: float, broker_name: str | None = None) -> PullResult:
+        result, body = await self.pull_message_raw(
+            address, group, mq, offset, max_nums, sys_flag, commit_offset,
+            suspend_timeout_millis, subscription, timeout)
+        if result.pull_status is PullStatus.FOUND:
+            result.messages = decode_messages(body, broker_name=broker_name or mq.broker_name)
+        return result
+
+    async def pull_message_raw(self, address: str, group: str, mq: MessageQueue, offset: int,
+                               max_nums: int, sys_flag: int, commit_offset: int,
+                               suspend_timeout_millis: int, subscription: SubscriptionData | None,
+                               timeout: float) -> tuple[PullResult, bytes | bytearray | memoryview]:
+        """PULL_MESSAGE: the result without messages, and the reply's body undecoded (the
+        CommitLog records back to back; empty unless FOUND), for readers that decode records
+        themselves."""
         ext = {
             "consumerGroup": group,
             "topic": mq.topic,
@@ -195,9 +209,7 @@ class ClientAPI:
             max_offset=_int_field(response, "maxOffset", 0),
             suggest_which_broker_id=_int_field(response, "suggestWhichBrokerId", 0),
         )
-        if status is PullStatus.FOUND:
-            result.messages = decode_messages(_body(response), broker_name=broker_name or mq.broker_name)
-        return result
+        return result, (_body(response) if status is PullStatus.FOUND else b"")
 
     # ---- offsets ----
 

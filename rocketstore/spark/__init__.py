@@ -12,8 +12,13 @@
          .option("checkpointLocation", "/chk").trigger(availableNow=True).start("/out"))
     df.select("topic", "body").write.format("rocketstore").mode("append").save("/data/store")
 
+    df = (spark.read.format("rocketmq").option("namesrvAddr", "127.0.0.1:9876")   # brokers
+          .option("topics", "orders").load())
+
 See ``rocketstore.spark.source`` (schema, readers), ``rocketstore.spark.options`` (options),
-``rocketstore.spark.plan`` (partitions) and ``rocketstore.spark.writer``.
+``rocketstore.spark.plan`` (partitions) and ``rocketstore.spark.writer``; the ``rocketmq``
+format (brokers over the wire): ``rocketstore.spark.wire_source``, ``rocketstore.spark.wire``
+and ``rocketstore.spark.wire_options``.
 """
 from __future__ import annotations
 
@@ -26,7 +31,7 @@ except ImportError as exc:  # pragma: no cover
                       ) from exc
 
 from rocketstore.spark.ingest import spark_ingest
-from rocketstore.spark.location import StoreLocation
+from rocketstore.spark.location import MissingDataError, StoreLocation
 from rocketstore.spark.options import OptionError, ReadOptions, StreamOptions, WriteOptions
 from rocketstore.spark.plan import (
     CommitLogPartition,
@@ -42,15 +47,42 @@ from rocketstore.spark.source import (
     RocketstoreStreamReader,
     spark_schema,
 )
+from rocketstore.spark.wire import Brokers, DataLossError, WirePartition, read_wire_partition
+from rocketstore.spark.wire_options import WireReadOptions, WireWriteOptions
+from rocketstore.spark.wire_source import (
+    WIRE_NAME,
+    RocketmqBatchReader,
+    RocketmqDataSource,
+    RocketmqStreamReader,
+    RocketmqWriter,
+)
 
 __all__ = [
-    "NAME", "SCHEMA_DDL", "CommitLogPartition", "OptionError", "QueuePartition", "ReadOptions",
-    "RocketstoreBatchReader", "RocketstoreDataSource", "RocketstoreStreamReader",
-    "StoreLocation", "StreamOptions", "WriteOptions", "plan_batch",
-    "read_partition", "register", "spark_ingest", "spark_schema",
+    "NAME", "SCHEMA_DDL", "WIRE_NAME", "Brokers", "CommitLogPartition", "DataLossError",
+    "MissingDataError", "OptionError", "QueuePartition", "ReadOptions", "RocketmqBatchReader",
+    "RocketmqDataSource", "RocketmqStreamReader", "RocketmqWriter", "RocketstoreBatchReader",
+    "RocketstoreDataSource", "RocketstoreStreamReader", "StoreLocation", "StreamOptions",
+    "WireReadOptions", "WirePartition", "WireWriteOptions", "WriteOptions", "plan_batch",
+    "read_partition", "read_wire_partition", "register", "spark_ingest", "spark_schema",
 ]
 
 
+def session_parallelism(spark: Any) -> int | None:
+    """The session's ``spark.default.parallelism`` (its default: the cores of the executors
+    registered so far, at least 2); None where the SparkContext is not reachable (Connect)."""
+    try:
+        return int(spark.sparkContext.defaultParallelism)
+    except Exception:  # noqa: BLE001 - Spark Connect has no SparkContext
+        return None
+
+
 def register(spark: Any) -> None:
-    """Register the ``rocketstore`` format with a SparkSession (idempotent)."""
-    spark.dataSource.register(RocketstoreDataSource)
+    """Register the ``rocketstore`` and ``rocketmq`` formats with a SparkSession
+    (idempotent). The directory source's default ``minPartitions`` is the session's
+    parallelism now: a subclass carries it (Spark pickles the registered class by value)."""
+    parallelism = session_parallelism(spark)
+    source = type("RocketstoreDataSource", (RocketstoreDataSource,),
+                  {"default_parallelism": parallelism, "__doc__": RocketstoreDataSource.__doc__,
+                   "__qualname__": "RocketstoreDataSource.for_session"})
+    spark.dataSource.register(source)
+    spark.dataSource.register(RocketmqDataSource)

@@ -74,7 +74,8 @@ def spark_ingest(path: str, out: str, *, to: str = "parquet", mode: str = "error
         reader = spark.read.format("rocketstore")
         for key, value in (options or {}).items():
             reader = reader.option(key, value)
-        df = reader.load(os.path.abspath(path))
+        from rocketstore.spark.location import local_path
+        df = reader.load(os.path.abspath(local_path(path)))
         df.write.format(to).mode(mode).save(os.path.abspath(out))
         rows = spark.read.format(to).load(os.path.abspath(out)).count() \
             if to == "parquet" else None

@@ -7,13 +7,52 @@ Nothing here imports pyspark: the planning and reading code is usable (and teste
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 from rocketstore.config import StoreConfig
 from rocketstore.store import MessageStore, StoreReader, detect_geometry
+
+
+class MissingDataError(RuntimeError):
+    """A task found less of the store than the driver planned (a segment or ConsumeQueue
+    file missing or shorter on this host): the read fails rather than return fewer rows."""
+
+
+def missing_data(root: str, what: str, path: str, planned: str) -> MissingDataError:
+    """The error of a task that cannot read what was planned: names this host, the file and
+    the planned range, and says how the store must be shared."""
+    return MissingDataError(
+        f"on host {socket.gethostname()}: {what} ({path}); the partition planned {planned}. "
+        f"Every executor must see the store at {root} with the driver's contents (shared "
+        "storage mounted at the same absolute path), or read it over the wire with "
+        'format("rocketmq")')
+
+
+def local_path(path: str, option: str = "path") -> str:
+    """A store path as given to the source: a local path or a ``file:`` URI (the store is
+    memory-mapped, so it must be a local or mounted file system; other schemes are refused)."""
+    if not isinstance(path, str) or not path:
+        raise ValueError(f"option {option!r} is required: the rocketstore directory (the one "
+                         "holding commitlog/)")
+    if "://" in path or path.startswith("file:"):
+        parts = urlsplit(path)
+        scheme = parts.scheme.lower()
+        if scheme != "file":
+            raise ValueError(
+                f"option {option!r}: {path!r} has the scheme {parts.scheme + ':'!r}; a "
+                "rocketstore is memory-mapped, so the store must be a local or mounted path "
+                "(e.g. /data/store or file:///data/store, the same absolute path on the driver "
+                "and every executor); to read a store behind brokers use format(\"rocketmq\")")
+        if parts.netloc not in ("", "localhost"):
+            raise ValueError(f"option {option!r}: {path!r} names host {parts.netloc!r}; a "
+                             "file: URI of a rocketstore must be local (file:///path)")
+        path = unquote(parts.path)
+    return path
 
 
 @dataclass(frozen=True)
@@ -33,10 +72,7 @@ class StoreLocation:
         """The store at path (its root, the directory holding ``commitlog/``), with the file
         sizes found in it; explicit sizes win. must_exist=False allows a new, empty store
         (for writing): missing sizes take StoreConfig's defaults."""
-        if not isinstance(path, str) or not path:
-            raise ValueError("option 'path' is required: the rocketstore directory (the one "
-                             "holding commitlog/)")
-        root = os.path.abspath(os.path.expanduser(path))
+        root = os.path.abspath(os.path.expanduser(local_path(path)))
         if must_exist:
             if not os.path.isdir(root):
                 raise FileNotFoundError(f"option 'path': store directory {root} does not exist")

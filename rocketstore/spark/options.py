@@ -13,6 +13,10 @@ Batch (``spark.read.format("rocketstore")``):
 ``endTimestamp``            store time upper bound (exclusive), same forms
 ``includeBody``             ``true`` (default) / ``false``: drop the ``body`` column
 ``partitionBytes``          bytes of CommitLog per partition (default 256 MiB; ``64m``...)
+``minPartitions``           at least this many partitions when the data is smaller than
+                            ``partitionBytes`` times it (default: the session's
+                            ``spark.default.parallelism``, captured by ``register``);
+                            partitions never go below 256 KiB
 ``batchBytes``              bytes of CommitLog per Arrow batch (default 8 MiB)
 ``mappedFileSizeCommitLog`` / ``mappedFileSizeConsumeQueue``: file sizes, when they cannot
                             be read from the files
@@ -39,11 +43,12 @@ from rocketstore.message import queue_key
 DEFAULT_PARTITION_BYTES = 256 << 20
 DEFAULT_BATCH_BYTES = 8 << 20
 DEFAULT_BATCH_ROWS = 32768
+MIN_SPLIT_BYTES = 256 << 10      # minPartitions never cuts partitions smaller than this
 
 
 BATCH_OPTIONS = ("path", "topics", "startOffsets", "endOffsets", "startTimestamp",
-                 "endTimestamp", "includeBody", "partitionBytes", "batchBytes", "batchRows",
-                 "mappedFileSizeCommitLog", "mappedFileSizeConsumeQueue")
+                 "endTimestamp", "includeBody", "partitionBytes", "minPartitions", "batchBytes",
+                 "batchRows", "mappedFileSizeCommitLog", "mappedFileSizeConsumeQueue")
 STREAM_OPTIONS = ("path", "topics", "startingOffsets", "maxMessagesPerTrigger",
                   "commitToGroup", "includeBody", "batchRows", "mappedFileSizeCommitLog",
                   "mappedFileSizeConsumeQueue")
@@ -208,6 +213,15 @@ class ReadOptions:
     batch_rows: int = DEFAULT_BATCH_ROWS
     commit_log_file_size: int | None = None
     consume_queue_file_size: int | None = None
+    min_partitions: int | None = None
+
+    def split_bytes(self, total: int) -> int:
+        """Bytes per partition for total bytes of data: partitionBytes, smaller when that
+        would make fewer than minPartitions partitions (never below MIN_SPLIT_BYTES)."""
+        n = self.min_partitions
+        if not n or total <= 0 or total >= self.partition_bytes * n:
+            return self.partition_bytes
+        return min(self.partition_bytes, max(MIN_SPLIT_BYTES, -(-total // n)))
 
     @property
     def by_queue(self) -> bool:
@@ -215,7 +229,9 @@ class ReadOptions:
         return bool(self.topics or self.start_offsets or self.end_offsets)
 
     @classmethod
-    def parse(cls, options: Mapping[str, Any] | None) -> ReadOptions:
+    def parse(cls, options: Mapping[str, Any] | None,
+              default_min_partitions: int | None = None) -> ReadOptions:
+        """default_min_partitions: minPartitions when the option is not given."""
         check_known(options or {}, BATCH_OPTIONS, "read")
         o = _lower(options)
         if "path" not in o:
@@ -253,7 +269,9 @@ class ReadOptions:
                                        "partitionBytes"),
             batch_bytes=parse_size(o.get("batchbytes", DEFAULT_BATCH_BYTES), "batchBytes"),
             batch_rows=parse_positive_int(o.get("batchrows", DEFAULT_BATCH_ROWS), "batchRows"),
-            commit_log_file_size=cl, consume_queue_file_size=cq)
+            commit_log_file_size=cl, consume_queue_file_size=cq,
+            min_partitions=parse_positive_int(o["minpartitions"], "minPartitions")
+            if o.get("minpartitions") is not None else default_min_partitions)
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ order; queue order), which the streaming reader relies on when Spark replays a b
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -35,7 +36,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from rocketstore.spark.location import StoreLocation
+from rocketstore.spark.location import StoreLocation, missing_data
 from rocketstore.spark.options import (
     DEFAULT_BATCH_BYTES,
     DEFAULT_BATCH_ROWS,
@@ -130,7 +131,7 @@ def _plan_commit_log(store: MessageStore, location: StoreLocation, options: Read
         hi = store.offset_at_time(options.end_timestamp)
     if hi <= lo:
         return []
-    ranges = store.plan_ranges(options.partition_bytes, lo, hi)
+    ranges = store.plan_ranges(options.split_bytes(hi - lo), lo, hi)
     return [CommitLogPartition(i, location, a, b, snapshot_end, options.include_body,
                                options.start_timestamp, options.end_timestamp,
                                options.batch_bytes)
@@ -154,7 +155,7 @@ def _plan_queues(store: MessageStore, location: StoreLocation, options: ReadOpti
             raise OptionError(f"options 'startOffsets'/'endOffsets': queue "
                               f"{queue_key(topic, qid)} does not exist in the store at "
                               f"{location.root}")
-    parts: list[QueuePartition] = []
+    ranges: list[tuple[str, int, int, int, np.ndarray]] = []
     for topic, qid in queues:
         lo = store.get_min_offset_in_queue(topic, qid)
         hi = store.get_max_offset_in_queue(topic, qid)
@@ -168,8 +169,12 @@ def _plan_queues(store: MessageStore, location: StoreLocation, options: ReadOpti
                                                 start, end))
         if start >= end:
             continue
-        for a, b, nbytes in _split_queue(store, topic, qid, start, end,
-                                         options.partition_bytes):
+        ranges.append((topic, qid, start, end,
+                       store.queue_message_sizes(topic, qid, start, end)))
+    split = options.split_bytes(sum(int(r[4].sum()) for r in ranges))
+    parts: list[QueuePartition] = []
+    for topic, qid, start, _end, sizes in ranges:
+        for a, b, nbytes in _split_queue(sizes, start, split):
             parts.append(QueuePartition(len(parts), location, topic, qid, a, b, nbytes,
                                         options.include_body, options.start_timestamp,
                                         options.end_timestamp, options.batch_rows))
@@ -190,11 +195,11 @@ def queue_offset_at_time(store: MessageStore, topic: str, queue_id: int, timesta
     return lo
 
 
-def _split_queue(store: MessageStore, topic: str, queue_id: int, start: int, end: int,
-                 partition_bytes: int) -> list[tuple[int, int, int]]:
-    """[start, end) cut into ranges of about partition_bytes of CommitLog each, with their
-    exact byte counts (the unit sizes, read a ConsumeQueue file at a time, vectorised)."""
-    sizes = store.queue_message_sizes(topic, queue_id, start, end)
+def _split_queue(sizes: np.ndarray, start: int, partition_bytes: int
+                 ) -> list[tuple[int, int, int]]:
+    """The offsets [start, start + len(sizes)) cut into ranges of about partition_bytes of
+    CommitLog each, with their exact byte counts (sizes: the message sizes, from
+    ``queue_message_sizes``)."""
     cum = np.cumsum(sizes)
     out = []
     a = 0
@@ -215,25 +220,102 @@ def _split_queue(store: MessageStore, topic: str, queue_id: int, start: int, end
 
 def read_partition(partition: object) -> Iterator[pa.RecordBatch]:
     """The RecordBatches of a planned partition (an empty iterator for Spark's placeholder
-    partition of an empty plan)."""
+    partition of an empty plan). A task that finds less than was planned (a segment or
+    ConsumeQueue file missing or shorter here than where the driver planned) raises
+    ``MissingDataError`` naming this host, the file and the range: never fewer rows."""
     if isinstance(partition, CommitLogPartition):
+        _check_store_dir(partition.location, f"CommitLog [{partition.start}, {partition.end})")
         yield from _read_commit_log(partition)
     elif isinstance(partition, QueuePartition):
-        with partition.location.snapshot() as snap:
-            yield from read_queue_range(
-                snap, partition.topic, partition.queue_id, partition.start_offset,
-                partition.end_offset, include_body=partition.include_body,
-                batch_rows=partition.batch_rows, start_timestamp=partition.start_timestamp,
-                end_timestamp=partition.end_timestamp)
+        _check_store_dir(partition.location, f"{partition.key} offsets "
+                                             f"[{partition.start_offset}, {partition.end_offset})")
+        yield from _read_queue_partition(partition)
+
+
+def _check_store_dir(location: StoreLocation, planned: str) -> None:
+    commit_log = os.path.join(location.root, "commitlog")
+    if not os.path.isdir(commit_log):
+        raise missing_data(location.root, "the store directory is not here (no commitlog/)",
+                           commit_log, planned)
+
+
+def _segment_path(location: StoreLocation, base: int) -> str:
+    return os.path.join(location.root, "commitlog", f"{base:020d}")
+
+
+def _check_segments(p: CommitLogPartition) -> None:
+    """Every segment file the range [start, end) lies in is here at its full size."""
+    seg = p.location.commit_log_file_size
+    planned = f"CommitLog [{p.start}, {p.end})"
+    base = p.start - p.start % seg
+    while base < p.end:
+        path = _segment_path(p.location, base)
+        try:
+            size = os.path.getsize(path)
+        except OSError:
+            raise missing_data(p.location.root, "a CommitLog segment is missing", path,
+                               planned) from None
+        need = min(seg, p.end - base)
+        if size < need:
+            raise missing_data(p.location.root, f"a CommitLog segment is {size:,} bytes, "
+                               f"shorter than the {need:,} planned", path, planned)
+        base += seg
 
 
 def _read_commit_log(p: CommitLogPartition) -> Iterator[pa.RecordBatch]:
-    with p.location.snapshot(p.snapshot_end) as snap:
+    _check_segments(p)
+    reached = p.start       # where the last record read ends
+    # fixed at the partition's end (a record boundary): later segments are not needed here
+    with p.location.snapshot(min(p.snapshot_end, p.end)) as snap:
         for batch in snap.read_range(p.start, p.end, p.include_body, align=False,
                                      batch_bytes=p.batch_bytes, spark=True):
+            if batch.num_rows:
+                last = batch.num_rows - 1
+                reached = int(batch.column("commitlog_offset")[last].as_py()) + \
+                    int(batch.column("store_size")[last].as_py())
             batch = filter_time(batch, p.start_timestamp, p.end_timestamp)
             if batch.num_rows:
                 yield batch
+    seg = p.location.commit_log_file_size
+    # a segment ends in blank padding: the records of [start, end) end at end, or at the
+    # segment boundary when end is one
+    padded_to = -(-reached // seg) * seg if reached % seg else reached
+    if reached < p.end and padded_to < p.end:
+        path = _segment_path(p.location, padded_to - padded_to % seg)
+        raise missing_data(p.location.root, f"the CommitLog's records stop at offset "
+                           f"{reached} (zeros or damage where records were planned)", path,
+                           f"CommitLog [{p.start}, {p.end})")
+
+
+def _read_queue_partition(p: QueuePartition) -> Iterator[pa.RecordBatch]:
+    queue_dir = os.path.join(p.location.root, "consumequeue", p.topic, str(p.queue_id))
+    planned = f"{p.key} offsets [{p.start_offset}, {p.end_offset})"
+    with p.location.snapshot() as snap:
+        try:
+            sizes = snap.queue_message_sizes(p.topic, p.queue_id, p.start_offset, p.end_offset)
+        except RuntimeError as exc:
+            raise missing_data(p.location.root, f"the ConsumeQueue is shorter: {exc}",
+                               queue_dir, planned) from None
+        if not os.path.isdir(queue_dir):
+            raise missing_data(p.location.root, "the ConsumeQueue is missing", queue_dir,
+                               planned)
+        expected = int(np.count_nonzero(sizes))
+        got = 0
+        try:
+            for batch in snap.read_queue_range(
+                    p.topic, p.queue_id, p.start_offset, p.end_offset,
+                    include_body=p.include_body, batch_rows=p.batch_rows, spark=True):
+                got += batch.num_rows
+                batch = filter_time(batch, p.start_timestamp, p.end_timestamp)
+                if batch.num_rows:
+                    yield batch
+        except (RuntimeError, ValueError) as exc:
+            raise missing_data(p.location.root, f"reading the queue's messages failed: {exc}",
+                               os.path.join(p.location.root, "commitlog"), planned) from None
+    if got < expected:
+        raise missing_data(p.location.root, f"{expected - got} of the {expected} messages "
+                           "are not in the CommitLog segments here",
+                           os.path.join(p.location.root, "commitlog"), planned)
 
 
 def filter_time(batch: pa.RecordBatch, start: int | None, end: int | None) -> pa.RecordBatch:

@@ -123,6 +123,9 @@ class RocketstoreDataSource(DataSource):
     """``spark.read.format("rocketstore")``, ``spark.readStream.format("rocketstore")`` and
     ``df.write.format("rocketstore")``. Register it with ``rocketstore.spark.register``."""
 
+    #: minPartitions when the option is not given; ``register`` sets it from the session
+    default_parallelism: int | None = None
+
     @classmethod
     def name(cls) -> str:
         return NAME
@@ -131,7 +134,7 @@ class RocketstoreDataSource(DataSource):
         return spark_schema(parse_bool(self.options.get("includeBody", True), "includeBody"))
 
     def reader(self, schema: StructType) -> RocketstoreBatchReader:
-        options = ReadOptions.parse(self.options)
+        options = ReadOptions.parse(self.options, self.default_parallelism)
         _check_schema(schema, options.include_body)
         return RocketstoreBatchReader(options)
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import fcntl
 import os
 import shutil
+import socket
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -46,6 +47,7 @@ from rocketstore.spark.options import OptionError, WriteOptions
 from rocketstore.store import MessageStore, StoreLockedError
 
 STAGING_DIR = ".spark-staging"
+DRIVER_MARK = "DRIVER"      # in the job's staging directory: tasks check they see it
 
 _INTS = (ByteType, ShortType, IntegerType, LongType)
 _COLUMNS: dict[str, tuple[tuple[type, ...], str]] = {
@@ -104,6 +106,7 @@ class StagedPart(WriterCommitMessage):
     partition_id: int
     path: str
     rows: int
+    host: str = ""
 
 
 class RocketstoreWriter(DataSourceArrowWriter):
@@ -118,13 +121,25 @@ class RocketstoreWriter(DataSourceArrowWriter):
         ensure_unlocked(self.location.root)
         self.job = uuid.uuid4().hex
         self.staging = os.path.join(self.location.root, STAGING_DIR, self.job)
+        # the tasks must see this file: else they would stage where the commit cannot read
+        os.makedirs(self.staging, exist_ok=True)
+        with open(os.path.join(self.staging, DRIVER_MARK), "w", encoding="utf-8") as f:
+            f.write(socket.gethostname())
 
     # ---- tasks -----------------------------------------------------------------------------
     def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedPart:
         from pyspark import TaskContext
         ctx = TaskContext.get()
         pid = ctx.partitionId() if ctx is not None else 0
-        os.makedirs(self.staging, exist_ok=True)
+        if not os.path.isfile(os.path.join(self.staging, DRIVER_MARK)):
+            # nothing is created here: a task on a host without the driver's store leaves no
+            # staging behind
+            raise FileNotFoundError(
+                f"rocketstore writer task on host {socket.gethostname()}: the store at "
+                f"{self.location.root} is not the driver's (its staging directory "
+                f"{self.staging} is not here). The writer stages rows beside the store and the "
+                "driver appends them: the store must be on storage shared by the driver and "
+                'every executor at the same absolute path; or send with format("rocketmq")')
         path = os.path.join(self.staging, f"part-{pid:05d}-{uuid.uuid4().hex}.arrow")
         rows = 0
         writer = None
@@ -134,16 +149,31 @@ class RocketstoreWriter(DataSourceArrowWriter):
                     writer = ipc.new_file(path, batch.schema)
                 writer.write_batch(batch)
                 rows += batch.num_rows
+        except BaseException:
+            if writer is not None:
+                writer.close()
+                writer = None
+            _remove(path)       # a failed task leaves no staged file
+            raise
         finally:
             if writer is not None:
                 writer.close()
-        return StagedPart(pid, path if rows else "", rows)
+        return StagedPart(pid, path if rows else "", rows, socket.gethostname())
 
     # ---- driver ----------------------------------------------------------------------------
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         parts = sorted((m for m in messages if isinstance(m, StagedPart) and m.rows),
                        key=lambda m: m.partition_id)
         try:
+            unseen = [p for p in parts if not os.path.isfile(p.path)]
+            if unseen:
+                raise FileNotFoundError(
+                    f"the rocketstore write cannot be committed on host "
+                    f"{socket.gethostname()}: {len(unseen)} of {len(parts)} staged part(s) are "
+                    f"not visible here (e.g. {unseen[0].path}, written on host "
+                    f"{unseen[0].host}). The store at {self.location.root} must be on storage "
+                    "shared by the driver and every executor at the same absolute path. "
+                    "Nothing was appended")
             if parts:
                 self._append(parts)
         finally:
@@ -205,6 +235,13 @@ class RocketstoreWriter(DataSourceArrowWriter):
             qids.append(int(qid))
         result = store.put_messages(msgs, qids)
         _check_put(result)
+
+
+def _remove(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
 
 
 def _check_put(result: Any) -> None:

@@ -9,7 +9,6 @@ import json
 import os
 import random
 import shutil
-import sys
 import threading
 import time
 from pathlib import Path
@@ -24,7 +23,6 @@ if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
 import pyarrow as pa  # noqa: E402
 from pyspark.sql.pandas.types import to_arrow_schema  # noqa: E402
 
-import rocketstore  # noqa: E402
 import rocketstore.spark as rs_spark  # noqa: E402
 from rocketstore import Message, MessageStore, StoreConfig  # noqa: E402
 from rocketstore.spark.ingest import error_summary  # noqa: E402
@@ -50,40 +48,6 @@ def _config(root: Path | str, **changes: Any) -> StoreConfig:
                                   mapped_file_size_consume_queue=CQ_FILE, store_host=STORE_HOST)
     values.update(changes)
     return StoreConfig(**values)
-
-
-# ---- Spark session ---------------------------------------------------------------------------
-
-@pytest.fixture(scope="session")
-def spark():
-    """local[2], UI off, fast JVM start (TieredStopAtLevel=1: tests only). Python workers run
-    this interpreter and import the same rocketstore (PYTHONPATH = its parent directory; in CI
-    the package is installed anyway)."""
-    package_parent = str(Path(rocketstore.__file__).resolve().parents[1])
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
-    paths = [package_parent, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
-    os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
-    from pyspark.sql import SparkSession
-
-    session = (SparkSession.builder.master("local[2]").appName("rocketstore-tests")
-               .config("spark.ui.enabled", "false")
-               .config("spark.ui.showConsoleProgress", "false")
-               .config("spark.sql.shuffle.partitions", "2")
-               .config("spark.default.parallelism", "2")
-               .config("spark.sql.session.timeZone", "UTC")
-               .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1")
-               .config("spark.executorEnv.PYTHONPATH", os.environ["PYTHONPATH"])
-               # workers start with `python -m` in the driver's directory (the repository
-               # root here): keep it off sys.path so they import the installed package
-               .config("spark.executorEnv.PYTHONSAFEPATH", "1")
-               .config("spark.sql.streaming.pollingDelay", "50ms")
-               .getOrCreate())
-    session.sparkContext.setLogLevel("ERROR")
-    rs_spark.register(session)
-    yield session
-    session.stop()
 
 
 # ---- a multi-segment store with several topics -----------------------------------------------
