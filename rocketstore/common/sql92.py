@@ -158,6 +158,31 @@ def java_parse_double(text: str) -> float:
     raise _EvalError(f"For input string: {text!r}")
 
 
+def _string_converter(constant: Value) -> Callable[[str], Value]:
+    """How a property's string is converted to compare with a constant (java_compare's
+    String-against-X branches), with a fast path for plain ASCII digits."""
+    kind = _kind(constant)
+    if kind == "I" or kind == "L":
+        low, high = (_INT_MIN, _INT_MAX) if kind == "I" else (_LONG_MIN, _LONG_MAX)
+
+        def integral(text: str) -> Value:
+            if text.isascii() and text.isdigit():
+                value = int(text)
+                if value <= high:
+                    return value
+            return _parse_integral(text, low, high)
+        return integral
+    if kind == "D":
+        def double(text: str) -> Value:
+            if text.isascii() and text.isdigit():
+                return float(text)
+            return java_parse_double(text)
+        return double
+    if kind == "B":
+        return lambda text: text.lower() == "true"
+    return lambda text: text
+
+
 def _kind(value: Value) -> str:
     if isinstance(value, bool):
         return "B"
@@ -282,6 +307,8 @@ def _check_equal_operands(left: _Node, right: _Node) -> None:
 
 
 def _equal(left: _Node, right: _Node) -> _Node:
+    if left.kind == "prop" and right.kind in ("const", "bool_const") and right.value is not None:
+        return _equal_property_constant(left, right.value)
     le, re_ = left.evaluate, right.evaluate
 
     def equal(props: Mapping[str, str]) -> Value:
@@ -296,6 +323,41 @@ def _equal(left: _Node, right: _Node) -> _Node:
             return _compare_same(lk, lv, rv) == 0
         return java_compare(lv, rv) == 0
     return _Node(equal, "bool")
+
+
+def _equal_property_constant(prop: _Node, constant: Value) -> _Node:
+    """``property = constant``, the common case, with the conversion chosen once."""
+    inner, convert = prop.evaluate, _string_converter(constant)
+    is_double = isinstance(constant, float)
+
+    def equal(props: Mapping[str, str]) -> Value:
+        text = inner(props)
+        if text is None:
+            return None
+        value = convert(text)
+        if is_double:
+            return _compare_double(value, constant) == 0  # type: ignore[arg-type]
+        return value == constant
+    return _Node(equal, "bool")
+
+
+def _ordered_property_constant(op: str, prop: _Node, constant: Value) -> _Node:
+    """``property > number`` and the like, with the conversion chosen once."""
+    inner, convert, test = prop.evaluate, _string_converter(constant), _ORDERED[op]
+    if isinstance(constant, float):
+        def ordered_double(props: Mapping[str, str]) -> Value:
+            text = inner(props)
+            if text is None:
+                return None
+            return test(_compare_double(convert(text), constant))  # type: ignore[arg-type]
+        return _Node(ordered_double, "bool")
+
+    def ordered(props: Mapping[str, str]) -> Value:
+        text = inner(props)
+        if text is None:
+            return None
+        return test(_cmp(convert(text), constant))
+    return _Node(ordered, "bool")
 
 
 def _not(node: _Node) -> _Node:
@@ -319,6 +381,8 @@ _ORDERED = {
 def _ordered(op: str, left: _Node, right: _Node) -> _Node:
     _check_less_than_operand(left)
     _check_less_than_operand(right)
+    if left.kind == "prop" and right.kind == "const":
+        return _ordered_property_constant(op, left, right.value)
     le, re_, test = left.evaluate, right.evaluate, _ORDERED[op]
 
     def ordered(props: Mapping[str, str]) -> Value:
