@@ -334,7 +334,7 @@ def _equal_property_constant(prop: _Node, constant: Value) -> _Node:
         text = inner(props)
         if text is None:
             return None
-        value = convert(text)
+        value = convert(text)  # type: ignore[arg-type]
         if is_double:
             return _compare_double(value, constant) == 0  # type: ignore[arg-type]
         return value == constant
@@ -356,7 +356,7 @@ def _ordered_property_constant(op: str, prop: _Node, constant: Value) -> _Node:
         text = inner(props)
         if text is None:
             return None
-        return test(_cmp(convert(text), constant))
+        return test(_cmp(convert(text), constant))  # type: ignore[arg-type]
     return _Node(ordered, "bool")
 
 
@@ -487,17 +487,17 @@ def _build(tree: Tree | Token) -> _Node:
     rule, children = tree.data, tree.children
     nodes = [c for c in children if isinstance(c, Tree)]
     if rule == "string":
-        return _constant(_string(children[0]))
+        return _constant(_string(str(children[0])))
     if rule == "decimal":
-        return _decimal(children[0])
+        return _decimal(str(children[0]))
     if rule == "float_":
-        return _float(children[0])
+        return _float(str(children[0]))
     if rule in ("true", "false", "null"):
         return _constant({"true": True, "false": False, "null": None}[rule], "bool_const")
     if rule == "prop":
         return _property(str(children[0]))
     if rule in ("in_", "not_in"):
-        strings = [_string(t) for t in nodes[1].children]
+        strings = [_string(str(t)) for t in nodes[1].children]
         return _in(_build(nodes[0]), strings, rule == "not_in")
     built = [_build(n) for n in nodes]
     if rule == "negate":
