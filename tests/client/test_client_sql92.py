@@ -200,6 +200,21 @@ def test_check_client_config_and_pull_answers(tmp_path: Path) -> None:
                 missed.append((await _request(on, pull, ext))[0])
             assert ResponseCode.SUCCESS not in missed
 
+            # a heartbeat's expression that does not compile: its pulls find no filter data
+            client = RemotingClient()
+            try:
+                heartbeat = orjson.dumps({"clientID": "hb-1", "producerDataSet": [], "consumerDataSet": [{
+                    "groupName": "HbGroup", "consumeType": "CONSUME_PASSIVELY", "messageModel": "CLUSTERING",
+                    "consumeFromWhere": "CONSUME_FROM_FIRST_OFFSET", "subscriptionDataSet": [
+                        {"topic": "SqlOn", "subString": "a >", "expressionType": "SQL92", "subVersion": 1}]}]})
+                reply = await client.invoke(on, create_request(RequestCode.HEART_BEAT, body=heartbeat), 10)
+                assert reply.code == ResponseCode.SUCCESS
+                ext = {**_pull_ext("HbGroup", "SqlOn", "", "SQL92"), "sysFlag": "0"}
+                reply = await client.invoke(on, create_request(pull, ext), 10)
+                assert reply.code == ResponseCode.FILTER_DATA_NOT_EXIST
+            finally:
+                await client.close()
+
         asyncio.run(main())
 
         # our consumers check their SQL92 subscriptions at start, as Java's do
