@@ -24,11 +24,12 @@ import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-
-from lark import Lark, Token, Tree
-from lark.exceptions import LarkError
+from typing import TYPE_CHECKING
 
 from rocketstore.common.text import quote
+
+if TYPE_CHECKING:
+    from lark import Lark, Token, Tree
 
 #: SubscriptionData.expressionType of SQL92 expressions.
 EXPRESSION_TYPE_SQL92 = "SQL92"
@@ -103,6 +104,8 @@ class _EvalError(Exception):
 
 @functools.cache
 def _parser() -> Lark:
+    # imported on first use: clients and stores without SQL92 subscriptions never load lark
+    from lark import Lark
     return Lark(_GRAMMAR, parser="lalr", lexer="basic", maybe_placeholders=False)
 
 
@@ -482,6 +485,7 @@ def _property(name: str) -> _Node:
 
 
 def _build(tree: Tree | Token) -> _Node:
+    from lark import Token, Tree
     if isinstance(tree, Token):
         raise FilterExpressionError(f"unexpected token {tree!s}")
     rule, children = tree.data, tree.children
@@ -539,6 +543,7 @@ def _build(tree: Tree | Token) -> _Node:
 def _parse_prefix(expression: str) -> Tree:
     """The longest prefix the grammar completes, as JavaCC's SelectorParser (which has no
     EOF rule) reads it: the tokens after the first one that cannot continue are not read."""
+    from lark.exceptions import LarkError
     parser = _parser()
     state = parser.parse_interactive("")
     for token in parser.lex(expression):
@@ -577,6 +582,7 @@ def compile_sql92(expression: str) -> Sql92Filter:
     refuses it. Each distinct expression is compiled once."""
     if not isinstance(expression, str):
         raise TypeError(f"SQL92 expression must be a str, got {type(expression).__name__}")
+    from lark.exceptions import LarkError
     try:
         tree = _parse_prefix(expression)
         node = _as_boolean(_build(tree))
