@@ -97,6 +97,9 @@ class BrokerConfig:
     reject_transaction_message: bool = True
     region_id: str = "DefaultRegion"
     trace_on: bool = True
+    #: SQL92 subscriptions (ExpressionType.SQL92) are served; off, they are refused as
+    #: RocketMQ refuses them ("The broker does not support consumer to filter message by SQL92").
+    enable_property_filter: bool = False
     #: QUEUE_PUT_* and QUEUE_GET_* statistics (by queue), and GROUP_GET_LATENCY by queue
     enable_detail_stat: bool = True
     #: RocketMQ 5's metrics switches: PROM serves Prometheus' /metrics on

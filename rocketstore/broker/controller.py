@@ -181,7 +181,7 @@ class BrokerController:
         store.add_arrival_listener(self.hold_service.arrival)
         self.client_processor = ClientManageProcessor(
             self.producers, self.consumers, self.groups, self.topics, self.locks,
-            self.config.notify_consumer_ids_changed_enable)
+            self.config.notify_consumer_ids_changed_enable, self.config.enable_property_filter)
         self.schedule = ScheduleMessageService(store, writer, os.path.join(self.root, CONFIG_DIR, "delayOffset.json"))
         self.schedule.load()
         store.add_arrival_listener(self.schedule.arrival)

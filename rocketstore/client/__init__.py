@@ -55,9 +55,11 @@ from rocketstore.client.selector import (
     SelectMessageQueueByHash,
     SelectMessageQueueByRandom,
 )
+from rocketstore.client.subscription import SQL92
 from rocketstore.common.consume import ConsumeFromWhere, MessageModel
 
 __all__ = [
+    "SQL92",
     "AdminClient", "AsyncAdmin", "AllocateMessageQueueAveragely", "AllocateMessageQueueAveragelyByCircle",
     "AllocateMessageQueueByConfig", "AllocateMessageQueueStrategy", "AsyncProducer",
     "AsyncPullConsumer", "AsyncPushConsumer", "ClientConfig", "ConsumeContext", "ConsumeFromWhere",

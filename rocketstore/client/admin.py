@@ -27,7 +27,7 @@ from rocketstore.client.message import (
     retry_topic,
     validate_topic,
 )
-from rocketstore.client.subscription import SubscriptionData
+from rocketstore.client.subscription import Selector, SubscriptionData
 from rocketstore.common.fastjson import loads_object_keys
 from rocketstore.common.perm import PERM_READ, PERM_WRITE
 from rocketstore.common.pull_sys_flag import FLAG_SUBSCRIPTION
@@ -368,7 +368,7 @@ class AsyncAdmin:
         messages = await self.pull(MessageQueue(topic, broker_name, queue_id), offset, 1)
         return messages[0] if messages and messages[0].queue_offset == offset else None
 
-    async def pull(self, mq: MessageQueue, offset: int, max_nums: int = 32, expression: str = "*",
+    async def pull(self, mq: MessageQueue, offset: int, max_nums: int = 32, expression: Selector = "*",
                    group: str = TOOLS_CONSUMER_GROUP) -> list[MessageExt]:
         """Read a queue from ``offset`` without a consumer group's offsets."""
         if mq.broker_name not in self.instance.broker_addrs:

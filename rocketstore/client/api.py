@@ -296,6 +296,15 @@ class ClientAPI:
         locked = _json_body(response, "LOCK_BATCH_MQ").get("lockOKMQSet") or []
         return {MessageQueue.from_json(item) for item in locked}
 
+    async def check_client_config(self, address: str, group: str, client_id: str,
+                                  subscription: SubscriptionData, timeout: float) -> None:
+        """CHECK_CLIENT_CONFIG 46: whether the broker serves the subscription (MQBrokerError
+        with its reason when not)."""
+        body = orjson.dumps({"clientId": client_id, "group": group,
+                             "subscriptionData": subscription.to_json()})
+        request = create_request(RequestCode.CHECK_CLIENT_CONFIG, body=body)
+        _check(await self.remoting.invoke(address, request, timeout), address)
+
     async def unlock_batch_mq(self, address: str, group: str, client_id: str,
                               mqs: Iterable[MessageQueue], timeout: float, oneway: bool = False) -> None:
         body = orjson.dumps({"consumerGroup": group, "clientId": client_id,

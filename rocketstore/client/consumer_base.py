@@ -38,7 +38,7 @@ from rocketstore.client.offset_store import (
     RemoteBrokerOffsetStore,
 )
 from rocketstore.client.process_queue import REBALANCE_LOCK_INTERVAL, ProcessQueue
-from rocketstore.client.subscription import SubscriptionData
+from rocketstore.client.subscription import Selector, SubscriptionData
 from rocketstore.common.consume import ConsumeFromWhere, ConsumeType, MessageModel
 from rocketstore.common.pull_sys_flag import FLAG_COMMIT_OFFSET, FLAG_SUBSCRIPTION, FLAG_SUSPEND
 from rocketstore.remoting.codes import ROCKETMQ_VERSION_4_9_8_DESC
@@ -112,12 +112,32 @@ class BaseConsumer:
                 await instance.update_route(topic)
             except Exception as exc:  # noqa: BLE001 - the route loop tries again
                 log.warning("route of %s not found at start: %s", topic, exc)
+        try:
+            await self._check_client_in_broker()
+        except BaseException:
+            await self._shutdown_core()
+            raise
         await instance.send_heartbeat_to_all_brokers()
         self._tasks.append(asyncio.ensure_future(self._rebalance_loop()))
         self._tasks.append(asyncio.ensure_future(self._persist_loop()))
         if self.orderly and self.clustering:
             self._tasks.append(asyncio.ensure_future(self._lock_loop()))
         self.rebalance_immediately()
+
+    async def _check_client_in_broker(self) -> None:
+        """An SQL92 subscription is checked by a broker of its topic before the consumer
+        starts (MQClientInstance.checkClientInBroker): one the broker refuses fails start()."""
+        instance = self._check_running()
+        for topic, subscription in self.subscriptions.items():
+            route = instance.topic_routes.get(topic)
+            if subscription.is_tag_type or route is None:
+                continue
+            for broker in route.broker_datas:
+                address = instance.broker_address(broker.broker_name)
+                if address is not None:
+                    await instance.api.check_client_config(address, self.group, instance.client_id,
+                                                           subscription, instance.timeout)
+                    break
 
     async def _shutdown_core(self) -> None:
         if not self._running or self.instance is None:
@@ -141,7 +161,7 @@ class BaseConsumer:
 
     # ---- subscriptions ----
 
-    def _subscribe(self, topic: str, expression: str | None) -> None:
+    def _subscribe(self, topic: str, expression: Selector) -> None:
         data = SubscriptionData.build(topic, expression)
         self.subscriptions[topic] = data
         if self._running and self.instance is not None:

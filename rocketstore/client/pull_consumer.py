@@ -35,7 +35,7 @@ from rocketstore.client.message import (
 from rocketstore.client.offset_store import ReadOffsetType
 from rocketstore.client.process_queue import ProcessQueue
 from rocketstore.client.route import subscribe_info_from_route
-from rocketstore.client.subscription import SubscriptionData
+from rocketstore.client.subscription import Selector, SubscriptionData
 from rocketstore.common.consume import ConsumeType
 
 log = logging.getLogger("rocketstore.client")
@@ -76,7 +76,7 @@ class AsyncPullConsumer(BaseConsumer):
 
     # ---- set-up ----
 
-    def subscribe(self, topic: str, expression: str = "*") -> None:
+    def subscribe(self, topic: str, expression: Selector = "*") -> None:
         if self._assigned is not None:
             raise MQClientError("the consumer was assigned queues: subscribe() and assign() do not mix")
         self._subscribe(topic, expression)
@@ -363,7 +363,7 @@ class AsyncPullConsumer(BaseConsumer):
         instance = self._check_running()
         return await instance.api.get_max_offset(await self._address(mq), mq, instance.timeout)
 
-    async def pull(self, mq: MessageQueue, offset: int, max_nums: int = 32, expression: str = "*",
+    async def pull(self, mq: MessageQueue, offset: int, max_nums: int = 32, expression: Selector = "*",
                    *, block: bool = False) -> PullResult:
         """Read ``mq`` from ``offset`` now (``block``: wait up to
         ``broker_suspend_max_time_millis`` for a message), bypassing the cache and offsets."""
@@ -400,7 +400,7 @@ class PullConsumer(BlockingClient[AsyncPullConsumer]):
     def client_id(self) -> str | None:
         return self._core.client_id
 
-    def subscribe(self, topic: str, expression: str = "*") -> None:
+    def subscribe(self, topic: str, expression: Selector = "*") -> None:
         self._on_loop(self._core.subscribe, topic, expression)
 
     def unsubscribe(self, topic: str) -> None:
@@ -477,7 +477,7 @@ class PullConsumer(BlockingClient[AsyncPullConsumer]):
     def max_offset(self, mq: MessageQueue) -> int:
         return int(self._run(self._core.max_offset(mq)))
 
-    def pull(self, mq: MessageQueue, offset: int, max_nums: int = 32, expression: str = "*",
+    def pull(self, mq: MessageQueue, offset: int, max_nums: int = 32, expression: Selector = "*",
              *, block: bool = False) -> PullResult:
         result: PullResult = self._run(self._core.pull(mq, offset, max_nums, expression, block=block))
         return result

@@ -42,6 +42,7 @@ from rocketstore.client.message import (
 )
 from rocketstore.client.offset_store import ReadOffsetType
 from rocketstore.client.process_queue import ProcessQueue
+from rocketstore.client.subscription import Selector
 
 log = logging.getLogger("rocketstore.client")
 
@@ -83,9 +84,10 @@ class AsyncPushConsumer(BaseConsumer):
 
     # ---- set-up ----
 
-    def subscribe(self, topic: str, expression: str = "*") -> None:
+    def subscribe(self, topic: str, expression: Selector = "*") -> None:
         """Consume ``topic``'s messages whose tag matches ``expression`` (``*``: all;
-        ``"a || b"``: tag a or b). Subscribing again replaces the expression."""
+        ``"a || b"``: tag a or b), or those an ``SQL92(...)`` selector selects by their
+        properties. Subscribing again replaces the expression."""
         self._subscribe(topic, expression)
 
     def unsubscribe(self, topic: str) -> None:
@@ -311,7 +313,7 @@ class PushConsumer(BlockingClient[AsyncPushConsumer]):
     def client_id(self) -> str | None:
         return self._core.client_id
 
-    def subscribe(self, topic: str, expression: str = "*") -> None:
+    def subscribe(self, topic: str, expression: Selector = "*") -> None:
         self._on_loop(self._core.subscribe, topic, expression)
 
     def unsubscribe(self, topic: str) -> None:

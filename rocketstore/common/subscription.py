@@ -12,6 +12,11 @@ SUB_ALL = "*"
 EXPRESSION_TYPE_TAG = "TAG"
 
 
+def is_tag_type(expression_type: str | None) -> bool:
+    """RocketMQ's ExpressionType.isTagType: no type, an empty one, or exactly ``TAG``."""
+    return not expression_type or expression_type == EXPRESSION_TYPE_TAG
+
+
 class NoTagError(ValueError):
     """An expression that is neither ``*`` nor names a tag (``"||"``, ``" || "``)."""
 

@@ -68,9 +68,10 @@ def check_get_args(topic: object, queue_id: object, offset: object, max_msgs: ob
 
 def get_message(config: StoreConfig, commit_log: CommitLog, queues: ConsumeQueueTable,
                 topic: str, queue_id: int, offset: int, max_msgs: int,
-                subscription: str | None) -> GetMessageResult:
+                subscription: str | None, expression_type: str | None = None) -> GetMessageResult:
     check_get_args(topic, queue_id, offset, max_msgs)
-    sub = parse_subscription(subscription)
+    sub = parse_subscription(subscription, expression_type)
+    sql = sub.sql
     correct = config.broker_role != "SLAVE" or config.offset_check_in_slave
 
     def correction(new_offset: int) -> int:
@@ -148,7 +149,7 @@ def get_message(config: StoreConfig, commit_log: CommitLog, queues: ConsumeQueue
                 size = msg.store_size
                 if not sub.matches_code(msg.tags_code):
                     continue
-            if not sub.matches_tag(msg.tags):
+            if not sub.matches_tag(msg.tags) or (sql is not None and not sql.matches(msg.properties)):
                 if not messages:
                     result.status = GetMessageStatus.NO_MATCHED_MESSAGE
                 continue

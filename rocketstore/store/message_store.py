@@ -535,15 +535,18 @@ class MessageStore(ColumnarReads, StoreMaintenance):
 
     # ---- queue reads -----------------------------------------------------------------------
     def get_message(self, group: str, topic: str, queue_id: int, offset: int,
-                    max_msgs: int = 32, subscription: str | None = "*") -> GetMessageResult:
+                    max_msgs: int = 32, subscription: str | None = "*",
+                    expression_type: str | None = None) -> GetMessageResult:
         """Up to max_msgs messages of (topic, queue_id) from logical offset on that match the
-        tag subscription ('*' or 'TagA || TagB'), within RocketMQ's transfer limits."""
+        subscription, within RocketMQ's transfer limits: a tag expression ('*' or
+        'TagA || TagB', expression_type None or "TAG") or an SQL92 expression over the
+        messages' properties (expression_type "SQL92")."""
         if not isinstance(group, str):
             raise TypeError(f"group must be a str, got {type(group).__name__}")
         if not self._running:
             return GetMessageResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, offset, 0, 0)
         return reader.get_message(self.config, self.commit_log, self.consume_queues, topic,
-                                  queue_id, offset, max_msgs, subscription)
+                                  queue_id, offset, max_msgs, subscription, expression_type)
 
     def _consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue | None:
         return self.consume_queues.find(topic, queue_id)

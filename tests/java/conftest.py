@@ -51,3 +51,17 @@ def start_java_facing_broker(cluster: Cluster, name: str, **properties: object) 
     port = free_low_port(also=(-2,))
     cluster.start_broker(name, listenPort=port, fastListenPortEnable="true", brokerIP1="127.0.0.1",
                          **properties)
+
+
+@pytest.fixture
+def rs_sql_cluster(tmp_path: Path) -> Iterator[Cluster]:
+    """rs_cluster with SQL92 filtering on (enablePropertyFilter=true)."""
+    require_java()
+    (tmp_path / "rocketstore").mkdir()
+    cluster = Cluster(tmp_path / "rocketstore")
+    try:
+        cluster.start_namesrv()
+        start_java_facing_broker(cluster, "broker-a", enablePropertyFilter="true")
+        yield cluster
+    finally:
+        cluster.close()

@@ -1,6 +1,6 @@
 """Client management: HEART_BEAT 34, UNREGISTER_CLIENT 35, GET_CONSUMER_LIST_BY_GROUP 38,
-LOCK_BATCH_MQ 41, UNLOCK_BATCH_MQ 42 (RocketMQ's ClientManageProcessor and the lock half of
-AdminBrokerProcessor). NOTIFY_CONSUMER_IDS_CHANGED 40 goes the other way: the controller sends
+LOCK_BATCH_MQ 41, UNLOCK_BATCH_MQ 42, CHECK_CLIENT_CONFIG 46 (RocketMQ's ClientManageProcessor
+and the lock half of AdminBrokerProcessor). NOTIFY_CONSUMER_IDS_CHANGED 40 goes the other way: the controller sends
 it to a group's members when the group's client ids change.
 
 Heartbeat bodies come from Java (enums by name) and from the C++ client (enums by ordinal,
@@ -31,7 +31,8 @@ from rocketstore.common.consume import (
     MESSAGE_MODEL_NAMES,
 )
 from rocketstore.common.perm import PERM_READ, PERM_WRITE
-from rocketstore.common.text import is_ascii_int
+from rocketstore.common.subscription import is_tag_type
+from rocketstore.common.text import is_ascii_int, quote
 from rocketstore.common.topics import retry_topic
 from rocketstore.remoting import (
     RemotingCommand,
@@ -42,6 +43,7 @@ from rocketstore.remoting import (
     create_response,
 )
 from rocketstore.remoting.headers import get_str, require_str
+from rocketstore.store import parse_subscription
 
 log = logging.getLogger("rocketstore.broker")
 
@@ -83,13 +85,15 @@ def _message_queues(items: Any) -> list[MessageQueueKey]:
 class ClientManageProcessor:
     def __init__(self, producers: ProducerManager, consumers: ConsumerManager,
                  groups: SubscriptionGroupManager, topics: TopicConfigManager,
-                 locks: RebalanceLockManager, notify_enabled: bool) -> None:
+                 locks: RebalanceLockManager, notify_enabled: bool,
+                 property_filter_enabled: bool = False) -> None:
         self.producers = producers
         self.consumers = consumers
         self.groups = groups
         self.topics = topics
         self.locks = locks
         self.notify_enabled = notify_enabled
+        self.property_filter_enabled = property_filter_enabled
 
     def register_with(self, server: RemotingServer) -> None:
         server.register_processor(RequestCode.HEART_BEAT, self.heart_beat)
@@ -97,6 +101,7 @@ class ClientManageProcessor:
         server.register_processor(RequestCode.GET_CONSUMER_LIST_BY_GROUP, self.get_consumer_list_by_group)
         server.register_processor(RequestCode.LOCK_BATCH_MQ, self.lock_batch_mq)
         server.register_processor(RequestCode.UNLOCK_BATCH_MQ, self.unlock_batch_mq)
+        server.register_processor(RequestCode.CHECK_CLIENT_CONFIG, self.check_client_config)
 
     def group_notifies(self, group: str) -> bool:
         """Whether a change of group's members is told to them (broker and group setting)."""
@@ -147,6 +152,41 @@ class ClientManageProcessor:
             if isinstance(entry, dict) and isinstance(entry.get("groupName"), str):
                 self.producers.register(entry["groupName"],
                                         ClientChannelInfo(ctx, client_id, language, request.version, 0.0))
+        return create_response(request)
+
+    def check_client_config(self, ctx: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
+        """Whether the broker serves a consumer's subscription (a Java consumer with a
+        non-tag subscription asks at start): tag subscriptions always; SQL92 ones when
+        enable_property_filter is on and the expression compiles (else
+        SUBSCRIPTION_PARSE_FAILED with the parser's reason)."""
+        if not request.body_bytes():
+            return create_response(request)
+        try:
+            data = _json_body(request, "CheckClientRequestBody")
+        except BodyError as exc:
+            return create_response(request, ResponseCode.SYSTEM_ERROR, str(exc))
+        sub = data.get("subscriptionData")
+        if not isinstance(sub, dict):
+            return create_response(request)
+        expression_type = sub.get("expressionType")
+        expression = sub.get("subString")
+        if expression_type is not None and not isinstance(expression_type, str):
+            return create_response(request, ResponseCode.SYSTEM_ERROR,
+                                   "subscriptionData expressionType must be a string")
+        if is_tag_type(expression_type):
+            return create_response(request)
+        if not self.property_filter_enabled:
+            return create_response(request, ResponseCode.SYSTEM_ERROR,
+                                   f"The broker does not support consumer to filter message by {expression_type}")
+        try:
+            if not isinstance(expression, str):
+                raise ValueError("subscriptionData subString must be a string")
+            parse_subscription(expression, expression_type)
+        except (ValueError, TypeError) as exc:
+            log.warning("client %s of group %s filters by %s but it does not compile: %s",
+                        quote(str(data.get("clientId"))), quote(str(data.get("group"))),
+                        quote(str(expression)), exc)
+            return create_response(request, ResponseCode.SUBSCRIPTION_PARSE_FAILED, str(exc))
         return create_response(request)
 
     def unregister_client(self, ctx: RemotingConnection, request: RemotingCommand) -> RemotingCommand:

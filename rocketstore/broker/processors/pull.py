@@ -7,9 +7,10 @@ without being joined per message (``RemotingCommand.body`` as a list of buffers)
 sysFlag bits (:mod:`rocketstore.common.pull_sys_flag`): the request carries the consumer's
 committed offset (stored for the group); suspend (a pull that finds nothing is held up to
 suspendTimeoutMillis, see :mod:`rocketstore.broker.long_polling`); the request carries its
-subscription (else the one the group's heartbeat registered is used). Tags are filtered by the ConsumeQueue's tags
-code and then by the record's TAGS (the C++ client's heartbeat sends zeros as tag codes, so
-they are never used).
+subscription (else the one the group's heartbeat registered is used). Tags are filtered by the
+ConsumeQueue's tags code and then by the record's TAGS (the C++ client's heartbeat sends zeros
+as tag codes, so they are never used); SQL92 subscriptions (brokers with
+enable_property_filter) by their expression over each record's properties.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from rocketstore.broker.topic_config import TopicConfigManager
 from rocketstore.common.consume import MessageModel
 from rocketstore.common.perm import is_readable
 from rocketstore.common.pull_sys_flag import FLAG_COMMIT_OFFSET, FLAG_SUBSCRIPTION, FLAG_SUSPEND
-from rocketstore.common.subscription import EXPRESSION_TYPE_TAG
+from rocketstore.common.subscription import is_tag_type
 from rocketstore.common.text import quote
 from rocketstore.message import GetMessageStatus
 from rocketstore.remoting import (
@@ -138,7 +139,14 @@ class PullMessageProcessor:
                                    f"maxMsgNums must be positive, got {header.max_msg_nums}")
         if sys_flag & FLAG_SUBSCRIPTION:
             expression = header.subscription
-            expression_type = header.expression_type or EXPRESSION_TYPE_TAG
+            expression_type = header.expression_type
+            try:
+                parse_subscription(expression, expression_type)
+            except (ValueError, TypeError) as exc:
+                log.warning("parse the consumer's subscription %s of %s failed: %s", quote(expression),
+                            quote(header.consumer_group), exc)
+                return create_response(request, ResponseCode.SUBSCRIPTION_PARSE_FAILED,
+                                       f"parse the consumer's subscription[{expression}] failed: {exc}")
         else:
             group_info = self.consumers.get(header.consumer_group)
             if group_info is None:
@@ -156,18 +164,24 @@ class PullMessageProcessor:
                                        "the consumer's subscription not latest")
             expression = subscription.sub_string
             expression_type = subscription.expression_type
-        if expression_type.upper() != EXPRESSION_TYPE_TAG:
+            try:
+                parse_subscription(expression, expression_type)
+            except (ValueError, TypeError) as exc:
+                if not is_tag_type(expression_type):
+                    # the heartbeat's expression did not compile: no filter data was kept
+                    return create_response(request, ResponseCode.FILTER_DATA_NOT_EXIST,
+                                           "The broker's consumer filter data is not exist!"
+                                           "Your expression may be wrong!")
+                return create_response(request, ResponseCode.SUBSCRIPTION_PARSE_FAILED,
+                                       f"parse the consumer's subscription[{expression}] failed: {exc}")
+        if not is_tag_type(expression_type) and not self.config.enable_property_filter:
             return create_response(request, ResponseCode.SYSTEM_ERROR,
                                    f"The broker does not support consumer to filter message by {expression_type}")
-        try:
-            parse_subscription(expression)
-        except (ValueError, TypeError) as exc:
-            return create_response(request, ResponseCode.SUBSCRIPTION_PARSE_FAILED,
-                                   f"parse the consumer's subscription[{expression}] failed: {exc}")
 
         began = time.monotonic()
         result = self.store.get_message(header.consumer_group, header.topic, header.queue_id,
-                                        header.queue_offset, header.max_msg_nums, expression)
+                                        header.queue_offset, header.max_msg_nums, expression,
+                                        expression_type)
         ext = {
             "nextBeginOffset": str(result.next_begin_offset),
             "minOffset": str(result.min_offset),
