@@ -55,6 +55,13 @@ from rocketstore.client.selector import (
     SelectMessageQueueByHash,
     SelectMessageQueueByRandom,
 )
+from rocketstore.client.transaction import (
+    AsyncTransactionProducer,
+    LocalTransactionState,
+    TransactionListener,
+    TransactionProducer,
+    TransactionSendResult,
+)
 from rocketstore.common.consume import ConsumeFromWhere, MessageModel
 
 __all__ = [
@@ -66,4 +73,6 @@ __all__ = [
     "Producer", "ProducerConfig", "PullConsumer", "PullConsumerConfig", "PullResult", "PullStatus",
     "PushConsumer", "PushConsumerConfig", "SelectMessageQueueByHash", "SelectMessageQueueByRandom",
     "SendResult", "SendStatus", "decode_messages", "encode_batch",
+    "AsyncTransactionProducer", "LocalTransactionState", "TransactionListener",
+    "TransactionProducer", "TransactionSendResult",
 ]
