@@ -22,12 +22,14 @@ from __future__ import annotations
 
 import logging
 import struct
+from collections import OrderedDict
 
 from rocketstore.broker.topic_config import TopicConfigManager
 from rocketstore.common.perm import PERM_READ, PERM_WRITE
 from rocketstore.common.properties import MessageConst
 from rocketstore.common.record import (
     BORNHOST_OFFSET,
+    MESSAGE_SYS_FLAGS,
     QUEUEID_OFFSET,
     TRANSACTION_TYPE_MASK,
     SysFlag,
@@ -40,6 +42,8 @@ log = logging.getLogger("rocketstore.broker")
 
 #: The op message's tags: the half at the body's offset is done (TransactionalMessageUtil.REMOVETAG).
 REMOVE_TAG = "d"
+#: How many ended transactions a broker remembers to end each only once.
+ENDED_REMEMBERED = 200_000
 _V6 = 20
 _V4 = 8
 
@@ -56,7 +60,7 @@ def half_message_inner(message: Message, queue_id: int) -> None:
     properties[MessageProperty.REAL_TOPIC] = message.topic
     properties[MessageProperty.REAL_QID] = str(queue_id)
     message.properties = properties
-    message.sys_flag = with_transaction_type(message.sys_flag, SysFlag.TRANSACTION_NOT_TYPE)
+    message.sys_flag = with_transaction_type(message.sys_flag, _NOT_TYPE)
     message.topic = TRANS_HALF_TOPIC
 
 
@@ -94,6 +98,24 @@ class TransactionalMessageService:
     def __init__(self, store: MessageStore, topics: TopicConfigManager | None = None) -> None:
         self.store = store
         self.topics = topics
+        #: transactions (producer group, UNIQ_KEY) this broker run already ended, newest last
+        self._ended: OrderedDict[tuple[str | None, str], None] = OrderedDict()
+
+    def first_end(self, properties: dict[str, str]) -> bool:
+        """True the first time this run ends the half's transaction: a check's answer for a
+        copy of a half whose earlier answer is still on its way ends it once more (RocketMQ
+        4.9.8 delivers it twice then; this broker delivers it once, remembering the last
+        ENDED_REMEMBERED transactions)."""
+        uniq_key = properties.get(MessageProperty.UNIQ_KEY)
+        if uniq_key is None:
+            return True
+        key = (properties.get(MessageConst.PRODUCER_GROUP), uniq_key)
+        if key in self._ended:
+            return False
+        self._ended[key] = None
+        if len(self._ended) > ENDED_REMEMBERED:
+            self._ended.popitem(last=False)
+        return True
 
     def _ensure_topic(self, topic: str) -> None:
         """The half and op topics' configs (one queue, read and write), as RocketMQ's bridge
@@ -120,15 +142,15 @@ class TransactionalMessageService:
         return found
 
     @staticmethod
-    def final_message(half: MessageExt, transaction_type: int) -> tuple[Message, int]:
-        """endMessageTransaction: the half's message for its real topic with ``transaction_type``
-        (COMMIT) and its queue id."""
-        properties = dict(half.properties)
+    def final_message(half: MessageExt, properties: dict[str, str], transaction_type: int
+                      ) -> tuple[Message, int]:
+        """endMessageTransaction: the half's message (``properties`` are its own) for its
+        real topic with ``transaction_type`` (COMMIT), and its queue id."""
         topic = properties[MessageProperty.REAL_TOPIC]
         queue_id = int(properties[MessageProperty.REAL_QID])
         message = Message(topic, bytes(half.body), properties=properties, flag=half.flag,
                           born_timestamp=half.born_timestamp, born_host=half.born_host,
-                          sys_flag=with_transaction_type(half.sys_flag & ~int(SysFlag.BORNHOST_V6 | SysFlag.STOREHOST_V6),
+                          sys_flag=with_transaction_type(half.sys_flag & MESSAGE_SYS_FLAGS,
                                                          transaction_type),
                           reconsume_times=half.reconsume_times,
                           prepared_transaction_offset=half.commitlog_offset)
@@ -146,3 +168,6 @@ class TransactionalMessageService:
 
 def producer_group_of(message: MessageExt) -> str | None:
     return message.properties.get(MessageConst.PRODUCER_GROUP)
+
+
+_NOT_TYPE = int(SysFlag.TRANSACTION_NOT_TYPE)

@@ -270,6 +270,11 @@ class TransactionProducer(Producer):
 
     def shutdown(self) -> None:
         try:
+            if self._loop is not None:
+                try:
+                    self.flush(self.config.send_msg_timeout / 1000)     # the END_TRANSACTIONs sent
+                except TimeoutError as exc:
+                    log.warning("shutting down: %s", exc)
             super().shutdown()
         finally:
             self._check_pool.shutdown(wait=True)
@@ -291,7 +296,9 @@ class TransactionProducer(Producer):
                 error = exc
         else:
             state = LocalTransactionState.ROLLBACK_MESSAGE
-        self._run(core.end_transaction(send_result, state, error))
+        # oneway: not waited for (shutdown() waits for the last ones); the loop sends it
+        # before anything this thread asks of it next
+        self._track(self._loop_or_fail().submit(core.end_transaction(send_result, state, error)))
         return core.result_of(send_result, state)
 
 

@@ -30,9 +30,10 @@ def test_java_transaction_producer_commit_rollback_and_checks(tmp_path, java_pro
         assert {k: (s["status"], s["state"]) for k, s in sends.items()} == {
             "c": ("SEND_OK", "COMMIT_MESSAGE"), "r": ("SEND_OK", "ROLLBACK_MESSAGE"),
             "uc": ("SEND_OK", "UNKNOW"), "ur": ("SEND_OK", "UNKNOW")}
-        # only the unknown ones were checked, once each (answered), with their real topic
-        assert sorted(c["check"] for c in checks) == ["uc", "ur"]
-        assert all(c["topic"] == "JavaTx" and c["times"] == "1" for c in checks)
+        # only the unknown ones were checked (once each, twice when an answer was slower than
+        # the 0.3 s interval), with their real topic
+        assert sorted(set(c["check"] for c in checks)) == ["uc", "ur"]
+        assert all(c["topic"] == "JavaTx" and c["times"] in ("1", "2") for c in checks)
         assert {c["check"]: c["transactionId"] for c in checks} == {k: sends[k]["msgId"] for k in ("uc", "ur")}
 
         got = java_programs.json_lines("RsJava", "consume", namesrv, "java_tx_reader", "JavaTx", 2, 60_000)

@@ -4,7 +4,8 @@ transaction or as the answer to the broker's check (RocketMQ's EndTransactionPro
 The half is found by its CommitLog offset and must match the request (producer group,
 queue offset in the half topic, CommitLog offset), else SYSTEM_ERROR. A commit stores the
 message in its real topic (:meth:`TransactionalMessageService.final_message`) and then the op;
-a rollback stores the op only. NOT_TYPE (the producer does not know yet) gets no answer and
+a rollback stores the op only. A transaction this broker run already ended (a check's answer
+crossing the producer's own) is not delivered again, its half only marked done. NOT_TYPE (the producer does not know yet) gets no answer and
 changes nothing: the check service asks again later. A slave answers SLAVE_NOT_AVAILABLE.
 """
 
@@ -16,7 +17,8 @@ from dataclasses import dataclass
 from rocketstore.broker.config import BrokerConfig
 from rocketstore.broker.message_writer import MessageWriter
 from rocketstore.broker.processors.send.processor import put_response
-from rocketstore.broker.transaction import TransactionalMessageService, producer_group_of
+from rocketstore.broker.transaction import TransactionalMessageService
+from rocketstore.common.properties import MessageConst
 from rocketstore.common.record import SysFlag
 from rocketstore.common.text import quote
 from rocketstore.message import MessageExt
@@ -68,30 +70,34 @@ class EndTransactionProcessor:
                 log.warning("END_TRANSACTION from %s: commitOrRollback %d is none of 0, 8, 12",
                             ctx.remote_address, kind)
             return None
-        what = "commit" if kind == _COMMIT else "rollback"
-        log.debug("%s of transaction %s (msgId %s) from %s%s", what, quote(header.transaction_id),
-                  quote(header.msg_id), ctx.remote_address,
-                  " answering a check" if header.from_transaction_check else "")
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("%s of transaction %s (msgId %s) from %s%s",
+                      "commit" if kind == _COMMIT else "rollback", quote(header.transaction_id),
+                      quote(header.msg_id), ctx.remote_address,
+                      " answering a check" if header.from_transaction_check else "")
         half = self.transactions.find_half(header.commit_log_offset)
         if half is None:
             return create_response(request, ResponseCode.SYSTEM_ERROR,
                                    "Find prepared transaction message failed")
-        refused = self._check_prepared(request, half, header)
+        properties = half.properties
+        refused = self._check_prepared(request, half, properties, header)
         if refused is not None:
             return refused
-        if kind == _COMMIT:
-            message, queue_id = self.transactions.final_message(half, _COMMIT)
+        if kind == _COMMIT and self.transactions.first_end(properties):
+            message, queue_id = self.transactions.final_message(half, properties, _COMMIT)
             result = self.writer.put(message, queue_id)
             if not result.ok:
                 return put_response(request, result.status_code, result.reason)
+        if kind == _ROLLBACK:
+            self.transactions.first_end(properties)
         self.transactions.delete_prepared(half)
         return create_response(request)
 
     @staticmethod
-    def _check_prepared(request: RemotingCommand, half: MessageExt,
+    def _check_prepared(request: RemotingCommand, half: MessageExt, properties: dict[str, str],
                         header: EndTransactionRequestHeader) -> RemotingCommand | None:
         """checkPrepareMessage: the half is the one the request names."""
-        if producer_group_of(half) != header.producer_group:
+        if properties.get(MessageConst.PRODUCER_GROUP) != header.producer_group:
             return create_response(request, ResponseCode.SYSTEM_ERROR, "The producer group wrong")
         if half.queue_offset != header.tran_state_table_offset:
             return create_response(request, ResponseCode.SYSTEM_ERROR,
