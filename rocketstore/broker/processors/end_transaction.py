@@ -60,7 +60,7 @@ class EndTransactionProcessor:
         server.register_processor(RequestCode.END_TRANSACTION, self.end_transaction)
 
     def end_transaction(self, ctx: RemotingConnection, request: RemotingCommand) -> RemotingCommand | None:
-        if self.config.broker_id != 0:
+        if self.config.store.broker_role == "SLAVE":
             return create_response(request, ResponseCode.SLAVE_NOT_AVAILABLE,
                                    "Store is not available: this broker is a slave")
         header = decode_header(request.ext_fields, EndTransactionRequestHeader)
