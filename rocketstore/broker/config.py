@@ -93,8 +93,15 @@ class BrokerConfig:
     channel_expired_timeout: int = 120_000
     #: A queue lock of an orderly consumer expires this long after its last renewal (ms).
     rebalance_lock_max_live_time: int = 60_000
-    #: Transaction messages (prepared/commit/rollback) are refused: not supported here.
-    reject_transaction_message: bool = True
+    #: Transaction messages (prepared/commit/rollback) are refused with NO_PERMISSION.
+    reject_transaction_message: bool = False
+    #: A half message younger than this is not checked yet (ms; RocketMQ's transactionTimeOut).
+    transaction_time_out: int = 6000
+    #: A half message is checked at most this many times, then discarded to
+    #: TRANS_CHECK_MAX_TIME_TOPIC.
+    transaction_check_max: int = 15
+    #: The check service runs this often (ms).
+    transaction_check_interval: int = 60_000
     region_id: str = "DefaultRegion"
     trace_on: bool = True
     #: SQL92 subscriptions (ExpressionType.SQL92) are served; off, they are refused as

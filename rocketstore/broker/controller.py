@@ -34,6 +34,7 @@ from rocketstore.broker.long_polling import PullRequestHoldService
 from rocketstore.broker.message_writer import MessageWriter
 from rocketstore.broker.processors.acl import AclAdminProcessor, AclDisabledProcessor
 from rocketstore.broker.processors.admin import AdminBrokerProcessor
+from rocketstore.broker.processors.end_transaction import EndTransactionProcessor
 from rocketstore.broker.processors.heartbeat import ClientManageProcessor
 from rocketstore.broker.processors.inspect import InspectProcessor
 from rocketstore.broker.processors.maintenance import MaintenanceProcessor
@@ -51,6 +52,8 @@ from rocketstore.broker.slave_sync import FIRST_SYNC_DELAY_S, SYNC_PERIOD_S, Sla
 from rocketstore.broker.stats import BrokerStatsManager
 from rocketstore.broker.subscription_group import SubscriptionGroupManager
 from rocketstore.broker.topic_config import TopicConfigManager
+from rocketstore.broker.transaction import TransactionalMessageService
+from rocketstore.broker.transaction_check import TransactionalMessageCheckService
 from rocketstore.ha import HAClient, HAService, ha_runtime_info
 from rocketstore.remoting import (
     RemotingClient,
@@ -105,6 +108,7 @@ class BrokerController:
         self.client = RemotingClient(RemotingClientConfig())
         self.registrar: BrokerRegistrar | None = None
         self.schedule: ScheduleMessageService | None = None
+        self.transaction_check: TransactionalMessageCheckService | None = None
         self.hold_service: PullRequestHoldService | None = None
         #: replication: every broker listens on haListenPort (as RocketMQ); a slave follows
         #: its master with ha_client
@@ -185,8 +189,11 @@ class BrokerController:
         self.schedule = ScheduleMessageService(store, writer, os.path.join(self.root, CONFIG_DIR, "delayOffset.json"))
         self.schedule.load()
         store.add_arrival_listener(self.schedule.arrival)
+        transactions = TransactionalMessageService(store, self.topics)
+        self.transaction_check = TransactionalMessageCheckService(
+            self.config, store, transactions, self.offsets, self.producers, self.topics, loop)
         self.send_processor = SendMessageProcessor(self.config, writer, self.topics, self.groups,
-                                                   self.stats)
+                                                   self.stats, transactions)
         self.pull_processor = pull
         stats_processor = BrokerStatsProcessor(
             self.config, store, self.stats, topics=self.topics, groups=self.groups,
@@ -199,6 +206,7 @@ class BrokerController:
             QueryMessageProcessor(store),
             self.client_processor,
             SendBackProcessor(self.config, writer, self.topics, self.groups, self.stats),
+            EndTransactionProcessor(self.config, writer, transactions),
             AdminBrokerProcessor(self.config, store, topics=self.topics, groups=self.groups,
                                  offsets=self.offsets, consumers=self.consumers,
                                  producers=self.producers, stats=self.stats,
@@ -238,6 +246,7 @@ class BrokerController:
             self._start_controller_mode(store)
         if not self.is_slave:
             self.schedule.start()       # a slave's delayed messages come from its master
+            self.transaction_check.start()      # and its transactions are its master's to check
         self._schedule_every(self.config.flush_consumer_offset_interval / 1000, self._persist_offsets)
         self._schedule_every(SCAN_NOT_ACTIVE_CHANNEL_S, self._scan_not_active_channels)
         self.stats.hold_times = store.put_hold_times
@@ -300,7 +309,7 @@ class BrokerController:
         if update.broker or update.store:
             old, new = self.config, self.config.replace(**update.broker)
             self.config = new
-            for holder in (self.topics, self.groups, *self._processors):
+            for holder in (self.topics, self.groups, self.transaction_check, *self._processors):
                 if getattr(holder, "config", None) is old:
                     holder.config = new
             self.client_processor.notify_enabled = new.notify_consumer_ids_changed_enable
@@ -448,6 +457,8 @@ class BrokerController:
         loop = asyncio.get_running_loop()
         if self.schedule is not None:
             await loop.run_in_executor(None, self.schedule.shutdown)
+        if self.transaction_check is not None:
+            await loop.run_in_executor(None, self.transaction_check.shutdown)
         if self.store is not None:
             await loop.run_in_executor(self._io, self._persist_all)
             await loop.run_in_executor(None, self.store.shutdown)

@@ -56,6 +56,13 @@ from rocketstore.client.selector import (
     SelectMessageQueueByRandom,
 )
 from rocketstore.client.subscription import SQL92
+from rocketstore.client.transaction import (
+    AsyncTransactionProducer,
+    LocalTransactionState,
+    TransactionListener,
+    TransactionProducer,
+    TransactionSendResult,
+)
 from rocketstore.common.consume import ConsumeFromWhere, MessageModel
 
 __all__ = [
@@ -68,4 +75,6 @@ __all__ = [
     "Producer", "ProducerConfig", "PullConsumer", "PullConsumerConfig", "PullResult", "PullStatus",
     "PushConsumer", "PushConsumerConfig", "SelectMessageQueueByHash", "SelectMessageQueueByRandom",
     "SendResult", "SendStatus", "decode_messages", "encode_batch",
+    "AsyncTransactionProducer", "LocalTransactionState", "TransactionListener",
+    "TransactionProducer", "TransactionSendResult",
 ]

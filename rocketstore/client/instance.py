@@ -21,7 +21,8 @@ from typing import Any, Protocol
 from rocketstore.client.api import ClientAPI
 from rocketstore.client.config import ClientConfig
 from rocketstore.client.errors import MQClientError
-from rocketstore.client.message import MessageQueue
+from rocketstore.client.message import MessageConst, MessageExt, MessageQueue
+from rocketstore.client.records import CorruptMessageError, decode_message
 from rocketstore.client.route import (
     TopicPublishInfo,
     broker_addresses,
@@ -50,6 +51,8 @@ class ProducerMember(Protocol):
 
     def topics_in_use(self) -> set[str]: ...
     def update_publish_info(self, topic: str, info: TopicPublishInfo) -> None: ...
+    def check_transaction_state(self, connection: RemotingConnection, message: MessageExt,
+                                request: RemotingCommand) -> None: ...
 
 
 class ConsumerMember(Protocol):
@@ -90,6 +93,7 @@ class ClientInstance:
         self.remoting.register_processor(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, self._on_ids_changed)
         self.remoting.register_processor(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, self._on_reset_offset)
         self.remoting.register_processor(RequestCode.GET_CONSUMER_RUNNING_INFO, self._on_running_info)
+        self.remoting.register_processor(RequestCode.CHECK_TRANSACTION_STATE, self._on_check_transaction)
 
     # ---- life ----
 
@@ -305,6 +309,33 @@ class ClientInstance:
             return create_response(request, ResponseCode.SYSTEM_ERROR,
                                    f"the consumer group [{group}] is not online in {self.client_id}")
         return create_response(request, body=dumps_object_keys(consumer.running_info()))
+
+
+    def _on_check_transaction(self, ctx: RemotingConnection, request: RemotingCommand) -> None:
+        """CHECK_TRANSACTION_STATE (oneway): the producer of the message's group answers with
+        END_TRANSACTION over ``ctx`` (ClientRemotingProcessor.checkTransactionState)."""
+        message = decode_check_message(request)
+        if message is None:
+            return None
+        group = message.properties.get(MessageConst.PRODUCER_GROUP)
+        producer = self.producers.get(group) if group else None
+        if producer is None:
+            log.debug("a broker checks a transaction of group %s: no producer of it here", group)
+            return None
+        producer.check_transaction_state(ctx, message, request)
+        return None
+
+
+def decode_check_message(request: RemotingCommand) -> MessageExt | None:
+    """The message a CHECK_TRANSACTION_STATE request carries (None when it does not decode)."""
+    body = request.body_bytes() if request.body is not None else b""
+    try:
+        message, _ = decode_message(memoryview(body))
+    except (CorruptMessageError, ValueError, IndexError) as exc:
+        log.warning("CHECK_TRANSACTION_STATE: the message does not decode: %s", exc)
+        return None
+    message.transaction_id = message.properties.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or None
+    return message
 
 
 def parse_offset_table(body: bytes) -> dict[MessageQueue, int]:

@@ -31,6 +31,7 @@ from rocketstore.client.message import (
     RETRY_GROUP_TOPIC_PREFIX,
     Message,
     MessageConst,
+    MessageExt,
     MessageQueue,
     SendResult,
     SendStatus,
@@ -44,7 +45,7 @@ from rocketstore.client.route import TopicPublishInfo
 from rocketstore.client.selector import MessageQueueSelector
 from rocketstore.common.compression import compress_body, compression_flags
 from rocketstore.common.send_header import V2_NAME
-from rocketstore.remoting import ResponseCode
+from rocketstore.remoting import RemotingCommand, RemotingConnection, ResponseCode
 from rocketstore.remoting.errors import RemotingConnectError, RemotingError
 
 log = logging.getLogger("rocketstore.client")
@@ -200,6 +201,13 @@ class AsyncProducer:
         result = await self._send(batch, CommunicationMode.SYNC, queue, None, None, timeout)
         assert result is not None
         return result
+
+    def check_transaction_state(self, connection: RemotingConnection, message: MessageExt,
+                                request: RemotingCommand) -> None:
+        """A broker asks about a transaction of this group: a plain producer cannot answer
+        (:class:`rocketstore.client.transaction.AsyncTransactionProducer` does)."""
+        log.warning("broker %s checks transaction %s of group %s: this producer has no "
+                    "transaction listener", connection.remote_address, message.transaction_id, self.group)
 
     def _check_message(self, msg: Message) -> None:
         if not isinstance(msg, Message):
@@ -390,13 +398,17 @@ class Producer(BlockingClient[AsyncProducer]):
 
     def __init__(self, producer_group: str | None = None, *, config: ProducerConfig | None = None,
                  **options: Any) -> None:
-        core = AsyncProducer(producer_group, config=config, **options)
+        core = self._make_core(producer_group, config, options)
         super().__init__(core, f"rocketstore-producer-{core.config.producer_group}")
         self.config = core.config
         self._callbacks: concurrent.futures.ThreadPoolExecutor | None = None
         #: send_async calls not finished yet (the send, then its callback), for flush()
         self._outstanding: set[concurrent.futures.Future[Any]] = set()
         self._outstanding_lock = threading.Lock()
+
+    def _make_core(self, producer_group: str | None, config: ProducerConfig | None,
+                   options: dict[str, Any]) -> AsyncProducer:
+        return AsyncProducer(producer_group, config=config, **options)
 
     @property
     def client_id(self) -> str | None:

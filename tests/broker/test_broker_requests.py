@@ -244,8 +244,12 @@ def test_send_checks(arun, tmp_path: Path) -> None:
             assert r.code == ResponseCode.NO_PERMISSION
             r = await cl.call(SEND, send_fields("big"), b"x" * (4 * 1024 * 1024 + 1))
             assert r.code == ResponseCode.MESSAGE_ILLEGAL
+            # a transaction's half message: stored in the half topic, not in its own
             r = await cl.call(SEND, send_fields("tx", 0, props(TRAN_MSG="true")), b"x")
-            assert r.code == ResponseCode.NO_PERMISSION
+            assert r.code == ResponseCode.SUCCESS
+            cl.broker.store.wait_dispatched()
+            assert cl.broker.store.get_max_offset_in_queue("tx", 0) == 0
+            assert cl.broker.store.get_max_offset_in_queue("RMQ_SYS_TRANS_HALF_TOPIC", 0) == 1
             r = await cl.call(SEND, send_fields("q", 0, props(TAGS="a\x00b")), b"x")
             assert r.code == ResponseCode.MESSAGE_ILLEGAL and "NUL" in r.remark
             r = await cl.call(SEND, send_fields("q", 0, flag=2**40), b"x")

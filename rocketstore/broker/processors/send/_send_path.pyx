@@ -298,7 +298,7 @@ cdef class SendPath(DirectHandler):
         cdef Message message
         cdef PutMessageResult result
         cdef Py_ssize_t separator_at = -1     # a pair whose value holds \x01 (see below)
-        cdef bint wait
+        cdef bint wait, prepared
         cdef int wait_state = WAIT_ABSENT
         if self.fast_failure:
             busy = self._busy(ctx)
@@ -355,10 +355,11 @@ cdef class SendPath(DirectHandler):
         # but not kept: RocketMQ's SendMessageProcessor leaves it out of the stored text (the
         # delay redirect alone writes it back, below)
         properties = read_properties_text(header.properties, &separator_at, &wait_state)
-        if self.reject_transaction:
-            found = PyDict_GetItem(properties, _TRAN_MSG)
-            if found != NULL and <object>found == _TRUE:
-                return self._transaction_refused(request)
+        found = PyDict_GetItem(properties, _TRAN_MSG)
+        # Boolean.parseBoolean: any case of "true"
+        prepared = found != NULL and (<object>found == _TRUE or (<str>found).lower() == _TRUE)
+        if prepared and self.reject_transaction:
+            return self._transaction_refused(request)
         reconsume = header.reconsume_times
         if (<str>topic).startswith(_RETRY_PREFIX):
             redirected = self.processor.retry_or_dlq(request, topic, reconsume, header.max_reconsume_times)
@@ -403,11 +404,16 @@ cdef class SendPath(DirectHandler):
             # or \x01 in a value (checked above), so the constructor's per-property checks would find nothing
             message.properties = properties
 
-        if PyDict_Contains(properties, _DELAY):
+        if prepared or PyDict_Contains(properties, _DELAY):
+            # the half and the delay redirect write the text again from every property, WAIT
+            # included, as RocketMQ's parseHalfMessageInner and CommitLog do
             if wait_state != WAIT_ABSENT:
                 PyDict_SetItem(properties, _WAIT, _TRUE if wait_state == WAIT_TRUE else (
                     _FALSE if wait_state == WAIT_FALSE else _wait_value(header.properties)))
-            result = self.writer.put_sent(message, <int>queue_id)   # to the schedule topic when due later
+            if prepared:
+                result = self.processor.prepare_message(message, <int>queue_id)    # to the half topic
+            else:
+                result = self.writer.put_sent(message, <int>queue_id)   # to the schedule topic when due later
         else:
             result = self.append(message, <int>queue_id)
         if result.status_code != 0:

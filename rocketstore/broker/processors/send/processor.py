@@ -35,9 +35,10 @@ from rocketstore.broker.processors.send.batch import send_batch
 from rocketstore.broker.stats import BrokerStatsManager
 from rocketstore.broker.subscription_group import SubscriptionGroupManager
 from rocketstore.broker.topic_config import TopicConfig, TopicConfigManager
+from rocketstore.broker.transaction import TransactionalMessageService
 from rocketstore.common.perm import PERM_READ, PERM_WRITE
 from rocketstore.common.topics import NOT_ALLOWED_SEND_TOPICS, RETRY_GROUP_TOPIC_PREFIX, dlq_topic
-from rocketstore.message import PutMessageResult, PutMessagesResult, PutMessageStatus
+from rocketstore.message import Message, PutMessageResult, PutMessagesResult, PutMessageStatus
 from rocketstore.remoting import (
     RemotingCommand,
     RemotingConnection,
@@ -80,10 +81,12 @@ def put_response(request: RemotingCommand, status: int, reason: str | None = Non
 
 class SendMessageProcessor:
     def __init__(self, config: BrokerConfig, writer: MessageWriter, topics: TopicConfigManager,
-                 groups: SubscriptionGroupManager, stats: BrokerStatsManager) -> None:
+                 groups: SubscriptionGroupManager, stats: BrokerStatsManager,
+                 transactions: TransactionalMessageService | None = None) -> None:
         self.config = config
         self.writer = writer
         self.store = writer.store
+        self.transactions = transactions or TransactionalMessageService(self.store, topics)
         self.topics = topics
         self.groups = groups
         self.stats = stats
@@ -163,6 +166,10 @@ class SendMessageProcessor:
                    header: SendRequestHeader, queue_id: int, sys_flag: int) -> Any:
         """A batch that passed the send rules: its own rules, the put and the reply."""
         return send_batch(self, self._send_v2, ctx, request, header, queue_id, sys_flag)
+
+    def prepare_message(self, message: Message, queue_id: int) -> PutMessageResult:
+        """A transaction's half message (TRAN_MSG=true), stored in the half topic."""
+        return self.transactions.prepare(message, queue_id)
 
     def refused_put(self, request: RemotingCommand,
                     result: PutMessageResult | PutMessagesResult) -> RemotingCommand:
