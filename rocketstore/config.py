@@ -47,7 +47,7 @@ __all__ = [
     "StoreConfig",
 ]
 
-_log = logging.getLogger("rocketstore.config")
+_log = logging.getLogger(__name__)
 
 JAVA_INT_MAX = 2**31 - 1
 JAVA_LONG_MAX = 2**63 - 1

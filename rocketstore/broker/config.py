@@ -33,7 +33,7 @@ from rocketstore.common.perm import PERM_MASK, PERM_READ, PERM_WRITE
 from rocketstore.common.topics import TRACE_TOPIC
 from rocketstore.config import PROPERTY_KEYS, StoreConfig
 
-log = logging.getLogger("rocketstore.broker")
+log = logging.getLogger(__name__)
 
 MASTER_ID = 0
 

@@ -63,7 +63,7 @@ from rocketstore.remoting import (
 )
 from rocketstore.store import CONFIG_DIR, MessageStore
 
-log = logging.getLogger("rocketstore.broker")
+log = logging.getLogger(__name__)
 
 SCAN_NOT_ACTIVE_CHANNEL_S = 10.0
 

@@ -28,7 +28,7 @@ from rocketstore.remoting.route_bodies import (
     encode_register_broker_body,
 )
 
-log = logging.getLogger("rocketstore.namesrv")
+log = logging.getLogger(__name__)
 
 #: RocketMQ's brokerConfig.registerNameServerPeriod and registerBrokerTimeoutMills.
 REGISTER_PERIOD_S = 30.0

@@ -43,7 +43,7 @@ from rocketstore.common.consume import ConsumeFromWhere, ConsumeType, MessageMod
 from rocketstore.common.pull_sys_flag import FLAG_COMMIT_OFFSET, FLAG_SUBSCRIPTION, FLAG_SUSPEND
 from rocketstore.remoting.codes import ROCKETMQ_VERSION_4_9_8_DESC
 
-log = logging.getLogger("rocketstore.client")
+log = logging.getLogger(__name__)
 
 
 class BaseConsumer:

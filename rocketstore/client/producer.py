@@ -47,7 +47,7 @@ from rocketstore.common.send_header import V2_NAME
 from rocketstore.remoting import ResponseCode
 from rocketstore.remoting.errors import RemotingConnectError, RemotingError
 
-log = logging.getLogger("rocketstore.client")
+log = logging.getLogger(__name__)
 
 #: Broker answers after which a synchronous send tries another broker (DefaultMQProducer).
 RETRY_RESPONSE_CODES = frozenset(int(code) for code in {

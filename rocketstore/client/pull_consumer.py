@@ -38,7 +38,7 @@ from rocketstore.client.route import subscribe_info_from_route
 from rocketstore.client.subscription import SubscriptionData
 from rocketstore.common.consume import ConsumeType
 
-log = logging.getLogger("rocketstore.client")
+log = logging.getLogger(__name__)
 
 _FLOW_CONTROL_DELAY = 0.05
 

@@ -43,7 +43,7 @@ from rocketstore.client.message import (
 from rocketstore.client.offset_store import ReadOffsetType
 from rocketstore.client.process_queue import ProcessQueue
 
-log = logging.getLogger("rocketstore.client")
+log = logging.getLogger(__name__)
 
 #: Pause of a queue under flow control (PULL_TIME_DELAY_MILLS_WHEN_FLOW_CONTROL).
 _FLOW_CONTROL_DELAY = 0.05

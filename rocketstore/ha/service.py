@@ -21,7 +21,7 @@ from typing import Any
 from rocketstore.ha.protocol import HEADER, REPORT_SIZE, HAFrameError, parse_report
 from rocketstore.store import MessageStore
 
-log = logging.getLogger("rocketstore.ha")
+log = logging.getLogger(__name__)
 
 #: how often an idle connection looks for new CommitLog bytes when no arrival woke it (RocketMQ
 #: WriteSocketService waits 100 ms)

@@ -21,7 +21,7 @@ from rocketstore.common.java_properties import (
 )
 from rocketstore.remoting.config import RemotingServerConfig
 
-log = logging.getLogger("rocketstore.namesrv")
+log = logging.getLogger(__name__)
 
 
 def _home_path(*parts: str) -> str:

@@ -14,7 +14,7 @@ from rocketstore.namesrv.processor import NamesrvProcessor
 from rocketstore.namesrv.route_info import RouteInfoManager, wall_clock_ms
 from rocketstore.remoting import RemotingServer
 
-log = logging.getLogger("rocketstore.namesrv")
+log = logging.getLogger(__name__)
 
 
 class NamesrvController:

@@ -72,7 +72,7 @@ from rocketstore.spark.options import (
 from rocketstore.spark.plan import Partition, QueuePartition, plan_batch, read_partition
 from rocketstore.store import commit_group_offsets, consumer_offset_path, group_offsets
 
-log = logging.getLogger("rocketstore.spark")
+log = logging.getLogger(__name__)
 
 NAME = "rocketstore"
 

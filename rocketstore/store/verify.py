@@ -37,7 +37,7 @@ from rocketstore.store.message_store import MessageStore
 from rocketstore.store.shutdown_state import QUEUE_OFFSETS_FILE, check_shutdown_state
 from rocketstore.store.store_lock import lock_holder
 
-log = logging.getLogger("rocketstore.store")
+log = logging.getLogger(__name__)
 
 MAX_LISTED = 20          # problems named per kind (the rest are counted)
 ITEM_DTYPE = np.dtype([("hash", ">i4"), ("phy", ">i8"), ("diff", ">i4"), ("prev", ">i4")])

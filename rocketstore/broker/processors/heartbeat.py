@@ -43,7 +43,7 @@ from rocketstore.remoting import (
 )
 from rocketstore.remoting.headers import get_str, require_str
 
-log = logging.getLogger("rocketstore.broker")
+log = logging.getLogger(__name__)
 
 
 class BodyError(ValueError):
