@@ -221,12 +221,10 @@ class BrokerController:
                                self.config.broker_id, self.address,
                                self.config.ha_server_addr(
                                    port, None if self.ha_service is None else self.ha_service.port)),
-                timeout=self.config.register_broker_timeout_mills / 1000)
+                timeout=self.config.register_broker_timeout_mills / 1000,
+                period=self.config.register_name_server_period / 1000)
             outcomes = await self.registrar.register_broker_all(
                 self.topics.registration_table(), self.topics.data_version)
-            for outcome in outcomes:
-                if not outcome.ok:
-                    log.warning("registering with %s failed: %s", outcome.namesrv_addr, outcome.error)
             self._registered(outcomes)
             self._schedule_every(self.config.register_name_server_period / 1000, self.register_soon)
         log.info("broker %s (%s) serving %s", self.config.broker_name, self.config.broker_cluster_name,
@@ -276,8 +274,11 @@ class BrokerController:
             await self.ha_client.start()
 
     def _registered(self, outcomes: list[Any]) -> None:
-        """A slave without haMasterAddress follows the master the name servers name
+        """Report the registration (registering again soon when no name server answered);
+        a slave without haMasterAddress follows the master the name servers name
         (RocketMQ's updateMasterHAServerAddrPeriodically)."""
+        assert self.registrar is not None
+        self.registrar.after_registration(outcomes, self.register_soon)
         if self.ha_client is None or self.config.store.ha_master_address:
             return
         for outcome in outcomes:

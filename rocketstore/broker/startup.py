@@ -63,6 +63,9 @@ async def serve(config: BrokerConfig, config_file: str | None = None) -> None:
         # One line on stdout that scripts and tests wait for (RocketMQ's words).
         print(f"The broker[{config.broker_name}, {controller.address}] boot success. "
               f"serializeType=JSON and name server is {namesrv}", flush=True)
+        if controller.registrar is not None and not controller.registrar.registered:
+            print(f"The broker[{config.broker_name}] is not registered: no name server "
+                  f"answers at {namesrv}; it registers as soon as one does.", flush=True)
         await stop.wait()
     finally:
         await controller.stop()
