@@ -217,8 +217,15 @@ def _cpp_consumer(stdout: str, reader: Reader) -> None:
     assert "b'hello'" in stdout.splitlines(), stdout
 
 
+def _spark(stdout: str, reader: Reader) -> None:
+    """The streaming query committed everything it read to its group."""
+    assert stdout.strip().splitlines()[-1] == \
+        "{'orders:0': 250, 'orders:1': 250, 'orders:2': 250, 'orders:3': 250}", stdout[-3000:]
+
+
 #: what some blocks must print (a block is recognised by a piece of its code)
 CHECKS = [
     ('PushConsumer("orders-consumer"', _quick_start),
     ('PushConsumer("billing")', _cpp_consumer),
+    ('option("commitToGroup", "billing")', _spark),
 ]
