@@ -6,6 +6,7 @@ The store's names are imported on first use, so the network peers (``rocketstore
 from __future__ import annotations
 
 import importlib
+import logging
 import os
 from typing import TYPE_CHECKING, Any
 
@@ -62,3 +63,7 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted({*globals(), *_EXPORTS})
+
+# A library stays silent unless the program configures logging (the rocketstore command and
+# the servers do: rocketstore.common.logs).
+logging.getLogger(__name__).addHandler(logging.NullHandler())

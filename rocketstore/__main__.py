@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import sys
 
-#: The exit status of a command ended by Ctrl-C, as shells report it (128 + SIGINT).
-EXIT_INTERRUPTED = 130
+from rocketstore.common.exit_status import EXIT_INTERRUPTED
+
+__all__ = ["EXIT_INTERRUPTED", "run"]
 
 
 def run() -> None:

@@ -28,7 +28,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import IO, Any
+from typing import IO, Any, Literal
 
 from rocketstore.common.atomic_file import write_atomically
 from rocketstore.common.java_properties import (
@@ -47,7 +47,7 @@ __all__ = [
     "StoreConfig",
 ]
 
-_log = logging.getLogger("rocketstore.config")
+_log = logging.getLogger(__name__)
 
 JAVA_INT_MAX = 2**31 - 1
 JAVA_LONG_MAX = 2**63 - 1
@@ -69,6 +69,11 @@ class BrokerRole(str, enum.Enum):
     ASYNC_MASTER = "ASYNC_MASTER"
     SYNC_MASTER = "SYNC_MASTER"
     SLAVE = "SLAVE"
+
+
+#: FlushDiskType's and BrokerRole's values, as a type checker sees a string given for one
+FlushDiskTypeName = Literal["ASYNC_FLUSH", "SYNC_FLUSH"]
+BrokerRoleName = Literal["ASYNC_MASTER", "SYNC_MASTER", "SLAVE"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -272,8 +277,8 @@ class StoreConfig:
     ha_transfer_batch_size: int = _int(1024 * 32, low=1)
     ha_master_address: str | None = _str(None, optional=True)
     ha_slave_fallbehind_max: int = _int(1024 * 1024 * 256)
-    broker_role: str = _enum(BrokerRole.ASYNC_MASTER)
-    flush_disk_type: str = _enum(FlushDiskType.ASYNC_FLUSH)
+    broker_role: BrokerRole | BrokerRoleName = _enum(BrokerRole.ASYNC_MASTER)
+    flush_disk_type: FlushDiskType | FlushDiskTypeName = _enum(FlushDiskType.ASYNC_FLUSH)
     sync_flush_timeout: int = _int(1000 * 5)
     message_delay_level: str = _str(
         "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h", check=_check_delay_levels

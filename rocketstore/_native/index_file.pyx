@@ -40,7 +40,7 @@ from rocketstore._native.index_layout cimport (
 )
 from rocketstore._native.mapped_file cimport MappedFile
 
-_log = logging.getLogger("rocketstore.store")
+_log = logging.getLogger(__name__)
 
 cdef enum:
     OS_PAGE = 4096

@@ -51,7 +51,7 @@ from rocketstore._native.message import PROPERTY_KEYS as _PROPERTY_KEYS
 from rocketstore._native.message import PROPERTY_TAGS as _PROPERTY_TAGS
 from rocketstore._native.message import PROPERTY_UNIQ_KEY as _PROPERTY_UNIQ_KEY
 
-_log = logging.getLogger("rocketstore.store")
+_log = logging.getLogger(__name__)
 from rocketstore._native.topic_queue_table import TopicQueueTable
 
 rs_crc32_init()

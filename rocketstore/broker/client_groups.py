@@ -24,7 +24,7 @@ from rocketstore.common.subscription import EXPRESSION_TYPE_TAG, SUB_ALL
 from rocketstore.common.text import is_ascii_int, quote
 from rocketstore.remoting import RemotingConnection
 
-log = logging.getLogger("rocketstore.broker")
+log = logging.getLogger(__name__)
 
 #: Java enum names, by the ordinals the C++ client sends.
 LANGUAGES = ("JAVA", "CPP", "DOTNET", "PYTHON", "DELPHI", "ERLANG", "RUBY", "OTHER", "HTTP",

@@ -34,7 +34,7 @@ from rocketstore.common.topics import TRACE_TOPIC
 from rocketstore.config import PROPERTY_KEYS, StoreConfig
 from rocketstore.remoting.metrics import check_exporter_type
 
-log = logging.getLogger("rocketstore.broker")
+log = logging.getLogger(__name__)
 
 MASTER_ID = 0
 

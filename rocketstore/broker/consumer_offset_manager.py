@@ -19,7 +19,7 @@ import threading
 
 from rocketstore.store import load_offset_table, offsets_lock, write_offset_table
 
-log = logging.getLogger("rocketstore.broker")
+log = logging.getLogger(__name__)
 
 OffsetTable = dict[str, dict[int, int]]
 

@@ -69,7 +69,7 @@ from rocketstore.remoting import (
 )
 from rocketstore.store import CONFIG_DIR, MessageStore
 
-log = logging.getLogger("rocketstore.broker")
+log = logging.getLogger(__name__)
 
 SCAN_NOT_ACTIVE_CHANNEL_S = 10.0
 
@@ -262,12 +262,10 @@ class BrokerController:
                                self.registration_broker_id, self.address,
                                self.config.ha_server_addr(
                                    port, None if self.ha_service is None else self.ha_service.port)),
-                timeout=self.config.register_broker_timeout_mills / 1000)
+                timeout=self.config.register_broker_timeout_mills / 1000,
+                period=self.config.register_name_server_period / 1000)
             outcomes = await self.registrar.register_broker_all(
                 self.topics.registration_table(), self.topics.data_version)
-            for outcome in outcomes:
-                if not outcome.ok:
-                    log.warning("registering with %s failed: %s", outcome.namesrv_addr, outcome.error)
             self._registered(outcomes)
             self._schedule_every(self.config.register_name_server_period / 1000, self.register_soon)
         log.info("broker %s (%s) serving %s", self.config.broker_name, self.config.broker_cluster_name,
@@ -407,9 +405,12 @@ class BrokerController:
             self.persist_soon(manager)
 
     def _registered(self, outcomes: list[Any]) -> None:
-        """A slave without haMasterAddress follows the master the name servers name
+        """Report the registration (registering again soon when no name server answered);
+        a slave without haMasterAddress follows the master the name servers name
         (RocketMQ's updateMasterHAServerAddrPeriodically); SlaveSynchronize asks the master
         address of the first reply."""
+        assert self.registrar is not None
+        self.registrar.after_registration(outcomes, self.register_soon)
         if self.slave_sync is not None:
             for outcome in outcomes:
                 if outcome.ok and outcome.result is not None:

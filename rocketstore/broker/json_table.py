@@ -22,7 +22,7 @@ from rocketstore.common.atomic_file import DEFAULT_FILE_SYSTEM, FileSystem, writ
 from rocketstore.common.fastjson import loads_fastjson
 from rocketstore.remoting.route_bodies import DataVersion
 
-log = logging.getLogger("rocketstore.broker")
+log = logging.getLogger(__name__)
 
 
 class JsonTableFile:

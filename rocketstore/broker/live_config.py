@@ -28,7 +28,7 @@ from rocketstore.common.java_properties import escape_value, update_properties_t
 from rocketstore.common.text import quote
 from rocketstore.config import LIVE_CONFIG_FIELDS, PROPERTY_KEYS, StoreConfig
 
-log = logging.getLogger("rocketstore.broker")
+log = logging.getLogger(__name__)
 
 #: BrokerConfig fields read at every use: a running broker takes a new value at once.
 LIVE_BROKER_FIELDS = frozenset({

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from rocketstore.remoting import RemotingCommand, RemotingConnection, ResponseCode, create_response
 
-log = logging.getLogger("rocketstore.broker")
+log = logging.getLogger(__name__)
 
 QueueKey = tuple[str, int]
 #: process(ctx, request) -> the reply of a pull processed without suspending.

@@ -3,6 +3,10 @@
 RocketMQ's BrokerOuterAPI.registerBrokerAll: REGISTER_BROKER to each name server at once, again
 every 30 s, UNREGISTER_BROKER on shutdown. The broker gives its identity and a function that
 returns its current topic config table and data version; nothing here knows the store.
+
+When no name server answers, the broker says so once (the addresses and why) and registers
+again after 1 s, 2 s, 4 s, ... up to the registration period; the first answer after that is
+one INFO line (:meth:`BrokerRegistrar.after_registration`).
 """
 
 from __future__ import annotations
@@ -28,11 +32,14 @@ from rocketstore.remoting.route_bodies import (
     encode_register_broker_body,
 )
 
-log = logging.getLogger("rocketstore.namesrv")
+log = logging.getLogger(__name__)
 
 #: RocketMQ's brokerConfig.registerNameServerPeriod and registerBrokerTimeoutMills.
 REGISTER_PERIOD_S = 30.0
 REGISTER_TIMEOUT_S = 6.0
+#: the first wait before registering again when no name server answered (doubled each time,
+#: up to the registration period)
+FIRST_RETRY_S = 1.0
 
 #: ``() -> (topic config table, data version)``: the broker's state at registration time.
 TopicConfigSource = Callable[[], tuple[Mapping[str, Mapping[str, Any]], DataVersion]]
@@ -60,6 +67,22 @@ class RegistrationOutcome:
     @property
     def ok(self) -> bool:
         return self.error is None
+
+
+def _reason(exc: BaseException) -> str:
+    """Why a request failed, briefly: the operating system's words when a socket error is
+    behind it ("Connection refused"), else the exception."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.strerror:
+            return seen.strerror
+        seen = seen.__cause__ or seen.__context__
+    return f"{type(exc).__name__}: {exc}"
+
+
+def describe_failures(outcomes: Sequence[RegistrationOutcome]) -> str:
+    """``"a:9876 (Connection refused), b:9876 (timeout)"`` for the failed outcomes."""
+    return ", ".join(f"{o.namesrv_addr} ({o.error})" for o in outcomes if not o.ok)
 
 
 def split_namesrv_addrs(addrs: str | Sequence[str]) -> list[str]:
@@ -120,12 +143,20 @@ class BrokerRegistrar:
         namesrv_addrs: str | Sequence[str],
         identity: BrokerIdentity,
         timeout: float = REGISTER_TIMEOUT_S,
+        period: float = REGISTER_PERIOD_S,
     ) -> None:
         self.client = client
         self.namesrv_addrs = split_namesrv_addrs(namesrv_addrs)
         self.identity = identity
         self.timeout = timeout
+        self.period = period
         self._periodic: asyncio.Task[None] | None = None
+        #: whether a name server accepted the last registration (None: not tried yet)
+        self.registered: bool | None = None
+        #: the name servers that failed the last registration while others answered
+        self._failing: frozenset[str] = frozenset()
+        self._retry_delay = FIRST_RETRY_S
+        self._retry: asyncio.TimerHandle | None = None
 
     async def register_broker_all(
         self,
@@ -141,18 +172,55 @@ class BrokerRegistrar:
 
         return list(await asyncio.gather(*(register(addr) for addr in self.namesrv_addrs)))
 
+    def after_registration(self, outcomes: Sequence[RegistrationOutcome],
+                           register_again: Callable[[], None]) -> None:
+        """Say what changed (one line: no name server answers / some do not / one answers
+        again) and, while none answers, call ``register_again`` after a back-off delay."""
+        answered = [o.namesrv_addr for o in outcomes if o.ok]
+        failing = frozenset(o.namesrv_addr for o in outcomes if not o.ok)
+        if self._retry is not None:
+            self._retry.cancel()
+            self._retry = None
+        if not answered:
+            delay = self._retry_delay
+            if self.registered is not False:
+                log.warning("no name server reachable: %s; registering again in %g s, then "
+                            "backing off to every %g s", describe_failures(outcomes), delay,
+                            self.period)
+            else:
+                log.debug("still no name server reachable: %s; again in %g s",
+                          describe_failures(outcomes), delay)
+            self.registered = False
+            self._retry_delay = min(delay * 2, self.period)
+            self._retry = asyncio.get_running_loop().call_later(delay, register_again)
+            return
+        if self.registered is not True:
+            log.info("registered with name server %s", ", ".join(answered))
+        if failing and failing != self._failing:
+            log.warning("name server %s did not answer the registration",
+                        describe_failures(outcomes))
+        self.registered = True
+        self._failing = failing
+        self._retry_delay = FIRST_RETRY_S
+
     async def unregister_broker_all(self) -> list[RegistrationOutcome]:
         async def unregister(addr: str) -> RegistrationOutcome:
             return await self._invoke(addr, build_unregister_broker_request(self.identity), parse_result=False)
 
-        return list(await asyncio.gather(*(unregister(addr) for addr in self.namesrv_addrs)))
+        outcomes = list(await asyncio.gather(*(unregister(addr) for addr in self.namesrv_addrs)))
+        if any(not o.ok for o in outcomes):
+            # a name server this broker never reached has nothing to forget
+            log.log(logging.WARNING if self.registered else logging.DEBUG,
+                    "unregistering from name server %s failed", describe_failures(outcomes))
+        return outcomes
 
     async def _invoke(self, addr: str, request: RemotingCommand, parse_result: bool) -> RegistrationOutcome:
         try:
             response = await self.client.invoke(addr, request, self.timeout)
         except Exception as exc:  # an unreachable name server must not stop the others
-            log.warning("%s to name server %s failed: %s", request.code, addr, exc)
-            return RegistrationOutcome(addr, error=f"{type(exc).__name__}: {exc}")
+            # the caller reports the outcomes together (after_registration)
+            log.debug("%s to name server %s failed: %s", request.code, addr, exc)
+            return RegistrationOutcome(addr, error=_reason(exc))
         if response.code != ResponseCode.SUCCESS:
             log.warning("name server %s answered %s: %s", addr, response.code, quote(response.remark))
             return RegistrationOutcome(addr, error=f"code {response.code}: {response.remark}")
@@ -181,6 +249,9 @@ class BrokerRegistrar:
         self._periodic = asyncio.ensure_future(loop())
 
     async def stop(self, unregister: bool = True) -> None:
+        if self._retry is not None:
+            self._retry.cancel()
+            self._retry = None
         periodic, self._periodic = self._periodic, None
         if periodic is not None:
             periodic.cancel()

@@ -40,7 +40,7 @@ from rocketstore.message import (
 )
 from rocketstore.store import MessageStore
 
-log = logging.getLogger("rocketstore.broker")
+log = logging.getLogger(__name__)
 
 #: RocketMQ's DELAY_FOR_A_WHILE (re-check) and DELAY_FOR_A_PERIOD (after a failed put).
 DELAY_FOR_A_WHILE_S = 0.1

@@ -4,47 +4,40 @@ offsets and every table written)."""
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import gc
-import logging
 import signal
-import sys
 from collections.abc import Sequence
+
+import click
 
 from rocketstore.broker.config import BrokerConfig
 from rocketstore.broker.controller import BrokerController
 from rocketstore.message import CorruptRecordError
 from rocketstore.remoting.eventloop import run
+from rocketstore.remoting.server_command import (
+    log_level_option,
+    run_server_command,
+    use_server_logging,
+)
 from rocketstore.store import StoreLockedError
 
 
-def build_config(args: argparse.Namespace) -> BrokerConfig:
+def build_config(config_file: str | None = None, namesrv_addr: str | None = None,
+                 listen_port: int | None = None, bind_address: str | None = None,
+                 store_path: str | None = None) -> BrokerConfig:
+    """broker.properties (or the defaults) with the command line's overrides."""
     overrides: dict[str, object] = {}
-    if args.listen_port is not None:
-        overrides["listen_port"] = args.listen_port
-    if args.bind_address is not None:
-        overrides["bind_address"] = args.bind_address
-    if args.namesrv_addr is not None:
-        overrides["namesrv_addr"] = args.namesrv_addr
-    config = BrokerConfig.from_properties(args.config_file) if args.config_file else BrokerConfig()
-    if args.store_path is not None:
-        overrides["store"] = config.store.replace(store_path_root_dir=args.store_path)
+    if listen_port is not None:
+        overrides["listen_port"] = listen_port
+    if bind_address is not None:
+        overrides["bind_address"] = bind_address
+    if namesrv_addr is not None:
+        overrides["namesrv_addr"] = namesrv_addr
+    config = BrokerConfig.from_properties(config_file) if config_file else BrokerConfig()
+    if store_path is not None:
+        overrides["store"] = config.store.replace(store_path_root_dir=store_path)
     return config.replace(**overrides) if overrides else config
-
-
-def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        prog="rocketstore broker",
-        description="Run a RocketMQ-compatible broker in the foreground (SIGTERM or Ctrl-C stops it cleanly).",
-    )
-    parser.add_argument("-c", "--config-file", help="broker.properties (RocketMQ's camelCase broker and store keys)")
-    parser.add_argument("-n", "--namesrv-addr", help="name servers, 'host:port;host:port' (overrides namesrvAddr)")
-    parser.add_argument("--listen-port", type=int, help="port to listen on (default 10911; 0 picks a free one)")
-    parser.add_argument("--bind-address", help="address to bind (default 127.0.0.1)")
-    parser.add_argument("--store-path", help="store directory (overrides storePathRootDir)")
-    parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
-    return parser.parse_args(argv)
 
 
 def freeze_startup_objects() -> None:
@@ -82,6 +75,9 @@ async def serve(config: BrokerConfig, config_file: str | None = None) -> None:
                 # One line on stdout that scripts and tests wait for (RocketMQ's words).
                 print(f"The broker[{config.broker_name}, {controller.address}] boot success. "
                       f"serializeType=JSON and name server is {namesrv}", flush=True)
+                if controller.registrar is not None and not controller.registrar.registered:
+                    print(f"The broker[{config.broker_name}] is not registered: no name server "
+                          f"answers at {namesrv}; it registers as soon as one does.", flush=True)
                 stopped = asyncio.ensure_future(stop.wait())
                 switch = asyncio.ensure_future(controller.role_changed.wait())
                 await asyncio.wait({stopped, switch}, return_when=asyncio.FIRST_COMPLETED)
@@ -98,22 +94,40 @@ async def serve(config: BrokerConfig, config_file: str | None = None) -> None:
     print(f"The broker[{config.broker_name}] shut down.", flush=True)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_args(argv)
-    logging.basicConfig(level=args.log_level.upper(),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+@click.command("broker", context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("-c", "--config-file", type=click.Path(dir_okay=False),
+              help="broker.properties (RocketMQ's camelCase broker and store keys).")
+@click.option("-n", "--namesrv-addr", default=None,
+              help="Name servers, 'host:port;host:port' (overrides namesrvAddr).")
+@click.option("--listen-port", type=click.IntRange(0, 65535), default=None,
+              help="Port to listen on (default 10911; 0 picks a free one).")
+@click.option("--bind-address", default=None, help="Address to bind (default 127.0.0.1).")
+@click.option("--store-path", default=None, help="Store directory (overrides storePathRootDir).")
+@log_level_option
+@click.pass_context
+def broker_command(ctx: click.Context, config_file: str | None, namesrv_addr: str | None,
+                   listen_port: int | None, bind_address: str | None, store_path: str | None,
+                   log_level: str | None) -> None:
+    """Run a RocketMQ-compatible broker in the foreground until SIGTERM or Ctrl-C (the store
+    flushed, consumer offsets and every table written).
+
+    Prints "The broker[NAME, HOST:PORT] boot success. ..." once it serves.
+    """
+    use_server_logging(ctx, log_level)
     try:
-        config = build_config(args)
+        config = build_config(config_file, namesrv_addr, listen_port, bind_address, store_path)
     except (OSError, ValueError, TypeError) as exc:
-        print(f"broker: {exc}", file=sys.stderr)
-        return 2
+        click.echo(f"broker: {exc}", err=True)
+        ctx.exit(2)
     try:
-        run(serve(config, args.config_file))
-    except OSError as exc:
-        print(f"broker: {exc}", file=sys.stderr)
-        return 1
-    except (CorruptRecordError, StoreLockedError, ValueError) as exc:
-        # a store that cannot be opened (another process holds it, corrupt files, bad tables)
-        print(f"broker: {exc}", file=sys.stderr)
-        return 1
-    return 0
+        run(serve(config, config_file))
+    except (OSError, CorruptRecordError, StoreLockedError, ValueError) as exc:
+        # the port is taken; a store that cannot be opened (another process holds it, corrupt
+        # files, bad tables)
+        click.echo(f"broker: {exc}", err=True)
+        ctx.exit(1)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``python -m rocketstore.broker``: the exit status."""
+    return run_server_command(broker_command, argv, "python -m rocketstore.broker")

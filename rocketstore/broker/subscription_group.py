@@ -23,7 +23,7 @@ from rocketstore.common.java_properties import camel_case
 from rocketstore.common.text import is_ascii_int, quote
 from rocketstore.remoting.route_bodies import DataVersion
 
-log = logging.getLogger("rocketstore.broker")
+log = logging.getLogger(__name__)
 
 #: MixAll's system consumer groups, present from the start.
 SYSTEM_GROUPS = ("TOOLS_CONSUMER", "FILTERSRV_CONSUMER", "SELF_TEST_C_GROUP",

@@ -37,7 +37,7 @@ from rocketstore.common.topics import (
 from rocketstore.message import validate_topic
 from rocketstore.remoting.route_bodies import DataVersion
 
-log = logging.getLogger("rocketstore.broker")
+log = logging.getLogger(__name__)
 
 DEFAULT_QUEUE_NUMS = 16
 

@@ -21,28 +21,19 @@ from typing import Any
 import click
 
 from rocketstore import CorruptRecordError, StoreLockedError, __version__
-from rocketstore.__main__ import EXIT_INTERRUPTED
 from rocketstore.cli.admin import admin_group
 from rocketstore.cli.clean import clean
 from rocketstore.cli.common import describe_error, fail
 from rocketstore.cli.demo import demo
 from rocketstore.cli.export import export_command, spark_ingest_command
 from rocketstore.cli.integrity import salvage, verify
-from rocketstore.cli.servers import broker, controller, namesrv
+from rocketstore.cli.servers import SERVER_COMMANDS, load_server_command
 from rocketstore.cli.store import dump, get_command, offsets, query, recover, stat, view
+from rocketstore.common.exit_status import EXIT_INTERRUPTED
+from rocketstore.common.logs import SERVER_FORMAT, EchoHandler, send_package_logs
 from rocketstore.store import StoreFormatError
 
 __all__ = ["main"]
-
-
-class _ClickHandler(logging.Handler):
-    """Log records to the current stderr (resolved per record, so it follows CliRunner)."""
-
-    def emit(self, record: logging.LogRecord) -> None:
-        try:
-            click.echo(self.format(record), err=True)
-        except Exception:  # noqa: BLE001 - logging must never raise
-            self.handleError(record)
 
 
 class _OneLineFormatter(logging.Formatter):
@@ -58,20 +49,11 @@ class _OneLineFormatter(logging.Formatter):
 
 def _setup_logging(ctx: click.Context, verbose: bool) -> None:
     """Send the package's log records to stderr for this command only: the handler and the
-    level are undone when the command ends (so embedding programs and tests keep theirs)."""
-    pkg = logging.getLogger("rocketstore")
-    handler = _ClickHandler()
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
-                         if verbose else _OneLineFormatter())
-    old_level = pkg.level
-    pkg.addHandler(handler)
-    pkg.setLevel(logging.DEBUG if verbose else logging.WARNING)
-
-    def restore() -> None:
-        pkg.removeHandler(handler)
-        pkg.setLevel(old_level)
-
-    ctx.call_on_close(restore)
+    level are undone when the command ends (so embedding programs and tests keep theirs).
+    A server command replaces this handler with its own (rocketstore.common.logs)."""
+    handler = EchoHandler()
+    handler.setFormatter(logging.Formatter(SERVER_FORMAT) if verbose else _OneLineFormatter())
+    ctx.call_on_close(send_package_logs(handler, logging.DEBUG if verbose else logging.WARNING))
 
 
 def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
@@ -105,6 +87,12 @@ class _Group(click.Group):
             sys.exit(1)
         # an explicit ctx.exit(code) comes back as its code; a command's return value is not one
         sys.exit(result if type(result) is int else 0)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *SERVER_COMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        return super().get_command(ctx, cmd_name) or load_server_command(cmd_name)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -141,5 +129,5 @@ def main(ctx: click.Context, verbose: bool) -> None:
 
 
 for _command in (demo, dump, stat, query, get_command, view, recover, offsets, verify, salvage,
-                 clean, export_command, spark_ingest_command, namesrv, controller, broker, admin_group):
+                 clean, export_command, spark_ingest_command, admin_group):
     main.add_command(_command)

@@ -235,13 +235,16 @@ def quiet_store_warnings() -> Iterator[None]:
     if verbose():
         yield
         return
-    store_log = logging.getLogger("rocketstore.store")
-    level = store_log.level
-    store_log.setLevel(logging.CRITICAL)
+    # the store's modules and the native code under it
+    loggers = [logging.getLogger(name) for name in ("rocketstore.store", "rocketstore._native")]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.CRITICAL)
     try:
         yield
     finally:
-        store_log.setLevel(level)
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.setLevel(level)
 
 
 # ---- damage ------------------------------------------------------------------------------

@@ -59,9 +59,10 @@ def _print_verify(report: VerifyReport) -> None:
 @click.option("--json", "as_json", is_flag=True, help="The findings as one JSON document.")
 @click.option("--check-crc/--no-check-crc", default=True, show_default=True,
               help="Verify every body CRC.")
+@progress_option
 @index_options
-def verify(path: Path, as_json: bool, check_crc: bool, hash_slots: int | None,
-           index_num: int | None) -> None:
+def verify(path: Path, as_json: bool, check_crc: bool, progress: bool | None,
+           hash_slots: int | None, index_num: int | None) -> None:
     """Check every record of the store at PATH (magic, sizes, the header fields the CRC does
     not cover, offsets, body CRC), every ConsumeQueue unit and IndexFile item against the
     CommitLog, the checkpoint and the JSON files under config/.
@@ -72,8 +73,11 @@ def verify(path: Path, as_json: bool, check_crc: bool, hash_slots: int | None,
     """
     location, config = existing_store(path, hash_slots, index_num)
     try:
-        with quiet_store_warnings():
-            report = verify_store(location.root, config, check_crc=check_crc)
+        with quiet_store_warnings(), progress_bar(progress, total=0, unit="B",
+                                                  unit_scale=True, unit_divisor=1024,
+                                                  desc="verifying") as bar:
+            report = verify_store(location.root, config, check_crc=check_crc,
+                                  progress=follow_with(bar))
     except STORE_ERRORS as exc:
         raise fail(f"cannot verify the store at {location.root}: {describe_error(exc)}",
                    exc) from None

@@ -1,42 +1,25 @@
-"""Server commands: ``rocketstore namesrv`` and ``rocketstore broker`` run a name server or a
-broker in the foreground."""
+"""Server commands: ``rocketstore namesrv``, ``rocketstore broker`` and ``rocketstore controller``
+run a name server, a broker or a standalone controller in the foreground. Their click commands live beside the servers (``python -m
+rocketstore.namesrv`` / ``python -m rocketstore.broker`` run the same ones) and are imported
+only when asked for, so the store's commands start without loading a broker."""
+
 from __future__ import annotations
+
+import importlib
 
 import click
 
-
-@click.command("namesrv", context_settings={"ignore_unknown_options": True,
-                                            "help_option_names": []})
-@click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def namesrv(args: tuple[str, ...]) -> None:
-    """Run a RocketMQ-compatible name server in the foreground until SIGTERM or Ctrl-C:
-    [--listen-port PORT] (default 9876) [--bind-address ADDR] (default 127.0.0.1)
-    [-c namesrv.properties] [--log-level LEVEL]; --help for the details."""
-    from rocketstore.namesrv.startup import main as namesrv_main
-
-    raise SystemExit(namesrv_main(list(args)))
+#: command name -> (module, click command in it)
+SERVER_COMMANDS = {
+    "namesrv": ("rocketstore.namesrv.startup", "namesrv_command"),
+    "broker": ("rocketstore.broker.startup", "broker_command"),
+    "controller": ("rocketstore.controller.startup", "controller_command"),
+}
 
 
-@click.command("broker", context_settings={"ignore_unknown_options": True,
-                                           "help_option_names": []})
-@click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def broker(args: tuple[str, ...]) -> None:
-    """Run a RocketMQ-compatible broker in the foreground until SIGTERM or Ctrl-C (store
-    flushed, offsets written): -c broker.properties [-n NAMESRV] [--listen-port PORT]
-    (default 10911) [--bind-address ADDR] [--store-path DIR] [--log-level LEVEL]; --help for
-    the details."""
-    from rocketstore.broker.startup import main as broker_main
-
-    raise SystemExit(broker_main(list(args)))
-
-
-@click.command("controller", context_settings={"ignore_unknown_options": True,
-                                               "help_option_names": []})
-@click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def controller(args: tuple[str, ...]) -> None:
-    """Run a standalone controller (RocketMQ 5's controller mode) in the foreground until
-    SIGTERM or Ctrl-C: [-c controller.properties] [--listen-port PORT] (default 9878)
-    [--log-level LEVEL]; --help for the details."""
-    from rocketstore.controller.startup import main as controller_main
-
-    raise SystemExit(controller_main(list(args)))
+def load_server_command(name: str) -> click.Command | None:
+    where = SERVER_COMMANDS.get(name)
+    if where is None:
+        return None
+    command: click.Command = getattr(importlib.import_module(where[0]), where[1])
+    return command

@@ -9,7 +9,6 @@ or queue offset. Results are plain dicts and lists with RocketMQ's camelCase fie
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import Any
 
@@ -453,13 +452,131 @@ class AdminClient(BlockingClient[AsyncAdmin]):
                  timeout: float = 5.0) -> None:
         super().__init__(AsyncAdmin(namesrv_addr, config=config, timeout=timeout), "rocketstore-admin")
 
-    def __getattr__(self, name: str) -> Any:
-        method = getattr(self._core, name)
-        if not asyncio.iscoroutinefunction(method):
-            raise AttributeError(name)
+    # one blocking method per AsyncAdmin coroutine, the same parameters and docstring
+    # (tests/client/test_client_typing.py checks that none is missing or differs)
 
-        def call(*args: Any, **kwargs: Any) -> Any:
-            return self._run(method(*args, **kwargs))
+    def cluster_info(self) -> dict[str, Any]:
+        """``{"brokerAddrTable": {name: {"cluster", "brokerName", "brokerAddrs"}},
+        "clusterAddrTable": {cluster: [names]}}`` with broker ids as ints."""
+        return self._run(self._core.cluster_info())
 
-        call.__doc__ = method.__doc__
-        return call
+    def masters(self, cluster: str | None = None) -> dict[str, str]:
+        """Broker name -> master address, of one cluster or of all."""
+        return self._run(self._core.masters(cluster))
+
+    def topic_list(self) -> list[str]:
+        return self._run(self._core.topic_list())
+
+    def route(self, topic: str) -> TopicRouteData:
+        return self._run(self._core.route(topic))
+
+    def topic_route(self, topic: str) -> dict[str, Any]:
+        return self._run(self._core.topic_route(topic))
+
+    def update_topic(self, topic: str, *, cluster: str | None = None, broker_addr: str | None = None,
+                     read_queue_nums: int = 8, write_queue_nums: int = 8,
+                     perm: int = PERM_READ | PERM_WRITE, order: bool = False) -> list[str]:
+        """Create or change ``topic`` on one broker or on every master of a cluster; returns
+        the addresses updated."""
+        return self._run(self._core.update_topic(
+            topic, cluster=cluster, broker_addr=broker_addr, read_queue_nums=read_queue_nums,
+            write_queue_nums=write_queue_nums, perm=perm, order=order))
+
+    def delete_topic(self, topic: str, cluster: str) -> list[str]:
+        return self._run(self._core.delete_topic(topic, cluster))
+
+    def topic_status(self, topic: str) -> list[dict[str, Any]]:
+        """Per queue: brokerName, queueId, minOffset, maxOffset, lastUpdateTimestamp."""
+        return self._run(self._core.topic_status(topic))
+
+    def broker_status(self, broker_addr: str) -> dict[str, str]:
+        return self._run(self._core.broker_status(broker_addr))
+
+    def cluster_list(self) -> list[dict[str, Any]]:
+        """One row per broker: cluster, brokerName, brokerId, address, and runtime figures."""
+        return self._run(self._core.cluster_list())
+
+    def consumer_progress(self, group: str, topic: str | None = None) -> dict[str, Any]:
+        """ConsumeStats: per queue brokerOffset, consumerOffset, diff, lastTimestamp; the
+        total diff and the group's consume TPS."""
+        return self._run(self._core.consumer_progress(group, topic))
+
+    def consumer_connection(self, group: str) -> dict[str, Any]:
+        return self._run(self._core.consumer_connection(group))
+
+    def producer_connection(self, group: str, topic: str) -> dict[str, Any]:
+        return self._run(self._core.producer_connection(group, topic))
+
+    def reset_offset_by_time(self, group: str, topic: str, timestamp_ms: int,
+                             force: bool = True) -> dict[MessageQueue, int]:
+        """Move the group's offsets of ``topic`` to the first message stored at or after
+        ``timestamp_ms`` (-1: the end); online members are told by their brokers."""
+        return self._run(self._core.reset_offset_by_time(group, topic, timestamp_ms, force))
+
+    def view_message(self, offset_msg_id: str) -> MessageExt:
+        return self._run(self._core.view_message(offset_msg_id))
+
+    def query_msg_by_id(self, msg_id: str, topic: str | None = None) -> MessageExt:
+        """By the broker's offset id, or by the client's id (UNIQ_KEY) within ``topic``."""
+        return self._run(self._core.query_msg_by_id(msg_id, topic))
+
+    def query_msg_by_key(self, topic: str, key: str, max_num: int = 64,
+                         begin_timestamp: int = 0, end_timestamp: int = _END_OF_TIME) -> list[MessageExt]:
+        return self._run(self._core.query_msg_by_key(topic, key, max_num, begin_timestamp,
+                                                     end_timestamp))
+
+    def query_msg_by_offset(self, topic: str, broker_name: str, queue_id: int,
+                            offset: int) -> MessageExt | None:
+        return self._run(self._core.query_msg_by_offset(topic, broker_name, queue_id, offset))
+
+    def pull(self, mq: MessageQueue, offset: int, max_nums: int = 32, expression: Selector = "*",
+             group: str = TOOLS_CONSUMER_GROUP) -> list[MessageExt]:
+        """Read a queue from ``offset`` without a consumer group's offsets."""
+        return self._run(self._core.pull(mq, offset, max_nums, expression, group))
+
+    def queues(self, topic: str) -> list[MessageQueue]:
+        return self._run(self._core.queues(topic))
+
+    def max_offset(self, mq: MessageQueue) -> int:
+        return self._run(self._core.max_offset(mq))
+
+    def min_offset(self, mq: MessageQueue) -> int:
+        return self._run(self._core.min_offset(mq))
+
+    def get_sync_state_set(self, controller_addr: str,
+                                 broker_names: list[str] | None = None) -> dict[str, Any]:
+        """brokerName -> the controller's view: master, epochs, SyncStateSet, replicas."""
+        return self._run(self._core.get_sync_state_set(controller_addr, broker_names))
+
+    def get_controller_metadata(self, controller_addr: str) -> dict[str, str]:
+        return self._run(self._core.get_controller_metadata(controller_addr))
+
+    def elect_master(self, controller_addr: str, broker_name: str,
+                     broker_id: int | None = None) -> dict[str, Any]:
+        """Ask the controller to elect broker_id (None: the best candidate of the
+        SyncStateSet) master of broker_name; the group's new state."""
+        return self._run(self._core.elect_master(controller_addr, broker_name, broker_id))
+
+    def get_broker_epoch(self, broker_addr: str) -> dict[str, Any]:
+        """A broker's epochs (GET_BROKER_EPOCH_CACHE): epochList, maxOffset, brokerId."""
+        return self._run(self._core.get_broker_epoch(broker_addr))
+
+    def queue_address(self, mq: MessageQueue) -> str:
+        """The address of the broker holding mq (its master; a slave when there is none)."""
+        return self._run(self._core.queue_address(mq))
+
+    def pull_records(self, mq: MessageQueue, offset: int, max_nums: int,
+                     subscription: SubscriptionData, group: str = TOOLS_CONSUMER_GROUP
+                     ) -> tuple[PullResult, bytes | bytearray | memoryview]:
+        """One PULL_MESSAGE from ``offset`` without a consumer group's offsets: the result
+        (status, next begin offset, min/max offsets; no messages) and the records undecoded
+        (``ClientAPI.pull_message_raw``). The broker filters by tag hash codes only."""
+        return self._run(self._core.pull_records(mq, offset, max_nums, subscription, group))
+
+    def search_offset(self, mq: MessageQueue, timestamp_ms: int) -> int:
+        """SEARCH_OFFSET_BY_TIMESTAMP: the first offset of mq stored at or after the time."""
+        return self._run(self._core.search_offset(mq, timestamp_ms))
+
+    def update_consumer_offset(self, group: str, mq: MessageQueue, offset: int) -> None:
+        """UPDATE_CONSUMER_OFFSET: the group's committed offset of mq on its master."""
+        return self._run(self._core.update_consumer_offset(group, mq, offset))

@@ -35,7 +35,7 @@ from rocketstore.remoting.route_bodies import (
     decode_topic_route_data,
 )
 
-log = logging.getLogger("rocketstore.client")
+log = logging.getLogger(__name__)
 
 #: Send answers that mean "stored" (plain ints: an IntEnum member hashes slowly).
 _SEND_STORED_CODES = frozenset(int(code) for code in (

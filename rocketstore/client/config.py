@@ -17,7 +17,12 @@ from dataclasses import dataclass, field
 from typing import IO, Any, TypeVar
 
 from rocketstore.common.compression import compression_flags
-from rocketstore.common.consume import ConsumeFromWhere, MessageModel
+from rocketstore.common.consume import (
+    ConsumeFromWhere,
+    ConsumeFromWhereName,
+    MessageModel,
+    MessageModelName,
+)
 from rocketstore.common.java_properties import (
     camel_case,
     convert_value,
@@ -164,9 +169,9 @@ class ClientConfig:
 
 def _convert(key: str, kind: Any, text: str) -> Any:
     name = kind if isinstance(kind, str) else getattr(kind, "__name__", str(kind))
-    if name == "MessageModel":
+    if name.startswith("MessageModel"):
         return MessageModel(text)
-    if name == "ConsumeFromWhere":
+    if name.startswith("ConsumeFromWhere"):
         return ConsumeFromWhere(text)
     if name not in ("bool", "int"):
         return text
@@ -221,8 +226,11 @@ class ConsumerConfig(ClientConfig):
     """What push and pull consumers share."""
 
     consumer_group: str = DEFAULT_CONSUMER_GROUP
-    message_model: MessageModel = MessageModel.CLUSTERING
-    consume_from_where: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET
+    #: a MessageModel or its name (made the MessageModel)
+    message_model: MessageModel | MessageModelName = MessageModel.CLUSTERING
+    #: a ConsumeFromWhere or its name (made the ConsumeFromWhere)
+    consume_from_where: ConsumeFromWhere | ConsumeFromWhereName = \
+        ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET
     consume_timestamp: str = field(default_factory=_default_consume_timestamp)
     pull_threshold_for_queue: int = 1_000
     #: MiB of message bodies cached per queue before pulling pauses.

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from rocketstore.client.config import PushConsumerConfig
     from rocketstore.client.offset_store import OffsetStore
 
-log = logging.getLogger("rocketstore.client")
+log = logging.getLogger(__name__)
 
 #: A message the broker would not take back is consumed again here after this long.
 _LOCAL_RETRY_DELAY = 5.0

@@ -44,7 +44,7 @@ from rocketstore.common.pull_sys_flag import FLAG_COMMIT_OFFSET, FLAG_SUBSCRIPTI
 from rocketstore.remoting.codes import ROCKETMQ_VERSION_4_9_8_DESC
 from rocketstore.remoting.route_bodies import MASTER_ID
 
-log = logging.getLogger("rocketstore.client")
+log = logging.getLogger(__name__)
 
 
 class BaseConsumer:

@@ -41,7 +41,7 @@ from rocketstore.remoting import (
 )
 from rocketstore.remoting.route_bodies import MASTER_ID, TopicRouteData
 
-log = logging.getLogger("rocketstore.client")
+log = logging.getLogger(__name__)
 
 _instance_numbers = itertools.count()
 

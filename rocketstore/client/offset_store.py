@@ -28,7 +28,7 @@ from rocketstore.client.errors import MQBrokerError
 from rocketstore.client.message import MessageQueue
 from rocketstore.common.atomic_file import write_atomically
 
-log = logging.getLogger("rocketstore.client")
+log = logging.getLogger(__name__)
 
 
 class ReadOffsetType(enum.Enum):

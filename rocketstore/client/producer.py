@@ -20,8 +20,8 @@ import enum
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from rocketstore.client.config import ProducerConfig
 from rocketstore.client.errors import MQBrokerError, MQClientError
@@ -48,7 +48,12 @@ from rocketstore.common.send_header import V2_NAME
 from rocketstore.remoting import RemotingCommand, RemotingConnection, ResponseCode
 from rocketstore.remoting.errors import RemotingConnectError, RemotingError
 
-log = logging.getLogger("rocketstore.client")
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from rocketstore.client.options import ProducerOptions
+
+log = logging.getLogger(__name__)
 
 #: Broker answers after which a synchronous send tries another broker (DefaultMQProducer).
 RETRY_RESPONSE_CODES = frozenset(int(code) for code in {
@@ -73,7 +78,7 @@ class CommunicationMode(enum.Enum):
     ONEWAY = "ONEWAY"
 
 
-def _make_config(config: ProducerConfig | None, producer_group: str | None, options: dict[str, Any]) -> ProducerConfig:
+def _make_config(config: ProducerConfig | None, producer_group: str | None, options: Mapping[str, Any]) -> ProducerConfig:
     if config is not None and options:
         return config.replace(**options)
     base = config or ProducerConfig(**options)
@@ -95,7 +100,7 @@ class AsyncProducer:
     """
 
     def __init__(self, producer_group: str | None = None, *, config: ProducerConfig | None = None,
-                 **options: Any) -> None:
+                 **options: Unpack[ProducerOptions]) -> None:
         self.config = _make_config(config, producer_group, options)
         self.group = self.config.producer_group
         self._default_queue_nums = str(self.config.default_topic_queue_nums)
@@ -397,8 +402,8 @@ class Producer(BlockingClient[AsyncProducer]):
     not_running_text = "the producer is not running: call start() first"
 
     def __init__(self, producer_group: str | None = None, *, config: ProducerConfig | None = None,
-                 **options: Any) -> None:
-        core = self._make_core(producer_group, config, options)
+                 **options: Unpack[ProducerOptions]) -> None:
+        core = self._make_core(producer_group, config, dict(options))
         super().__init__(core, f"rocketstore-producer-{core.config.producer_group}")
         self.config = core.config
         self._callbacks: concurrent.futures.ThreadPoolExecutor | None = None

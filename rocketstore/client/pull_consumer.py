@@ -17,8 +17,8 @@ import asyncio
 import concurrent.futures
 import logging
 import time
-from collections.abc import AsyncIterator, Iterable, Iterator
-from typing import Any
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 from rocketstore.client.allocate import AllocateMessageQueueStrategy
 from rocketstore.client.config import PullConsumerConfig
@@ -38,12 +38,17 @@ from rocketstore.client.route import subscribe_info_from_route
 from rocketstore.client.subscription import Selector, SubscriptionData
 from rocketstore.common.consume import ConsumeType
 
-log = logging.getLogger("rocketstore.client")
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from rocketstore.client.options import PullConsumerOptions
+
+log = logging.getLogger(__name__)
 
 _FLOW_CONTROL_DELAY = 0.05
 
 
-def _make_config(config: PullConsumerConfig | None, group: str | None, options: dict[str, Any]) -> PullConsumerConfig:
+def _make_config(config: PullConsumerConfig | None, group: str | None, options: Mapping[str, Any]) -> PullConsumerConfig:
     base = config.replace(**options) if config is not None and options else (config or PullConsumerConfig(**options))
     return base.replace(consumer_group=group) if group is not None else base
 
@@ -64,7 +69,7 @@ class AsyncPullConsumer(BaseConsumer):
     consume_type = ConsumeType.CONSUME_ACTIVELY
 
     def __init__(self, consumer_group: str | None = None, *, config: PullConsumerConfig | None = None,
-                 allocate_strategy: AllocateMessageQueueStrategy | None = None, **options: Any) -> None:
+                 allocate_strategy: AllocateMessageQueueStrategy | None = None, **options: Unpack[PullConsumerOptions]) -> None:
         super().__init__(_make_config(config, consumer_group, options), allocate_strategy)
         self.config: PullConsumerConfig
         self._assigned: set[MessageQueue] | None = None
@@ -390,7 +395,7 @@ class PullConsumer(BlockingClient[AsyncPullConsumer]):
     shutdown_timeout = 60.0
 
     def __init__(self, consumer_group: str | None = None, *, config: PullConsumerConfig | None = None,
-                 allocate_strategy: AllocateMessageQueueStrategy | None = None, **options: Any) -> None:
+                 allocate_strategy: AllocateMessageQueueStrategy | None = None, **options: Unpack[PullConsumerOptions]) -> None:
         core = AsyncPullConsumer(consumer_group, config=config, allocate_strategy=allocate_strategy,
                                  **options)
         super().__init__(core, f"rocketstore-pull-consumer-{core.config.consumer_group}")

@@ -16,7 +16,8 @@ import asyncio
 import concurrent.futures
 import logging
 import time
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from rocketstore.client.allocate import AllocateMessageQueueStrategy
 from rocketstore.client.config import (
@@ -44,14 +45,19 @@ from rocketstore.client.offset_store import ReadOffsetType
 from rocketstore.client.process_queue import ProcessQueue
 from rocketstore.client.subscription import Selector
 
-log = logging.getLogger("rocketstore.client")
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from rocketstore.client.options import PushConsumerOptions
+
+log = logging.getLogger(__name__)
 
 #: Pause of a queue under flow control (PULL_TIME_DELAY_MILLS_WHEN_FLOW_CONTROL).
 _FLOW_CONTROL_DELAY = 0.05
 _FLOW_CONTROL_LOG_EVERY = 1000
 
 
-def _make_config(config: PushConsumerConfig | None, group: str | None, options: dict[str, Any]) -> PushConsumerConfig:
+def _make_config(config: PushConsumerConfig | None, group: str | None, options: Mapping[str, Any]) -> PushConsumerConfig:
     base = config.replace(**options) if config is not None and options else (config or PushConsumerConfig(**options))
     return base.replace(consumer_group=group) if group is not None else base
 
@@ -71,7 +77,7 @@ class AsyncPushConsumer(BaseConsumer):
     """
 
     def __init__(self, consumer_group: str | None = None, *, config: PushConsumerConfig | None = None,
-                 allocate_strategy: AllocateMessageQueueStrategy | None = None, **options: Any) -> None:
+                 allocate_strategy: AllocateMessageQueueStrategy | None = None, **options: Unpack[PushConsumerOptions]) -> None:
         super().__init__(_make_config(config, consumer_group, options), allocate_strategy)
         self.config: PushConsumerConfig
         self._listener: Listener | None = None
@@ -303,7 +309,7 @@ class PushConsumer(BlockingClient[AsyncPushConsumer]):
     shutdown_timeout = 60.0
 
     def __init__(self, consumer_group: str | None = None, *, config: PushConsumerConfig | None = None,
-                 allocate_strategy: AllocateMessageQueueStrategy | None = None, **options: Any) -> None:
+                 allocate_strategy: AllocateMessageQueueStrategy | None = None, **options: Unpack[PushConsumerOptions]) -> None:
         core = AsyncPushConsumer(consumer_group, config=config, allocate_strategy=allocate_strategy,
                                  **options)
         super().__init__(core, f"rocketstore-consumer-{core.config.consumer_group}")

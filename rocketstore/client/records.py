@@ -39,7 +39,7 @@ _I64 = struct.Struct(">q")
 _I16 = struct.Struct(">h")
 
 
-log = logging.getLogger("rocketstore.client")
+log = logging.getLogger(__name__)
 
 
 class CorruptMessageError(ValueError):

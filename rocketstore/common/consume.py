@@ -3,6 +3,7 @@ the client sets them and the broker reads them from a heartbeat (by name or by o
 from __future__ import annotations
 
 import enum
+from typing import Literal
 
 
 class MessageModel(str, enum.Enum):
@@ -11,6 +12,10 @@ class MessageModel(str, enum.Enum):
 
     BROADCASTING = "BROADCASTING"
     CLUSTERING = "CLUSTERING"
+
+
+#: MessageModel's values, as a type checker sees a string given for one
+MessageModelName = Literal["BROADCASTING", "CLUSTERING"]
 
 
 class ConsumeType(str, enum.Enum):
@@ -28,6 +33,10 @@ class ConsumeFromWhere(str, enum.Enum):
     CONSUME_FROM_FIRST_OFFSET = "CONSUME_FROM_FIRST_OFFSET"
     CONSUME_FROM_TIMESTAMP = "CONSUME_FROM_TIMESTAMP"
 
+
+#: ConsumeFromWhere's values, as a type checker sees a string given for one
+ConsumeFromWhereName = Literal["CONSUME_FROM_LAST_OFFSET", "CONSUME_FROM_FIRST_OFFSET",
+                               "CONSUME_FROM_TIMESTAMP"]
 
 #: Every ConsumeFromWhere name a client may send, deprecated ones included, by Java's ordinal.
 CONSUME_FROM_WHERE_NAMES = (

@@ -1,13 +1,12 @@
 """``rocketstore controller``: a standalone controller in the foreground until SIGTERM/SIGINT."""
 from __future__ import annotations
 
-import argparse
 import asyncio
-import logging
 import signal
-import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
+
+import click
 
 from rocketstore.controller.config import ControllerConfig
 from rocketstore.controller.processor import ControllerProcessor
@@ -15,6 +14,11 @@ from rocketstore.controller.replicas import ReplicasInfo
 from rocketstore.remoting import RemotingServer
 from rocketstore.remoting.config import RemotingServerConfig
 from rocketstore.remoting.eventloop import run
+from rocketstore.remoting.server_command import (
+    log_level_option,
+    run_server_command,
+    use_server_logging,
+)
 
 if TYPE_CHECKING:
     from rocketstore.controller.raft import RaftDecisions
@@ -74,29 +78,38 @@ async def serve(config: ControllerConfig) -> None:
     print("The Controller shut down.", flush=True)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="rocketstore controller",
-                                     description="Run a controller (RocketMQ 5's controller "
-                                                 "mode) in the foreground.")
-    parser.add_argument("-c", "--config-file", help="controller.properties (camelCase keys)")
-    parser.add_argument("--listen-port", type=int, help="port (default 9878; 0: a free one)")
-    parser.add_argument("--log-level", default="INFO")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    overrides = {} if args.listen_port is None else {"listen_port": args.listen_port}
+@click.command("controller", context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("-c", "--config-file", type=click.Path(dir_okay=False),
+              help="controller.properties (RocketMQ's camelCase keys).")
+@click.option("--listen-port", type=click.IntRange(0, 65535), default=None,
+              help="Port to listen on (default 9878; 0 picks a free one).")
+@log_level_option
+@click.pass_context
+def controller_command(ctx: click.Context, config_file: str | None, listen_port: int | None,
+                       log_level: str | None) -> None:
+    """Run a standalone controller (RocketMQ 5's controller mode) in the foreground until
+    SIGTERM or Ctrl-C.
+
+    Prints "The Controller boot success. listening on HOST:PORT" once it serves.
+    """
+    use_server_logging(ctx, log_level)
+    overrides = {} if listen_port is None else {"listen_port": listen_port}
     try:
-        config = ControllerConfig.from_properties(args.config_file, **overrides) \
-            if args.config_file else ControllerConfig(**overrides)
+        config = ControllerConfig.from_properties(config_file, **overrides) \
+            if config_file else ControllerConfig(**overrides)
     except (OSError, ValueError) as exc:
-        print(f"controller: {exc}", file=sys.stderr)
-        return 2
+        click.echo(f"controller: {exc}", err=True)
+        ctx.exit(2)
     try:
         run(serve(config))
     except (ValueError, ImportError) as exc:    # bad peers, pysyncobj missing
-        print(f"controller: {exc}", file=sys.stderr)
-        return 2
+        click.echo(f"controller: {exc}", err=True)
+        ctx.exit(2)
     except OSError as exc:
-        print(f"controller: {exc}", file=sys.stderr)
-        return 1
-    return 0
+        click.echo(f"controller: {exc}", err=True)
+        ctx.exit(1)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``python -m rocketstore.controller``: the exit status."""
+    return run_server_command(controller_command, argv, "python -m rocketstore.controller")

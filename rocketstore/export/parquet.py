@@ -42,7 +42,7 @@ pq = import_optional("pyarrow.parquet", extra="arrow", purpose="Parquet exports"
 if TYPE_CHECKING:
     from rocketstore.store import MessageStore
 
-log = logging.getLogger("rocketstore.export")
+log = logging.getLogger(__name__)
 
 MANIFEST = "_rocketstore_export.json"
 FORMAT = "rocketstore-parquet-export/1"

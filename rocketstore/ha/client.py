@@ -24,7 +24,7 @@ from rocketstore.ha.protocol import (
 )
 from rocketstore.store import MessageStore
 
-log = logging.getLogger("rocketstore.ha")
+log = logging.getLogger(__name__)
 
 CONNECT_TIMEOUT_S = 3.0
 MIN_BACKOFF_S = 0.2

@@ -26,7 +26,7 @@ from rocketstore.store import MessageStore
 if TYPE_CHECKING:
     from rocketstore.ha.sync_state import SyncStateSet
 
-log = logging.getLogger("rocketstore.ha")
+log = logging.getLogger(__name__)
 
 #: how often an idle connection looks for new CommitLog bytes when no arrival woke it (RocketMQ
 #: WriteSocketService waits 100 ms)

@@ -22,7 +22,7 @@ from rocketstore.common.java_properties import (
 from rocketstore.remoting.config import RemotingServerConfig
 from rocketstore.remoting.metrics import check_exporter_type
 
-log = logging.getLogger("rocketstore.namesrv")
+log = logging.getLogger(__name__)
 
 
 def _home_path(*parts: str) -> str:

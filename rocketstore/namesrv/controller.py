@@ -16,7 +16,7 @@ from rocketstore.namesrv.route_info import RouteInfoManager, wall_clock_ms
 from rocketstore.remoting import RemotingServer
 from rocketstore.remoting.metrics import LoopSnapshotCollector, PrometheusExporter
 
-log = logging.getLogger("rocketstore.namesrv")
+log = logging.getLogger(__name__)
 
 
 class NamesrvController:

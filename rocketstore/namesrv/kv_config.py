@@ -44,7 +44,7 @@ from rocketstore.remoting import (
 )
 from rocketstore.remoting.headers import require_str
 
-log = logging.getLogger("rocketstore.namesrv")
+log = logging.getLogger(__name__)
 
 #: The namespace of ``updateOrderConf``: topic -> "brokerName:queueNums;..."
 ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"

@@ -30,7 +30,7 @@ from rocketstore.remoting.route_bodies import (
     encode_route_json,
 )
 
-log = logging.getLogger("rocketstore.namesrv")
+log = logging.getLogger(__name__)
 
 
 @dataclass

@@ -23,7 +23,7 @@ from rocketstore.remoting.route_bodies import (
     RegisterBrokerResult,
 )
 
-log = logging.getLogger("rocketstore.namesrv")
+log = logging.getLogger(__name__)
 
 #: RocketMQ's BROKER_CHANNEL_EXPIRED_TIME: two minutes without a registration.
 BROKER_CHANNEL_EXPIRED_TIME_MS = 120_000

@@ -18,7 +18,7 @@ from rocketstore.remoting.connection import (
 )
 from rocketstore.remoting.errors import RemotingConnectError, RemotingTimeoutError
 
-log = logging.getLogger("rocketstore.remoting")
+log = logging.getLogger(__name__)
 
 #: ``callback(response, error)``: exactly one of them is None.
 InvokeCallback = Callable[[RemotingCommand | None, BaseException | None], None]

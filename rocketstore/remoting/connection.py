@@ -43,7 +43,7 @@ from rocketstore.remoting.errors import (
 from rocketstore.remoting.headers import HeaderFieldError
 from rocketstore.remoting.response_table import ResponseTable
 
-log = logging.getLogger("rocketstore.remoting")
+log = logging.getLogger(__name__)
 
 HandlerResult = RemotingCommand | None | Awaitable[RemotingCommand | None]
 #: A request processor: ``async def handler(ctx, request) -> RemotingCommand | None``. A plain

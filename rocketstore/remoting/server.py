@@ -17,7 +17,7 @@ from rocketstore.remoting.connection import (
     RequestHandler,
 )
 
-log = logging.getLogger("rocketstore.remoting")
+log = logging.getLogger(__name__)
 
 
 class RemotingServer:

@@ -55,7 +55,7 @@ except ImportError:  # pragma: no cover - planning without Spark
 if TYPE_CHECKING:
     from rocketstore.store import MessageStore
 
-log = logging.getLogger("rocketstore.spark")
+log = logging.getLogger(__name__)
 
 _STORE_TS = "store_timestamp"
 

@@ -72,7 +72,7 @@ from rocketstore.spark.options import (
 from rocketstore.spark.plan import Partition, QueuePartition, plan_batch, read_partition
 from rocketstore.store import commit_group_offsets, consumer_offset_path, group_offsets
 
-log = logging.getLogger("rocketstore.spark")
+log = logging.getLogger(__name__)
 
 NAME = "rocketstore"
 
@@ -183,6 +183,7 @@ class RocketstoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
             options.path, commit_log_file_size=options.commit_log_file_size,
             consume_queue_file_size=options.consume_queue_file_size)
         self._target: dict[str, int] | None = None    # availableNow: the offsets to stop at
+        self._committed: dict[str, int] | None = None  # what commitToGroup last wrote
 
     # ---- offsets ---------------------------------------------------------------------------
     def _queues(self) -> dict[str, tuple[int, int]]:
@@ -238,6 +239,12 @@ class RocketstoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
             ends[k] = e
         if isinstance(limit, ReadMaxRows):
             ends = _apply_max_rows(start, ends, queues, limit.max_rows)
+        if all(e == int(start.get(k, 0)) for k, e in ends.items()):
+            # Nothing new: Spark plans no batch, so it would not commit the last one (it
+            # commits batch n-1 while planning batch n). Spark asks between batches, so
+            # everything before ``start`` is processed: commit it now, which is what lets an
+            # availableNow query (and an idle one) leave its group at its end.
+            self.commit({k: int(v) for k, v in start.items()})
         return _sorted(ends)
 
     def reportLatestOffset(self) -> dict[str, int] | None:
@@ -265,9 +272,12 @@ class RocketstoreStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNo
         return read_partition(partition)
 
     def commit(self, end: dict[str, int]) -> None:
+        """Spark has processed everything before ``end``: with ``commitToGroup``, the group's
+        offsets become ``end`` (written only when they change)."""
         group = self.options.commit_to_group
-        if group is not None and end:
+        if group is not None and end and end != self._committed:
             commit_group_offsets(self.location.root, group, end)
+            self._committed = dict(end)
 
     def stop(self) -> None:
         pass

@@ -16,7 +16,7 @@ RECOVERY_MARGIN_MS = 3000
 # A stored time this far past the clock is damage, not a clock that was ahead.
 _FUTURE_MARGIN_MS = 24 * 3600 * 1000
 
-log = logging.getLogger("rocketstore.store")
+log = logging.getLogger(__name__)
 
 
 class StoreCheckpoint:

@@ -65,7 +65,7 @@ __all__ = [
     "schema",
 ]
 
-log = logging.getLogger("rocketstore.store")
+log = logging.getLogger(__name__)
 
 DEFAULT_BATCH_BYTES = 64 << 20
 PARALLEL_CHUNK_BYTES = 8 << 20      # read_range(threads > 1): the unit of work per thread

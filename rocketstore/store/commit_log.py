@@ -44,7 +44,7 @@ from rocketstore.store.services.prefault import CommitLogPrefaultService
 from rocketstore.store.services.service_thread import ServiceThread
 from rocketstore.store.transient_store_pool import TransientStorePool
 
-log = logging.getLogger("rocketstore.store")
+log = logging.getLogger(__name__)
 
 
 

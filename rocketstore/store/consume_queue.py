@@ -19,7 +19,7 @@ from rocketstore.store.layout import (
 )
 from rocketstore.store.mapped_file_queue import MappedFileQueue
 
-log = logging.getLogger("rocketstore.store")
+log = logging.getLogger(__name__)
 
 UNIT_SIZE = CONSUME_QUEUE_UNIT_SIZE
 UNIT_DTYPE = np.dtype([("offset", ">i8"), ("size", ">i4"), ("tags_code", ">i8")])

@@ -16,7 +16,7 @@ from rocketstore.common.text import is_ascii_int
 from rocketstore.store.consume_queue import ConsumeQueue
 from rocketstore.store.layout import CONSUME_QUEUE_DIR
 
-log = logging.getLogger("rocketstore.store")
+log = logging.getLogger(__name__)
 
 
 class ConsumeQueueTable:

@@ -22,7 +22,7 @@ from typing import Any
 
 from rocketstore.common.atomic_file import write_atomically
 
-log = logging.getLogger("rocketstore.store")
+log = logging.getLogger(__name__)
 
 DAMAGE_FILE = "damagedRanges.json"
 

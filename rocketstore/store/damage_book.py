@@ -13,7 +13,7 @@ from rocketstore.store.damage import DAMAGE_FILE, DamagedRange, DamageFile
 from rocketstore.store.index_service import IndexService
 from rocketstore.store.recovery import RecoveryReport, gap_explained
 
-log = logging.getLogger("rocketstore.store")
+log = logging.getLogger(__name__)
 
 
 class DamageBook:

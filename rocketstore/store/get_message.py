@@ -16,7 +16,7 @@ from rocketstore.store.subscription import parse_subscription
 
 MAX_FILTER_MESSAGE_COUNT = 16000
 
-log = logging.getLogger("rocketstore.store")
+log = logging.getLogger(__name__)
 
 
 def _physical_memory() -> int:

@@ -49,7 +49,7 @@ from rocketstore.store.mapped_file_queue import remove_creating_leftovers
 
 __all__ = ["IndexBatch", "IndexFileCorruptError", "IndexHole", "IndexService", "index_file_name"]
 
-log = logging.getLogger("rocketstore.store")
+log = logging.getLogger(__name__)
 
 #: Store timestamps are kept in whole seconds in an item: an item's time is up to 999 ms
 #: before the record's. query() widens its window by this much; verify() checks exactly.

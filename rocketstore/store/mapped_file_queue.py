@@ -22,7 +22,7 @@ from rocketstore.store.layout import (
     segment_name,
 )
 
-log = logging.getLogger("rocketstore.store")
+log = logging.getLogger(__name__)
 
 #: How the flush services make bytes durable: sync(file, start, end) returns once bytes
 #: [start, end) of that file (positions in the file) are durable, and raises when they could

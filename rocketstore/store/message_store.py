@@ -61,7 +61,7 @@ from rocketstore.store.transient_store_pool import TransientStorePool
 if TYPE_CHECKING:
     from rocketstore._native.put_path import PutLock
 
-log = logging.getLogger("rocketstore.store")
+log = logging.getLogger(__name__)
 
 _open_stores: weakref.WeakSet[MessageStore] = weakref.WeakSet()
 

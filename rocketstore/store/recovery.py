@@ -35,7 +35,7 @@ from rocketstore.store.damage import DamagedRange
 from rocketstore.store.index_service import IndexService
 from rocketstore.store.services.reput import ReputMessageService
 
-log = logging.getLogger("rocketstore.store")
+log = logging.getLogger(__name__)
 
 # progress(bytes_done, bytes_total) while the CommitLog is scanned
 Progress = Callable[[int, int], None]

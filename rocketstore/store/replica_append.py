@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from rocketstore._native.mapped_file import MappedFile
     from rocketstore.store.commit_log import CommitLog
 
-log = logging.getLogger("rocketstore.store")
+log = logging.getLogger(__name__)
 
 _HEAD = struct.Struct(">iI")     # TOTALSIZE, MAGICCODE
 

@@ -41,7 +41,7 @@ from rocketstore.store.damage import DamagedRange
 from rocketstore.store.layout import COMMITLOG_DIR, CONFIG_DIR, segment_name
 from rocketstore.store.message_store import MessageStore
 
-log = logging.getLogger("rocketstore.store")
+log = logging.getLogger(__name__)
 
 # progress(bytes_done, bytes_total)
 Progress = Callable[[int, int], None]

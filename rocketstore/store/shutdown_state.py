@@ -11,7 +11,7 @@ import os
 from rocketstore.common.atomic_file import write_atomically
 from rocketstore.common.text import QUOTE_LIMIT, is_ascii_int, quote
 
-log = logging.getLogger("rocketstore.store")
+log = logging.getLogger(__name__)
 
 QUEUE_OFFSETS_FILE = "queueOffsets.json"
 

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     )
     from rocketstore.store.services.reput import ReputMessageService
 
-log = logging.getLogger("rocketstore.store")
+log = logging.getLogger(__name__)
 
 
 class StoreMaintenance:

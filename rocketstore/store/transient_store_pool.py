@@ -10,7 +10,7 @@ import threading
 
 from rocketstore._native.mapped_file import MappedFile
 
-log = logging.getLogger("rocketstore.store")
+log = logging.getLogger(__name__)
 
 
 class TransientStorePool:

@@ -37,7 +37,7 @@ from rocketstore.store.message_store import MessageStore
 from rocketstore.store.shutdown_state import QUEUE_OFFSETS_FILE, check_shutdown_state
 from rocketstore.store.store_lock import lock_holder
 
-log = logging.getLogger("rocketstore.store")
+log = logging.getLogger(__name__)
 
 MAX_LISTED = 20          # problems named per kind (the rest are counted)
 ITEM_DTYPE = np.dtype([("hash", ">i4"), ("phy", ">i8"), ("diff", ">i4"), ("prev", ">i4")])
@@ -342,8 +342,11 @@ def _check_other_files(store: MessageStore, report: VerifyReport) -> None:
 
 
 def verify(path: str | os.PathLike[str], config: StoreConfig | None = None, *,
-           check_crc: bool = True) -> VerifyReport:
-    """Check every record, unit, index item and file of the store at path (read-only)."""
+           check_crc: bool = True,
+           progress: Callable[[int, int], None] | None = None) -> VerifyReport:
+    """Check every record, unit, index item and file of the store at path (read-only).
+    progress(done, total) follows the CommitLog scan (bytes, called per segment file), the
+    longest part."""
     with MessageStore.open(path, config, read_only=True) as store:
         report = VerifyReport(store.root)
         writer, _pid = lock_holder(store.paths.lock)
@@ -360,6 +363,7 @@ def verify(path: str | os.PathLike[str], config: StoreConfig | None = None, *,
         check = _QueueCheck(store, report)
         if files:
             found = store.commit_log.scan_files(0, check_crc=check_crc, on_batch=check,
+                                                progress=progress,
                                                 search_last_file=not writer, tags_codes=True,
                                                 known_end=store.clean_end)
             report.records = found.records

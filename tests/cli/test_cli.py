@@ -286,6 +286,12 @@ def test_progress_bars_on_request_or_on_a_terminal_only(tmp_path: Path) -> None:
     assert shown.exit_code == 0 and "dumping" in shown.stderr
     assert len(out.read_text(encoding="utf-8").splitlines()) == 300
 
+    quiet = run("verify", tmp_path / "shown")
+    assert quiet.exit_code == 0 and quiet.stderr == "", quiet.stderr
+    shown = run("verify", tmp_path / "shown", "--progress")
+    assert shown.exit_code == 0 and "verifying" in shown.stderr, shown.stderr
+    assert "result         OK" in shown.stdout
+
 
 def test_output_goes_to_stdout_without_click_get_binary_stream(
         rocketmq_store: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -541,8 +541,8 @@ def test_streaming_exactly_once_across_restarts(spark, tmp_path):
     """A processing-time query while a producer writes, stopped and restarted from its
     checkpoint (twice: processing-time again, then availableNow after the producer
     stopped): the sink, read through _spark_metadata, holds exactly the produced set; the
-    offsets committed to the group (commit(end) lags Spark's checkpoint by one batch) are
-    visible through the store's offset export and consumerOffset.json."""
+    offsets committed to the group (the last batch's end once the query has nothing more
+    to read) are visible through the store's offset export and consumerOffset.json."""
     root, out, chk = tmp_path / "store", tmp_path / "out", tmp_path / "chk"
     store = MessageStore.open(root, _config(root))
     try:
@@ -578,21 +578,21 @@ def test_streaming_exactly_once_across_restarts(spark, tmp_path):
             per_queue.setdefault((r.topic, r.queue_id), []).append(r.queue_offset)
         for (topic, qid), offs in per_queue.items():
             assert sorted(offs) == list(range(store.get_max_offset_in_queue(topic, qid)))
-        # the group's offsets, through the store API and consumerOffset.json. commit(end)
-        # lags one batch: the group holds the end of the batch before the last one ...
+        # the group's offsets, through the store API and consumerOffset.json: the end of the
+        # last batch once the availableNow query is done (Spark itself commits batch n-1 only
+        # while planning batch n; the source commits the last one when no batch follows)
         maxes = {f"{t}:{q}": store.get_max_offset_in_queue(t, q)
                  for t in ("s1", "s2") for q in store.queues(t)}
         batches = sorted(int(p.name) for p in (chk / "offsets").iterdir() if p.name.isdigit())
         assert _checkpoint_offsets(chk, batches[-1]) == maxes
-        assert store_offsets.group_offsets(root, "sparkgrp") == \
-            _checkpoint_offsets(chk, batches[-2])
-        # ... and reaches the end once a later batch is planned (Spark commits batch n-1
-        # when it constructs batch n): one more message, one more run
+        assert store_offsets.group_offsets(root, "sparkgrp") == maxes
+        # one more message, one more run: the group follows to the new end
         store.put_message(Message("s2", b"m-last"), 0)
         assert store.wait_dispatched(30)
         q4 = _stream(spark, root, out, chk, {"availableNow": True}, **opts)
         q4.awaitTermination(120)
         assert q4.exception() is None
+        maxes["s2:0"] += 1
         assert store_offsets.export_offsets(store)["groups"]["sparkgrp"] == maxes
         raw = json.loads(Path(store_offsets.consumer_offset_path(root)).read_text())
         assert raw["offsetTable"]["s1@sparkgrp"] == {"0": maxes["s1:0"], "1": maxes["s1:1"]}
@@ -621,8 +621,8 @@ def test_streaming_available_now_and_group_start(spark, tmp_path):
     batches = sorted(int(p.name) for p in (tmp_path / "chk1" / "offsets").iterdir()
                      if p.name.isdigit())
     assert _checkpoint_offsets(tmp_path / "chk1", batches[-1]) == {"s1:0": 150, "s1:1": 150}
-    committed = store_offsets.group_offsets(root, "g")     # lags one batch
-    assert committed == _checkpoint_offsets(tmp_path / "chk1", batches[-2])
+    committed = store_offsets.group_offsets(root, "g")     # the last batch's end
+    assert committed == _checkpoint_offsets(tmp_path / "chk1", batches[-1])
     with MessageStore.open(root, _config(root)) as store:
         for i in range(50):
             store.put_message(Message("s1", f"b-{i}".encode()), i % 2)

@@ -63,7 +63,7 @@ if TYPE_CHECKING:
     from rocketstore.broker.topic_config import TopicConfigManager
     from rocketstore.store import MessageStore
 
-log = logging.getLogger("rocketstore.broker")
+log = logging.getLogger(__name__)
 
 def message_queue_key(topic: str, broker_name: str, queue_id: int) -> tuple[tuple[str, object], ...]:
     """A MessageQueue as a map key: fastjson writes it as the object itself."""

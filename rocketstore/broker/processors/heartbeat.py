@@ -45,7 +45,7 @@ from rocketstore.remoting import (
 from rocketstore.remoting.headers import get_str, require_str
 from rocketstore.store import parse_subscription
 
-log = logging.getLogger("rocketstore.broker")
+log = logging.getLogger(__name__)
 
 
 class BodyError(ValueError):

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from rocketstore.broker.topic_config import TopicConfigManager
     from rocketstore.store import MessageStore
 
-log = logging.getLogger("rocketstore.broker")
+log = logging.getLogger(__name__)
 
 
 class MaintenanceProcessor:

@@ -43,7 +43,7 @@ from rocketstore.remoting import (
 )
 from rocketstore.store import MessageStore, parse_subscription
 
-log = logging.getLogger("rocketstore.broker")
+log = logging.getLogger(__name__)
 
 #: The longest a pull is held (clients ask 15-20 s; a connection idle for 120 s is closed).
 MAX_SUSPEND_MS = 120_000

@@ -38,7 +38,7 @@ from rocketstore.remoting import (
     decode_header,
 )
 
-log = logging.getLogger("rocketstore.broker")
+log = logging.getLogger(__name__)
 
 
 @dataclass

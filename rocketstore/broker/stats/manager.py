@@ -45,7 +45,7 @@ from rocketstore.broker.stats.items import (
     StatsItemSet,
 )
 
-log = logging.getLogger("rocketstore.broker.stats")
+log = logging.getLogger(__name__)
 
 TOPIC_PUT_NUMS = "TOPIC_PUT_NUMS"
 TOPIC_PUT_SIZE = "TOPIC_PUT_SIZE"

@@ -17,7 +17,7 @@ from rocketstore.store.layout import COMMIT_LOG_ALLOCATION_CHUNK
 from rocketstore.store.services.service_thread import ServiceThread
 from rocketstore.store.transient_store_pool import TransientStorePool
 
-log = logging.getLogger("rocketstore.store")
+log = logging.getLogger(__name__)
 
 WAIT_TIMEOUT_S = 5.0        # RocketMQ waits 5 s for a requested file
 

@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from rocketstore.store.consume_queue_table import ConsumeQueueTable
     from rocketstore.store.index_service import IndexService
 
-log = logging.getLogger("rocketstore.store")
+log = logging.getLogger(__name__)
 
 DELETE_FILES_BATCH_MAX = 10         # MappedFileQueue.DELETE_FILES_BATCH_MAX
 MAX_MANUAL_DELETE_FILE_TIMES = 20   # CleanCommitLogService.MAX_MANUAL_DELETE_FILE_TIMES

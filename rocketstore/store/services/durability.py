@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable
 
-log = logging.getLogger("rocketstore.store")
+log = logging.getLogger(__name__)
 
 #: callback(durable): True when the offset is durable, False on timeout or shutdown.
 DurableCallback = Callable[[bool], None]

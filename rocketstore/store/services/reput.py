@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from rocketstore.store.consume_queue_table import ConsumeQueueTable
     from rocketstore.store.index_service import IndexService
 
-log = logging.getLogger("rocketstore.store")
+log = logging.getLogger(__name__)
 
 Dispatcher = Callable[[DispatchBatch], None]
 # listener(topic, queue_id, next_queue_offset): new messages are visible in that queue

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 
-log = logging.getLogger("rocketstore.store")
+log = logging.getLogger(__name__)
 
 
 class ServiceThread:

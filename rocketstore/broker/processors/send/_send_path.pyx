@@ -86,7 +86,7 @@ cdef str _NUL_IN_PROPERTIES = "the message properties contain NUL (a torn record
 #: MESSAGE_ILLEGAL's remark for a message whose properties hold NUL.
 NUL_IN_PROPERTIES = _NUL_IN_PROPERTIES
 
-log = logging.getLogger("rocketstore.broker")
+log = logging.getLogger(__name__)
 
 cdef str _K_MSG_ID = "msgId"
 cdef str _K_QUEUE_ID = "queueId"

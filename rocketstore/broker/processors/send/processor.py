@@ -48,7 +48,7 @@ from rocketstore.remoting import (
     create_response,
 )
 
-log = logging.getLogger("rocketstore.broker")
+log = logging.getLogger(__name__)
 
 #: PutMessageStatus -> (response code, remark) as RocketMQ's handlePutMessageResult.
 _PUT_STATUS_RESPONSES: dict[int, tuple[int, str | None]] = {
