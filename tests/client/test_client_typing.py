@@ -105,7 +105,11 @@ def test_mypy_catches_a_misspelt_option_and_a_bad_name(tmp_path: Path) -> None:
     pytest.importorskip("mypy", reason="mypy (in the test extras) is not installed")
     snippet = tmp_path / "snippet.py"
     snippet.write_text(SNIPPET, encoding="utf-8")
-    env = dict(os.environ, MYPYPATH=str(PACKAGE_ROOT))
+    # a checkout built in place is found through MYPYPATH; an installed package (py.typed) is
+    # found by mypy itself, which refuses site-packages in MYPYPATH
+    env = dict(os.environ)
+    if PACKAGE_ROOT.name != "site-packages":
+        env["MYPYPATH"] = str(PACKAGE_ROOT)
     result = subprocess.run(
         [sys.executable, "-m", "mypy", "--follow-imports=silent", "--no-error-summary",
          "--cache-dir", str(tmp_path / "mypy-cache"), "--python-version", "3.11", str(snippet)],

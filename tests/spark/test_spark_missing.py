@@ -164,9 +164,19 @@ def test_default_partitioning_follows_the_parallelism(spark, store):
 def test_spark_ingest_exits_non_zero_on_a_refused_path(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "rocketstore", "spark-ingest",
                            "hdfs://nn:8020/store", str(tmp_path / "out")],
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=120,
+                          # not the checkout: its rocketstore/ may be an unbuilt source tree
+                          cwd=str(tmp_path), env=_child_env())
     assert proc.returncode != 0
     assert "local or mounted path" in proc.stdout + proc.stderr
+
+
+def _child_env() -> dict[str, str]:
+    """The environment of a child Python importing the rocketstore this test imported."""
+    import rocketstore
+
+    root = str(Path(rocketstore.__file__).resolve().parents[1])
+    return dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p))
 
 
 _SCHEMA = StructType([StructField("topic", StringType()), StructField("body", BinaryType())])
