@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cluster import Server, _drain
 
 RMQ_JAVA_DIR = Path(os.environ.get(
     "ROCKETSTORE_RMQ_JAVA_DIR",
@@ -157,28 +158,14 @@ def mqadmin(home: Path, *args: object, timeout: float = 120) -> subprocess.Compl
 
 
 @dataclass
-class JavaServer:
+class JavaServer(Server):
     """A RocketMQ 4.9.8 name server or broker started by :func:`start_java_namesrv` or
-    :func:`start_java_broker`."""
+    :func:`start_java_broker`: a :class:`cluster.Server` with its ``user.home``."""
 
-    name: str
-    proc: subprocess.Popen[str]
-    address: str
-    home: Path
-    output: list[str] = field(default_factory=list)
+    home: Path = field(default_factory=Path)
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 30.0) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-        return self.proc.returncode
-
-    def kill(self) -> None:
-        self.stop(signal.SIGKILL)
+        return super().stop(sig, timeout)        # a JVM takes longer to stop than our servers
 
     @property
     def log_text(self) -> str:
@@ -189,13 +176,6 @@ class JavaServer:
             with contextlib.suppress(OSError):
                 text += (logs / name).read_text(errors="replace")
         return text
-
-
-def _drain(proc: subprocess.Popen[str], output: list[str]) -> None:
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        if len(output) < 20_000:
-            output.append(line)
 
 
 def _start_java(name: str, args: list[str], boot: re.Pattern[str], address: str, home: Path,
@@ -210,9 +190,9 @@ def _start_java(name: str, args: list[str], boot: re.Pattern[str], address: str,
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and proc.poll() is None:
         if any(boot.search(line) for line in list(output)):
-            return JavaServer(name, proc, address, home, output)
+            return JavaServer(name, proc, address, output, home=home)
         time.sleep(0.1)
-    server = JavaServer(name, proc, address, home, output)
+    server = JavaServer(name, proc, address, output, home=home)
     server.kill()
     raise AssertionError(f"RocketMQ 4.9.8 {name} did not start:\n{server.log_text[-5000:]}")
 
