@@ -11,6 +11,7 @@ import broker_helpers
 import orjson
 import pytest
 from broker_helpers import cluster, pull_fields, send_fields
+from rocketmq_runtime_keys import JAVA_RUNTIME_KEYS
 
 from rocketstore.broker import runtime_info
 from rocketstore.broker.stats import (
@@ -196,22 +197,6 @@ def test_runtime_formulas(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
     assert runtime_info.runtime_text(90_061_000) == "[ 1 days, 1 hours, 1 minutes, 1 seconds ]"
 
 
-#: GET_BROKER_RUNTIME_INFO's keys on RocketMQ 4.9.8 (a broker without a transient store pool
-#: and with no delayed messages), read from its broker; plus commitLogDiskRatio_<each path>
-JAVA_RUNTIME_KEYS = frozenset("""
-EndTransactionQueueSize EndTransactionThreadPoolQueueCapacity bootTimestamp brokerVersion
-brokerVersionDesc commitLogDirCapacity commitLogDiskRatio commitLogMaxOffset commitLogMinOffset
-consumeQueueDiskRatio dispatchBehindBytes dispatchMaxBuffer earliestMessageTimeStamp getFoundTps
-getMessageEntireTimeMax getMissTps getTotalTps getTransferedTps msgGetTotalTodayMorning
-msgGetTotalTodayNow msgGetTotalYesterdayMorning msgPutTotalTodayMorning msgPutTotalTodayNow
-msgPutTotalYesterdayMorning pageCacheLockTimeMills pullThreadPoolQueueCapacity
-pullThreadPoolQueueHeadWaitTimeMills pullThreadPoolQueueSize putLatency99 putLatency999
-putMessageAverageSize putMessageDistributeTime putMessageEntireTimeMax putMessageFailedTimes
-putMessageSizeTotal putMessageTimesTotal putTps queryThreadPoolQueueCapacity
-queryThreadPoolQueueHeadWaitTimeMills queryThreadPoolQueueSize remainHowManyDataToFlush
-remainTransientStoreBufferNumbs runtime sendThreadPoolQueueCapacity
-sendThreadPoolQueueHeadWaitTimeMills sendThreadPoolQueueSize startAcceptSendRequestTimeStamp
-""".split())
 
 
 def test_stats_codes_over_the_wire(arun, tmp_path) -> None:

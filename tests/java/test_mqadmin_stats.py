@@ -9,23 +9,7 @@ import time
 from pathlib import Path
 
 from java_env import JavaPrograms, mqadmin
-
-#: GET_BROKER_RUNTIME_INFO's keys on RocketMQ 4.9.8 (read from its broker, which has no
-#: transient store pool and no delayed messages here), commitLogDiskRatio_<path> aside
-JAVA_RUNTIME_KEYS = frozenset("""
-EndTransactionQueueSize EndTransactionThreadPoolQueueCapacity bootTimestamp brokerVersion
-brokerVersionDesc commitLogDirCapacity commitLogDiskRatio commitLogMaxOffset commitLogMinOffset
-consumeQueueDiskRatio dispatchBehindBytes dispatchMaxBuffer earliestMessageTimeStamp getFoundTps
-getMessageEntireTimeMax getMissTps getTotalTps getTransferedTps msgGetTotalTodayMorning
-msgGetTotalTodayNow msgGetTotalYesterdayMorning msgPutTotalTodayMorning msgPutTotalTodayNow
-msgPutTotalYesterdayMorning pageCacheLockTimeMills pullThreadPoolQueueCapacity
-pullThreadPoolQueueHeadWaitTimeMills pullThreadPoolQueueSize putLatency99 putLatency999
-putMessageAverageSize putMessageDistributeTime putMessageEntireTimeMax putMessageFailedTimes
-putMessageSizeTotal putMessageTimesTotal putTps queryThreadPoolQueueCapacity
-queryThreadPoolQueueHeadWaitTimeMills queryThreadPoolQueueSize remainHowManyDataToFlush
-remainTransientStoreBufferNumbs runtime sendThreadPoolQueueCapacity
-sendThreadPoolQueueHeadWaitTimeMills sendThreadPoolQueueSize startAcceptSendRequestTimeStamp
-""".split())
+from rocketmq_runtime_keys import JAVA_RUNTIME_KEYS
 
 TOPIC, GROUP, COUNT = "StatsTopic", "stats_group", 30
 

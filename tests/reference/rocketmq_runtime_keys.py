@@ -1,0 +1,19 @@
+"""What RocketMQ 4.9.8's own broker answers GET_BROKER_RUNTIME_INFO with: the reference the
+broker tests and the mqadmin tests compare rocketstore's runtime info against."""
+
+#: GET_BROKER_RUNTIME_INFO's keys on RocketMQ 4.9.8 (a broker without a transient store pool
+#: and with no delayed messages), read from its broker; plus commitLogDiskRatio_<each path>
+JAVA_RUNTIME_KEYS = frozenset("""
+EndTransactionQueueSize EndTransactionThreadPoolQueueCapacity bootTimestamp brokerVersion
+brokerVersionDesc commitLogDirCapacity commitLogDiskRatio commitLogMaxOffset commitLogMinOffset
+consumeQueueDiskRatio dispatchBehindBytes dispatchMaxBuffer earliestMessageTimeStamp getFoundTps
+getMessageEntireTimeMax getMissTps getTotalTps getTransferedTps msgGetTotalTodayMorning
+msgGetTotalTodayNow msgGetTotalYesterdayMorning msgPutTotalTodayMorning msgPutTotalTodayNow
+msgPutTotalYesterdayMorning pageCacheLockTimeMills pullThreadPoolQueueCapacity
+pullThreadPoolQueueHeadWaitTimeMills pullThreadPoolQueueSize putLatency99 putLatency999
+putMessageAverageSize putMessageDistributeTime putMessageEntireTimeMax putMessageFailedTimes
+putMessageSizeTotal putMessageTimesTotal putTps queryThreadPoolQueueCapacity
+queryThreadPoolQueueHeadWaitTimeMills queryThreadPoolQueueSize remainHowManyDataToFlush
+remainTransientStoreBufferNumbs runtime sendThreadPoolQueueCapacity
+sendThreadPoolQueueHeadWaitTimeMills sendThreadPoolQueueSize startAcceptSendRequestTimeStamp
+""".split())
