@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import queue
 import random
 import re
 import shutil
@@ -136,6 +137,65 @@ class JavaPrograms:
         env = java_env(self.home, EXTRA_CP=str(self.classes), JAVA_OPT_EXT=opts)
         return subprocess.Popen([str(RMQ_JAVA), "run", main, *map(str, args)], stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, env=env)
+
+
+class MqadminSession:
+    """RocketMQ 4.9.8's mqadmin, command after command in one JVM (``programs/MqadminSession.java``):
+    what each command prints, as a JVM of its own would print it, without a JVM start each."""
+
+    _MARKER = b"\x00mqadmin "
+
+    def __init__(self, programs: JavaPrograms, home: Path, cwd: Path) -> None:
+        self._argv = [str(RMQ_JAVA), "run", "MqadminSession"]
+        self._env = java_env(home, EXTRA_CP=str(programs.classes), JAVA_OPT_EXT="-Djava.security.manager=allow")
+        self._cwd = cwd
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._answers: queue.Queue[tuple[str, str] | None] = queue.Queue()
+
+    def _start(self) -> subprocess.Popen[bytes]:
+        proc = subprocess.Popen(self._argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL, env=self._env, cwd=self._cwd)
+        threading.Thread(target=self._read_answers, args=(proc, self._answers), daemon=True).start()
+        return proc
+
+    def _read_answers(self, proc: subprocess.Popen[bytes], answers: queue.Queue[tuple[str, str] | None]) -> None:
+        assert proc.stdout is not None
+        parts: list[str] = []
+        for line in iter(proc.stdout.readline, b""):
+            if not line.startswith(self._MARKER):
+                continue                                   # a line of the JVM's own
+            parts.append(proc.stdout.read(int(line[len(self._MARKER):])).decode("utf-8", "replace"))
+            if len(parts) == 2:
+                answers.put((parts[0], parts[1]))
+                parts = []
+        answers.put(None)
+
+    def run(self, *args: object, timeout: float = 60) -> tuple[str, str]:
+        """One command's stdout and stderr."""
+        line = "\t".join(map(str, args))
+        assert "\n" not in line, args
+        if self._proc is None or self._proc.poll() is not None:
+            self._answers = queue.Queue()
+            self._proc = self._start()
+        assert self._proc.stdin is not None
+        self._proc.stdin.write(line.encode() + b"\n")
+        self._proc.stdin.flush()
+        try:
+            answer = self._answers.get(timeout=timeout)
+        except queue.Empty:
+            self.close()
+            raise AssertionError(f"mqadmin {line!r} gave no answer in {timeout} s") from None
+        if answer is None:
+            code = self._proc.wait(timeout=30)
+            raise AssertionError(f"the mqadmin session exited {code} during {line!r}")
+        return answer
+
+    def close(self) -> None:
+        if self._proc is not None:
+            with contextlib.suppress(OSError):
+                self._proc.kill()
+            self._proc.wait(timeout=30)
+            self._proc = None
 
 
 def compile_programs(out: Path) -> Path:

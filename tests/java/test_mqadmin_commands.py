@@ -5,8 +5,8 @@ whole module; the cases run in order (later ones use what earlier ones made)."""
 
 from __future__ import annotations
 
+import contextlib
 import re
-import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from java_env import RMQ_JAVA, free_low_port, java_env, mqadmin, require_java
+from java_env import JavaPrograms, MqadminSession, free_low_port, require_java
 
 _CLIENT_TESTS = str(Path(__file__).resolve().parents[1] / "client")
 if _CLIENT_TESTS not in sys.path:
@@ -33,6 +33,7 @@ class AdminEnv:
     cluster: Cluster
     root: Path
     broker: str
+    mqadmin: MqadminSession
     #: what earlier cases found (a message id, its queue)
     state: dict[str, str] = field(default_factory=dict)
 
@@ -41,16 +42,16 @@ class AdminEnv:
         return self.cluster.namesrv_addr
 
     def run(self, *args: str) -> str:
-        # in root: consumerStatus writes each member's running info under the working directory
-        result = subprocess.run([str(RMQ_JAVA), "mqadmin", *args, "-n", self.namesrv], capture_output=True,
-                                text=True, timeout=60, env=java_env(self.root / "home"), cwd=self.root)
-        return result.stdout + "\n--stderr--\n" + result.stderr
+        stdout, stderr = self.mqadmin.run(*args, "-n", self.namesrv)
+        return stdout + "\n--stderr--\n" + stderr
 
 
 @pytest.fixture(scope="module")
-def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AdminEnv]:
+def env(tmp_path_factory: pytest.TempPathFactory, java_programs: JavaPrograms) -> Iterator[AdminEnv]:
     require_java()
     root = tmp_path_factory.mktemp("mqadmin")
+    # in root: consumerStatus writes each member's running info under the working directory
+    session = MqadminSession(java_programs, root / "home", cwd=root)
     (root / "rocketstore").mkdir()
     cluster = Cluster(root / "rocketstore")
     conf = root / "namesrv.properties"
@@ -72,8 +73,9 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AdminEnv]:
         consumer.subscribe("AdminWarm", "*")
         consumer.register_message_listener(lambda messages: ConsumeStatus.SUCCESS)
         consumer.start()
-        yield AdminEnv(cluster, root, f"127.0.0.1:{port}", {"warm_id": sent.offset_msg_id})
+        yield AdminEnv(cluster, root, f"127.0.0.1:{port}", session, {"warm_id": sent.offset_msg_id})
     finally:
+        session.close()
         for client in (consumer, producer):
             if client is not None:
                 client.shutdown()
@@ -265,7 +267,8 @@ def _properties_shown(text: str) -> dict[str, str]:
     return dict(re.findall(r"^(\w+)\s+=  (.*)$", text, re.M))
 
 
-def test_mqadmin_answers_as_against_java_servers(env: AdminEnv, tmp_path: Path) -> None:
+def test_mqadmin_answers_as_against_java_servers(env: AdminEnv, tmp_path: Path, java_programs: JavaPrograms
+                                                 ) -> None:
     """The same commands against RocketMQ 4.9.8's own name server and broker: the same output
     (numbers aside), and getBrokerConfig shows every key of Java's that rocketstore has."""
     from java_env import java_servers
@@ -274,12 +277,13 @@ def test_mqadmin_answers_as_against_java_servers(env: AdminEnv, tmp_path: Path) 
     from rocketstore.broker.live_config import FIXED_BROKER_PROPERTIES
     from rocketstore.config import PROPERTY_KEYS
 
-    with java_servers(tmp_path) as (java_namesrv, java_broker):
+    java_mqadmin = MqadminSession(java_programs, tmp_path / "home", cwd=tmp_path)
+    with java_servers(tmp_path) as (java_namesrv, java_broker), contextlib.closing(java_mqadmin):
         def both_ways(*args: str) -> tuple[str, str]:
-            java = mqadmin(tmp_path / "home", *[a.format(broker=java_broker.address, cluster="JavaCluster")
-                                                for a in args], "-n", java_namesrv.address, timeout=60)
+            stdout, stderr = java_mqadmin.run(*[a.format(broker=java_broker.address, cluster="JavaCluster")
+                                                for a in args], "-n", java_namesrv.address)
             ours = env.run(*[a.format(broker=env.broker, cluster="TestCluster") for a in args])
-            return java.stdout + "\n--stderr--\n" + java.stderr, ours
+            return stdout + "\n--stderr--\n" + stderr, ours
 
         java, ours = both_ways("getBrokerConfig", "-b", "{broker}")
         java_keys, our_keys = _properties_shown(java), _properties_shown(ours)
