@@ -157,7 +157,7 @@ class ReplicasManager:
                      self.replica_id, info["masterAddress"], master_ha, self.master_epoch)
             return store, "SLAVE", master_ha
         except BaseException:
-            if store.is_running():
+            if store.is_running:
                 await loop.run_in_executor(None, store.shutdown)
             raise
 
