@@ -314,7 +314,7 @@ class HAService:
         sync_state = self.sync_state_set
         if sync_state is None:
             return self.max_ack_offset()
-        slave_ids = [i for i in sync_state.members if i != sync_state.master_id]
+        slave_ids = [i for i in sync_state.waited_for() if i != sync_state.master_id]
         if not slave_ids:
             return ALL_ACKNOWLEDGED
         acks = {c.state.address: c.state.ack_offset for c in self.connections}

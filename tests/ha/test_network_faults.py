@@ -207,7 +207,8 @@ def test_the_fault_proxy_does_what_it_says() -> None:
             assert await reader.readexactly(112) == frames[0]
             assert time.monotonic() - began >= 0.3
             await asyncio.sleep(0.2)
-            assert got_up == [] and proxy.up.dropped == 4
+            # (an empty read is the cut connection's end)
+            assert not b"".join(got_up) and proxy.up.dropped == 4
             writer.close()
         server.close()
     run(asyncio.wait_for(scenario(), 30))
@@ -414,6 +415,68 @@ def test_master_refuses_an_acknowledgement_of_bytes_it_never_sent(tmp_path: Path
             await service.stop()
     try:
         asyncio.run(asyncio.wait_for(scenario(), 30))
+    finally:
+        store.shutdown()
+
+
+def test_an_unanswered_sync_state_set_change_waits_for_both_sets(tmp_path: Path) -> None:
+    """A master asks the controller to add replica 3 and the answer is lost (the request may
+    have been applied): until the controller's word comes, SYNC_MASTER waits for replica 3
+    too, as RocketMQ 5's master does while synchronizing the set; otherwise it could
+    acknowledge a send replica 3 lacks while the controller, counting 3 in sync, may elect
+    it. A refusal drops the proposal; the controller's answer replaces both."""
+    import io
+    import json
+
+    from helpers import make_config
+
+    from rocketstore.broker.config import BrokerConfig
+    from rocketstore.broker.replicas_manager import ReplicasManager
+    from rocketstore.ha import SyncStateSet
+    from rocketstore.remoting import create_response
+
+    store = MessageStore.open(tmp_path / "m", make_config(tmp_path / "m"))
+    answers: list[object] = []
+
+    class Controller:
+        """The controller as the broker's RemotingClient sees it: the next scripted answer."""
+
+        async def invoke(self, address: str, request, timeout: float):  # noqa: ANN001, ANN202
+            answer = answers.pop(0)
+            if isinstance(answer, Exception):
+                raise answer
+            code, body = answer     # type: ignore[misc]
+            return create_response(request, code, "scripted", None, json.dumps(body).encode())
+
+    try:
+        service = HAService(store, port=0)
+        service.connections.update({FakeConnection("10.0.0.2:1", 5000),    # type: ignore[arg-type]
+                                    FakeConnection("10.0.0.3:1", 3000)})
+        sss = SyncStateSet(service, 1, members={1, 2}, epoch=4, master_epoch=1,
+                           epoch_start_offset=0, max_time_not_catchup_ms=3000)
+        replicas = [{"brokerId": 2, "haClientAddress": "10.0.0.2:1"},
+                    {"brokerId": 3, "haClientAddress": "10.0.0.3:1"}]
+        sss.update([1, 2], 4, replicas)
+        service.sync_state_set = sss
+        config = BrokerConfig.from_properties(io.StringIO(
+            "brokerId=1\nenableControllerMode=true\ncontrollerAddr=127.0.0.1:9\n"))
+        manager = ReplicasManager(config, Controller(), str(tmp_path / "m"))  # type: ignore[arg-type]
+        assert service.acknowledged_offset() == 5000
+
+        async def alter() -> None:
+            await manager._alter(sss, {1, 2, 3})
+        answers.append(asyncio.TimeoutError("the answer is lost"))
+        run(alter())
+        assert sss.members == {1, 2} and service.acknowledged_offset() == 3000
+        assert not service.is_acknowledged(4000)
+        answers.append((ResponseCode.CONTROLLER_FENCED_SYNC_STATE_SET_EPOCH, {}))
+        run(alter())
+        assert service.acknowledged_offset() == 5000
+        answers.append((ResponseCode.SUCCESS, {"syncStateSet": [1, 2, 3],
+                                               "syncStateSetEpoch": 5, "replicas": replicas}))
+        run(alter())
+        assert sss.members == {1, 2, 3} and sss.epoch == 5
+        assert service.acknowledged_offset() == 3000
     finally:
         store.shutdown()
 
