@@ -10,7 +10,11 @@ the proxy).
   (CommitLog.submitReplicaRequest, HAService.isSlaveOK, GroupTransferService: slaveTimeout);
 - a master cut off from the controller (one way) cannot acknowledge sends once the controller
   replaced it: two masters never acknowledge the same queue offsets;
-- fuzzed HA frames injected into a live connection, both directions, crash neither side.
+- fuzzed HA frames injected into a live connection, both directions, crash neither side;
+  in one process, mutated frame streams never put a foreign byte in a slave's CommitLog.
+
+In-process tests beside them: the proxy itself, isSlaveOK's boundary, a report past what was
+sent, an unanswered SyncStateSet change, ReplicasManager.settle stopped early.
 """
 
 from __future__ import annotations
@@ -35,12 +39,14 @@ from ha_servers import (
     free_port,
     ha_broker,
     replica,
+    run,
     send_many,
     ss,
     wait_for,
 )
 from test_controller_failover import sync_state
-from test_replication import assert_same, read_store, replicated
+from test_replication import assert_same, call, read_store, replicated
+from test_sync_master import runtime_info
 
 from rocketstore import MessageStore
 from rocketstore.ha import MAX_FRAME_BODY, HAService
@@ -54,10 +60,6 @@ pytestmark = pytest.mark.skipif(not ss.broker_available(),
 HA_TIMERS = {"haSendHeartbeatInterval": 500, "haHousekeepingInterval": 2000}
 SLAVE_TIMEOUT_MS = 1000
 OK = ResponseCode.SUCCESS
-
-
-def run(coro):  # noqa: ANN001, ANN201 - a test helper
-    return asyncio.run(coro)
 
 
 def send_request(body: bytes, queue_id: int, *, wait: bool = True):  # noqa: ANN201
@@ -272,17 +274,7 @@ def test_replication_resumes_at_the_right_offset_after_each_fault(tmp_path: Path
 # ---- SYNC_MASTER's statuses --------------------------------------------------------------------
 
 def runtime_table(address: str) -> dict[str, str]:
-    import json
-
-    async def go() -> dict[str, str]:
-        client = RemotingClient()
-        try:
-            response = await client.invoke(
-                address, create_request(RequestCode.GET_BROKER_RUNTIME_INFO), timeout=10)
-            return dict(json.loads(response.body)["table"])
-        finally:
-            await client.close()
-    return run(go())
+    return run(runtime_info(address))
 
 
 def test_sync_master_statuses_under_faults(tmp_path: Path) -> None:
@@ -678,7 +670,7 @@ def test_fuzzed_frames_both_ways_crash_neither_side(tmp_path: Path) -> None:
         stored += run(send_many(master.address, 40, first=10_000))
         assert master.running and slave.running
         check_replicated(tmp_path, stored)
-        response = run(_call(slave.address, ss.pull_request(TOPIC, 0, 0, "fuzz_cg")))
+        response = run(call(slave.address, ss.pull_request(TOPIC, 0, 0, "fuzz_cg")))
         assert response.code == OK and ss.record_bodies(response.body)
     master_log, slave_log = master.log(), slave.log()
     for expected in ("frame phyOffset -1", "frame bodySize -1", "frame bodySize 2147483647",
@@ -688,13 +680,6 @@ def test_fuzzed_frames_both_ways_crash_neither_side(tmp_path: Path) -> None:
                      "slave reported offset 1000000000000000, past the"):
         assert expected in master_log, expected
 
-
-async def _call(address: str, request):  # noqa: ANN001, ANN201
-    client = RemotingClient()
-    try:
-        return await client.invoke(address, request, timeout=10)
-    finally:
-        await client.close()
 
 
 def test_slave_frame_parser_under_mutated_streams(tmp_path: Path) -> None:
