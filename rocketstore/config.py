@@ -280,6 +280,9 @@ class StoreConfig:
     broker_role: BrokerRole | BrokerRoleName = _enum(BrokerRole.ASYNC_MASTER)
     flush_disk_type: FlushDiskType | FlushDiskTypeName = _enum(FlushDiskType.ASYNC_FLUSH)
     sync_flush_timeout: int = _int(1000 * 5)
+    #: how long SYNC_MASTER waits for a slave's acknowledgement (RocketMQ 4.9.8's
+    #: GroupTransferService deadline; FLUSH_SLAVE_TIMEOUT after it)
+    slave_timeout: int = _int(1000 * 3)
     message_delay_level: str = _str(
         "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h", check=_check_delay_levels
     )

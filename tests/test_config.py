@@ -69,6 +69,7 @@ ROCKETMQ_DEFAULTS: dict[str, Any] = {
     "broker_role": "ASYNC_MASTER",
     "flush_disk_type": "ASYNC_FLUSH",
     "sync_flush_timeout": 5000,
+    "slave_timeout": 3000,
     "message_delay_level": "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h",
     "flush_delay_offset_interval": 10000,
     "clean_file_forcibly_enable": True,
@@ -124,7 +125,7 @@ ROCKETMQ_KEYS = {
     "accessMessageInMemoryMaxRatio", "messageIndexEnable", "maxHashSlotNum", "maxIndexNum",
     "maxMsgsNumBatch", "messageIndexSafe", "haListenPort", "haSendHeartbeatInterval",
     "haHousekeepingInterval", "haTransferBatchSize", "haMasterAddress", "haSlaveFallbehindMax",
-    "brokerRole", "flushDiskType", "syncFlushTimeout", "messageDelayLevel",
+    "brokerRole", "flushDiskType", "syncFlushTimeout", "slaveTimeout", "messageDelayLevel",
     "flushDelayOffsetInterval", "cleanFileForciblyEnable", "warmMapedFileEnable",
     "offsetCheckInSlave", "debugLockEnable", "duplicationEnable", "diskFallRecorded",
     "osPageCacheBusyTimeOutMills", "defaultQueryMaxNum", "transientStorePoolEnable",
@@ -151,7 +152,7 @@ def test_every_field_has_a_default_checked() -> None:
 
 
 def test_keys_are_exactly_rocketmq_49_plus_ours() -> None:
-    assert len(ROCKETMQ_KEYS) == 76
+    assert len(ROCKETMQ_KEYS) == 77
     assert set(PROPERTY_KEYS.values()) == ROCKETMQ_KEYS | ROCKETSTORE_KEYS
     assert set(PROPERTY_KEYS) == {f.name for f in dataclasses.fields(StoreConfig)}
     assert len(set(PROPERTY_KEYS.values())) == len(PROPERTY_KEYS)

@@ -63,8 +63,8 @@ class MessageWriter:
         #: the master's HAService (the broker sets it once listening; None: no slave can
         #: connect, so SYNC_MASTER answers SLAVE_NOT_AVAILABLE)
         self.ha: HAService | None = None
-        #: RocketMQ 4.9 waits for the slave as long as for a flush (syncFlushTimeout)
-        self.slave_timeout_s = store.config.sync_flush_timeout / 1000
+        #: RocketMQ 4.9.8 waits slaveTimeout for the slave (CommitLog.submitReplicaRequest)
+        self.slave_timeout_s = store.config.slave_timeout / 1000
 
     def schedule_if_delayed(self, message: Message, queue_id: int) -> int:
         """Redirect a delayed message to SCHEDULE_TOPIC_XXXX (in place); returns the queue id

@@ -157,7 +157,7 @@ class ReplicasManager:
                      self.replica_id, info["masterAddress"], master_ha, self.master_epoch)
             return store, "SLAVE", master_ha
         except BaseException:
-            if store.is_running():
+            if store.is_running:
                 await loop.run_in_executor(None, store.shutdown)
             raise
 
@@ -234,6 +234,9 @@ class ReplicasManager:
     async def _alter(self, sss: SyncStateSet, proposed: set[int]) -> None:
         body = json.dumps({"syncStateSet": sorted(proposed),
                            "syncStateSetEpoch": sss.epoch}).encode()
+        # until the controller answers, sends wait for both sets' members (the request may
+        # be applied and its answer lost)
+        sss.proposed = set(proposed)
         try:
             response = await self._ask(RequestCode.CONTROLLER_ALTER_SYNC_STATE_SET, {
                 "brokerName": self.config.broker_name, "masterBrokerId": self.replica_id,
@@ -242,6 +245,7 @@ class ReplicasManager:
             log.warning("altering the SyncStateSet: %s", exc)
             return
         if response.code != ResponseCode.SUCCESS:
+            sss.proposed = set()
             log.warning("controller refuses SyncStateSet %s: %d %s", sorted(proposed),
                         response.code, response.remark)
             return

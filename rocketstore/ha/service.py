@@ -111,6 +111,13 @@ class HAConnection:
                     f"end of stream inside a report ({len(exc.partial)} of 8 bytes)"
             self._last_read = time.monotonic()
             offset = parse_report(data)
+            if self.state.request_offset >= 0:
+                # an acknowledgement of bytes never sent is not the slave's end (a stream out
+                # of step): counting it would answer SYNC_MASTER sends no replica has
+                sent = max(self.state.next_transfer_offset, self.state.request_offset)
+                if offset > sent:
+                    raise HAFrameError(f"slave reported offset {offset}, past the {sent} "
+                                       "sent to it")
             self.state.ack_offset = offset
             self.service.acknowledged()
             self._judge_lag(offset)
@@ -307,7 +314,7 @@ class HAService:
         sync_state = self.sync_state_set
         if sync_state is None:
             return self.max_ack_offset()
-        slave_ids = [i for i in sync_state.members if i != sync_state.master_id]
+        slave_ids = [i for i in sync_state.waited_for() if i != sync_state.master_id]
         if not slave_ids:
             return ALL_ACKNOWLEDGED
         acks = {c.state.address: c.state.ack_offset for c in self.connections}

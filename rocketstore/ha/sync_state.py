@@ -11,7 +11,8 @@ heartbeat).
 
 For SYNC_MASTER's ack rule: ``HAService.sync_state_set`` is this object when the broker runs
 in controller mode (None otherwise); :meth:`slave_addresses` are the HA connection addresses
-of the set's slaves, ``members`` their broker ids (the master's included).
+of the set's slaves, ``members`` their broker ids (the master's included), and
+:meth:`waited_for` who must acknowledge (``members`` and a proposed set not answered yet).
 """
 from __future__ import annotations
 
@@ -39,6 +40,15 @@ class SyncStateSet:
         self.addresses: dict[int, str] = {}
         self._last_caught_up: dict[int, float] = {}
         self._previous_end = service.store.get_max_phy_offset()
+        #: a set asked of the controller, its answer not come yet (RocketMQ 5's
+        #: isSynchronizingSyncStateSet): the controller may already count its members in
+        self.proposed: set[int] = set()
+
+    def waited_for(self) -> set[int]:
+        """The replicas SYNC_MASTER waits for: the set's, and while a change is unanswered
+        the proposed set's too, so that a replica the controller may elect never misses an
+        acknowledged message."""
+        return self.members | self.proposed
 
     def slave_addresses(self) -> set[str]:
         """HA connection addresses of the set's slaves now connected."""
@@ -51,6 +61,7 @@ class SyncStateSet:
         if epoch != self.epoch or set(members) != self.members:
             log.info("SyncStateSet now %s (epoch %d)", sorted(members), epoch)
         self.members, self.epoch = set(members), epoch
+        self.proposed = set()       # the controller's word decides
         self.addresses = {int(r["brokerId"]): str(r.get("haClientAddress") or "")
                           for r in replicas if int(r["brokerId"]) != self.master_id}
 

@@ -52,7 +52,8 @@ def ha_broker(root: Path, name: str, *, broker_id: int = 0, role: str = "ASYNC_M
 def commit_log_bytes(store_root: Path, start: int = 0) -> bytes:
     """The CommitLog of a store directory from start to the end of its last segment file."""
     out = bytearray()
-    for path in sorted((store_root / "commitlog").iterdir(), key=lambda p: p.name):
+    segments = [p for p in (store_root / "commitlog").iterdir() if p.name.isdigit()]
+    for path in sorted(segments, key=lambda p: p.name):    # not a segment being made
         base = int(path.name)
         data = path.read_bytes()
         if base + len(data) <= start:

@@ -1,5 +1,5 @@
 """SYNC_MASTER (subprocesses on 127.0.0.1): a send's SEND_OK comes once the slave has the record;
-a stalled slave gives FLUSH_SLAVE_TIMEOUT after syncFlushTimeout, no slave SLAVE_NOT_AVAILABLE
+a stalled slave gives FLUSH_SLAVE_TIMEOUT after slaveTimeout, no slave SLAVE_NOT_AVAILABLE
 (the message stored all the same, as RocketMQ 4.9.8); ASYNC_MASTER answers at once."""
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ def test_sync_master_answers_after_the_slave_has_the_record(tmp_path: Path) -> N
     with ss.running(namesrv):
         master, master_ha = ha_broker(tmp_path, "master", role="SYNC_MASTER",
                                       namesrv_addr=namesrv.address,
-                                      syncFlushTimeout=SYNC_FLUSH_TIMEOUT_MS)
+                                      slaveTimeout=SYNC_FLUSH_TIMEOUT_MS)
         slave, _ = ha_broker(tmp_path, "slave", broker_id=1, role="SLAVE",
                              haMasterAddress=f"127.0.0.1:{master_ha}")
         with ss.running(master, slave):
@@ -79,7 +79,7 @@ def test_sync_master_answers_after_the_slave_has_the_record(tmp_path: Path) -> N
                     slave_log = commit_log_bytes(tmp_path / "slave")
                     assert all(m.body in slave_log for m in batch)
 
-                    # a stalled slave: FLUSH_SLAVE_TIMEOUT after syncFlushTimeout, stored
+                    # a stalled slave: FLUSH_SLAVE_TIMEOUT after slaveTimeout, stored
                     os.kill(slave.pid, signal.SIGSTOP)
                     try:
                         began = time.monotonic()

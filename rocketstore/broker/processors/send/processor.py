@@ -198,7 +198,7 @@ class SendMessageProcessor:
 _NOT_CONFIRMED: dict[int, str] = {
     PutMessageStatus.FLUSH_DISK_TIMEOUT: "the message is stored, its flush to disk timed out",
     PutMessageStatus.FLUSH_SLAVE_TIMEOUT:
-        "the message is stored, no slave acknowledged it within syncFlushTimeout",
+        "the message is stored, no slave acknowledged it within slaveTimeout",
     PutMessageStatus.SLAVE_NOT_AVAILABLE:
         "the message is stored, no slave is connected or the best is more than "
         "haSlaveFallbehindMax behind",
