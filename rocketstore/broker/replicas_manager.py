@@ -234,6 +234,9 @@ class ReplicasManager:
     async def _alter(self, sss: SyncStateSet, proposed: set[int]) -> None:
         body = json.dumps({"syncStateSet": sorted(proposed),
                            "syncStateSetEpoch": sss.epoch}).encode()
+        # a replica joining counts for acknowledgements before the controller answers: the
+        # controller may elect it as soon as it has it in the set
+        sss.joining = proposed - sss.members
         try:
             response = await self._ask(RequestCode.CONTROLLER_ALTER_SYNC_STATE_SET, {
                 "brokerName": self.config.broker_name, "masterBrokerId": self.replica_id,
@@ -241,6 +244,8 @@ class ReplicasManager:
         except ControllerUnavailable as exc:
             log.warning("altering the SyncStateSet: %s", exc)
             return
+        finally:
+            sss.joining = set()
         if response.code != ResponseCode.SUCCESS:
             log.warning("controller refuses SyncStateSet %s: %d %s", sorted(proposed),
                         response.code, response.remark)

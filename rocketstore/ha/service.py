@@ -302,12 +302,13 @@ class HAService:
     def acknowledged_offset(self) -> int:
         """The CommitLog offset below which enough replicas have every byte for SYNC_MASTER to
         answer a send ending there: RocketMQ 4.9's rule, any one slave (push2SlaveMaxOffset);
-        in controller mode every slave of the SyncStateSet (the set decides who counts; a set
-        of the master alone acknowledges everything, as RocketMQ 5 with one in-sync replica)."""
+        in controller mode every slave of the SyncStateSet and every replica joining it (the
+        set decides who counts; a set of the master alone acknowledges everything, as
+        RocketMQ 5 with one in-sync replica)."""
         sync_state = self.sync_state_set
         if sync_state is None:
             return self.max_ack_offset()
-        slave_ids = [i for i in sync_state.members if i != sync_state.master_id]
+        slave_ids = sync_state.acknowledging()
         if not slave_ids:
             return ALL_ACKNOWLEDGED
         acks = {c.state.address: c.state.ack_offset for c in self.connections}

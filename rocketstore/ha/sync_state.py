@@ -11,7 +11,10 @@ heartbeat).
 
 For SYNC_MASTER's ack rule: ``HAService.sync_state_set`` is this object when the broker runs
 in controller mode (None otherwise); :meth:`slave_addresses` are the HA connection addresses
-of the set's slaves, ``members`` their broker ids (the master's included).
+of the set's slaves, ``members`` their broker ids (the master's included). While the master
+asks the controller to add replicas, ``joining`` holds them and they count for acknowledgements
+already (RocketMQ 5's synchronizing SyncStateSet): once the controller has a replica in the
+set it may elect it, so it must hold every message acknowledged from then on.
 """
 from __future__ import annotations
 
@@ -37,6 +40,8 @@ class SyncStateSet:
         self.max_time_not_catchup_s = max_time_not_catchup_ms / 1000
         #: broker id -> HA connection address, from the controller's replica list
         self.addresses: dict[int, str] = {}
+        #: replicas an alteration in flight adds (see :meth:`acknowledging`)
+        self.joining: set[int] = set()
         self._last_caught_up: dict[int, float] = {}
         self._previous_end = service.store.get_max_phy_offset()
 
@@ -45,6 +50,11 @@ class SyncStateSet:
         connected = {c.state.address for c in self.service.connections}
         return {a for i, a in self.addresses.items()
                 if i in self.members and i != self.master_id and a in connected}
+
+    def acknowledging(self) -> set[int]:
+        """The broker ids whose acknowledgement a SYNC_MASTER send needs: the set's slaves
+        and the replicas joining it."""
+        return (self.members | self.joining) - {self.master_id}
 
     def update(self, members: list[int], epoch: int, replicas: list[dict[str, Any]]) -> None:
         """The controller's answer: the current set, its epoch and the replicas."""
