@@ -14,12 +14,14 @@ import time
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from ha_servers import QUEUES, TOPIC, commit_log_bytes, ha_broker, ss, wait_for
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "broker"))
 from broker_helpers import rocketmq_usable  # noqa: E402
 from test_slave_reads import route_addrs  # noqa: E402
 
+from rocketstore.cli import main as cli_main
 from rocketstore.client import AsyncProducer, Message
 from rocketstore.client.message import SendStatus
 from rocketstore.remoting import RemotingClient, RequestCode, ResponseCode, create_request
@@ -110,6 +112,21 @@ def test_sync_master_answers_after_the_slave_has_the_record(tmp_path: Path) -> N
             assert master_info["haPush2SlaveMaxOffset"] == master_info["commitLogMaxOffset"]
             lags = [v for k, v in master_info.items() if k.startswith("haSlaveLagBytes_")]
             assert lags == ["0"]
+            lags_ms = [v for k, v in master_info.items() if k.startswith("haSlaveLagMs_")]
+            assert lags_ms == ["0"]
+            # rocketstore stat shows them beside the store (JSON and text)
+            shown = CliRunner().invoke(cli_main, ["stat", str(tmp_path / "master"), "--json",
+                                                  "-b", master.address])
+            assert shown.exit_code == 0, shown.output
+            replication = json.loads(shown.output)["replication"]
+            assert replication["role"] == "SYNC_MASTER"
+            [follower] = replication["slaves"]
+            assert (follower["lagBytes"], follower["lagMs"]) == (0, 0)
+            assert follower["ackOffset"] == int(master_info["commitLogMaxOffset"])
+            shown = CliRunner().invoke(cli_main, ["stat", str(tmp_path / "master"),
+                                                  "-b", master.address])
+            assert f"replication    broker {master.address}: SYNC_MASTER" in shown.output
+            assert ", lag 0 bytes, 0 ms" in shown.output
             slave_info = asyncio.run(runtime_info(slave.address))
             assert slave_info["brokerRole"] == "SLAVE"
             assert slave_info["haMasterAddress"] == f"127.0.0.1:{master_ha}"
