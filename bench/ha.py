@@ -22,8 +22,19 @@ a Java producer writes them (WAIT=true, ``--size`` byte bodies) one at a time, t
 the reply came (a synchronous producer), for ``--seconds``. Every reply must be SUCCESS.
 Throughput (sends/s) and the latency percentiles of the replies.
 
-    python bench/ha.py [--only replication|sends] [--mb 512] [--size 1024] [--repeat 3]
-                       [--producers 32] [--seconds 5] [--json ha.json]
+Failover (``--only failover``, or with the other parts by default): a name server with the
+controller in it and a 3-replica SYNC_MASTER group in controller mode (subprocesses), the
+project's producers sending all along; ``--kills`` times, once every replica is in the
+SyncStateSet, the master is SIGKILLed at a random moment and the clock runs until the first
+SEND_OK stored by the newly elected master (its port is in the offset msgId); the killed
+broker then restarts and rejoins. The heartbeat settings are the README's (controller mode):
+brokerHeartbeatInterval 500 ms, controllerHeartBeatTimeoutMills 2000 ms,
+scanNotActiveBrokerInterval 500 ms, the producers' pollNameServerInterval 500 ms (issue 27:
+median <= 5 s).
+
+    python bench/ha.py [--only replication|sends|failover] [--mb 512] [--size 1024]
+                       [--repeat 3] [--producers 32] [--seconds 5] [--kills 9]
+                       [--json ha.json]
 """
 from __future__ import annotations
 
@@ -56,6 +67,7 @@ from rocketstore.remoting.eventloop import loop_factory  # noqa: E402
 
 TARGET = 0.5
 SYNC_TARGET = 0.7
+
 BATCH = 32 * 1024
 
 
@@ -337,8 +349,10 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--dir", help="where the stores go (default: beside the repository)")
     parser.add_argument("--json", help="write the figures here")
-    parser.add_argument("--quick", action="store_true", help="--mb 64 --repeat 1 --seconds 3")
-    parser.add_argument("--only", choices=["replication", "sends"], help="one part only")
+    parser.add_argument("--quick", action="store_true", help="--mb 64 --repeat 1 --seconds 3 --kills 3")
+    parser.add_argument("--only", choices=["replication", "sends", "failover"],
+                        help="one part only")
+    parser.add_argument("--kills", type=int, default=9, help="failover: masters killed")
     parser.add_argument("--producers", type=int, default=32, help="synchronous producers")
     parser.add_argument("--seconds", type=float, default=5.0, help="each send window")
     parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
@@ -348,16 +362,19 @@ def main() -> None:
         (serve_raw if mode == "raw" else serve_ha)(root, int(segment), port_file)
         return
     if args.quick:
-        args.mb, args.repeat, args.seconds = 64, 1, 3.0
+        args.mb, args.repeat, args.seconds, args.kills = 64, 1, 3.0, 3
     segment = args.segment_mb << 20
     with TempDirs(args.dir) as dirs:
         info = machine_info(dirs.root)
         print_machine_info(info)
         figures: dict[str, object] = {"machine": info}
-        if args.only != "replication":
+        if args.only in (None, "sends"):
             figures["sends"] = measure_sends(args, dirs)
-        if args.only != "sends":
+        if args.only in (None, "replication"):
             figures.update(measure_replication(args, dirs, segment))
+        if args.only in (None, "failover"):
+            from _failover import measure_failover
+            figures["failover"] = measure_failover(args.kills, dirs)
         if args.json:
             write_json(args.json, figures)
 

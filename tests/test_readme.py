@@ -1,7 +1,7 @@
 """The README's examples run as written: every ``python`` and ``bash`` block, in the README's
 order, where the README leaves the reader (one scratch directory standing in for the
 reader's; the name server and broker started by the quick start's shell block, on free ports
-substituted for 9876 and 10911). A block marked ``<!-- readme-test: skip: REASON -->`` is not
+substituted for 9876 and 10911, as are the replica group's example ports). A block marked ``<!-- readme-test: skip: REASON -->`` is not
 run; blocks that need Spark (pyspark and Java) or RocketMQ's C++ client skip where those are
 absent. Blocks without a language are output or file listings, not code."""
 
@@ -103,6 +103,12 @@ def _missing(block: Block) -> str | None:
     return None
 
 
+#: the README's example ports besides the quick start's (9876, 10911): the replica group's name
+#: server and brokers (each broker also listens on its port - 2 and + 1)
+OTHER_NAMESRV_PORTS = ("9886",)
+OTHER_BROKER_PORTS = ("10921", "10931", "10941")
+
+
 @dataclass
 class Reader:
     """The reader's session: a directory, an environment, the servers' ports."""
@@ -111,9 +117,12 @@ class Reader:
     env: dict[str, str]
     namesrv_port: int
     broker_port: int
+    #: the README's other example ports -> free ones
+    other_ports: dict[str, int]
 
     def substitute(self, code: str) -> str:
-        return code.replace("9876", str(self.namesrv_port)).replace("10911", str(self.broker_port))
+        ports = {"9876": self.namesrv_port, "10911": self.broker_port, **self.other_ports}
+        return re.sub(r"\b(" + "|".join(ports) + r")\b", lambda m: str(ports[m.group(1)]), code)
 
     def run(self, block: Block, timeout: float = 240) -> subprocess.CompletedProcess[str]:
         code = self.substitute(block.code)
@@ -134,7 +143,9 @@ def reader(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Reader]:
     env = dict(os.environ, HOME=str(home), PATH=f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
                PYTHONPATH=os.pathsep.join([str(PACKAGE_ROOT), os.environ.get("PYTHONPATH", "")]))
     env.pop("NAMESRV_ADDR", None)
-    yield Reader(home, env, _port_with_neighbours((0,)), _port_with_neighbours((-2, 0, 1)))
+    others = {p: _port_with_neighbours((0,)) for p in OTHER_NAMESRV_PORTS}
+    others.update({p: _port_with_neighbours((-2, 0, 1)) for p in OTHER_BROKER_PORTS})
+    yield Reader(home, env, _port_with_neighbours((0,)), _port_with_neighbours((-2, 0, 1)), others)
 
 
 @pytest.fixture(scope="module")

@@ -145,7 +145,8 @@ class ReplicasManager:
                                                    remote_max)
                     if max_offset > point:
                         await loop.run_in_executor(None, store.shutdown)
-                        side = await loop.run_in_executor(None, truncate_commit_log, self.root, point)
+                        side = await loop.run_in_executor(None, truncate_commit_log, self.root, point,
+                                                          max_offset)
                         log.warning("controller: this broker's CommitLog parts from master %s's "
                                     "at %d (its end was %d): cut, the bytes kept in %s",
                                     info["masterAddress"], point, max_offset, side)

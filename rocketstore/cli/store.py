@@ -47,7 +47,7 @@ from rocketstore.cli.common import (
     size_text,
     write_messages,
 )
-from rocketstore.store import DamagedRange, all_group_offsets, index_files
+from rocketstore.store import DamagedRange, EpochFile, all_group_offsets, index_files
 
 log = logging.getLogger(__name__)
 
@@ -281,12 +281,16 @@ def _print_retention(rt: dict[str, Any], assumed: bool = False) -> None:
 @click.option("--json", "as_json", is_flag=True, help="One JSON document instead of a table.")
 @disk_usage_option
 @index_options
+@click.option("-b", "--broker-addr", help="Also the replication status of the broker serving "
+              "this store (host:port): role, epoch, SyncStateSet, each slave's acknowledged "
+              "offset and lag in bytes and ms.")
 def stat(path: Path, as_json: bool, disk_usage: float | None, hash_slots: int | None,
-         index_num: int | None) -> None:
+         index_num: int | None, broker_addr: str | None) -> None:
     """Summarise the store at PATH: topics and queues (min/max offsets, message counts), the
     CommitLog's offsets, dispatch lag, disk usage, the retention watermarks and what a
     cleanup run now would delete, file counts and sizes per kind, the checkpoint, and
-    whether the last shutdown was clean (abort file).
+    whether the last shutdown was clean (abort file), a replica's epochs
+    (epochFileCheckpoint) and, with --broker-addr, its broker's replication status.
 
     Opens the store read-only: safe while a writer has it open (it shows a snapshot).
     Exits with 1 when it finds damage (listed under "damage"; `rocketstore verify` checks
@@ -296,12 +300,80 @@ def stat(path: Path, as_json: bool, disk_usage: float | None, hash_slots: int | 
     with quiet_store_warnings(), open_store(location.root, config, read_only=True,
                                             disk_used_percent=disk_usage) as store:
         st = store.describe()
+    try:
+        st["epochs"] = [{"epoch": e, "startOffset": o} for e, o in EpochFile(location.root).entries]
+    except ValueError as exc:
+        st["epochs"] = str(exc)
+    if broker_addr:
+        st["replication"] = _replication(broker_addr)
     if as_json:
         echo_json(st)
     else:
         _print_stat(st, disk_assumed=disk_usage is not None)
+        _print_replication(st)
     if st["damage"]["damaged"]:
         raise fail(damage_summary(st["damage"]))
+
+
+def _replication(broker_addr: str) -> dict[str, Any]:
+    """The broker's GET_BROKER_RUNTIME_INFO (what ``admin brokerStatus`` prints), its
+    replication part."""
+    import asyncio
+
+    from rocketstore.common.fastjson import loads_object_keys
+    from rocketstore.ha import replication_status
+    from rocketstore.remoting import RemotingClient, RequestCode, ResponseCode, create_request
+    from rocketstore.remoting.errors import RemotingError
+
+    async def ask() -> dict[str, str]:
+        client = RemotingClient()
+        try:
+            response = await client.invoke(
+                broker_addr, create_request(RequestCode.GET_BROKER_RUNTIME_INFO, {}), timeout=5)
+        finally:
+            await client.close()
+        if response.code != ResponseCode.SUCCESS:
+            raise RemotingError(f"GET_BROKER_RUNTIME_INFO answered {response.code}: "
+                                f"{response.remark}")
+        table = loads_object_keys(response.body_bytes() or b"{}").get("table") or {}
+        return {str(k): str(v) for k, v in table.items()}
+
+    try:
+        table = asyncio.run(ask())
+    except (RemotingError, TimeoutError, OSError, ValueError) as exc:
+        raise fail(f"broker {broker_addr}: {describe_error(exc)}", exc) from None
+    return {"brokerAddr": broker_addr, **replication_status(table)}
+
+
+def _print_replication(st: dict[str, Any]) -> None:
+    echo = click.echo
+    epochs = st["epochs"]
+    if isinstance(epochs, str):
+        echo(f"epochs         unreadable: {epochs}")
+    elif epochs:
+        echo("epochs         " + ", ".join(f"{e['epoch']} from {e['startOffset']:,}"
+                                           for e in epochs))
+    rep = st.get("replication")
+    if rep is None:
+        return
+    line = f"replication    broker {rep['brokerAddr']}: {rep['role'] or 'role unknown'}"
+    if "masterEpoch" in rep:
+        line += (f" at epoch {rep['masterEpoch']}, SyncStateSet "
+                 f"{','.join(map(str, rep['syncStateSet']))} (epoch {rep['syncStateSetEpoch']})")
+    if "masterAddress" in rep:
+        line += (f", following {rep['masterAddress'] or '(no master yet)'}"
+                 f" ({'connected' if rep['masterConnected'] else 'not connected'}), "
+                 f"replica offset {rep['replicaOffset']:,}")
+    echo(line)
+
+    def known(value: int | None, unit: str) -> str:
+        return "unknown" if value is None else f"{value:,} {unit}"
+
+    for slave in rep.get("slaves", []):
+        ack = slave["ackOffset"]
+        echo(f"  slave {slave['address']}: acknowledged "
+             f"{'nothing yet' if ack is None or ack < 0 else f'{ack:,}'}, lag "
+             f"{known(slave['lagBytes'], 'bytes')}, {known(slave['lagMs'], 'ms')}")
 
 
 # ---- query, get, view ----------------------------------------------------------------------

@@ -16,7 +16,7 @@ from rocketstore.ha.protocol import (
     HAFrameError,
 )
 from rocketstore.ha.service import HAConnection, HAService
-from rocketstore.ha.status import ha_runtime_info
+from rocketstore.ha.status import ha_runtime_info, replication_status
 from rocketstore.ha.sync_state import SyncStateSet
 
 __all__ = [
@@ -28,5 +28,6 @@ __all__ = [
     "HAFrameError",
     "HAService",
     "ha_runtime_info",
+    "replication_status",
     "SyncStateSet",
 ]

@@ -290,12 +290,27 @@ class HAService:
 
     # ---- what it knows -----------------------------------------------------------------------
     def slaves(self) -> list[dict[str, Any]]:
-        """Each connected slave: address, acknowledged offset and lag in bytes."""
+        """Each connected slave: address, acknowledged offset and lag in bytes and in ms
+        (None before its first report, or when the store times are unknown)."""
         end = self.store.get_max_phy_offset()
         return [{"address": c.state.address, "ackOffset": c.state.ack_offset,
                  "lagBytes": max(0, end - c.state.ack_offset) if c.state.ack_offset >= 0
-                 else None}
+                 else None, "lagMs": self.lag_ms(c.state.ack_offset, end)}
                 for c in sorted(self.connections, key=lambda c: c.state.address)]
+
+    def lag_ms(self, ack_offset: int, end: int) -> int | None:
+        """How much older the first record a slave lacks is than the master's newest (0 when
+        it lacks nothing; None before its first report or when the times are unknown)."""
+        if ack_offset < 0:
+            return None
+        if ack_offset >= end:
+            return 0
+        store = self.store
+        newest = store.last_store_timestamp()
+        first_missing = store.store_timestamp_from(ack_offset)
+        if first_missing < 0:   # only the rest of the newest record is missing
+            return 0
+        return None if newest <= 0 else max(0, newest - first_missing)
 
     def max_ack_offset(self) -> int:
         """The highest offset a connected slave acknowledged (RocketMQ push2SlaveMaxOffset;
@@ -309,12 +324,13 @@ class HAService:
     def acknowledged_offset(self) -> int:
         """The CommitLog offset below which enough replicas have every byte for SYNC_MASTER to
         answer a send ending there: RocketMQ 4.9's rule, any one slave (push2SlaveMaxOffset);
-        in controller mode every slave of the SyncStateSet (the set decides who counts; a set
-        of the master alone acknowledges everything, as RocketMQ 5 with one in-sync replica)."""
+        in controller mode every slave of the SyncStateSet and every replica joining it (the
+        set decides who counts; a set of the master alone acknowledges everything, as
+        RocketMQ 5 with one in-sync replica)."""
         sync_state = self.sync_state_set
         if sync_state is None:
             return self.max_ack_offset()
-        slave_ids = [i for i in sync_state.waited_for() if i != sync_state.master_id]
+        slave_ids = sync_state.waited_for()
         if not slave_ids:
             return ALL_ACKNOWLEDGED
         acks = {c.state.address: c.state.ack_offset for c in self.connections}

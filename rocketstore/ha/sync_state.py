@@ -12,7 +12,8 @@ heartbeat).
 For SYNC_MASTER's ack rule: ``HAService.sync_state_set`` is this object when the broker runs
 in controller mode (None otherwise); :meth:`slave_addresses` are the HA connection addresses
 of the set's slaves, ``members`` their broker ids (the master's included), and
-:meth:`waited_for` who must acknowledge (``members`` and a proposed set not answered yet).
+:meth:`waited_for` the slaves that must acknowledge (``members`` and a proposed set not answered
+yet, so a replica joining counts already).
 """
 from __future__ import annotations
 
@@ -45,10 +46,10 @@ class SyncStateSet:
         self.proposed: set[int] = set()
 
     def waited_for(self) -> set[int]:
-        """The replicas SYNC_MASTER waits for: the set's, and while a change is unanswered
-        the proposed set's too, so that a replica the controller may elect never misses an
-        acknowledged message."""
-        return self.members | self.proposed
+        """The slaves SYNC_MASTER waits for: the set's, and while a change is unanswered
+        the proposed set's too (a replica joining counts already), so that a replica the
+        controller may elect never misses an acknowledged message."""
+        return (self.members | self.proposed) - {self.master_id}
 
     def slave_addresses(self) -> set[str]:
         """HA connection addresses of the set's slaves now connected."""

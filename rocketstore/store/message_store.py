@@ -36,6 +36,7 @@ from rocketstore.store.index_service import IndexService
 from rocketstore.store.layout import StorePaths, detect_geometry
 from rocketstore.store.mapped_file_queue import FlushFunction
 from rocketstore.store.reader import ColumnarReads
+from rocketstore.store.record_ranges import align_to_record
 from rocketstore.store.recovery import Progress, RecoveryReport, recover
 from rocketstore.store.services.allocate import AllocateMappedFileService
 from rocketstore.store.services.clean import (
@@ -491,6 +492,25 @@ class MessageStore(ColumnarReads, StoreMaintenance):
         if from_offset < 0:
             raise ValueError(f"from_offset must be >= 0, got {from_offset}")
         return self.commit_log.scan(from_offset, check_crc=check_crc, on_damage=on_damage)
+
+    def last_store_timestamp(self) -> int:
+        """Store time of the newest record (before the first append since the store opened:
+        the newest the checkpoint holds as flushed; 0 when unknown)."""
+        for mf in reversed(self.commit_log.queue.files[-2:]):
+            if mf.store_timestamp > 0:
+                return int(mf.store_timestamp)
+        return max(0, int(self.commit_log.checkpoint.physic_msg_timestamp))
+
+    def store_timestamp_from(self, commitlog_offset: int) -> int:
+        """Store time of the first record starting at or after commitlog_offset, which may
+        fall inside a record (a slave's acknowledged offset; RocketMQ's
+        pickupStoreTimestamp); -1 when no readable record starts there."""
+        at = align_to_record(self, max(0, commitlog_offset))
+        try:
+            msg = self.commit_log.look_message_by_offset(at)
+        except record.CorruptRecordError:
+            return -1
+        return -1 if msg is None else msg.store_timestamp
 
     def get_commitlog_data(self, offset: int) -> memoryview | None:
         """The readable CommitLog bytes from offset to the end of its segment, as a view that

@@ -21,13 +21,17 @@ log = logging.getLogger("rocketstore.store")
 SIDE_FILE_PREFIX = "commitlog.truncated."
 
 
-def truncate_commit_log(root: str | os.PathLike[str], offset: int) -> str | None:
+def truncate_commit_log(root: str | os.PathLike[str], offset: int, end: int) -> str | None:
     """Cut the CommitLog of the closed store at root at offset (a record boundary); returns
-    the side file holding the cut bytes (trailing zeros dropped), None when nothing lay past
-    offset. ValueError naming the offset when it is negative; StoreLockedError when the store
-    is open."""
-    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-        raise ValueError(f"offset must be an int >= 0, got {offset!r}")
+    the side file holding the cut bytes up to end (the store's max offset before the cut: a
+    record may end in zero bytes, so the data cannot tell), None when nothing lay between
+    offset and end. ValueError naming the offset or end when one is negative or end is below
+    offset; StoreLockedError when the store is open."""
+    for name, value in (("offset", offset), ("end", end)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"{name} must be an int >= 0, got {value!r}")
+    if end < offset:
+        raise ValueError(f"end {end} is below offset {offset}")
     paths = StorePaths.of(root)
     lock = StoreLock(paths.lock)
     lock.acquire()
@@ -52,7 +56,7 @@ def truncate_commit_log(root: str | os.PathLike[str], offset: int) -> str | None
             if not at:
                 os.remove(path)
             touched = True
-        data = bytes(cut).rstrip(b"\0")
+        data = bytes(cut[:end - offset])
         if not touched or not data:
             return None
         with open(side, "wb") as f:

@@ -5,6 +5,7 @@ running broker's CommitLog and stores."""
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 import sys
 import time
@@ -15,7 +16,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "system"))
 
 import system_servers as ss  # noqa: E402
 
-from rocketstore.remoting import RemotingClient, ResponseCode  # noqa: E402
+from rocketstore.remoting import (  # noqa: E402
+    RemotingClient,
+    RequestCode,
+    ResponseCode,
+    create_request,
+)
 
 SEGMENT = 256 * 1024
 TOPIC = "HaTopic"
@@ -132,3 +138,57 @@ def wait_taking_sends(address: str, first: int, timeout: float = 15) -> None:
             return False
         return True
     wait_for(sends, timeout, f"{address} taking sends", step=0.3)
+
+
+async def ask(address: str, code: int, fields: dict[str, str] | None = None,
+              body: bytes | None = None, timeout: float = 5) -> tuple[int, dict]:
+    """One request; the answer's code and JSON body ({} when it has none)."""
+    client = RemotingClient()
+    try:
+        response = await client.invoke(address, create_request(code, fields or {}, body),
+                                       timeout=timeout)
+    finally:
+        await client.close()
+    return response.code, json.loads(response.body_bytes() or b"{}")
+
+
+def sync_state(controller: str, group: str = "broker-ha") -> dict:
+    """The controller's view of a broker group (CONTROLLER_GET_SYNC_STATE_DATA)."""
+    code, body = run(ask(controller, RequestCode.CONTROLLER_GET_SYNC_STATE_DATA, body=b"[]"))
+    assert code == ResponseCode.SUCCESS
+    return body[group]
+
+
+def broker_max_offset(address: str) -> int:
+    """A running broker's CommitLog end (its GET_BROKER_EPOCH_CACHE answer)."""
+    code, body = run(ask(address, RequestCode.GET_BROKER_EPOCH_CACHE))
+    assert code == ResponseCode.SUCCESS
+    return int(body["maxOffset"])
+
+
+async def create_topic(address: str, topic: str = TOPIC, queues: int = QUEUES) -> None:
+    client = RemotingClient()
+    try:
+        await ss.create_topic(client, address, topic, queues)
+    finally:
+        await client.close()
+
+
+async def pull_all(address: str, queue_id: int, topic: str = TOPIC, group: str = "ha_test_cg",
+                   max_requests: int = 100_000) -> list[bytes]:
+    """Every body of a queue from offset 0, pulled (32 a request) until no more is found."""
+    client = RemotingClient()
+    bodies: list[bytes] = []
+    try:
+        offset = 0
+        for _ in range(max_requests):
+            response = await client.invoke(
+                address, ss.pull_request(topic, queue_id, offset, group), timeout=10)
+            if response.code != ResponseCode.SUCCESS:
+                break
+            got = ss.record_bodies(response.body)
+            bodies += got
+            offset = int(response.ext_fields.get("nextBeginOffset", offset + len(got)))
+    finally:
+        await client.close()
+    return bodies

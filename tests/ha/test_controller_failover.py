@@ -17,45 +17,24 @@ import pytest
 from click.testing import CliRunner
 from ha_servers import (
     TOPIC,
+    broker_max_offset,
     commit_log_bytes,
     controller_namesrv,
     free_port,
     replica,
     send_many,
     ss,
+    sync_state,
     wait_for,
     wait_taking_sends,
 )
 
 from rocketstore.cli import main as cli_main
 from rocketstore.client import AsyncProducer, Message, SendStatus
-from rocketstore.remoting import RemotingClient, RequestCode, ResponseCode, create_request
 from rocketstore.store import SIDE_FILE_PREFIX
 
 pytestmark = pytest.mark.skipif(not ss.broker_available(),
                                 reason="the broker (rocketstore.broker) is not in this checkout")
-
-
-async def _ask(address: str, code: int, fields: dict[str, str] | None = None,
-               body: bytes | None = None) -> tuple[int, dict]:
-    client = RemotingClient()
-    try:
-        response = await client.invoke(address, create_request(code, fields or {}, body), timeout=5)
-    finally:
-        await client.close()
-    return response.code, json.loads(response.body_bytes() or b"{}")
-
-
-def sync_state(namesrv: str) -> dict:
-    code, body = asyncio.run(_ask(namesrv, RequestCode.CONTROLLER_GET_SYNC_STATE_DATA, body=b"[]"))
-    assert code == ResponseCode.SUCCESS
-    return body["broker-ha"]
-
-
-def broker_max_offset(address: str) -> int:
-    code, body = asyncio.run(_ask(address, RequestCode.GET_BROKER_EPOCH_CACHE))
-    assert code == ResponseCode.SUCCESS
-    return int(body["maxOffset"])
 
 
 async def produce_through(namesrv: str, kill: asyncio.Event, killed_at: list[float],

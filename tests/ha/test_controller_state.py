@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import refcodec
 
 from rocketstore.config import StoreConfig
 from rocketstore.controller import ControllerError, ReplicasInfo
@@ -136,13 +137,40 @@ def test_truncate_commit_log_keeps_the_cut_bytes_and_recovery_trims_queues(tmp_p
         store.wait_dispatched()
         end = store.get_max_phy_offset()
     cut = offsets[300]
-    side = truncate_commit_log(root, cut)
+    with open(root / "commitlog" / f"{cut - cut % (64 * 1024):020d}", "rb") as f:
+        f.seek(cut % (64 * 1024))
+        first_cut = f.read(100)
+    side = truncate_commit_log(root, cut, end)
     assert side is not None and Path(side).name == f"{SIDE_FILE_PREFIX}{cut}"
     assert len(Path(side).read_bytes()) == end - cut
+    assert Path(side).read_bytes()[:100] == first_cut
     with MessageStore.open(root, config) as store:
         assert store.get_max_phy_offset() == cut
         assert store.get_max_offset_in_queue("T", 0) == 300
         assert store.append_message(Message("T", b"after"), 0).ok
         store.wait_dispatched()
         assert store.get_max_offset_in_queue("T", 0) == 301
-    assert truncate_commit_log(root, 10**9) is None
+    assert truncate_commit_log(root, 10**9, 10**9) is None
+    with pytest.raises(ValueError, match="end 5 is below offset 10"):
+        truncate_commit_log(root, 10, 5)
+
+
+def test_the_side_file_keeps_a_record_ending_in_zero_bytes(tmp_path: Path) -> None:
+    """A record without properties (another writer's: a RocketMQ master's, say) ends with its
+    properties length, two zero bytes: the side file holds the cut bytes up to the store's
+    end, whatever their last bytes."""
+    root = tmp_path / "store"
+    config = StoreConfig(store_path_root_dir=str(root), mapped_file_size_commit_log=64 * 1024,
+                         mapped_file_size_consume_queue=6000, broker_role="SLAVE")
+    common = {"topic": "T", "queueId": 0, "bornTimestamp": 1, "storeTimestamp": 2,
+              "bornHost": "127.0.0.1:1", "storeHost": "127.0.0.1:2"}
+    kept = refcodec.encode_record(queueOffset=0, commitLogOffset=0, body=b"kept",
+                                  properties="KEYS\x01k", **common)
+    cut = refcodec.encode_record(queueOffset=1, commitLogOffset=len(kept), body=b"cut",
+                                 **common)
+    assert cut.endswith(b"\0\0")
+    with MessageStore.open(root, config) as store:
+        end = store.append_commit_log(0, kept + cut)
+    assert end == len(kept) + len(cut)
+    side = truncate_commit_log(root, len(kept), end)
+    assert side is not None and Path(side).read_bytes() == cut

@@ -18,6 +18,7 @@ from ha_servers import (
     SEGMENT,
     TOPIC,
     commit_log_bytes,
+    create_topic,
     free_port,
     ha_broker,
     send_many,
@@ -75,14 +76,6 @@ def assert_same(master_root: Path, slave_root: Path, start: int, keys: list[str]
             assert want_hits
             assert [m.commitlog_offset for m in slave.query_message(TOPIC, key).messages] == \
                 [o for o in want_hits if o >= start]
-
-
-async def create_topic(address: str) -> None:
-    client = RemotingClient()
-    try:
-        await ss.create_topic(client, address, TOPIC, QUEUES)
-    finally:
-        await client.close()
 
 
 async def call(address: str, request):  # noqa: ANN001, ANN201

@@ -13,7 +13,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from ha_servers import QUEUES, TOPIC, ha_broker, ss, wait_for
+from ha_servers import QUEUES, TOPIC, create_topic, ha_broker, ss, wait_for
 from test_slave_sync import call, tables
 
 from rocketstore.client import ConsumeStatus, PushConsumer
@@ -23,14 +23,6 @@ pytestmark = pytest.mark.skipif(not ss.broker_available(),
                                 reason="the broker (rocketstore.broker) is not in this checkout")
 
 GROUP = "slave_reads_group"
-
-
-async def create_topic(address: str) -> None:
-    client = RemotingClient()
-    try:
-        await ss.create_topic(client, address, TOPIC, QUEUES)
-    finally:
-        await client.close()
 
 
 async def send(address: str, bodies: list[bytes]) -> None:

@@ -14,12 +14,23 @@ import time
 from pathlib import Path
 
 import pytest
-from ha_servers import QUEUES, TOPIC, commit_log_bytes, ha_broker, ss, wait_for
+from click.testing import CliRunner
+from ha_servers import (
+    QUEUES,
+    TOPIC,
+    commit_log_bytes,
+    create_topic,
+    ha_broker,
+    pull_all,
+    ss,
+    wait_for,
+)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "broker"))
 from broker_helpers import rocketmq_usable  # noqa: E402
 from test_slave_reads import route_addrs  # noqa: E402
 
+from rocketstore.cli import main as cli_main
 from rocketstore.client import AsyncProducer, Message
 from rocketstore.client.message import SendStatus
 from rocketstore.remoting import RemotingClient, RequestCode, ResponseCode, create_request
@@ -29,14 +40,6 @@ pytestmark = pytest.mark.skipif(not ss.broker_available(),
 
 #: short, so that a stalled slave's timeout comes quickly
 SYNC_FLUSH_TIMEOUT_MS = 1500
-
-
-async def create_topic(address: str) -> None:
-    client = RemotingClient()
-    try:
-        await ss.create_topic(client, address, TOPIC, QUEUES)
-    finally:
-        await client.close()
 
 
 async def raw_send(address: str, body: bytes, queue_id: int = 0) -> tuple[int, float]:
@@ -110,6 +113,21 @@ def test_sync_master_answers_after_the_slave_has_the_record(tmp_path: Path) -> N
             assert master_info["haPush2SlaveMaxOffset"] == master_info["commitLogMaxOffset"]
             lags = [v for k, v in master_info.items() if k.startswith("haSlaveLagBytes_")]
             assert lags == ["0"]
+            lags_ms = [v for k, v in master_info.items() if k.startswith("haSlaveLagMs_")]
+            assert lags_ms == ["0"]
+            # rocketstore stat shows them beside the store (JSON and text)
+            shown = CliRunner().invoke(cli_main, ["stat", str(tmp_path / "master"), "--json",
+                                                  "-b", master.address])
+            assert shown.exit_code == 0, shown.output
+            replication = json.loads(shown.output)["replication"]
+            assert replication["role"] == "SYNC_MASTER"
+            [follower] = replication["slaves"]
+            assert (follower["lagBytes"], follower["lagMs"]) == (0, 0)
+            assert follower["ackOffset"] == int(master_info["commitLogMaxOffset"])
+            shown = CliRunner().invoke(cli_main, ["stat", str(tmp_path / "master"),
+                                                  "-b", master.address])
+            assert f"replication    broker {master.address}: SYNC_MASTER" in shown.output
+            assert ", lag 0 bytes, 0 ms" in shown.output
             slave_info = asyncio.run(runtime_info(slave.address))
             assert slave_info["brokerRole"] == "SLAVE"
             assert slave_info["haMasterAddress"] == f"127.0.0.1:{master_ha}"
@@ -123,7 +141,7 @@ def test_sync_master_answers_after_the_slave_has_the_record(tmp_path: Path) -> N
             code, took = asyncio.run(raw_send(master.address, b"no-slave-left" * 10))
             assert code == ResponseCode.SLAVE_NOT_AVAILABLE
             assert took < SYNC_FLUSH_TIMEOUT_MS / 1000
-            wait_for(lambda: b"no-slave-left" * 10 in asyncio.run(_pull_all(master.address, 0)),
+            wait_for(lambda: b"no-slave-left" * 10 in asyncio.run(pull_all(master.address, 0)),
                      10, "the message to be dispatched")
 
 
@@ -136,24 +154,6 @@ async def runtime_info(address: str) -> dict[str, str]:
         return json.loads(response.body)["table"]
     finally:
         await client.close()
-
-
-async def _pull_all(address: str, queue_id: int) -> list[bytes]:
-    client = RemotingClient()
-    bodies: list[bytes] = []
-    try:
-        offset = 0
-        for _ in range(100):
-            response = await client.invoke(
-                address, ss.pull_request(TOPIC, queue_id, offset, "sync_master_cg"), timeout=10)
-            if response.code != ResponseCode.SUCCESS:
-                break
-            got = ss.record_bodies(response.body)
-            bodies += got
-            offset += len(got)
-    finally:
-        await client.close()
-    return bodies
 
 
 @pytest.mark.parametrize(("role", "flush", "want"), [
@@ -171,7 +171,7 @@ def test_without_a_slave(tmp_path: Path, role: str, flush: str, want: int) -> No
             code, took = asyncio.run(raw_send(master.address, f"alone-{i}".encode(), 0))
             assert code == want
             assert took < SYNC_FLUSH_TIMEOUT_MS / 1000
-        wait_for(lambda: asyncio.run(_pull_all(master.address, 0))
+        wait_for(lambda: asyncio.run(pull_all(master.address, 0))
                  == [f"alone-{i}".encode() for i in range(3)], 10, "the messages to be dispatched")
 
 
@@ -214,7 +214,7 @@ def test_cpp_client_on_slave_not_available(tmp_path: Path) -> None:
             stored: list[bytes] = []
 
             def dispatched() -> bool:
-                stored[:] = [b for q in range(QUEUES) for b in asyncio.run(_pull_all(master.address, q))]
+                stored[:] = [b for q in range(QUEUES) for b in asyncio.run(pull_all(master.address, q))]
                 return bool(stored)
 
             wait_for(dispatched, 10, "the attempts to be dispatched")
