@@ -437,6 +437,34 @@ class AsyncAdmin:
             raise MQClientError(f"broker {mq.broker_name!r} serves no route of {mq.topic!r}")
         return await self.instance.api.get_min_offset(address, mq, self.timeout)
 
+    # ---- broker tables ----
+
+    async def topic_configs(self, broker_addr: str) -> dict[str, dict[str, Any]]:
+        """GET_ALL_TOPIC_CONFIG: topic name -> its TopicConfig (readQueueNums, writeQueueNums,
+        perm, order, ...) on one broker."""
+        response = await self.instance.api.invoke_broker(broker_addr, RequestCode.GET_ALL_TOPIC_CONFIG,
+                                                         timeout=self.timeout)
+        table = loads_object_keys(response.body_bytes() or b"{}").get("topicConfigTable") or {}
+        return {str(name): dict(cfg) for name, cfg in table.items() if isinstance(cfg, dict)}
+
+    async def subscription_groups(self, broker_addr: str) -> dict[str, dict[str, Any]]:
+        """GET_ALL_SUBSCRIPTIONGROUP_CONFIG: group name -> its SubscriptionGroupConfig on one
+        broker."""
+        response = await self.instance.api.invoke_broker(broker_addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG,
+                                                         timeout=self.timeout)
+        table = loads_object_keys(response.body_bytes() or b"{}").get("subscriptionGroupTable") or {}
+        return {str(name): dict(cfg) for name, cfg in table.items() if isinstance(cfg, dict)}
+
+    async def topic_consumers(self, topic: str) -> list[str]:
+        """QUERY_TOPIC_CONSUME_BY_WHO on every master of ``topic``: the groups subscribed to it
+        or holding offsets of it."""
+        groups: set[str] = set()
+        for address in (await self._topic_masters(topic)).values():
+            response = await self.instance.api.invoke_broker(address, RequestCode.QUERY_TOPIC_CONSUME_BY_WHO,
+                                                             {"topic": topic}, timeout=self.timeout)
+            groups.update(str(g) for g in loads_object_keys(response.body_bytes() or b"{}").get("groupList") or [])
+        return sorted(groups)
+
 
 class AdminClient(BlockingClient[AsyncAdmin]):
     """The blocking admin client (for scripts and the ``rocketstore admin`` CLI)::
@@ -580,3 +608,18 @@ class AdminClient(BlockingClient[AsyncAdmin]):
     def update_consumer_offset(self, group: str, mq: MessageQueue, offset: int) -> None:
         """UPDATE_CONSUMER_OFFSET: the group's committed offset of mq on its master."""
         return self._run(self._core.update_consumer_offset(group, mq, offset))
+
+    def topic_configs(self, broker_addr: str) -> dict[str, dict[str, Any]]:
+        """GET_ALL_TOPIC_CONFIG: topic name -> its TopicConfig (readQueueNums, writeQueueNums,
+        perm, order, ...) on one broker."""
+        return self._run(self._core.topic_configs(broker_addr))
+
+    def subscription_groups(self, broker_addr: str) -> dict[str, dict[str, Any]]:
+        """GET_ALL_SUBSCRIPTIONGROUP_CONFIG: group name -> its SubscriptionGroupConfig on one
+        broker."""
+        return self._run(self._core.subscription_groups(broker_addr))
+
+    def topic_consumers(self, topic: str) -> list[str]:
+        """QUERY_TOPIC_CONSUME_BY_WHO on every master of ``topic``: the groups subscribed to it
+        or holding offsets of it."""
+        return self._run(self._core.topic_consumers(topic))
