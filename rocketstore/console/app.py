@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import jinja2
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
@@ -80,7 +81,7 @@ class ConsoleState:
 
 def _render_error(request: Request, status: int, message: str) -> Response:
     templates: Jinja2Templates = request.app.state.templates
-    return templates.TemplateResponse(request, "error.html", {"error": message, "active": ""},
+    return templates.TemplateResponse(request, "error.jinja", {"error": message, "active": ""},
                                       status_code=status)
 
 
@@ -140,7 +141,9 @@ def create_app(settings: ConsoleSettings) -> Starlette:
     app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={
         ValueError: _bad_input, MQClientError: _cluster_error, MQBrokerError: _cluster_error,
         OSError: _cluster_error, TimeoutError: _cluster_error})
-    templates = Jinja2Templates(directory=HERE / "templates")
+    # every value escaped: message bodies, keys and properties are whatever producers sent
+    templates = Jinja2Templates(env=jinja2.Environment(
+        loader=jinja2.FileSystemLoader(HERE / "templates"), autoescape=True))
     templates.env.globals["chart"] = line_chart
     templates.env.filters["ms"] = format_ms
     app.state.templates = templates

@@ -147,7 +147,7 @@ async def cluster(request: Request) -> Response:
     charts = [(f"{r['brokerName']} ({r['address']}) put TPS", state.history.points(f"put:{r['address']}"))
               for r in rows] + [(f"{r['brokerName']} ({r['address']}) get TPS",
                                  state.history.points(f"get:{r['address']}")) for r in rows]
-    return render(request, "cluster.html", "cluster", rows=rows, charts=charts,
+    return render(request, "cluster.jinja", "cluster", rows=rows, charts=charts,
                   namesrv=state.settings.namesrv_addr)
 
 
@@ -191,7 +191,7 @@ async def topics(request: Request) -> Response:
     shown, page, pages = _page(request, names)
     rows = await asyncio.gather(*(_topic_summary(admin, t) for t in shown))
     clusters = sorted((await admin.cluster_info())["clusterAddrTable"])
-    return render(request, "topics.html", "topics", rows=rows, page=page, pages=pages, total=len(names),
+    return render(request, "topics.jinja", "topics", rows=rows, page=page, pages=pages, total=len(names),
                   q=query, system=show_system, clusters=clusters)
 
 
@@ -207,7 +207,7 @@ async def topic(request: Request) -> Response:
             configs[broker_name] = (await admin.topic_configs(address)).get(name, {})
     config = next(iter(configs.values()), {})
     clusters = sorted({b["cluster"] for b in route["brokerDatas"]})
-    return render(request, "topic.html", "topics", topic=name, route=route, status=status, consumers=consumers,
+    return render(request, "topic.jinja", "topics", topic=name, route=route, status=status, consumers=consumers,
                   config=config, clusters=clusters,
                   messages=sum(r["maxOffset"] - r["minOffset"] for r in status))
 
@@ -247,7 +247,7 @@ async def groups(request: Request) -> Response:
                    if (show_system or g not in SYSTEM_GROUPS) and query.lower() in g.lower())
     shown, page, pages = _page(request, names)
     rows = await asyncio.gather(*(_group_summary(admin, g) for g in shown))
-    return render(request, "groups.html", "groups", rows=rows, page=page, pages=pages, total=len(names),
+    return render(request, "groups.jinja", "groups", rows=rows, page=page, pages=pages, total=len(names),
                   q=query, system=show_system)
 
 
@@ -269,7 +269,7 @@ async def group(request: Request) -> Response:
         lag = state.history.points(f"lag:{name}")
     # its own topics before its retry topic
     topics_of_group = sorted({r["topic"] for r in progress["offsetTable"]}, key=lambda t: (is_system_topic(t), t))
-    return render(request, "group.html", "groups", group=name, progress=progress, connection=connection,
+    return render(request, "group.jinja", "groups", group=name, progress=progress, connection=connection,
                   offline=offline, lag=lag, topics=topics_of_group, now=default_range()[1])
 
 
@@ -341,7 +341,7 @@ async def messages(request: Request) -> Response:
     elif topic_name:
         raise ValueError("give key, begin (and end) or broker, queue and offset with topic")
     default_begin, default_end = default_range()
-    return render(request, "messages.html", "messages", mode=mode, found=found, detail=detail, trace=trace,
+    return render(request, "messages.jinja", "messages", mode=mode, found=found, detail=detail, trace=trace,
                   params=dict(params), body_view=params.get("body", "text"),
                   default_begin=default_begin, default_end=default_end)
 
@@ -350,7 +350,7 @@ async def message(request: Request) -> Response:
     admin = state_of(request).admin
     msg = await admin.view_message(request.path_params["msg_id"])
     trace = await consumption_trace(admin, msg)
-    return render(request, "messages.html", "messages", mode="id", found=[], detail=message_detail(msg),
+    return render(request, "messages.jinja", "messages", mode="id", found=[], detail=message_detail(msg),
                   trace=trace, params={"id": msg.offset_msg_id},
                   body_view=request.query_params.get("body", "text"),
                   default_begin=default_range()[0], default_end=default_range()[1])
@@ -388,7 +388,7 @@ async def dlq(request: Request) -> Response:
         if topic_name not in dlq_topics:
             raise ValueError(f"group {group_name} has no dead-letter topic ({topic_name})")
         found = await _dlq_messages(admin, topic_name)
-    return render(request, "dlq.html", "dlq", rows=rows, group=group_name, found=found)
+    return render(request, "dlq.jinja", "dlq", rows=rows, group=group_name, found=found)
 
 
 async def resend(request: Request) -> Response:

@@ -68,6 +68,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
             sent = [producer.send(Message(TOPIC, f"order {i} paid".encode(), tags="paid", keys=[f"ord-{i}"]))
                     for i in range(20)]
             sent.append(producer.send(Message(TOPIC, bytes(range(200, 256)), tags="raw", keys=["binary-1"])))
+            sent.append(producer.send(Message(TOPIC, b"<b>not bold</b>", tags="html", keys=["html-1"])))
         _consume_all(ns, GROUP, len(sent), ConsumeStatus.SUCCESS)
         # maxReconsumeTimes 0: the first failure sends a message to %DLQ%<group>
         _consume_all(ns, DLQ_GROUP, len(sent), ConsumeStatus.RECONSUME_LATER, max_reconsume_times=0)
@@ -161,6 +162,10 @@ def test_search_finds_a_message_by_id_and_by_key(site: Site, browser: Any) -> No
     assert "c8 c9 ca cb" in browser.find_element("id", "body").text        # not UTF-8: hex
     assert not _errors(browser)
 
+    _open(browser, site, f"/messages/{site.sent[-1].offset_msg_id}")
+    assert browser.find_element("id", "body").text == "<b>not bold</b>"       # escaped, shown as sent
+    assert not browser.find_elements("css selector", "#body b")
+
     text = _open(browser, site, f"/messages?topic={TOPIC}&broker=broker-a&queue={target.message_queue.queue_id}"
                                 f"&offset={target.queue_offset}")
     assert "order 7 paid" in text
@@ -227,7 +232,7 @@ def test_resending_a_dead_letter(site: Site, browser: Any) -> None:
     finally:
         consumer.shutdown()
     again = next(m for m in got if m.msg_id == msg_id)
-    assert again.topic == TOPIC and again.keys and again.keys[0].startswith(("ord-", "binary"))
+    assert again.topic == TOPIC and again.keys and again.keys[0].startswith(("ord-", "binary", "html"))
     with AdminClient(namesrv_addr=site.namesrv) as admin:
         assert admin.consumer_progress(GROUP, TOPIC)["diffTotal"] == len(site.sent)   # GROUP untouched
         assert isinstance(admin.queues(TOPIC)[0], MessageQueue)
