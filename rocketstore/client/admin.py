@@ -180,14 +180,18 @@ class AsyncAdmin:
         """Per queue: brokerName, queueId, minOffset, maxOffset, lastUpdateTimestamp."""
         rows = []
         for address in (await self._topic_masters(topic)).values():
-            response = await self.instance.api.invoke_broker(address, RequestCode.GET_TOPIC_STATS_INFO,
-                                                             {"topic": topic}, timeout=self.timeout)
-            table = _mq_table(loads_object_keys(response.body_bytes() or b"{}").get("offsetTable"))
-            for mq, stats in table.items():
-                rows.append({"brokerName": mq.broker_name, "queueId": mq.queue_id,
-                             "minOffset": int(stats.get("minOffset", 0)), "maxOffset": int(stats.get("maxOffset", 0)),
-                             "lastUpdateTimestamp": int(stats.get("lastUpdateTimestamp", 0))})
+            rows.extend(await self.topic_stats(address, topic))
         return sorted(rows, key=lambda r: (r["brokerName"], r["queueId"]))
+
+    async def topic_stats(self, broker_addr: str, topic: str) -> list[dict[str, Any]]:
+        """GET_TOPIC_STATS_INFO on one broker: its queues of ``topic`` as topic_status gives them."""
+        response = await self.instance.api.invoke_broker(broker_addr, RequestCode.GET_TOPIC_STATS_INFO,
+                                                         {"topic": topic}, timeout=self.timeout)
+        table = _mq_table(loads_object_keys(response.body_bytes() or b"{}").get("offsetTable"))
+        return sorted(({"brokerName": mq.broker_name, "queueId": mq.queue_id,
+                        "minOffset": int(stats.get("minOffset", 0)), "maxOffset": int(stats.get("maxOffset", 0)),
+                        "lastUpdateTimestamp": int(stats.get("lastUpdateTimestamp", 0))}
+                       for mq, stats in table.items()), key=lambda r: (r["brokerName"], r["queueId"]))
 
     # ---- brokers ----
 
@@ -516,6 +520,10 @@ class AdminClient(BlockingClient[AsyncAdmin]):
     def topic_status(self, topic: str) -> list[dict[str, Any]]:
         """Per queue: brokerName, queueId, minOffset, maxOffset, lastUpdateTimestamp."""
         return self._run(self._core.topic_status(topic))
+
+    def topic_stats(self, broker_addr: str, topic: str) -> list[dict[str, Any]]:
+        """GET_TOPIC_STATS_INFO on one broker: its queues of ``topic`` as topic_status gives them."""
+        return self._run(self._core.topic_stats(broker_addr, topic))
 
     def broker_status(self, broker_addr: str) -> dict[str, str]:
         return self._run(self._core.broker_status(broker_addr))

@@ -15,8 +15,13 @@ from rocketstore.client import Message, MessageQueue, MQBrokerError, MQClientErr
 from rocketstore.common.perm import PERM_READ, PERM_WRITE
 from rocketstore.common.properties import MessageConst
 from rocketstore.common.topics import (
+    AUTO_CREATE_TOPIC_KEY_TOPIC,
+    BENCHMARK_TOPIC,
     DLQ_GROUP_TOPIC_PREFIX,
+    OFFSET_MOVED_EVENT,
+    SELF_TEST_TOPIC,
     SYSTEM_GROUPS,
+    TRANS_CHECK_MAX_TIME_TOPIC,
     is_dlq_topic,
     is_system_topic,
     retry_topic,
@@ -39,6 +44,10 @@ if TYPE_CHECKING:
     from rocketstore.client import AsyncAdmin
     from rocketstore.console.app import ConsoleState
 
+#: topics every broker makes for itself (beside one named for its cluster and one for itself),
+#: listed only with the system topics (as the broker's GET_SYSTEM_TOPIC_LIST_FROM_BROKER)
+BROKER_TOPICS = frozenset((AUTO_CREATE_TOPIC_KEY_TOPIC, BENCHMARK_TOPIC, OFFSET_MOVED_EVENT, SELF_TEST_TOPIC,
+                           TRANS_CHECK_MAX_TIME_TOPIC))
 #: rows per page of the topic and group lists
 PAGE_SIZE = 50
 #: DLQ messages shown per queue (the latest)
@@ -157,16 +166,27 @@ def _page(request: Request, names: list[str]) -> tuple[list[str], int, int]:
     return names[(page - 1) * PAGE_SIZE:page * PAGE_SIZE], page, pages
 
 
-async def _topic_summary(admin: AsyncAdmin, topic: str) -> dict[str, Any]:
-    try:
-        status = await admin.topic_status(topic)
-    except (MQClientError, MQBrokerError, OSError, TimeoutError) as exc:
-        return {"topic": topic, "error": str(exc), "queues": 0, "messages": 0, "minOffset": 0, "maxOffset": 0}
-    return {"topic": topic, "error": "", "queues": len(status),
-            "brokers": sorted({r["brokerName"] for r in status}),
-            "messages": sum(r["maxOffset"] - r["minOffset"] for r in status),
-            "maxOffset": sum(r["maxOffset"] for r in status),
-            "lastUpdate": max((r["lastUpdateTimestamp"] for r in status), default=0)}
+async def _topic_summaries(admin: AsyncAdmin, names: list[str]) -> list[dict[str, Any]]:
+    """Queues, messages and last store time of each topic, from the masters holding it: one
+    GET_ALL_TOPIC_CONFIG per master says which, then one GET_TOPIC_STATS_INFO per topic and
+    master, all at once."""
+    masters = list((await admin.masters()).items())
+    configs = await asyncio.gather(*(admin.topic_configs(address) for _, address in masters))
+
+    async def one(topic: str) -> dict[str, Any]:
+        holders = [(name, address) for (name, address), table in zip(masters, configs, strict=True) if topic in table]
+        if not holders:
+            return {"topic": topic, "error": "no master broker holds it", "queues": 0, "messages": 0}
+        try:
+            status = [row for _, address in holders for row in await admin.topic_stats(address, topic)]
+        except (MQClientError, MQBrokerError, OSError, TimeoutError) as exc:
+            return {"topic": topic, "error": str(exc), "queues": 0, "messages": 0}
+        return {"topic": topic, "error": "", "queues": len(status), "brokers": [name for name, _ in holders],
+                "messages": sum(r["maxOffset"] - r["minOffset"] for r in status),
+                "maxOffset": sum(r["maxOffset"] for r in status),
+                "lastUpdate": max((r["lastUpdateTimestamp"] for r in status), default=0)}
+
+    return list(await asyncio.gather(*(one(topic) for topic in names)))
 
 
 async def topics(request: Request) -> Response:
@@ -186,11 +206,13 @@ async def topics(request: Request) -> Response:
         return redirect(f"/topics/{quote_plus(topic)}", f"topic {topic} created or updated on {', '.join(addresses)}")
     query = request.query_params.get("q", "").strip()
     show_system = request.query_params.get("system") == "1"
+    info = await admin.cluster_info()
+    clusters = sorted(info["clusterAddrTable"])
+    hidden = BROKER_TOPICS | set(clusters) | set(info["brokerAddrTable"])
     names = [t for t in await admin.topic_list()
-             if (show_system or not is_system_topic(t)) and query.lower() in t.lower()]
+             if (show_system or not (is_system_topic(t) or t in hidden)) and query.lower() in t.lower()]
     shown, page, pages = _page(request, names)
-    rows = await asyncio.gather(*(_topic_summary(admin, t) for t in shown))
-    clusters = sorted((await admin.cluster_info())["clusterAddrTable"])
+    rows = await _topic_summaries(admin, shown)
     return render(request, "topics.jinja", "topics", rows=rows, page=page, pages=pages, total=len(names),
                   q=query, system=show_system, clusters=clusters)
 
@@ -379,7 +401,7 @@ async def dlq(request: Request) -> Response:
     admin = state_of(request).admin
     group_name = request.query_params.get("group", "").strip()
     dlq_topics = [t for t in await admin.topic_list() if is_dlq_topic(t)]
-    summaries = await asyncio.gather(*(_topic_summary(admin, t) for t in dlq_topics))
+    summaries = await _topic_summaries(admin, dlq_topics)
     rows = [{**s, "group": s["topic"][len(DLQ_GROUP_TOPIC_PREFIX):]} for s in summaries]
     found: list[dict[str, Any]] = []
     if group_name:

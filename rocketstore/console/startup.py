@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 import click
 
+from rocketstore.client.config import ACCESS_KEY_ENV, SECRET_KEY_ENV
 from rocketstore.remoting.eventloop import run
 from rocketstore.remoting.server_command import (
     log_level_option,
@@ -16,9 +17,6 @@ from rocketstore.remoting.server_command import (
     use_server_logging,
 )
 
-#: environment variables of the account the console signs its requests with (ACL)
-ACCESS_KEY_ENV = "ROCKETSTORE_ACCESS_KEY"
-SECRET_KEY_ENV = "ROCKETSTORE_SECRET_KEY"
 DEFAULT_LISTEN = "127.0.0.1:8080"
 
 
