@@ -100,6 +100,43 @@ def test_counters_move_by_what_was_sent_and_pulled_and_lag_is_max_minus_committe
     arun(main())
 
 
+def requests(samples: dict[str, list[Any]], request: str, result: str) -> float:
+    """rocketstore_requests_total of one request name and result (0 when absent)."""
+    found = [s.value for s in samples.get("rocketstore_requests_total", ())
+             if s.labels["request"] == request and s.labels["result"] == result]
+    assert len(found) <= 1, found
+    return found[0] if found else 0.0
+
+
+def test_requests_are_counted_by_code_and_result(arun, tmp_path) -> None:
+    async def main() -> None:
+        async with cluster(tmp_path / "store", metrics_exporter_type="PROM",
+                           metrics_prom_exporter_port=0) as cl:
+            port = cl.broker.metrics.port
+            before = await scrape(port)
+            for i in range(5):      # the native send path answers these itself
+                assert (await cl.call(RequestCode.SEND_MESSAGE, send_fields("rq", i % 2), b"x")).code == 0
+            for _ in range(2):
+                r = await cl.call(9999, {})
+                assert r.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
+            r = await cl.call(RequestCode.GET_MAX_OFFSET, {"topic": "rq", "queueId": "0"})
+            assert r.code == ResponseCode.SUCCESS
+            r = await cl.call(RequestCode.PULL_MESSAGE, pull_fields("RG", "no-such-topic", 0, 0))
+            refused = ResponseCode(r.code).name
+            after = await scrape(port)
+
+            def moved(request: str, result: str) -> float:
+                return requests(after, request, result) - requests(before, request, result)
+            assert moved("SEND_MESSAGE", "SUCCESS") == 5
+            assert moved("9999", "REQUEST_CODE_NOT_SUPPORTED") == 2
+            assert moved("GET_MAX_OFFSET", "SUCCESS") == 1
+            assert moved("PULL_MESSAGE", refused) == 1 and refused != "SUCCESS"
+            sample = next(s for s in after["rocketstore_requests_total"] if s.labels["request"] == "SEND_MESSAGE")
+            assert sample.labels["code"] == "10" and sample.labels["response_code"] == "0"
+
+    arun(main())
+
+
 def test_name_server_endpoint(arun, tmp_path) -> None:
     async def main() -> None:
         from rocketstore.namesrv import NamesrvController
