@@ -8,10 +8,12 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import jinja2
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Mount, Route
@@ -24,6 +26,15 @@ from rocketstore.common.text import quote
 from rocketstore.console import pages
 from rocketstore.console.charts import line_chart
 from rocketstore.console.history import History, sample_forever
+from rocketstore.console.login import (
+    COOKIE,
+    SESSION_S,
+    Account,
+    LoginRequired,
+    Sessions,
+    load_accounts,
+    safe_next,
+)
 from rocketstore.console.messages import format_ms
 
 log = logging.getLogger("rocketstore.console")
@@ -44,39 +55,70 @@ class ConsoleSettings:
     sample_interval_s: float = 10.0
     #: seconds an admin request may take
     timeout_s: float = 5.0
+    #: a plain_acl.yml: people sign in with its accounts, and their requests are signed with them
+    acl_file: str | None = None
 
 
 class ConsoleState:
-    """What the request handlers share, made when the application starts."""
+    """What the request handlers share, made when the application starts: the console's own
+    admin client (and the sampler's), and one admin client and DLQ producer per signed-in
+    account (started on first use), signing with it."""
 
     def __init__(self, settings: ConsoleSettings) -> None:
         self.settings = settings
-        self.client_config = ClientConfig(namesrv_addr=settings.namesrv_addr, access_key=settings.access_key,
-                                          secret_key=settings.secret_key, instance_name="rocketstore-console")
-        self.admin = AsyncAdmin(config=self.client_config, timeout=settings.timeout_s)
+        self.admin = self._new_admin(settings.access_key, settings.secret_key)
         self.history = History()
-        self._producer: AsyncProducer | None = None
-        self._producer_lock = asyncio.Lock()
+        self._admins: dict[str, AsyncAdmin] = {}
+        self._producers: dict[str | None, AsyncProducer] = {}
+        self._lock = asyncio.Lock()
 
-    async def producer(self) -> AsyncProducer:
-        """The producer of DLQ resends, started on first use."""
-        async with self._producer_lock:
-            if self._producer is None:
-                config = ProducerConfig(producer_group=RESEND_PRODUCER_GROUP,
-                                        namesrv_addr=self.settings.namesrv_addr,
-                                        access_key=self.settings.access_key,
-                                        secret_key=self.settings.secret_key,
-                                        instance_name="rocketstore-console")
+    def _new_admin(self, access_key: str | None, secret_key: str | None) -> AsyncAdmin:
+        config = ClientConfig(namesrv_addr=self.settings.namesrv_addr, access_key=access_key,
+                              secret_key=secret_key, instance_name="rocketstore-console")
+        return AsyncAdmin(config=config, timeout=self.settings.timeout_s)
+
+    @staticmethod
+    def _account(request: Request) -> Account | None:
+        account: Account | None = getattr(request.state, "account", None)
+        return account
+
+    async def admin_of(self, request: Request) -> AsyncAdmin:
+        """The admin client of the request's signed-in account, else the console's own."""
+        account = self._account(request)
+        if account is None:
+            return self.admin
+        async with self._lock:
+            admin = self._admins.get(account.access_key)
+            if admin is None:
+                admin = self._new_admin(account.access_key, account.secret_key)
+                await admin.start()
+                self._admins[account.access_key] = admin
+            return admin
+
+    async def producer_of(self, request: Request) -> AsyncProducer:
+        """The producer of DLQ resends for the request's account, started on first use."""
+        account = self._account(request)
+        key = account.access_key if account is not None else None
+        async with self._lock:
+            producer = self._producers.get(key)
+            if producer is None:
+                config = ProducerConfig(
+                    producer_group=RESEND_PRODUCER_GROUP, namesrv_addr=self.settings.namesrv_addr,
+                    access_key=account.access_key if account else self.settings.access_key,
+                    secret_key=account.secret_key if account else self.settings.secret_key,
+                    instance_name="rocketstore-console")
                 producer = AsyncProducer(config=config)
                 await producer.start()
-                self._producer = producer
-            return self._producer
+                self._producers[key] = producer
+            return producer
 
     async def close(self) -> None:
-        producer, self._producer = self._producer, None
-        if producer is not None:
+        producers, self._producers = list(self._producers.values()), {}
+        admins, self._admins = list(self._admins.values()), {}
+        for producer in producers:
             await producer.shutdown()
-        await self.admin.shutdown()
+        for admin in [*admins, self.admin]:
+            await admin.shutdown()
 
 
 def _render_error(request: Request, status: int, message: str) -> Response:
@@ -93,6 +135,30 @@ async def _bad_input(request: Request, exc: Exception) -> Response:
 async def _cluster_error(request: Request, exc: Exception) -> Response:
     log.info("console: %s %s: %s", request.method, quote(str(request.url.path)), quote(str(exc)))
     return _render_error(request, 502, f"{type(exc).__name__}: {exc}")
+
+
+async def login_page(sessions: Sessions, request: Request) -> Response:
+    """GET: the form; POST: an account's accessKey and secretKey, checked against the ACL file."""
+    templates: Jinja2Templates = request.app.state.templates
+    target = safe_next(request.query_params.get("next", "/cluster"))
+    if request.method == "POST":
+        form = await pages.form_of(request)
+        account = sessions.check_password(form.get("accessKey", ""), form.get("secretKey", ""))
+        if account is not None:
+            response = RedirectResponse(target, status_code=303)
+            response.set_cookie(COOKIE, sessions.cookie(account), max_age=SESSION_S, httponly=True,
+                                samesite="strict")
+            return response
+        log.info("console: sign-in refused for %s", quote(form.get("accessKey", "")))
+        return templates.TemplateResponse(request, "login.jinja", {
+            "active": "", "next": target, "error": "wrong accessKey or secretKey"})
+    return templates.TemplateResponse(request, "login.jinja", {"active": "", "next": target, "error": ""})
+
+
+async def logout(_request: Request) -> Response:
+    response = RedirectResponse("/login", status_code=303)
+    response.delete_cookie(COOKIE)
+    return response
 
 
 async def _favicon(_request: Request) -> Response:
@@ -138,7 +204,13 @@ def create_app(settings: ConsoleSettings) -> Starlette:
         Route("/dlq/resend", pages.resend, methods=["POST"]),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
-    app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={
+    middleware = []
+    if settings.acl_file is not None:
+        sessions = Sessions(load_accounts(settings.acl_file))
+        routes += [Route("/login", partial(login_page, sessions), methods=["GET", "POST"]),
+                   Route("/logout", logout, methods=["POST"])]
+        middleware.append(Middleware(LoginRequired, sessions=sessions))
+    app = Starlette(routes=routes, lifespan=lifespan, middleware=middleware, exception_handlers={
         ValueError: _bad_input, MQClientError: _cluster_error, MQBrokerError: _cluster_error,
         OSError: _cluster_error, TimeoutError: _cluster_error})
     # every value escaped: message bodies, keys and properties are whatever producers sent

@@ -66,6 +66,8 @@ def state_of(request: Request) -> ConsoleState:
 def render(request: Request, template: str, active: str, **context: Any) -> HTMLResponse:
     templates: Jinja2Templates = request.app.state.templates
     context.setdefault("notice", request.query_params.get("notice", ""))
+    account = getattr(request.state, "account", None)
+    context.setdefault("user", account.access_key if account is not None else "")
     response: HTMLResponse = templates.TemplateResponse(request, template, {"active": active, **context})
     return response
 
@@ -152,7 +154,7 @@ async def sample(history: History, admin: AsyncAdmin) -> None:
 
 async def cluster(request: Request) -> Response:
     state = state_of(request)
-    rows = await broker_rows(state.admin)
+    rows = await broker_rows(await state.admin_of(request))
     charts = [(f"{r['brokerName']} ({r['address']}) put TPS", state.history.points(f"put:{r['address']}"))
               for r in rows] + [(f"{r['brokerName']} ({r['address']}) get TPS",
                                  state.history.points(f"get:{r['address']}")) for r in rows]
@@ -191,7 +193,7 @@ async def _topic_summaries(admin: AsyncAdmin, names: list[str]) -> list[dict[str
 
 async def topics(request: Request) -> Response:
     state = state_of(request)
-    admin = state.admin
+    admin = await state.admin_of(request)
     if request.method == "POST":
         form = await form_of(request)
         topic = validate_topic((form.get("topic") or "").strip())
@@ -218,7 +220,7 @@ async def topics(request: Request) -> Response:
 
 
 async def topic(request: Request) -> Response:
-    admin = state_of(request).admin
+    admin = await state_of(request).admin_of(request)
     name = validate_topic(request.path_params["topic"])
     route = await admin.topic_route(name)
     status, consumers = await asyncio.gather(admin.topic_status(name), admin.topic_consumers(name))
@@ -235,7 +237,7 @@ async def topic(request: Request) -> Response:
 
 
 async def delete_topic(request: Request) -> Response:
-    admin = state_of(request).admin
+    admin = await state_of(request).admin_of(request)
     name = validate_topic(request.path_params["topic"])
     form = await form_of(request)
     cluster_name = (form.get("cluster") or "").strip()
@@ -262,7 +264,7 @@ async def _group_summary(admin: AsyncAdmin, group: str) -> dict[str, Any]:
 
 
 async def groups(request: Request) -> Response:
-    admin = state_of(request).admin
+    admin = await state_of(request).admin_of(request)
     query = request.query_params.get("q", "").strip()
     show_system = request.query_params.get("system") == "1"
     names = sorted(g for g in await _all_groups(admin)
@@ -275,7 +277,7 @@ async def groups(request: Request) -> Response:
 
 async def group(request: Request) -> Response:
     state = state_of(request)
-    admin = state.admin
+    admin = await state.admin_of(request)
     name = request.path_params["group"]
     validate_topic(name)
     state.history.watch(name)
@@ -307,7 +309,7 @@ async def _reset_offline(admin: AsyncAdmin, group: str, topic: str, timestamp_ms
 
 
 async def reset_offsets(request: Request) -> Response:
-    admin = state_of(request).admin
+    admin = await state_of(request).admin_of(request)
     name = request.path_params["group"]
     validate_topic(name)
     form = await form_of(request)
@@ -327,7 +329,7 @@ async def reset_offsets(request: Request) -> Response:
 
 
 async def messages(request: Request) -> Response:
-    admin = state_of(request).admin
+    admin = await state_of(request).admin_of(request)
     params = request.query_params
     msg_id = params.get("id", "").strip()
     topic_name = params.get("topic", "").strip()
@@ -369,7 +371,7 @@ async def messages(request: Request) -> Response:
 
 
 async def message(request: Request) -> Response:
-    admin = state_of(request).admin
+    admin = await state_of(request).admin_of(request)
     msg = await admin.view_message(request.path_params["msg_id"])
     trace = await consumption_trace(admin, msg)
     return render(request, "messages.jinja", "messages", mode="id", found=[], detail=message_detail(msg),
@@ -398,7 +400,7 @@ async def _dlq_messages(admin: AsyncAdmin, topic: str) -> list[dict[str, Any]]:
 
 
 async def dlq(request: Request) -> Response:
-    admin = state_of(request).admin
+    admin = await state_of(request).admin_of(request)
     group_name = request.query_params.get("group", "").strip()
     dlq_topics = [t for t in await admin.topic_list() if is_dlq_topic(t)]
     summaries = await _topic_summaries(admin, dlq_topics)
@@ -423,7 +425,7 @@ async def resend(request: Request) -> Response:
     offset_msg_id = (form.get("id") or "").strip()
     if not offset_msg_id:
         raise ValueError("id is required")
-    msg = await state.admin.view_message(offset_msg_id)
+    msg = await (await state.admin_of(request)).view_message(offset_msg_id)
     if msg.topic != DLQ_GROUP_TOPIC_PREFIX + group_name:
         raise ValueError(f"message {offset_msg_id} is in {msg.topic}, not in the dead-letter topic of {group_name}")
     properties = {k: v for k, v in msg.properties.items() if k not in _RESEND_DROPPED}
@@ -431,7 +433,7 @@ async def resend(request: Request) -> Response:
     properties.setdefault(MessageConst.ORIGIN_MESSAGE_ID, msg.msg_id)
     properties[MessageConst.RECONSUME_TIME] = "0"
     again = Message(retry_topic(group_name), msg.body, flag=msg.flag, properties=properties)
-    result = await (await state.producer()).send(again)
+    result = await (await state.producer_of(request)).send(again)
     return redirect(f"/dlq?group={quote_plus(group_name)}",
                     f"message {msg.msg_id} resent to {retry_topic(group_name)}: {result.send_status.name} "
                     f"({result.offset_msg_id})")

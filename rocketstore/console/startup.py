@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import ipaddress
+import logging
 import os
 import socket
 from collections.abc import Sequence
@@ -18,6 +20,14 @@ from rocketstore.remoting.server_command import (
 )
 
 DEFAULT_LISTEN = "127.0.0.1:8080"
+log = logging.getLogger("rocketstore.console")
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
 
 
 def parse_listen(text: str) -> tuple[str, int]:
@@ -65,12 +75,16 @@ async def serve(app: object, host: str, port: int) -> None:
               help=f"ACL account the console signs its requests with (or ${ACCESS_KEY_ENV}).")
 @click.option("--secret-key", envvar=SECRET_KEY_ENV, default=None,
               help=f"Its secret key (or ${SECRET_KEY_ENV}).")
+@click.option("--acl-file", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="A plain_acl.yml: people sign in with its accounts, and the console signs "
+                   "their requests with them (the brokers' ACL decides what they may do).")
 @click.option("--sample-interval", type=click.FloatRange(0.5, 3600), default=10.0, show_default=True,
               help="Seconds between the samples the TPS and lag charts draw.")
 @log_level_option
 @click.pass_context
 def console_command(ctx: click.Context, namesrv_addr: str, listen: str, access_key: str | None,
-                    secret_key: str | None, sample_interval: float, log_level: str | None) -> None:
+                    secret_key: str | None, acl_file: str | None, sample_interval: float,
+                    log_level: str | None) -> None:
     """Serve the web console of the cluster behind a name server: clusters and brokers,
     topics, consumer groups, message search, dead letters. Needs the ``console`` extra
     (pip install 'rocketstore[console]').
@@ -88,10 +102,14 @@ def console_command(ctx: click.Context, namesrv_addr: str, listen: str, access_k
         if (access_key is None) != (secret_key is None):
             raise ValueError("--access-key and --secret-key go together: give both or neither")
         app = create_app(ConsoleSettings(namesrv_addr=namesrv_addr, access_key=access_key,
-                                         secret_key=secret_key, sample_interval_s=sample_interval))
+                                         secret_key=secret_key, sample_interval_s=sample_interval,
+                                         acl_file=acl_file))
     except ValueError as exc:
         click.echo(f"console: {exc}", err=True)
         ctx.exit(2)
+    if acl_file is None and not _is_loopback(host):
+        log.warning("console: listening on %s without --acl-file: anyone who reaches it may "
+                    "change topics and offsets", host)
     try:
         run(serve(app, host, port))
     except OSError as exc:

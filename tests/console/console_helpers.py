@@ -75,3 +75,15 @@ def browser_paths() -> tuple[str, str]:
         pytest.skip("the browser tests need Debian's chromium and chromium-driver "
                     "(apt-get install -y chromium chromium-driver; .ci/run installs them)")
     return browser, driver
+
+
+def click_and_wait(driver: object, element: object, timeout: float = 30.0) -> None:
+    """Click what submits a form or follows a link, and wait for the next page to replace
+    this one (the element going stale) and finish loading."""
+    from selenium.webdriver.support import expected_conditions
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    element.click()  # type: ignore[attr-defined]
+    wait = WebDriverWait(driver, timeout)
+    wait.until(expected_conditions.staleness_of(element))
+    wait.until(lambda d: d.execute_script("return document.readyState") == "complete")

@@ -13,7 +13,7 @@ from urllib.parse import quote
 
 import pytest
 from cluster import cluster, wait_for
-from console_helpers import Console, start_console
+from console_helpers import Console, click_and_wait, start_console
 
 from rocketstore.client import (
     AdminClient,
@@ -156,9 +156,8 @@ def test_search_finds_a_message_by_id_and_by_key(site: Site, browser: Any) -> No
     form = browser.find_element("id", "search-key")
     form.find_element("name", "topic").send_keys(TOPIC)
     form.find_element("name", "key").send_keys("binary-1")
-    form.find_element("css selector", "button").click()
-    link = browser.find_element("css selector", "#results tbody a")
-    link.click()
+    click_and_wait(browser, form.find_element("css selector", "button"))
+    click_and_wait(browser, browser.find_element("css selector", "#results tbody a"))
     assert "c8 c9 ca cb" in browser.find_element("id", "body").text        # not UTF-8: hex
     assert not _errors(browser)
 
@@ -216,9 +215,7 @@ def test_resending_a_dead_letter(site: Site, browser: Any) -> None:
     assert len(rows) == len(site.sent)
     first = rows[0]
     msg_id = first.text.split()[0]
-    first.find_element("css selector", "form.resend button").click()
-    from selenium.webdriver.support.ui import WebDriverWait
-    WebDriverWait(browser, 30).until(lambda d: d.find_elements("id", "notice") + d.find_elements("id", "error"))
+    click_and_wait(browser, first.find_element("css selector", "form.resend button"))
     assert "SEND_OK" in browser.find_element("id", "notice").text, browser.find_element("tag name", "body").text
     assert not _errors(browser)
     # the group, and only it, gets the message again, under its original topic
