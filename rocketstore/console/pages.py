@@ -131,7 +131,17 @@ async def broker_rows(admin: AsyncAdmin) -> list[dict[str, Any]]:
                      "role": "MASTER" if broker_id == 0 else "SLAVE", "runtime": runtime,
                      "putTps": first_figure(runtime.get("putTps", "")),
                      "getTps": first_figure(runtime.get("getTransferedTps", "")),
-                     "error": runtime.get("error", "")})
+                     "error": runtime.get("error", ""), "replication": ""})
+    # a slave's replication lag: how far its CommitLog is behind its master's
+    masters = {r["brokerName"]: r for r in rows if r["brokerId"] == 0 and not r["error"]}
+    for row in rows:
+        master = masters.get(row["brokerName"])
+        if row["brokerId"] != 0 and master is not None and not row["error"]:
+            behind = int(master["runtime"].get("commitLogMaxOffset", 0)) - int(row["runtime"].get("commitLogMaxOffset", 0))
+            row["replication"] = f"{max(behind, 0):,} bytes behind"
+        elif row["brokerId"] == 0:
+            slaves = sum(1 for r in rows if r["brokerName"] == row["brokerName"] and r["brokerId"] != 0)
+            row["replication"] = f"{slaves} slave(s)" if slaves else "no slave"
     return rows
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import threading
@@ -66,6 +67,12 @@ def start_console(namesrv_addr: str, *extra: str, timeout: float = 60.0) -> Cons
             return Console(proc, match.group(1), output)
     proc.kill()
     raise AssertionError("the console did not start:\n" + "".join(output)[-3000:])
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 def browser_paths() -> tuple[str, str]:

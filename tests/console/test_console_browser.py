@@ -13,7 +13,7 @@ from urllib.parse import quote
 
 import pytest
 from cluster import cluster, wait_for
-from console_helpers import Console, click_and_wait, start_console
+from console_helpers import Console, click_and_wait, free_port, start_console
 
 from rocketstore.client import (
     AdminClient,
@@ -60,8 +60,12 @@ def _consume_all(namesrv: str, group: str, count: int, status: ConsumeStatus, **
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     root = tmp_path_factory.mktemp("console")
-    with cluster(root) as c:
+    with cluster(root, brokers=()) as c:
         ns = c.namesrv_addr
+        c.start_broker("broker-a", haListenPort=free_port())
+        # a slave of broker-a: the cluster page shows how far behind it is
+        c.start_broker("broker-a-slave", brokerName="broker-a", brokerId=1, brokerRole="SLAVE",
+                       haListenPort=free_port())
         with AdminClient(namesrv_addr=ns) as admin:
             admin.update_topic(TOPIC, cluster="TestCluster", read_queue_nums=4, write_queue_nums=4)
         with Producer("ConsolePG", namesrv_addr=ns) as producer:
@@ -108,7 +112,12 @@ def _submit(driver: Any, form_id: str, confirm: bool = False) -> None:
 
 def test_every_page_loads_with_the_cluster_s_data(site: Site, browser: Any) -> None:
     text = _open(browser, site, "/cluster")
-    assert "broker-a" in text and "MASTER" in text and "V4_9_8" in text
+    assert "broker-a" in text and "MASTER" in text and "V4_9_8" in text and "1 slave(s)" in text
+
+    def slave_row() -> str:
+        _open(browser, site, "/cluster")
+        return next(r.text for r in browser.find_elements("css selector", "#brokers tbody tr") if "SLAVE" in r.text)
+    assert wait_for(lambda: "0 bytes behind" in slave_row(), 30), slave_row()
     time.sleep(2.5)            # two samples for the TPS charts
     _open(browser, site, "/cluster", "cluster")
     assert browser.find_elements("css selector", "svg.chart polyline")
