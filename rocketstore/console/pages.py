@@ -362,11 +362,11 @@ async def messages(request: Request) -> Response:
         broker = params.get("broker", "").strip()
         if not broker:
             raise ValueError("broker is required with offset")
-        msg = await admin.query_msg_by_offset(validate_topic(topic_name), broker,
-                                              int_field(params, "queue", low=0), int_field(params, "offset", low=0))
-        if msg is not None:
-            trace = await consumption_trace(admin, msg)
-        detail = message_detail(msg)
+        at_offset = await admin.query_msg_by_offset(validate_topic(topic_name), broker, int_field(params, "queue", low=0),
+                                                    int_field(params, "offset", low=0))
+        if at_offset is not None:
+            trace = await consumption_trace(admin, at_offset)
+            detail = message_detail(at_offset)
     elif topic_name and begin:
         mode = "time"
         begin_ms = parse_time(begin, "begin")

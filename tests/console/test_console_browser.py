@@ -177,6 +177,8 @@ def test_search_finds_a_message_by_id_and_by_key(site: Site, browser: Any) -> No
     text = _open(browser, site, f"/messages?topic={TOPIC}&broker=broker-a&queue={target.message_queue.queue_id}"
                                 f"&offset={target.queue_offset}")
     assert "order 7 paid" in text
+    _open(browser, site, f"/messages?topic={TOPIC}&broker=broker-a&queue=0&offset=1000")
+    assert browser.find_element("id", "not-found").text == "No message there."
     since = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() - 600))
     _open(browser, site, f"/messages?topic={TOPIC}&begin={quote(since)}")
     assert browser.find_element("id", "results-title").text == f"{len(site.sent)} message(s)"
