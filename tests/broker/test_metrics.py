@@ -13,7 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from rocketstore.broker.config import BrokerConfig
 from rocketstore.namesrv import NamesrvConfig
-from rocketstore.remoting import RequestCode, ResponseCode
+from rocketstore.remoting import RemotingClient, RequestCode, ResponseCode, create_request
 
 arun = broker_helpers.arun
 
@@ -144,7 +144,18 @@ def test_name_server_endpoint(arun, tmp_path) -> None:
         config = NamesrvConfig(listen_port=0, metrics_exporter_type="PROM", metrics_prom_exporter_port=0,
                                kv_config_path=str(tmp_path / "kv.json"))
         async with NamesrvController(config) as namesrv:
+            before = await scrape(namesrv.metrics.port)
+            client = RemotingClient()
+            try:
+                for _ in range(3):
+                    reply = await client.invoke(namesrv.address, create_request(
+                        RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER))
+                    assert reply.code == ResponseCode.SUCCESS
+            finally:
+                await client.close()
             samples = await scrape(namesrv.metrics.port)
+            topics_listed = "GET_ALL_TOPIC_LIST_FROM_NAMESERVER"
+            assert (requests(samples, topics_listed, "SUCCESS") - requests(before, topics_listed, "SUCCESS")) == 3
             assert value(samples, "rocketstore_namesrv_live_brokers") == 0
             assert value(samples, "rocketstore_namesrv_topics") == 0
             assert value(samples, "rocketstore_scrape_ok") == 1
