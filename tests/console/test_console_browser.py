@@ -184,7 +184,7 @@ def test_search_finds_a_message_by_id_and_by_key(site: Site, browser: Any) -> No
     assert browser.find_element("id", "results-title").text == f"{len(site.sent)} message(s)"
 
 
-def test_creating_a_topic(site: Site, browser: Any) -> None:
+def test_creating_updating_and_deleting_a_topic(site: Site, browser: Any) -> None:
     _open(browser, site, "/topics")
     form = browser.find_element("id", "create-topic")
     form.find_element("name", "topic").send_keys("ConsoleCreated")
@@ -199,13 +199,24 @@ def test_creating_a_topic(site: Site, browser: Any) -> None:
         (queue_data,) = admin.topic_route("ConsoleCreated")["queueDatas"]
         assert queue_data["writeQueueNums"] == 3 and queue_data["readQueueNums"] == 8
 
+        # its page: read only, then gone
+        from selenium.webdriver.support.ui import Select
+        _open(browser, site, "/topics/ConsoleCreated")
+        Select(browser.find_element("css selector", "#update-topic select[name=perm]")).select_by_value("4")
+        _submit(browser, "update-topic")
+        assert wait_for(lambda: admin.topic_route("ConsoleCreated")["queueDatas"][0]["perm"] == 4, 10)
+        _submit(browser, "delete-topic", confirm=True)
+        assert "deleted" in browser.find_element("id", "notice").text
+        assert not _errors(browser)
+        assert "ConsoleCreated" not in admin.topic_list()
+
 
 def test_resetting_a_group_s_offsets(site: Site, browser: Any) -> None:
     with AdminClient(namesrv_addr=site.namesrv) as admin:
         before = admin.consumer_progress(GROUP, TOPIC)
         assert before["diffTotal"] == 0
-        _open(browser, site, f"/groups/{GROUP}")
         from selenium.webdriver.support.ui import Select
+        _open(browser, site, f"/groups/{GROUP}")
         Select(browser.find_element("css selector", "#reset-offsets select[name=topic]")).select_by_visible_text(TOPIC)
         browser.execute_script("document.querySelector('#reset-offsets input[name=time]').value = arguments[0]",
                                "2000-01-01T00:00:00")
