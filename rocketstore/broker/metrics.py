@@ -27,7 +27,7 @@ from rocketstore.broker.stats.manager import (
     TOPIC_PUT_NUMS,
     TOPIC_PUT_SIZE,
 )
-from rocketstore.remoting.metrics import connection_family
+from rocketstore.remoting.metrics import connection_family, request_family
 from rocketstore.store import HOLD_BUCKET_CEILINGS
 
 if TYPE_CHECKING:
@@ -121,6 +121,7 @@ def broker_families(controller: BrokerController) -> Iterator[Any]:
             f.gauge(runtime_metric_name(key), f"GET_BROKER_RUNTIME_INFO {key}").add_metric(base, value)
     connections = sum(len(server.connections) for server in controller.serving_servers)
     f.families.append(connection_family({"cluster": base[0], "broker": base[1]}, connections))
+    f.families.append(request_family({"cluster": base[0], "broker": base[1]}))
     return iter(f.families)
 
 

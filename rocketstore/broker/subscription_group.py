@@ -21,14 +21,11 @@ from rocketstore.broker.config import BrokerConfig
 from rocketstore.broker.json_table import JsonTableFile, dumps_pretty
 from rocketstore.common.java_properties import camel_case
 from rocketstore.common.text import is_ascii_int, quote
+from rocketstore.common.topics import SYSTEM_GROUPS
 from rocketstore.remoting.route_bodies import DataVersion
 
 log = logging.getLogger(__name__)
 
-#: MixAll's system consumer groups, present from the start.
-SYSTEM_GROUPS = ("TOOLS_CONSUMER", "FILTERSRV_CONSUMER", "SELF_TEST_C_GROUP",
-                 "CID_ONS-HTTP-PROXY", "CID_ONSAPI_PULL", "CID_ONSAPI_PERMISSION",
-                 "CID_ONSAPI_OWNER", "CID_RMQ_SYS_TRANS")
 
 
 @dataclass(frozen=True)

@@ -19,12 +19,14 @@ import click
 from rocketstore.cli.common import describe_error, echo_json, fail
 from rocketstore.client import (
     AdminClient,
+    ClientConfig,
     Message,
     MessageExt,
     MessageQueue,
     MQClientError,
     Producer,
 )
+from rocketstore.client.config import ACCESS_KEY_ENV, SECRET_KEY_ENV
 from rocketstore.common.text import is_ascii_int
 from rocketstore.remoting.errors import RemotingError
 
@@ -32,9 +34,21 @@ DEFAULT_NAMESRV = "127.0.0.1:9876"
 
 
 def _namesrv_option(f: Callable[..., Any]) -> Callable[..., Any]:
+    """-n, and the ACL account requests are signed with (RocketMQ 4.x plain ACL)."""
+    f = click.option("--secret-key", envvar=SECRET_KEY_ENV, default=None,
+                     help=f"Its secret key (or ${SECRET_KEY_ENV}).")(f)
+    f = click.option("--access-key", envvar=ACCESS_KEY_ENV, default=None,
+                     help=f"Sign every request with this ACL account (or ${ACCESS_KEY_ENV}).")(f)
     return click.option("-n", "--namesrv-addr", default=lambda: os.environ.get("NAMESRV_ADDR", DEFAULT_NAMESRV),
                         show_default="NAMESRV_ADDR or 127.0.0.1:9876",
                         help="Name servers, 'host:port;host:port'.")(f)
+
+
+def _client_config(namesrv_addr: str, access_key: str | None, secret_key: str | None) -> ClientConfig:
+    """The clients' settings; ValueError when only one of the keys is given."""
+    if (access_key is None) != (secret_key is None):
+        raise ValueError("--access-key and --secret-key go together: give both or neither")
+    return ClientConfig(namesrv_addr=namesrv_addr, access_key=access_key, secret_key=secret_key)
 
 
 def _json_option(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -46,9 +60,9 @@ def _admin_command(name: str, **kwargs: Any) -> Callable[[Callable[..., Any]], c
 
     def decorate(f: Callable[..., Any]) -> click.Command:
         @functools.wraps(f)
-        def run(namesrv_addr: str, **options: Any) -> None:
+        def run(namesrv_addr: str, access_key: str | None, secret_key: str | None, **options: Any) -> None:
             try:
-                with AdminClient(namesrv_addr=namesrv_addr) as admin:
+                with AdminClient(config=_client_config(namesrv_addr, access_key, secret_key)) as admin:
                     f(admin, **options)
             except (MQClientError, RemotingError, ValueError, TimeoutError, OSError) as exc:
                 raise fail(describe_error(exc), exc) from None
@@ -445,13 +459,16 @@ def query_msg_by_offset(admin: AdminClient, topic: str, broker_name: str, queue_
 @click.option("-b", "--broker-name", help="Send to this broker (with -i).")
 @click.option("-i", "--queue-id", type=int, help="Send to this queue (with -b).")
 @_json_option
-def send_message(namesrv_addr: str, topic: str, body: str, keys: str | None, tags: str | None,
-                 broker_name: str | None, queue_id: int | None, as_json: bool) -> None:
+def send_message(namesrv_addr: str, access_key: str | None, secret_key: str | None, topic: str, body: str,
+                 keys: str | None, tags: str | None, broker_name: str | None, queue_id: int | None,
+                 as_json: bool) -> None:
     """Send one message and print the result."""
     if (broker_name is None) != (queue_id is None):
         raise fail("give both -b/--broker-name and -i/--queue-id, or neither")
     try:
-        with Producer("TOOLS_PRODUCER", namesrv_addr=namesrv_addr) as producer:
+        config = _client_config(namesrv_addr, access_key, secret_key)
+        with Producer("TOOLS_PRODUCER", namesrv_addr=namesrv_addr, access_key=config.access_key,
+                      secret_key=config.secret_key) as producer:
             msg = Message(topic, body.encode("utf-8"), tags=tags, keys=keys.split() if keys else None)
             queue = MessageQueue(topic, broker_name, queue_id) if broker_name is not None and queue_id is not None \
                 else None

@@ -1,5 +1,6 @@
-"""Server commands: ``rocketstore namesrv``, ``rocketstore broker`` and ``rocketstore controller``
-run a name server, a broker or a standalone controller in the foreground. Their click commands live beside the servers (``python -m
+"""Server commands: ``rocketstore namesrv``, ``rocketstore broker``, ``rocketstore controller``
+and ``rocketstore console`` run a name server, a broker, a standalone controller or the web
+console in the foreground. Their click commands live beside the servers (``python -m
 rocketstore.namesrv`` / ``python -m rocketstore.broker`` run the same ones) and are imported
 only when asked for, so the store's commands start without loading a broker."""
 
@@ -14,6 +15,7 @@ SERVER_COMMANDS = {
     "namesrv": ("rocketstore.namesrv.startup", "namesrv_command"),
     "broker": ("rocketstore.broker.startup", "broker_command"),
     "controller": ("rocketstore.controller.startup", "controller_command"),
+    "console": ("rocketstore.console.startup", "console_command"),
 }
 
 

@@ -180,14 +180,18 @@ class AsyncAdmin:
         """Per queue: brokerName, queueId, minOffset, maxOffset, lastUpdateTimestamp."""
         rows = []
         for address in (await self._topic_masters(topic)).values():
-            response = await self.instance.api.invoke_broker(address, RequestCode.GET_TOPIC_STATS_INFO,
-                                                             {"topic": topic}, timeout=self.timeout)
-            table = _mq_table(loads_object_keys(response.body_bytes() or b"{}").get("offsetTable"))
-            for mq, stats in table.items():
-                rows.append({"brokerName": mq.broker_name, "queueId": mq.queue_id,
-                             "minOffset": int(stats.get("minOffset", 0)), "maxOffset": int(stats.get("maxOffset", 0)),
-                             "lastUpdateTimestamp": int(stats.get("lastUpdateTimestamp", 0))})
+            rows.extend(await self.topic_stats(address, topic))
         return sorted(rows, key=lambda r: (r["brokerName"], r["queueId"]))
+
+    async def topic_stats(self, broker_addr: str, topic: str) -> list[dict[str, Any]]:
+        """GET_TOPIC_STATS_INFO on one broker: its queues of ``topic`` as topic_status gives them."""
+        response = await self.instance.api.invoke_broker(broker_addr, RequestCode.GET_TOPIC_STATS_INFO,
+                                                         {"topic": topic}, timeout=self.timeout)
+        table = _mq_table(loads_object_keys(response.body_bytes() or b"{}").get("offsetTable"))
+        return sorted(({"brokerName": mq.broker_name, "queueId": mq.queue_id,
+                        "minOffset": int(stats.get("minOffset", 0)), "maxOffset": int(stats.get("maxOffset", 0)),
+                        "lastUpdateTimestamp": int(stats.get("lastUpdateTimestamp", 0))}
+                       for mq, stats in table.items()), key=lambda r: (r["brokerName"], r["queueId"]))
 
     # ---- brokers ----
 
@@ -437,6 +441,34 @@ class AsyncAdmin:
             raise MQClientError(f"broker {mq.broker_name!r} serves no route of {mq.topic!r}")
         return await self.instance.api.get_min_offset(address, mq, self.timeout)
 
+    # ---- broker tables ----
+
+    async def topic_configs(self, broker_addr: str) -> dict[str, dict[str, Any]]:
+        """GET_ALL_TOPIC_CONFIG: topic name -> its TopicConfig (readQueueNums, writeQueueNums,
+        perm, order, ...) on one broker."""
+        response = await self.instance.api.invoke_broker(broker_addr, RequestCode.GET_ALL_TOPIC_CONFIG,
+                                                         timeout=self.timeout)
+        table = loads_object_keys(response.body_bytes() or b"{}").get("topicConfigTable") or {}
+        return {str(name): dict(cfg) for name, cfg in table.items() if isinstance(cfg, dict)}
+
+    async def subscription_groups(self, broker_addr: str) -> dict[str, dict[str, Any]]:
+        """GET_ALL_SUBSCRIPTIONGROUP_CONFIG: group name -> its SubscriptionGroupConfig on one
+        broker."""
+        response = await self.instance.api.invoke_broker(broker_addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG,
+                                                         timeout=self.timeout)
+        table = loads_object_keys(response.body_bytes() or b"{}").get("subscriptionGroupTable") or {}
+        return {str(name): dict(cfg) for name, cfg in table.items() if isinstance(cfg, dict)}
+
+    async def topic_consumers(self, topic: str) -> list[str]:
+        """QUERY_TOPIC_CONSUME_BY_WHO on every master of ``topic``: the groups subscribed to it
+        or holding offsets of it."""
+        groups: set[str] = set()
+        for address in (await self._topic_masters(topic)).values():
+            response = await self.instance.api.invoke_broker(address, RequestCode.QUERY_TOPIC_CONSUME_BY_WHO,
+                                                             {"topic": topic}, timeout=self.timeout)
+            groups.update(str(g) for g in loads_object_keys(response.body_bytes() or b"{}").get("groupList") or [])
+        return sorted(groups)
+
 
 class AdminClient(BlockingClient[AsyncAdmin]):
     """The blocking admin client (for scripts and the ``rocketstore admin`` CLI)::
@@ -488,6 +520,10 @@ class AdminClient(BlockingClient[AsyncAdmin]):
     def topic_status(self, topic: str) -> list[dict[str, Any]]:
         """Per queue: brokerName, queueId, minOffset, maxOffset, lastUpdateTimestamp."""
         return self._run(self._core.topic_status(topic))
+
+    def topic_stats(self, broker_addr: str, topic: str) -> list[dict[str, Any]]:
+        """GET_TOPIC_STATS_INFO on one broker: its queues of ``topic`` as topic_status gives them."""
+        return self._run(self._core.topic_stats(broker_addr, topic))
 
     def broker_status(self, broker_addr: str) -> dict[str, str]:
         return self._run(self._core.broker_status(broker_addr))
@@ -580,3 +616,18 @@ class AdminClient(BlockingClient[AsyncAdmin]):
     def update_consumer_offset(self, group: str, mq: MessageQueue, offset: int) -> None:
         """UPDATE_CONSUMER_OFFSET: the group's committed offset of mq on its master."""
         return self._run(self._core.update_consumer_offset(group, mq, offset))
+
+    def topic_configs(self, broker_addr: str) -> dict[str, dict[str, Any]]:
+        """GET_ALL_TOPIC_CONFIG: topic name -> its TopicConfig (readQueueNums, writeQueueNums,
+        perm, order, ...) on one broker."""
+        return self._run(self._core.topic_configs(broker_addr))
+
+    def subscription_groups(self, broker_addr: str) -> dict[str, dict[str, Any]]:
+        """GET_ALL_SUBSCRIPTIONGROUP_CONFIG: group name -> its SubscriptionGroupConfig on one
+        broker."""
+        return self._run(self._core.subscription_groups(broker_addr))
+
+    def topic_consumers(self, topic: str) -> list[str]:
+        """QUERY_TOPIC_CONSUME_BY_WHO on every master of ``topic``: the groups subscribed to it
+        or holding offsets of it."""
+        return self._run(self._core.topic_consumers(topic))

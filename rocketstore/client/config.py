@@ -39,6 +39,9 @@ DEFAULT_PRODUCER_GROUP = "DEFAULT_PRODUCER"
 DEFAULT_CONSUMER_GROUP = "DEFAULT_CONSUMER"
 CLIENT_INNER_PRODUCER_GROUP = "CLIENT_INNER_PRODUCER"
 TOOLS_CONSUMER_GROUP = "TOOLS_CONSUMER"
+#: the environment variables the command line's --access-key and --secret-key default to
+ACCESS_KEY_ENV = "ROCKETSTORE_ACCESS_KEY"
+SECRET_KEY_ENV = "ROCKETSTORE_SECRET_KEY"
 #: A group name: the topic characters, up to 255 of them.
 _GROUP_CHARS = TOPIC_NAME_RE.pattern[:-1]
 _GROUP_RE = re.compile(_GROUP_CHARS + "{1,255}")

@@ -31,6 +31,11 @@ TRACE_TOPIC = SYSTEM_TOPIC_PREFIX + "TRACE_TOPIC"
 #: The per-cluster reply topic's suffix (``<cluster>_REPLY_TOPIC``).
 REPLY_TOPIC_SUFFIX = "_REPLY_TOPIC"
 
+#: MixAll's system consumer groups, present on a broker from the start.
+SYSTEM_GROUPS = ("TOOLS_CONSUMER", "FILTERSRV_CONSUMER", "SELF_TEST_C_GROUP",
+                 "CID_ONS-HTTP-PROXY", "CID_ONSAPI_PULL", "CID_ONSAPI_PERMISSION",
+                 "CID_ONSAPI_OWNER", TRANS_CHECK_GROUP)
+
 RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
 DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from prometheus_client.core import GaugeMetricFamily
 
-from rocketstore.remoting.metrics import connection_family
+from rocketstore.remoting.metrics import connection_family, request_family
 
 if TYPE_CHECKING:
     from rocketstore.namesrv.controller import NamesrvController
@@ -28,4 +28,5 @@ def namesrv_families(controller: NamesrvController) -> Iterator[Any]:
     live.add_metric([controller.address], len(routes.broker_live_table))
     topics = GaugeMetricFamily("rocketstore_namesrv_topics", "topics with a route", labels=["namesrv"])
     topics.add_metric([controller.address], len(routes.topic_queue_table))
-    return iter([brokers, live, topics, connection_family(address, len(controller.server.connections))])
+    return iter([brokers, live, topics, connection_family(address, len(controller.server.connections)),
+                 request_family(address)])

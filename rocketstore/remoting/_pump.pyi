@@ -33,3 +33,11 @@ class RequestPump:
 class DirectHandler:
     """A request handler that the pump may ask to write its reply into the connection's frame
     writer itself (native subclasses only); called like any other handler otherwise."""
+
+RESULT_ONEWAY: int
+
+def count_answer(request_code: int, response_code: int) -> None:
+    """Count one request answered ``response_code`` (RESULT_ONEWAY: not answered, oneway)."""
+
+def request_counts() -> dict[tuple[int, int], int]:
+    """``{(request code, result): requests}`` served by this process since it started."""

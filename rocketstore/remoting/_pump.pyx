@@ -15,6 +15,45 @@ cdef enum:
     _FLAG_RESPONSE = 1
     _FLAG_ONEWAY = 2
     _SYSTEM_ERROR = 1
+    _SUCCESS = 0
+    #: request codes below this are counted in C arrays (RocketMQ's reach 200,000: POP's)
+    _COUNTED_CODES = 4096
+
+#: RESULT_ONEWAY: the result of a oneway request (no reply is sent)
+RESULT_ONEWAY = -1
+
+# The requests this process served, by request code and result (a reply's response code), for
+# the metrics endpoint. The hot paths (a native handler's SUCCESS reply, a oneway request) add
+# one to a C array; replies made as RemotingCommands, rarer and costlier, go to the dict.
+cdef unsigned long long _direct_success[_COUNTED_CODES]
+cdef unsigned long long _oneway[_COUNTED_CODES]
+_answers: dict = {}
+
+
+cpdef count_answer(int request_code, int response_code):
+    """Count one request answered ``response_code`` (RESULT_ONEWAY: not answered, oneway)."""
+    key = (request_code, response_code)
+    _answers[key] = _answers.get(key, 0) + 1
+
+
+cdef inline void _count_fast(int request_code, unsigned long long* table, int result):
+    if 0 <= request_code < _COUNTED_CODES:
+        table[request_code] += 1
+    else:
+        count_answer(request_code, result)
+
+
+def request_counts():
+    """``{(request code, result): requests}`` served by this process since it started; the
+    result is the reply's response code, or RESULT_ONEWAY."""
+    counts = dict(_answers)
+    cdef int code
+    for code in range(_COUNTED_CODES):
+        if _direct_success[code]:
+            counts[(code, _SUCCESS)] = counts.get((code, _SUCCESS), 0) + _direct_success[code]
+        if _oneway[code]:
+            counts[(code, RESULT_ONEWAY)] = counts.get((code, RESULT_ONEWAY), 0) + _oneway[code]
+    return counts
 
 
 cdef class DirectHandler:
@@ -86,7 +125,8 @@ cdef class RequestPump:
                     result = (<DirectHandler>handler).call_into(
                         connection, request,
                         None if request.flag & _FLAG_ONEWAY or self.closed else self._writer)
-                    if result is handler:       # its reply is in the writer
+                    if result is handler:       # its reply (SUCCESS) is in the writer
+                        _count_fast(request.code, _direct_success, _SUCCESS)
                         if self._writer.nbytes >= self._flush_bytes:
                             connection.flush()
                         continue
@@ -95,10 +135,12 @@ cdef class RequestPump:
             except Exception as exc:
                 connection.on_handler_error(request, exc)
                 continue
+            if request.flag & _FLAG_ONEWAY:
+                _count_fast(request.code, _oneway, RESULT_ONEWAY)
             if result is None:
                 continue
             if type(result) is not RemotingCommand:
-                connection.on_async_result(request, result)
+                connection.on_async_result(request, result)    # counted when it answers
                 continue
             if request.flag & _FLAG_ONEWAY or self.closed:
                 continue
@@ -111,6 +153,7 @@ cdef class RequestPump:
             except Exception as exc:  # ValueError, TypeError, orjson.JSONEncodeError
                 connection.send_error(request, _SYSTEM_ERROR, f"response not encodable: {exc}")
                 continue
+            count_answer(request.code, response.code)
             if queued >= self._flush_bytes:
                 connection.flush()  # now: the transport then tells whether to pause
         return count

@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
-from rocketstore.remoting._pump import RequestPump
+from rocketstore.remoting._pump import RequestPump, count_answer
 from rocketstore.remoting.codec import MAX_FRAME_BYTES, FrameDecoder, FrameWriter
 from rocketstore.remoting.codes import (
     FLAG_ONEWAY,
@@ -376,6 +376,7 @@ class RemotingConnection(asyncio.Protocol):
         response.serialize_type = request.serialize_type
         try:
             self._write(response)
+            count_answer(request.code, response.code)
         except RemotingSendRequestError:
             pass
         except Exception as exc:  # ValueError, struct.error, orjson.JSONEncodeError
@@ -389,6 +390,7 @@ class RemotingConnection(asyncio.Protocol):
         response = create_response(request, code, remark)
         try:
             self._write(response)
+            count_answer(request.code, code)
         except Exception:
             log.exception("could not send an error response to %s", self.remote_address)
 

@@ -116,3 +116,24 @@ def connection_family(labels: dict[str, str], connections: int) -> Any:
                               labels=list(labels))
     gauge.add_metric(list(labels.values()), connections)
     return gauge
+
+
+def request_family(labels: dict[str, str]) -> Any:
+    """The requests this process served, by request code and result: the reply's response
+    code, or ONEWAY (counted where the reply is written; rocketstore.remoting._pump)."""
+    from prometheus_client.core import CounterMetricFamily
+
+    from rocketstore.remoting._pump import RESULT_ONEWAY, request_counts
+    from rocketstore.remoting.codes import RequestCode, ResponseCode
+
+    counter = CounterMetricFamily(
+        "rocketstore_requests", "remoting requests served, by request code and result",
+        labels=[*labels, "code", "request", "response_code", "result"])
+    for (code, result), count in sorted(request_counts().items()):
+        request = RequestCode(code).name if code in RequestCode._value2member_map_ else str(code)
+        if result == RESULT_ONEWAY:
+            outcome = "ONEWAY"
+        else:
+            outcome = ResponseCode(result).name if result in ResponseCode._value2member_map_ else str(result)
+        counter.add_metric([*labels.values(), str(code), request, str(result), outcome], count)
+    return counter

@@ -13,7 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from rocketstore.broker.config import BrokerConfig
 from rocketstore.namesrv import NamesrvConfig
-from rocketstore.remoting import RequestCode, ResponseCode
+from rocketstore.remoting import RemotingClient, RequestCode, ResponseCode, create_request
 
 arun = broker_helpers.arun
 
@@ -100,6 +100,43 @@ def test_counters_move_by_what_was_sent_and_pulled_and_lag_is_max_minus_committe
     arun(main())
 
 
+def requests(samples: dict[str, list[Any]], request: str, result: str) -> float:
+    """rocketstore_requests_total of one request name and result (0 when absent)."""
+    found = [s.value for s in samples.get("rocketstore_requests_total", ())
+             if s.labels["request"] == request and s.labels["result"] == result]
+    assert len(found) <= 1, found
+    return found[0] if found else 0.0
+
+
+def test_requests_are_counted_by_code_and_result(arun, tmp_path) -> None:
+    async def main() -> None:
+        async with cluster(tmp_path / "store", metrics_exporter_type="PROM",
+                           metrics_prom_exporter_port=0) as cl:
+            port = cl.broker.metrics.port
+            before = await scrape(port)
+            for i in range(5):      # the native send path answers these itself
+                assert (await cl.call(RequestCode.SEND_MESSAGE, send_fields("rq", i % 2), b"x")).code == 0
+            for _ in range(2):
+                r = await cl.call(9999, {})
+                assert r.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
+            r = await cl.call(RequestCode.GET_MAX_OFFSET, {"topic": "rq", "queueId": "0"})
+            assert r.code == ResponseCode.SUCCESS
+            r = await cl.call(RequestCode.PULL_MESSAGE, pull_fields("RG", "no-such-topic", 0, 0))
+            refused = ResponseCode(r.code).name
+            after = await scrape(port)
+
+            def moved(request: str, result: str) -> float:
+                return requests(after, request, result) - requests(before, request, result)
+            assert moved("SEND_MESSAGE", "SUCCESS") == 5
+            assert moved("9999", "REQUEST_CODE_NOT_SUPPORTED") == 2
+            assert moved("GET_MAX_OFFSET", "SUCCESS") == 1
+            assert moved("PULL_MESSAGE", refused) == 1 and refused != "SUCCESS"
+            sample = next(s for s in after["rocketstore_requests_total"] if s.labels["request"] == "SEND_MESSAGE")
+            assert sample.labels["code"] == "10" and sample.labels["response_code"] == "0"
+
+    arun(main())
+
+
 def test_name_server_endpoint(arun, tmp_path) -> None:
     async def main() -> None:
         from rocketstore.namesrv import NamesrvController
@@ -107,7 +144,18 @@ def test_name_server_endpoint(arun, tmp_path) -> None:
         config = NamesrvConfig(listen_port=0, metrics_exporter_type="PROM", metrics_prom_exporter_port=0,
                                kv_config_path=str(tmp_path / "kv.json"))
         async with NamesrvController(config) as namesrv:
+            before = await scrape(namesrv.metrics.port)
+            client = RemotingClient()
+            try:
+                for _ in range(3):
+                    reply = await client.invoke(namesrv.address, create_request(
+                        RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER))
+                    assert reply.code == ResponseCode.SUCCESS
+            finally:
+                await client.close()
             samples = await scrape(namesrv.metrics.port)
+            topics_listed = "GET_ALL_TOPIC_LIST_FROM_NAMESERVER"
+            assert (requests(samples, topics_listed, "SUCCESS") - requests(before, topics_listed, "SUCCESS")) == 3
             assert value(samples, "rocketstore_namesrv_live_brokers") == 0
             assert value(samples, "rocketstore_namesrv_topics") == 0
             assert value(samples, "rocketstore_scrape_ok") == 1

@@ -1,0 +1,3 @@
+from rocketstore.console.startup import main
+
+raise SystemExit(main())

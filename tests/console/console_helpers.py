@@ -1,0 +1,96 @@
+"""The console as a subprocess for tests, beside tests/client/cluster.py's servers, and the
+browser's whereabouts (Debian's chromium and its chromedriver)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "client"))
+
+from cluster import CHILD_CWD, child_env  # noqa: E402
+
+CONSOLE_BOOT = re.compile(r"The console boot success\. listening on (http://\S+)")
+CHROMIUM = ("chromium", "chromium-browser", "google-chrome")
+
+
+def require_console() -> None:
+    for module in ("starlette", "uvicorn", "jinja2"):
+        pytest.importorskip(module, reason=f"the console needs {module}: pip install 'rocketstore[console]'")
+
+
+class Console:
+    def __init__(self, proc: subprocess.Popen[str], url: str, output: list[str]) -> None:
+        self.proc = proc
+        self.url = url
+        self.output = output
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+
+
+def start_console(namesrv_addr: str, *extra: str, timeout: float = 60.0) -> Console:
+    require_console()
+    proc = subprocess.Popen([sys.executable, "-m", "rocketstore.console", "-n", namesrv_addr,
+                             "--listen", "127.0.0.1:0", *extra], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, env=child_env(), cwd=CHILD_CWD)
+    assert proc.stdout is not None
+    output: list[str] = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        output.append(line)
+        match = CONSOLE_BOOT.search(line)
+        if match:
+            def drain() -> None:
+                assert proc.stdout is not None
+                for rest in proc.stdout:
+                    if len(output) < 10_000:
+                        output.append(rest)
+            threading.Thread(target=drain, daemon=True).start()
+            return Console(proc, match.group(1), output)
+    proc.kill()
+    raise AssertionError("the console did not start:\n" + "".join(output)[-3000:])
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def browser_paths() -> tuple[str, str]:
+    browser = next((p for p in map(shutil.which, CHROMIUM) if p), None)
+    driver = shutil.which("chromedriver")
+    if browser is None or driver is None:
+        pytest.skip("the browser tests need Debian's chromium and chromium-driver "
+                    "(apt-get install -y chromium chromium-driver; .ci/run installs them)")
+    return browser, driver
+
+
+def click_and_wait(driver: object, element: object, timeout: float = 30.0) -> None:
+    """Click what submits a form or follows a link, and wait for the next page to replace
+    this one (the element going stale) and finish loading."""
+    from selenium.webdriver.support import expected_conditions
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    element.click()  # type: ignore[attr-defined]
+    wait = WebDriverWait(driver, timeout)
+    wait.until(expected_conditions.staleness_of(element))
+    wait.until(lambda d: d.execute_script("return document.readyState") == "complete")
