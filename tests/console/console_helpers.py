@@ -18,6 +18,30 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "client"))
 
 from cluster import CHILD_CWD, child_env  # noqa: E402
 
+#: the README's screenshots, rewritten only when ROCKETSTORE_UPDATE_SCREENSHOTS=1 (the pages
+#: show times and counts, so every run would change them)
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs"
+
+
+_SCRATCH: list[Path] = []
+
+
+def save_screenshot(driver: object, name: str) -> Path:
+    """A page's screenshot: into docs/ when updating them, else into a scratch folder."""
+    import os
+    import tempfile
+
+    if os.environ.get("ROCKETSTORE_UPDATE_SCREENSHOTS") == "1" and SCREENSHOTS.is_dir():
+        folder = SCREENSHOTS
+    else:
+        if not _SCRATCH:
+            _SCRATCH.append(Path(tempfile.mkdtemp(prefix="rocketstore-console-shots-")))
+        folder = _SCRATCH[0]
+    target = folder / f"console-{name}.png"
+    assert driver.save_screenshot(str(target)), f"no screenshot of {name}"  # type: ignore[attr-defined]
+    return target
+
+
 CONSOLE_BOOT = re.compile(r"The console boot success\. listening on (http://\S+)")
 CHROMIUM = ("chromium", "chromium-browser", "google-chrome")
 

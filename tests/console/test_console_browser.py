@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 import pytest
 from cluster import cluster, wait_for
-from console_helpers import Console, click_and_wait, free_port, start_console
+from console_helpers import Console, click_and_wait, free_port, save_screenshot, start_console
 
 from rocketstore.client import (
     AdminClient,
@@ -26,7 +25,6 @@ from rocketstore.client import (
 
 pytestmark = pytest.mark.slow
 
-DOCS = Path(__file__).resolve().parents[2] / "docs"
 TOPIC = "ConsoleOrders"
 GROUP = "ConsoleCG"
 DLQ_GROUP = "ConsoleDLQ"
@@ -94,8 +92,8 @@ def _open(driver: Any, site: Site, path: str, shot: str | None = None) -> str:
     text: str = driver.find_element("tag name", "body").text
     assert "Error" not in driver.title, f"{path}: {text[:500]}"
     assert not _errors(driver), f"{path}: the browser logged {_errors(driver)}"
-    if shot and DOCS.is_dir():
-        driver.save_screenshot(str(DOCS / f"console-{shot}.png"))
+    if shot:
+        save_screenshot(driver, shot)
     return text
 
 

@@ -7,16 +7,14 @@ from __future__ import annotations
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from cluster import Cluster
-from console_helpers import Console, click_and_wait, start_console
+from console_helpers import Console, click_and_wait, save_screenshot, start_console
 
 pytestmark = pytest.mark.slow
 
-DOCS = Path(__file__).resolve().parents[2] / "docs"
 ACL = """\
 accounts:
   - accessKey: RocketMQ
@@ -65,8 +63,7 @@ def test_pages_need_an_account_and_requests_are_signed_with_it(console: Console,
     browser.delete_all_cookies()
     browser.get(console.url + "/topics")
     assert browser.current_url.startswith(console.url + "/login?next=/topics")
-    if DOCS.is_dir():
-        browser.save_screenshot(str(DOCS / "console-login.png"))
+    save_screenshot(browser, "login")
     assert "wrong accessKey or secretKey" in _sign_in(browser, console, "RocketMQ", "nope")
     assert not browser.get_cookies()
 
