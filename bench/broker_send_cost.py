@@ -38,7 +38,6 @@ from broker import GROUP, TOPIC, send_block, uniq_key  # noqa: E402
 
 from rocketstore.common.batch import encode_batch_body  # noqa: E402
 from rocketstore.remoting import RequestCode, create_request, encode  # noqa: E402
-
 from rocketstore.remoting.codes import ResponseCode  # noqa: E402
 from rocketstore.remoting.eventloop import run  # noqa: E402
 
