@@ -12,7 +12,7 @@ The stored text is byte for byte what the Message path (rocketstore.broker.proce
 stores for the same batch: the message's pairs in order, a pair whose name the request's own
 properties (``outer``: the client's WAIT, the broker's CLUSTER) have taking the outer value,
 then the outer pairs the message lacks, then a generated UNIQ_KEY when neither has one. Any
-text that path would read differently or refuse (a byte outside printable ASCII, NUL, a pair
+text that path would read differently or refuse (bytes that are not UTF-8, NUL, a pair
 without exactly one \\x01 or with an empty name or value, a name twice, DELAY, TRAN_MSG) and
 any body whose lengths do not fit makes :func:`read_batch_body` return None: the Message path
 decides, with its checks and its refusals.
@@ -62,6 +62,46 @@ cdef struct Entry:
     int32_t props_len           # the stored text's length, separators between pairs
     Py_ssize_t slice_first      # into EncodedBatch.slices: name, value, name, value ...
     Py_ssize_t slice_count
+
+
+cdef bint _utf8(const char* text, Py_ssize_t n) noexcept:
+    """True when text[0:n] is UTF-8 as Python's strict decoder has it (no overlong form, no
+    surrogate, nothing over U+10FFFF)."""
+    cdef Py_ssize_t i = 0, j, more
+    cdef uint8_t c, low, high
+    while i < n:
+        c = <uint8_t>text[i]
+        if c < 0x80:
+            i += 1
+            continue
+        low, high = 0x80, 0xBF      # the range of the byte after the lead
+        if 0xC2 <= c <= 0xDF:
+            more = 1
+        elif 0xE0 <= c <= 0xEF:
+            more = 2
+            if c == 0xE0:
+                low = 0xA0
+            elif c == 0xED:
+                high = 0x9F
+        elif 0xF0 <= c <= 0xF4:
+            more = 3
+            if c == 0xF0:
+                low = 0x90
+            elif c == 0xF4:
+                high = 0x8F
+        else:
+            return False
+        if i + more >= n:           # cut before its last byte
+            return False
+        c = <uint8_t>text[i + 1]
+        if c < low or c > high:
+            return False
+        for j in range(i + 2, i + 1 + more):
+            c = <uint8_t>text[j]
+            if c < 0x80 or c > 0xBF:
+                return False
+        i += 1 + more
+    return True
 
 
 cdef inline bint _same(const char* a, Py_ssize_t an, const char* b, Py_ssize_t bn) noexcept:
@@ -212,6 +252,11 @@ def read_batch_body(bytes body not None, dict outer not None, born_host, long lo
         stored_len = 0
         seg = at
         end = at + props_len
+        for p in range(at, end):
+            if <uint8_t>data[p] >= 0x80:    # not ASCII: read only when UTF-8
+                if not _utf8(data + at, props_len):
+                    return None
+                break
         while seg < end:
             split = -1
             p = seg
@@ -223,8 +268,8 @@ def read_batch_body(bytes body not None, dict outer not None, born_host, long lo
                     if split != -1:
                         return None         # a second \x01: the Message path refuses it
                     split = p
-                elif c < 3 or c >= 0x80:
-                    return None             # NUL, or text the Message path decodes
+                elif c < 3:
+                    return None             # NUL: the Message path refuses it
                 p += 1
             if p > seg:                     # an empty segment (a trailing \x02) is no pair
                 if split == -1 or split == seg or split == p - 1 or pairs == _MAX_PAIRS:

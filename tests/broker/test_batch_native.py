@@ -102,7 +102,7 @@ def _same_outcome(native: Any, reference: Any, fields: dict[str, str], body: byt
 
 _NAMES = st.sampled_from(["TAGS", "KEYS", "UNIQ_KEY", "WAIT", "DELAY", "TRAN_MSG", "CLUSTER", "x",
                           "y", "__STARTDELIVERTIME"])
-_ODD_TEXT = st.text(alphabet="ab\x00\x01\x02é", max_size=4)
+_ODD_TEXT = st.text(alphabet="ab\x00\x01\x02é\u4e2d\U0001F600", max_size=4)
 _VALUES = st.one_of(st.sampled_from(["true", "false", "0", "3", "v", "k1 k2"]), _ODD_TEXT)
 
 
@@ -125,7 +125,8 @@ def _batches(draw: Any) -> tuple[dict[str, str], bytes, list[bool]]:
             text = f"UNIQ_KEY\x01U{draw(st.integers(0, 10**9))}\x02" + text
         given_uniq.append("UNIQ_KEY\x01" in text)
         body = draw(st.binary(max_size=40)) if draw(st.integers(0, 20)) else b"b" * (MAX_MESSAGE_SIZE + 1)
-        entries.append((draw(st.integers(-2**31, 2**31 - 1)), body, text.encode()))
+        raw = text.encode() if draw(st.integers(0, 7)) else draw(st.binary(max_size=12))
+        entries.append((draw(st.integers(-2**31, 2**31 - 1)), body, raw))
     body = encode_batch_body(entries)
     cut = draw(st.integers(0, 30))
     if cut == 1 and body:
@@ -142,7 +143,7 @@ def _batches(draw: Any) -> tuple[dict[str, str], bytes, list[bool]]:
 def test_native_batches_store_what_the_message_path_stores(arun, tmp_path: Path) -> None:
     async def main() -> None:
         async with _pair(tmp_path) as (native, reference):
-            @settings(max_examples=300, deadline=None, derandomize=True,
+            @settings(max_examples=500, deadline=None, derandomize=True,
                       suppress_health_check=list(HealthCheck))
             @given(_batches())
             def check(case: tuple[dict[str, str], bytes, list[bool]]) -> None:
@@ -159,6 +160,8 @@ def test_common_batches_take_the_native_path(arun, tmp_path: Path) -> None:
     java = encode_batch_body([(0, b"m%d" % i, f"KEYS\x01k{i}\x02UNIQ_KEY\x01U{i}\x02WAIT\x01true\x02".encode())
                               for i in range(32)])
     assert read_batch_body(java, {"WAIT": "true", "CLUSTER": "c"}, "10.1.2.3:1", 0, 0, 0) is not None
+    utf8 = encode_batch_body([(0, b"a", "TAGS\x01é中\U0001F600\x02KEYS\x01\u07ff\uffff".encode())])
+    assert read_batch_body(utf8, {"CLUSTER": "c"}, "10.1.2.3:1", 0, 0, 0) is not None
     no_uniq = encode_batch_body([(0, b"a", b"TAGS\x01t"), (0, b"b", b"")])
     big_properties = encode_batch_body([(0, b"a", b"x\x01" + b"v" * 32700)])
 
@@ -174,6 +177,10 @@ def test_common_batches_take_the_native_path(arun, tmp_path: Path) -> None:
                                   big_properties, [False])
             assert reply.code == ResponseCode.MESSAGE_ILLEGAL
             assert "properties of" in reply.remark
+            for text in (b"TAGS\x01\xc3\xa9\xe4\xb8\xad\xf0\x9f\x98\x80", b"k\x01\xff\xc3", b"k\x01\xed\xa0\x80"):
+                body = encode_batch_body([(0, b"a", text)])
+                reply = _same_outcome(native, reference, _fields("batched", 0, None), body, [False])
+                assert reply.code == ResponseCode.SUCCESS, text
             for text in (b"DELAY\x012", b"TRAN_MSG\x01true", b"k\x01v\x01w", b"k\x01\x00"):
                 body = encode_batch_body([(0, b"a", b"TAGS\x01t"), (0, b"b", text)])
                 reply = _same_outcome(native, reference, _fields("batched", 0, None), body, [False] * 2)
@@ -182,8 +189,9 @@ def test_common_batches_take_the_native_path(arun, tmp_path: Path) -> None:
     arun(main(), timeout=120)
 
 
-@pytest.mark.parametrize("text", [b"k\x01v\x01w", b"DELAY\x013", b"TRAN_MSG\x01true", b"\xc3\xa9\x01v",
-                                  b"k\x01v\x02k\x01w", b"\x01v", b"k\x01", b"k"])
+@pytest.mark.parametrize("text", [b"k\x01v\x01w", b"DELAY\x013", b"TRAN_MSG\x01true", b"k\x01v\x02k\x01w",
+                                  b"\x01v", b"k\x01", b"k", b"k\x01\xff", b"k\x01\xc3", b"k\x01\xc0\x80",
+                                  b"k\x01\xed\xa0\x80", b"k\x01\xf4\x90\x80\x80", b"k\x01\xe2\x82"])
 def test_the_native_reader_leaves_the_unusual_to_the_message_path(text: bytes) -> None:
     body = encode_batch_body([(0, b"a", text)])
     assert read_batch_body(body, {"CLUSTER": "c"}, "10.1.2.3:1", 0, 0, 0) is None

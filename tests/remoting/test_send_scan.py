@@ -122,7 +122,7 @@ def java_shaped(draw: Any) -> bytes:
 
 
 @given(java_shaped())
-@settings(max_examples=1500, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=1000, deadline=None, suppress_health_check=list(HealthCheck))
 @example(JAVA_V2)
 def test_the_scanner_decodes_as_the_library_does(header: bytes) -> None:
     check(header)
