@@ -7,6 +7,11 @@ broker's own work per send (decode, checks, append, statistics, reply, the write
 
     PYTHONPATH=$PWD python bench/broker_send_cost.py                 # CPU ns per send
     PYTHONPATH=$PWD python bench/broker_send_cost.py --callgrind     # instructions per send
+    PYTHONPATH=$PWD python bench/broker_send_cost.py --batch 32      # per message of batches
+
+``--batch N`` sends SEND_BATCH_MESSAGE (320) frames of N messages each, as RocketMQ's Java
+producer encodes a MessageBatch (every message with UNIQ_KEY and WAIT, the request with WAIT):
+the figures are then per message.
 
 ``--callgrind`` runs the driver twice under ``valgrind --tool=callgrind`` with different
 send counts and prints the difference of their instruction counts divided by the difference
@@ -29,8 +34,10 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from broker import send_block  # noqa: E402
+from broker import GROUP, TOPIC, send_block, uniq_key  # noqa: E402
 
+from rocketstore.common.batch import encode_batch_body  # noqa: E402
+from rocketstore.remoting import RequestCode, create_request, encode  # noqa: E402
 from rocketstore.remoting.codes import ResponseCode  # noqa: E402
 from rocketstore.remoting.eventloop import run  # noqa: E402
 
@@ -80,17 +87,43 @@ class _Transport:
         pass
 
 
-async def drive(count: int, size: int, queues: int, root: str, native: bool) -> tuple[float, int]:
-    """CPU ns per send of ``count`` sends through one connection, and the reply bytes."""
+def batch_block(body: bytes, queues: int, count: int, batch: int) -> tuple[bytes, int]:
+    """``count`` SEND_BATCH_MESSAGE frames of ``batch`` messages each, of one length, back to
+    back."""
+    frames = []
+    for i in range(count):
+        entries = [(0, body, f"TAGS\x01TagA\x02UNIQ_KEY\x01{uniq_key(i * batch + j)}\x02WAIT\x01true"
+                    .encode()) for j in range(batch)]
+        ext = {"a": GROUP, "b": TOPIC, "c": "TBW102", "d": "8", "e": str(i % queues), "f": "0",
+               "g": "1795314927483", "h": "0", "i": "WAIT\x01true\x02", "j": "0", "k": "false",
+               "m": "true"}
+        request = create_request(RequestCode.SEND_BATCH_MESSAGE, ext, encode_batch_body(entries))
+        request.opaque = 1
+        frames.append(encode(request))
+    size = len(frames[0])
+    assert all(len(f) == size for f in frames)
+    return b"".join(frames), size
+
+
+async def drive(count: int, size: int, queues: int, root: str, native: bool,
+                batch: int = 0) -> tuple[float, int]:
+    """CPU ns per send (per message with ``batch``) of ``count`` sends through one
+    connection, and the reply bytes."""
     from rocketstore.broker import BrokerConfig, BrokerController
     from rocketstore.config import StoreConfig
     from rocketstore.remoting.connection import RemotingConnection
 
     body = os.urandom(size)
     # one block of frames, fed over and over: building frames is no part of what is measured
-    block, frame_size = send_block(body, queues, _BLOCK)
-    reads = [block[i: i + _CHUNK * frame_size] for i in range(0, len(block), _CHUNK * frame_size)]
-    reads = [reads[i % len(reads)] for i in range(count // _CHUNK)]
+    per_frame = max(batch, 1)
+    if batch:
+        block, frame_size = batch_block(body, queues, _BLOCK // batch, batch)
+        chunk = max(1, _CHUNK // batch)
+    else:
+        block, frame_size = send_block(body, queues, _BLOCK)
+        chunk = _CHUNK
+    reads = [block[i: i + chunk * frame_size] for i in range(0, len(block), chunk * frame_size)]
+    reads = [reads[i % len(reads)] for i in range(count // (chunk * per_frame))]
     config = BrokerConfig(listen_port=0, wait_time_mills_in_send_queue=3_600_000,
                           store=StoreConfig(store_path_root_dir=os.path.join(root, "store")))
     broker = BrokerController(config, native_send=native)
@@ -101,9 +134,9 @@ async def drive(count: int, size: int, queues: int, root: str, native: bool) -> 
         transport = _Transport()
         connection.connection_made(transport)  # type: ignore[arg-type]
         # warm-up: first pages of the commit log, caches of the send path
-        warm = send_block(body, queues, _CHUNK)[0]
-        connection.data_received(warm)
-        count = len(reads) * _CHUNK
+        connection.data_received(reads[0])
+        transport.written = 0
+        count = len(reads) * chunk * per_frame
         gc.collect()
         t0 = time.thread_time_ns()
         for data in reads:
@@ -117,18 +150,18 @@ async def drive(count: int, size: int, queues: int, root: str, native: bool) -> 
             raise RuntimeError(f"sends failed: {bad[0]!r}")
         if not broker.store.wait_dispatched(60):
             raise RuntimeError("not dispatched in 60 s")
-        return ns / count, transport.written
+        return ns / count, transport.written // (count // per_frame)
     finally:
         await broker.stop()
 
 
-def _callgrind_instructions(count: int, size: int, queues: int, native: bool) -> int:
+def _callgrind_instructions(count: int, size: int, queues: int, native: bool, batch: int) -> int:
     out_dir = tempfile.mkdtemp(prefix="send-cost-cg-")
     try:
         out_file = os.path.join(out_dir, "callgrind.out")
         cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out_file}",
                sys.executable, os.path.abspath(__file__), "--count", str(count), "--size", str(size),
-               "--queues", str(queues)]
+               "--queues", str(queues), "--batch", str(batch)]
         if not native:
             cmd.append("--python-send")
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -152,13 +185,16 @@ def main() -> None:
     parser.add_argument("--callgrind", action="store_true",
                         help="instructions per send under callgrind (two runs: --low and --count)")
     parser.add_argument("--low", type=int, default=1_000, help="the smaller run's sends (--callgrind)")
+    parser.add_argument("--batch", type=int, default=0,
+                        help="SEND_BATCH_MESSAGE of this many messages a frame (figures per message)")
     args = parser.parse_args()
     native = not args.python_send
     if args.callgrind:
-        low = _callgrind_instructions(args.low, args.size, args.queues, native)
-        high = _callgrind_instructions(args.count, args.size, args.queues, native)
+        low = _callgrind_instructions(args.low, args.size, args.queues, native, args.batch)
+        high = _callgrind_instructions(args.count, args.size, args.queues, native, args.batch)
         per_send = (high - low) / (args.count - args.low)
-        print(f"{args.size} B: {per_send:,.0f} instructions per send "
+        what = f"message of {args.batch}-message batches" if args.batch else "send"
+        print(f"{args.size} B: {per_send:,.0f} instructions per {what} "
               f"({'native SendPath' if native else 'Python entry points'}; "
               f"{args.low:,} and {args.count:,} sends: {low:,} and {high:,})")
         return
@@ -166,13 +202,14 @@ def main() -> None:
     for _ in range(args.repeat):
         root = tempfile.mkdtemp(prefix="send-cost-")
         try:
-            ns, written = run(drive(args.count, args.size, args.queues, root, native))
+            ns, written = run(drive(args.count, args.size, args.queues, root, native, args.batch))
         finally:
             shutil.rmtree(root, ignore_errors=True)
         best = min(best, ns)
-    print(f"{args.size} B: {best:,.0f} CPU ns per send on the loop thread "
-          f"({'native SendPath' if native else 'Python entry points'}; {args.count:,} sends, "
-          f"{written / args.count:.0f} reply bytes each)")
+    what = f"message of {args.batch}-message batches" if args.batch else "send"
+    print(f"{args.size} B: {best:,.0f} CPU ns per {what} on the loop thread "
+          f"({'native SendPath' if native else 'Python entry points'}; {args.count:,} messages, "
+          f"{written:.0f} reply bytes a request)")
 
 
 if __name__ == "__main__":

@@ -31,6 +31,7 @@ from rocketstore.message import (
 from rocketstore.store import MessageStore
 
 if TYPE_CHECKING:
+    from rocketstore._native.batch_put import EncodedBatch
     from rocketstore.ha import HAService
 
 # prepared and rolled-back messages are not delayed (commit and none may be)
@@ -107,6 +108,9 @@ class MessageWriter:
 
     def put_batch(self, messages: list[Message], queue_id: int) -> PutMessagesResult:
         return self.store.put_messages(messages, queue_id, wait_flush=False)
+
+    def put_encoded_batch(self, batch: EncodedBatch, topic: str, queue_id: int) -> PutMessagesResult:
+        return self.store.put_encoded_batch(batch, topic, queue_id, wait_flush=False)
 
     def needs_wait(self, properties: dict[str, str]) -> bool:
         """SYNC_FLUSH or SYNC_MASTER, unless the producer said WAIT=false (RocketMQ's

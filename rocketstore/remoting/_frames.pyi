@@ -16,6 +16,9 @@ def decode_frame(frame: Buffer) -> RemotingCommand:
 def decode_json_header(header: Buffer) -> RemotingCommand:
     """A JSON header as a command without a body. Raises HeaderError."""
 
+def decode_json_header_library(header: bytes) -> RemotingCommand:
+    """A JSON header decoded without the SEND scanner (msgspec, orjson): its reference."""
+
 def decode_binary_header(header: Buffer) -> RemotingCommand:
     """A RocketMQ binary header as a command without a body. Raises HeaderError."""
 

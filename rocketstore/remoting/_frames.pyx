@@ -14,11 +14,11 @@ raises FrameError: the stream is lost and the connection must close. A frame wit
 bounds whose header cannot be decoded becomes a HeaderError value in the decoder's output.
 
 JSON headers are parsed by orjson; this module only reads the fields out of the dict it
-returns. SEND_MESSAGE_V2 / SEND_MESSAGE headers as RocketMQ's Java client writes them (code
-first, every ext field a string) are decoded by msgspec into a typed struct instead, read by
-the broker's send path without a dict; their ``ext_fields`` dict is made from the header by
-the orjson path only if something asks for it. Any such header msgspec does not take whole
-goes the orjson way. Anything a well-behaved peer does not send (numbers as strings, a
+returns. SEND headers in the Java producer's exact shape are read by _send_scan.pyx's scanner;
+the rest of the SEND_MESSAGE_V2 / SEND_MESSAGE headers with code first are decoded by msgspec
+into a typed struct; both give the broker's send path the field values without a dict, whose
+``ext_fields`` dict is made from the header by the orjson path only if something asks for it.
+Any such header msgspec does not take whole goes the orjson way. Anything a well-behaved peer does not send (numbers as strings, a
 missing field, a number in extFields) goes to the checked decoder of ``json_header``, which the
 plain-Python reference these functions are tested against (tests/reference/frame_codec.py) shares.
 """
@@ -34,14 +34,12 @@ from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.string cimport memcmp, memcpy
 
-import msgspec
 import orjson
 
 from rocketstore.remoting._command cimport RemotingCommand, new_command, new_lazy_command
+from rocketstore.remoting._send_scan cimport decode_send_json
 from rocketstore.remoting._command import _set_ext_fields_decoder
 
-from rocketstore.common.send_header import REQUIRED_SEND_HEADER_FIELDS as _REQUIRED_SEND_FIELDS
-from rocketstore.common.send_header import SEND_HEADER_FIELDS as _SEND_FIELDS
 from rocketstore.remoting.codes import LanguageCode
 from rocketstore.remoting.errors import (FOREIGN_QUOTE_BYTES as _QUOTE_BYTES, FrameError, HeaderError,
                                         oversized_frame_text as _oversized)
@@ -132,78 +130,6 @@ cdef inline bint _int32_of(PyObject* value, int* out):
     return True
 
 
-# ---- SEND headers, typed ----------------------------------------------------------------------
-
-def _send_header_decoder(str name, int wire):
-    """A decoder of SEND headers whose wire names are column ``wire`` of
-    rocketstore.common.send_header.SEND_HEADER_FIELDS (1: the long names, 2: the one-letter
-    ones); the values come in that table's order."""
-    ext = msgspec.defstruct(
-        f"{name}Fields",
-        [(f[0], str) for f in _SEND_FIELDS[:_REQUIRED_SEND_FIELDS]]
-        + [(f[0], str | None, None) for f in _SEND_FIELDS[_REQUIRED_SEND_FIELDS:]],
-        rename={f[0]: f[wire] for f in _SEND_FIELDS}, gc=False)
-    header = msgspec.defstruct(
-        f"{name}Header",
-        [("code", int), ("extFields", ext), ("language", str), ("flag", int, 0), ("opaque", int, 0),
-         ("version", int, 0), ("remark", str | None, None)], gc=False)
-    return msgspec.json.Decoder(header).decode
-
-
-cdef object _astuple = msgspec.structs.astuple
-cdef object _decode_send_v1 = _send_header_decoder("SendMessage", 1)
-cdef object _decode_send_v2 = _send_header_decoder("SendMessageV2", 2)
-# msgspec's DecodeError, UnicodeDecodeError (a string not UTF-8), RecursionError (nesting) ...
-cdef tuple _MSGSPEC_ERRORS = (msgspec.DecodeError, ValueError, OverflowError, RecursionError)
-cdef const char* _SEND_V2_PREFIX = b'{"code":310,"extFields":{'
-cdef const char* _SEND_V1_PREFIX = b'{"code":10,"extFields":{'
-
-
-cdef bint _not_utf8(bytes header) except -1:
-    """True when the header is not UTF-8. msgspec checks only the strings it decodes, not an
-    unknown field's it skips; orjson refuses the whole header then, and so the reference."""
-    cdef const char* p = PyBytes_AS_STRING(header)
-    cdef Py_ssize_t i = 0, size = PyBytes_GET_SIZE(header)
-    cdef uint64_t word, high = 0
-    while i + 8 <= size:                    # ASCII, 8 bytes at a time: the common case
-        memcpy(&word, p + i, 8)
-        high |= word
-        i += 8
-    while i < size:
-        high |= <uint8_t>p[i]
-        i += 1
-    if not high & 0x8080808080808080:
-        return False
-    try:
-        PyUnicode_DecodeUTF8(p, size, NULL)
-    except UnicodeDecodeError:
-        return True
-    return False
-
-
-cdef RemotingCommand _decode_send_header(bytes header, bint v2):
-    """A SEND request whose header msgspec takes whole, or None (the orjson path decides)."""
-    cdef object language
-    cdef tuple values
-    cdef int code = 0, opaque = 0, flag = 0, version = 0
-    try:
-        values = _astuple(_decode_send_v2(header) if v2 else _decode_send_v1(header))
-    except _MSGSPEC_ERRORS:
-        return None
-    if _not_utf8(header):
-        return None
-    # (code, extFields, language, flag, opaque, version, remark), as _send_header_decoder has them
-    language = _LANGUAGE_BY_NAME.get(values[2])
-    if language is None \
-            or not _int32_of(<PyObject*>values[0], &code) \
-            or not _int32_of(<PyObject*>values[3], &flag) \
-            or not _int32_of(<PyObject*>values[4], &opaque) \
-            or not _int32_of(<PyObject*>values[5], &version):
-        return None
-    return new_lazy_command(code, <int>language, version, opaque, flag, values[6], header,
-                            _astuple(values[1]), None)
-
-
 def _ext_fields_of_json(bytes header):
     """The ext fields of a JSON header, as the orjson path reads them."""
     return _decode_json_header_orjson(header).ext_fields
@@ -213,17 +139,15 @@ _set_ext_fields_decoder(_ext_fields_of_json)
 
 
 cdef RemotingCommand _decode_json_header(const char* data, Py_ssize_t size):
-    cdef RemotingCommand cmd
     cdef bytes header = PyBytes_FromStringAndSize(data, size)
-    if size > 25 and memcmp(data, _SEND_V2_PREFIX, 25) == 0:
-        cmd = _decode_send_header(header, True)
-        if cmd is not None:
-            return cmd
-    elif size > 24 and memcmp(data, _SEND_V1_PREFIX, 24) == 0:
-        cmd = _decode_send_header(header, False)
-        if cmd is not None:
-            return cmd
-    return _decode_json_header_orjson(header)
+    cdef RemotingCommand cmd = decode_send_json(header, True)     # a SEND header, typed
+    return cmd if cmd is not None else _decode_json_header_orjson(header)
+
+
+def decode_json_header_library(bytes header not None):
+    """A JSON header decoded without the SEND scanner (msgspec, orjson): its reference."""
+    cmd = decode_send_json(header, False)
+    return cmd if cmd is not None else _decode_json_header_orjson(header)
 
 
 cdef RemotingCommand _decode_json_header_orjson(bytes data):

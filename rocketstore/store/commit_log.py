@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from rocketstore._native import (
+    batch_put,
     dispatch,
     put_path,
     record,
@@ -351,11 +352,23 @@ class CommitLog:
 
     def put_messages(self, msgs: list[Message], queue_ids: int | list[int], *,
                      wait_flush: bool = True) -> PutMessagesResult:
+        return self._put_batch(lambda: self.writer.prepare_batch(msgs, queue_ids), len(msgs),
+                               wait_flush)
+
+    def put_encoded_batch(self, batch: batch_put.EncodedBatch, topic: str, queue_id: int, *,
+                          wait_flush: bool = True) -> PutMessagesResult:
+        """put_messages of a batch body read by batch_put.read_batch_body, to one queue."""
+        return self._put_batch(
+            lambda: batch_put.prepare_encoded_batch(self.writer, batch, topic, queue_id),
+            batch.count, wait_flush)
+
+    def _put_batch(self, prepare: Callable[[], PutMessagesResult], count: int,
+                   wait_flush: bool) -> PutMessagesResult:
         with self.put_lock:
             if self.closed:
-                return record_writer.rejected_batch(len(msgs), PutMessageStatus.SERVICE_NOT_AVAILABLE)
-            result = self.writer.prepare_batch(msgs, queue_ids)
-            if result.status_code != PutMessageStatus.PUT_OK or not msgs:
+                return record_writer.rejected_batch(count, PutMessageStatus.SERVICE_NOT_AVAILABLE)
+            result = prepare()
+            if result.status_code != PutMessageStatus.PUT_OK or not count:
                 return result
             mf = self._file_for_append()
             while mf is not None and not self.writer.write_batch(mf, result):

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from rocketstore._native import hosts, record, record_writer
+from rocketstore._native import batch_put, hosts, record, record_writer
 from rocketstore.config import LIVE_CONFIG_FIELDS, StoreConfig
 from rocketstore.message import (
     GetMessageStatus,
@@ -403,6 +403,16 @@ class MessageStore(ColumnarReads, StoreMaintenance):
                                                 PutMessageStatus.SERVICE_NOT_AVAILABLE,
                                                 path.refusal)
         return self.commit_log.put_messages(messages, queue_ids, wait_flush=wait_flush)
+
+    def put_encoded_batch(self, batch: batch_put.EncodedBatch, topic: str, queue_id: int, *,
+                          wait_flush: bool = True) -> PutMessagesResult:
+        """put_messages of a batch body read by ``batch_put.read_batch_body`` (no Message per
+        message), all to ``queue_id`` of ``topic``."""
+        path = self.commit_log.put_path
+        if not path.accepting:
+            return record_writer.rejected_batch(batch.count, PutMessageStatus.SERVICE_NOT_AVAILABLE,
+                                                path.refusal)
+        return self.commit_log.put_encoded_batch(batch, topic, queue_id, wait_flush=wait_flush)
 
     def append_message(self, message: Message, queue_id: int = 0) -> PutMessageResult:
         """put_message without waiting for SYNC_FLUSH's flush: the record is written (and

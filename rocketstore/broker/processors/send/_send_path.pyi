@@ -35,6 +35,9 @@ class SendPath(DirectHandler):
         append: Callable[[Message, int], PutMessageResult],
     ) -> None: ...
     def __call__(self, ctx: Any, request: RemotingCommand) -> Any: ...
+    def read_header(self, request: RemotingCommand) -> SendRequestHeader:
+        """The request's SEND header (the frame decoder's typed fields, else the ext fields);
+        a bad field raises HeaderFieldError naming it."""
     def send(self, ctx: Any, request: RemotingCommand, header: SendRequestHeader) -> Any:
         """The reply to a send whose header is read (or an awaitable of it): every rule."""
     def stored_reply(

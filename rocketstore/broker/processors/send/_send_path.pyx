@@ -259,9 +259,15 @@ cdef class SendPath(DirectHandler):
             str(queue_offset), self.region, self.trace_on))
 
     cdef object _handle(self, ctx, RemotingCommand request, FrameWriter writer):
+        return self._send(ctx, request, self.read_header(request), writer)
+
+    cpdef SendRequestHeader read_header(self, RemotingCommand request):
+        """The request's SEND header: from the frame decoder's typed fields when it has them,
+        else from the ext fields; a bad field raises HeaderFieldError naming it."""
         fields = request.send_header    # the frame decoder's typed SEND fields, or None
         try:
-            if type(fields) is tuple and request.code == (310 if self.v2 else 10):
+            if type(fields) is tuple and (request.code == 10 if not self.v2
+                                          else request.code == 310 or request.code == 320):
                 header = read_send_struct(<tuple>fields, self.v2)
             else:
                 ext = request.ext_fields
@@ -272,7 +278,7 @@ cdef class SendPath(DirectHandler):
         except SendHeaderError:
             # the HeaderFieldError naming the field, as the ext fields have it
             header = decode_request_header(request.ext_fields, self.v2)
-        return self._send(ctx, request, <SendRequestHeader>header, writer)
+        return <SendRequestHeader>header
 
     cdef object _busy(self, ctx):
         """SYSTEM_BUSY's remark when the broker refuses a send now (fast failure), or None."""

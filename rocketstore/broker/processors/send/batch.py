@@ -1,12 +1,17 @@
 """SEND_BATCH_MESSAGE 320 after the send rules: a batch's own rules (not to a retry or
 dead-letter topic, not empty, no delayed or transaction message, no NUL in a property nor
 \\x01 in a property value), its messages put together, and the reply (every msgId,
-comma-separated; the first queue offset)."""
+comma-separated; the first queue offset).
+
+The common batch is read and put natively (rocketstore._native.batch_put: no Message per
+message); what it leaves, the unusual or refused, goes through a Message per message, whose
+checks and refusals are the reference (tests/broker/test_batch_native.py compares them)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from rocketstore._native.batch_put import batch_msg_ids, read_batch_body
 from rocketstore.broker.processors.send._send_header import SendRequestHeader
 from rocketstore.broker.processors.send._send_path import (
     NUL_IN_PROPERTIES,
@@ -16,7 +21,7 @@ from rocketstore.broker.processors.send._send_path import (
 )
 from rocketstore.common.batch import BatchBodyError, decode_batch_body
 from rocketstore.common.topics import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
-from rocketstore.message import Message, MessageProperty, PutMessageStatus
+from rocketstore.message import Message, MessageProperty, PutMessagesResult, PutMessageStatus
 from rocketstore.remoting import RemotingCommand, RemotingConnection, ResponseCode, create_response
 
 if TYPE_CHECKING:
@@ -31,25 +36,34 @@ def send_batch(processor: SendMessageProcessor, path: SendPath, ctx: RemotingCon
     if topic.startswith(RETRY_GROUP_TOPIC_PREFIX) or topic.startswith(DLQ_GROUP_TOPIC_PREFIX):
         return create_response(request, ResponseCode.MESSAGE_ILLEGAL,
                                f"batch request does not support retry group {topic}")
-    try:
-        entries = decode_batch_body(request.body_bytes())
-    except BatchBodyError as exc:
-        return create_response(request, ResponseCode.MESSAGE_ILLEGAL, str(exc))
-    if not entries:
-        return create_response(request, ResponseCode.MESSAGE_ILLEGAL, "the batch is empty")
     writer = processor.writer
+    body = request.body_bytes()
     born_host = ctx.remote_address
     born_timestamp = max(0, header.born_timestamp)
     reconsume_times = max(0, header.reconsume_times or 0)
     # the request's own properties (the client's WAIT), with CLUSTER: RocketMQ's batch encoder
     # appends their text to every message's, so a later pair wins when the record is read
-    outer, refusal = properties_and_refusal(header.properties or "")
-    if refusal is not None:
-        return illegal_properties(ctx, request, topic, refusal)
+    outer, outer_refusal = properties_and_refusal(header.properties or "")
     outer[MessageProperty.CLUSTER] = processor.cluster
+    if outer_refusal is None:
+        batch = read_batch_body(body, outer, born_host, born_timestamp, sys_flag, reconsume_times)
+        if batch is not None:   # the common case: no Message per message
+            result = writer.put_encoded_batch(batch, topic, queue_id)
+            if result.status_code != PutMessageStatus.PUT_OK:
+                return processor.refused_put(request, result)
+            return _stored(processor, path, request, topic, queue_id, result, batch.waits)
+    # anything else: a Message per message, which checks and refuses
+    try:
+        entries = decode_batch_body(body)
+    except BatchBodyError as exc:
+        return create_response(request, ResponseCode.MESSAGE_ILLEGAL, str(exc))
+    if not entries:
+        return create_response(request, ResponseCode.MESSAGE_ILLEGAL, "the batch is empty")
+    if outer_refusal is not None:
+        return illegal_properties(ctx, request, topic, outer_refusal)
     messages = []
     try:
-        for flag, body, text in entries:
+        for flag, message_body, text in entries:
             properties, refusal = properties_and_refusal(text.decode("utf-8", "replace"))
             properties.update(outer)
             if properties.get(MessageProperty.DELAY, "0") not in ("0", ""):
@@ -62,7 +76,7 @@ def send_batch(processor: SendMessageProcessor, path: SendPath, ctx: RemotingCon
                 return illegal_properties(ctx, request, topic, NUL_IN_PROPERTIES)
             if refusal is not None:
                 return illegal_properties(ctx, request, topic, refusal)
-            message = Message(topic, body, flag=flag, born_timestamp=born_timestamp,
+            message = Message(topic, message_body, flag=flag, born_timestamp=born_timestamp,
                               born_host=born_host, sys_flag=sys_flag,
                               reconsume_times=reconsume_times)
             message.properties = properties
@@ -72,12 +86,19 @@ def send_batch(processor: SendMessageProcessor, path: SendPath, ctx: RemotingCon
     result = writer.put_batch(messages, queue_id)
     if result.status_code != PutMessageStatus.PUT_OK:
         return processor.refused_put(request, result)
+    return _stored(processor, path, request, topic, queue_id, result,
+                   any(writer.needs_wait(m.properties) for m in messages))
+
+
+def _stored(processor: SendMessageProcessor, path: SendPath, request: RemotingCommand, topic: str,
+            queue_id: int, result: PutMessagesResult, waits: bool) -> Any:
+    """The reply to a stored batch: every msgId, the first queue offset; with SYNC_FLUSH or
+    SYNC_MASTER once stored, unless every message said WAIT=false (``waits`` False)."""
     processor.stats.record_put(topic, queue_id, result.stored, result.wrote_bytes)
     offsets = result.queue_offsets
     assert offsets is not None and result.commitlog_offsets is not None and result.sizes is not None
-    response = path.stored_reply(request, ",".join(i or "" for i in result.msg_ids), queue_id,
-                                 int(offsets[0]))
-    if not any(writer.needs_wait(m.properties) for m in messages):
+    response = path.stored_reply(request, batch_msg_ids(result), queue_id, int(offsets[0]))
+    if not (waits and processor.writer.waits):
         return response
     end = int(result.commitlog_offsets[-1] + result.sizes[-1])
     return processor.reply_when_stored(request, response, end)

@@ -125,7 +125,7 @@ class SendMessageProcessor:
         return self._send_v2.send(ctx, request, decode_request_header(request.ext_fields, True))
 
     def send_batch_message(self, ctx: RemotingConnection, request: RemotingCommand) -> Any:
-        header = decode_request_header(request.ext_fields, True)
+        header = self._send_v2.read_header(request)
         header.batch = True
         return self._send_v2.send(ctx, request, header)
 
