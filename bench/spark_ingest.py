@@ -26,7 +26,13 @@ Rows:
                             (a name server and a broker started on it, topic created over it):
                             one partition per queue, pulled by the tasks over loopback
   PullConsumer (driver)     the project's PullConsumer draining the same backlog on the
-                            driver (no Spark): the broker's own backlog consumption
+                            driver (no Spark): the broker's own backlog consumption, pulls as
+                            large as the broker allows (up to 1,024 messages)
+The broker serves pulls of up to --broker-max-transfer messages (default 1,024, the wire
+source's pullBatchSize; 32 is RocketMQ's default maxTransferCountOnMessageInMemory).
+With --workers (on a machine with 2+ cores): the wire source again on a standalone cluster
+started from pyspark's own spark-class (a master and 2 workers of 1 core each, loopback),
+read by 1 executor (spark.cores.max=1) and then by 2: rows/s 1 -> 2 executors.
 MB/s is CommitLog bytes of the rows read (the same logical bytes for every reader). CPU s is
 the CPU time of the whole process tree (driver, JVM, Python workers) per run, read from /proc:
 on a shared machine it shows the work done, where wall time also shows the waiting.
@@ -36,16 +42,22 @@ Targets (the script never asserts; it prints PASS/MISS):
   - export + a Parquet read beats the direct read on a second scan: for the exported rows,
     export + 2 x parquet(exported) < 2 x rocketstore
   - rocketmq (wire) >= 0.7 x rocketstore (rows/s) on one machine
+  - rocketmq (wire) rows/s grows from 1 to 2 executors (--workers, 2+ cores)
 Usage: python bench/spark_ingest.py [--quick] [--messages N] [--repeat 3] [--dir DIR]
-                                    [--no-wire] [--json out.json]
+                                    [--no-wire] [--broker-max-transfer N] [--workers]
+                                    [--json out.json]
 """
 from __future__ import annotations
 
 import argparse
 import os
 import pickle
+import re
+import signal
+import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import _common as C
@@ -136,17 +148,15 @@ def reyield_source(batch_blob: bytes, rows_per_partition: list[int]) -> type:
 
 
 # ---- the wire: a broker serving the same store ------------------------------------------------
-def serve_store(td: C.TempDirs, root: str, segment_size: int, max_transfer: int | None
+def serve_store(td: C.TempDirs, root: str, segment_size: int, max_transfer: int
                 ) -> tuple[Any, Any]:
     """A name server and a broker on the bench store, the topic created: (namesrv, broker).
-    max_transfer: the broker's maxTransferCountOnMessageInMemory (and 4 KiB of
-    maxTransferBytesOnMessageInMemory per message), else its defaults (32, 256 KiB)."""
+    max_transfer: the broker's maxTransferCountOnMessageInMemory, with 4 KiB of
+    maxTransferBytesOnMessageInMemory per message (at least RocketMQ's 256 KiB)."""
     import asyncio
     namesrv = start_namesrv()
-    extra: dict[str, Any] = {}
-    if max_transfer:
-        extra = {"maxTransferCountOnMessageInMemory": max_transfer,
-                 "maxTransferBytesOnMessageInMemory": max_transfer * 4096}
+    extra = {"maxTransferCountOnMessageInMemory": max_transfer,
+             "maxTransferBytesOnMessageInMemory": max(max_transfer * 4096, 256 << 10)}
     broker = start_broker(td.new("broker"), root, namesrv.address,
                           mappedFileSizeCommitLog=segment_size, **extra)
     asyncio.run(create_topic(broker.address, TOPIC, QUEUES))
@@ -154,11 +164,12 @@ def serve_store(td: C.TempDirs, root: str, segment_size: int, max_transfer: int 
     return namesrv, broker
 
 
-def pull_consumer_rows_per_s(namesrv: str, total: int) -> float:
-    """The project's PullConsumer draining the backlog from the first offsets (driver only)."""
+def pull_consumer_rows_per_s(namesrv: str, total: int, batch: int) -> float:
+    """The project's PullConsumer draining the backlog from the first offsets (driver only),
+    batch messages a pull."""
     from rocketstore.client import PullConsumer
     with PullConsumer(f"BenchSparkPoll{time.monotonic_ns()}", namesrv_addr=namesrv,
-                      pull_batch_size=32, consume_from_where="CONSUME_FROM_FIRST_OFFSET"
+                      pull_batch_size=batch, consume_from_where="CONSUME_FROM_FIRST_OFFSET"
                       ) as consumer:
         consumer.assign(consumer.fetch_message_queues(TOPIC))
         got = 0
@@ -169,6 +180,115 @@ def pull_consumer_rows_per_s(namesrv: str, total: int) -> float:
         if got < total:
             raise RuntimeError(f"PullConsumer drained {got} of {total} in 600 s")
         return got / (time.perf_counter() - began)
+
+
+# ---- 1 -> 2 executors: a standalone cluster -----------------------------------------------
+MASTER_URL = re.compile(r"Starting Spark master at (spark://\S+)")
+
+
+def _wait_log(path: Path, pattern: re.Pattern[str] | str, count: int = 1,
+              timeout: float = 120) -> re.Match[str] | None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        text = path.read_text(errors="replace") if path.exists() else ""
+        found = list(re.finditer(pattern, text))
+        if len(found) >= count:
+            return found[0]
+        time.sleep(0.5)
+    return None
+
+
+class Standalone:
+    """A Spark master and workers (1 core each) from pyspark's spark-class, loopback; stop()
+    ends their process groups."""
+
+    def __init__(self, root: str, workers: int) -> None:
+        import pyspark
+        home = Path(pyspark.__file__).resolve().parent
+        env = {**os.environ, "SPARK_HOME": str(home), "SPARK_LOCAL_IP": "127.0.0.1",
+               "PYSPARK_PYTHON": sys.executable, "SPARK_NO_DAEMONIZE": "1"}
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.root = Path(root)
+        try:
+            master_log = self._start([str(home / "bin" / "spark-class"),
+                                      "org.apache.spark.deploy.master.Master", "--host",
+                                      "127.0.0.1", "--port", "0", "--webui-port", "0"],
+                                     "master", env)
+            found = _wait_log(master_log, MASTER_URL)
+            if found is None:
+                raise RuntimeError(f"no Spark master: {master_log.read_text()[-2000:]}")
+            self.url = found.group(1)
+            for i in range(workers):
+                wlog = self._start([str(home / "bin" / "spark-class"),
+                                    "org.apache.spark.deploy.worker.Worker", "--host",
+                                    "127.0.0.1", "--port", "0", "--webui-port", "0",
+                                    "--cores", "1", "--memory", "2g", "--work-dir",
+                                    str(self.root / f"work{i}"), self.url], f"worker{i}", env)
+                if _wait_log(wlog, "Successfully registered with master") is None:
+                    raise RuntimeError(f"Spark worker {i}: {wlog.read_text()[-2000:]}")
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self, args: list[str], name: str, env: dict[str, str]) -> Path:
+        path = self.root / f"{name}.log"
+        with path.open("wb") as out:
+            self.procs.append(subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT,
+                                               env=env, cwd=str(self.root),
+                                               start_new_session=True))
+        return path
+
+    def stop(self) -> None:
+        for proc in reversed(self.procs):
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+                try:
+                    proc.wait(30)
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait(10)
+        self.procs = []
+
+
+def executor_scaling(args: argparse.Namespace, td: C.TempDirs, namesrv: str, n: int
+                     ) -> dict[int, list[float]]:
+    """{executors: [wall s of each timed run]} of the wire source on a standalone cluster of
+    2 one-core workers, read with spark.cores.max 1 and then 2 (a session each)."""
+    from rocketstore.spark.ingest import local_spark
+    cluster = Standalone(td.new("standalone"), 2)
+    out: dict[int, list[float]] = {}
+    try:
+        for executors in (1, 2):
+            spark = local_spark(cluster.url, f"rocketstore bench {executors} executors", {
+                "spark.cores.max": str(executors), "spark.executor.cores": "1",
+                "spark.executor.memory": "1g", "spark.driver.memory": "2g",
+                "spark.executorEnv.PYTHONPATH": os.environ["PYTHONPATH"]})
+            spark.sparkContext.setLogLevel("ERROR")
+            sc = spark.sparkContext
+            deadline = time.monotonic() + 120
+            while sc._jsc.sc().getExecutorMemoryStatus().size() < executors + 1:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"{executors} executor(s) did not register in 120 s")
+                time.sleep(0.5)
+
+            def df(spark: Any = spark) -> Any:
+                return (spark.read.format("rocketmq").option("namesrvAddr", namesrv)
+                        .option("topics", TOPIC).load())
+            got = df().count()
+            if got != n:
+                raise RuntimeError(f"{executors} executor(s) read {got} rows, expected {n}")
+            for i in range(args.warmup):
+                log(f"warm-up {i + 1}/{args.warmup} wire, {executors} executor(s): "
+                    f"{noop(df())[0]:.2f}s")
+            out[executors] = []
+            for i in range(args.repeat):
+                out[executors].append(noop(df())[0])
+                log(f"run {i + 1}/{args.repeat} wire, {executors} executor(s): "
+                    f"{out[executors][-1]:.2f}s")
+            spark.stop()
+    finally:
+        cluster.stop()
+    return out
 
 
 # ---- runs ------------------------------------------------------------------------------------
@@ -231,9 +351,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--master", default="local[*]")
     p.add_argument("--dir", default=None, help="where the temp store goes (not tmpfs)")
     p.add_argument("--json", default=None, metavar="PATH")
-    p.add_argument("--broker-max-transfer", type=int, default=None, metavar="N",
+    p.add_argument("--broker-max-transfer", type=int, default=1024, metavar="N",
                    help="the broker's maxTransferCountOnMessageInMemory (messages a pull "
-                        "reply; default: the broker's own, 32)")
+                        "reply; default 1024, the wire source's pullBatchSize; RocketMQ's "
+                        "default is 32)")
+    p.add_argument("--workers", action="store_true",
+                   help="also the wire source on a standalone cluster, 1 then 2 executors "
+                        "(needs 2+ cores)")
     p.add_argument("--no-wire", action="store_true",
                    help="leave out the rocketmq (wire) and PullConsumer rows")
     args = p.parse_args(argv)
@@ -242,6 +366,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         args.segment_size = min(args.segment_size, 16 << 20)
 
+    load_start = [round(x, 2) for x in os.getloadavg()]
     td = C.TempDirs(args.dir)
     root = td.new("store")
     log(f"building a store of {n:,} messages in {root}")
@@ -325,11 +450,19 @@ def main(argv: list[str] | None = None) -> int:
             cpu[name].append(used)
             log(f"run {i + 1}/{args.repeat} {name}: {wall:.2f}s (CPU {used:.2f}s)")
         if wire:
-            pull_rates.append(pull_consumer_rows_per_s(servers[0].address, n))
+            pull_rates.append(pull_consumer_rows_per_s(servers[0].address, n,
+                                                       min(1024, args.broker_max_transfer)))
             log(f"run {i + 1}/{args.repeat} PullConsumer (driver): {pull_rates[-1]:,.0f} rows/s")
     spark.stop()
-    for server in reversed(servers):
-        server.stop()
+    scaling: dict[int, list[float]] = {}
+    try:
+        if wire and args.workers and (os.cpu_count() or 1) >= 2:
+            scaling = executor_scaling(args, td, servers[0].address, n)
+        elif wire and args.workers:
+            log("--workers: this machine has one core; 1 -> 2 executors not measured")
+    finally:
+        for server in reversed(servers):
+            server.stop()
 
     med = {name: C.median(v) for name, v in samples.items()}
     med_cpu = {name: C.median(v) for name, v in cpu.items()}
@@ -361,7 +494,9 @@ def main(argv: list[str] | None = None) -> int:
     info = C.machine_info(td.root, {"messages": n, "partitions": len(parts),
                                     "segment_size": args.segment_size,
                                     "store_mb": round(built["max_offset"] / C.MB, 1),
-                                    "broker_max_transfer": args.broker_max_transfer or 32})
+                                    "broker_max_transfer": args.broker_max_transfer,
+                                    "loadavg_start": load_start,
+                                    "loadavg_end": [round(x, 2) for x in os.getloadavg()]})
     C.print_machine_info(info)
     print()
     print(table_md)
@@ -386,9 +521,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"- rocketmq (wire) vs rocketstore (directory): {wire_ratio:.2f} (target >= 0.7): "
               f"{'PASS' if wire_ratio >= 0.7 else 'MISS'}; vs PullConsumer on the driver: "
               f"{rate['rocketmq (wire)'] / C.median(pull_rates):.2f}")
+    scale_rates = {k: n / C.median(v) for k, v in scaling.items()}
+    if scale_rates:
+        growth = scale_rates[2] / scale_rates[1]
+        print(f"- rocketmq (wire) on a standalone cluster: 1 executor {scale_rates[1]:,.0f} "
+              f"rows/s, 2 executors {scale_rates[2]:,.0f} rows/s: x{growth:.2f} "
+              f"(target > 1): {'PASS' if growth > 1 else 'MISS'}")
     if args.json:
         C.write_json(args.json, {"wire_vs_directory": wire_ratio,
-                                 "pull_consumer_rows_per_s": pull_rates,"machine": info, "samples": samples, "median_s": med,
+                                 "pull_consumer_rows_per_s": pull_rates,
+                                 "executor_scaling_s": scaling, "machine": info, "samples": samples, "median_s": med,
                                  "cpu_samples": cpu, "median_cpu_s": med_cpu,
                                  "rows_per_s": rate, "export_s": export_times,
                                  "export_cpu_s": export_cpu,

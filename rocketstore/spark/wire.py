@@ -281,8 +281,7 @@ class _QueueRead:
                 if nxt <= offset:
                     raise MQClientError(f"queue {self.name}: the broker's next begin offset "
                                         f"{nxt} does not advance past {offset}")
-                if status is PullStatus.FOUND:
-                    body = bytes(body) if isinstance(body, memoryview) else body
+                if status is PullStatus.FOUND:      # decode_region copies what it keeps
                     out.append((body, -1, -1) if nxt <= end else (body, start, end))
                 offset = nxt
             elif status is PullStatus.OFFSET_ILLEGAL and result.min_offset > offset:

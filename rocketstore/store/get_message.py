@@ -5,7 +5,10 @@ import logging
 import os
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from rocketstore._native import record
+from rocketstore._native.queue_read import gather_records
 from rocketstore.config import StoreConfig
 from rocketstore.message import GetMessageStatus, MessageExt
 from rocketstore.store.commit_log import CommitLog
@@ -43,14 +46,20 @@ class GetMessageResult:
     #: messages came back, NO_MATCHED_MESSAGE when none did (a consumer pulls on from
     #: next_begin_offset either way).
     damaged: list[tuple[int, DamagedRange]] = field(default_factory=list)
+    #: the records joined, as stored (``get_message_records``): then ``messages`` is empty
+    body: bytes | None = None
+    body_count: int = 0
 
     @property
     def message_count(self) -> int:
-        return len(self.messages)
+        return self.body_count if self.body is not None else len(self.messages)
 
     @property
     def buffers(self) -> list[memoryview]:
-        """The raw records (zero-copy, pinned): what a broker sends in a pull reply."""
+        """The raw records: what a broker sends in a pull reply (the joined body, or each
+        message's record, zero-copy and pinned)."""
+        if self.body is not None:
+            return [memoryview(self.body)]
         return [m.record for m in self.messages]
 
 
@@ -164,6 +173,46 @@ def get_message(config: StoreConfig, commit_log: CommitLog, queues: ConsumeQueue
     result.next_begin_offset = offset + i
     result.suggest_pulling_from_slave = (max_phy - max_phy_pulling) > memory
     return result
+
+
+def get_message_records(config: StoreConfig, commit_log: CommitLog, queues: ConsumeQueueTable,
+                        topic: str, queue_id: int, offset: int, max_msgs: int,
+                        subscription: str | None, expression_type: str | None = None
+                        ) -> GetMessageResult:
+    """get_message's answer with the records joined into ``result.body`` natively
+    (``queue_read.gather_records``: no MessageExt per message) when the subscription takes
+    every message. get_message itself for a tag or SQL92 filter, damage in the CommitLog, or
+    a pull whose first unit the native walk does not handle (deleted, blank-only or damaged
+    units); a walk stopped by such a unit later answers with the records before it (the next
+    pull starts at that unit)."""
+    check_get_args(topic, queue_id, offset, max_msgs)
+    sub = parse_subscription(subscription, expression_type)
+    cq = queues.find(topic, queue_id)
+    if not sub.match_all or cq is None or commit_log.damage.ranges:
+        return get_message(config, commit_log, queues, topic, queue_id, offset, max_msgs,
+                           subscription, expression_type)
+    min_offset, max_offset = cq.min_offset, cq.max_offset
+    units = cq.read_units(offset, MAX_FILTER_MESSAGE_COUNT) \
+        if min_offset <= offset < max_offset else None
+    if units is None:
+        return get_message(config, commit_log, queues, topic, queue_id, offset, max_msgs,
+                           subscription, expression_type)
+    max_phy = commit_log.max_offset()
+    memory = TOTAL_PHYSICAL_MEMORY * config.access_message_in_memory_max_ratio // 100
+    body, count, consumed, last_phy, _ = gather_records(
+        units.view(np.uint8), commit_log.queue.files, commit_log.queue.mapped_file_size,
+        commit_log.min_offset(), max_phy, memory, topic.encode(), queue_id, offset, max_msgs,
+        config.max_transfer_bytes_on_message_in_memory,
+        config.max_transfer_count_on_message_in_memory,
+        config.max_transfer_bytes_on_message_in_disk,
+        config.max_transfer_count_on_message_in_disk)
+    if not count:
+        return get_message(config, commit_log, queues, topic, queue_id, offset, max_msgs,
+                           subscription, expression_type)
+    return GetMessageResult(GetMessageStatus.FOUND, offset + consumed, min_offset, max_offset,
+                            buffer_total_size=len(body),
+                            suggest_pulling_from_slave=(max_phy - last_phy) > memory,
+                            body=body, body_count=count)
 
 
 def _batch_full(config: StoreConfig, size: int, max_msgs: int, buffer_total: int,

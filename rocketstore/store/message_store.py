@@ -578,6 +578,19 @@ class MessageStore(ColumnarReads, StoreMaintenance):
         return reader.get_message(self.config, self.commit_log, self.consume_queues, topic,
                                   queue_id, offset, max_msgs, subscription, expression_type)
 
+    def get_message_records(self, group: str, topic: str, queue_id: int, offset: int,
+                            max_msgs: int = 32, subscription: str | None = "*",
+                            expression_type: str | None = None) -> GetMessageResult:
+        """get_message's answer, the records joined into one ``body`` (what a pull reply
+        carries) without a MessageExt per message where the native walk applies."""
+        if not isinstance(group, str):
+            raise TypeError(f"group must be a str, got {type(group).__name__}")
+        if not self._running:
+            return GetMessageResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, offset, 0, 0)
+        return reader.get_message_records(self.config, self.commit_log, self.consume_queues,
+                                          topic, queue_id, offset, max_msgs, subscription,
+                                          expression_type)
+
     def _consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue | None:
         return self.consume_queues.find(topic, queue_id)
 

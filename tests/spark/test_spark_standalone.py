@@ -5,7 +5,9 @@ own where the store directory is covered by an empty directory: a worker without
 - the wire source (``rocketmq``) reads two brokers under one name server: the batch read and an
   availableNow stream restarted from its checkpoint equal the brokers' contents, each message
   once, whichever worker runs which queue;
-- the directory source fails loudly on the worker without the store (never a short count).
+- the directory source fails loudly on the worker without the store (never a short count);
+- a wire stream through a SIGKILL of one executor JVM, restarted from its checkpoint when the
+  lost task failed the query, holds every message once.
 
 Slow (a JVM master, two workers, their executors): ``-m slow``."""
 from __future__ import annotations
@@ -215,3 +217,84 @@ def test_wire_source_on_the_cluster_equals_the_brokers(standalone, cluster_spark
         progress = admin.consumer_progress("standalone", "clicks")
     assert progress["diffTotal"] == 0 and \
         sum(r["consumerOffset"] for r in progress["offsetTable"]) == 3200
+
+
+def _executor_pids(app_id: str) -> list[int]:
+    """The executor JVMs of the application (CoarseGrainedExecutorBackend ... --app-id)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            args = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"org.apache.spark.executor.CoarseGrainedExecutorBackend" in args and \
+                app_id.encode() in args:
+            pids.append(int(entry.name))
+    return pids
+
+
+def test_wire_stream_exactly_once_through_an_executor_sigkill(standalone, cluster_spark,
+                                                             tmp_path):
+    """An executor JVM killed with SIGKILL mid-stream: its task is lost with it (here
+    spark.task.maxFailures=1, so the query fails; with retries the task runs again
+    elsewhere), and the stream restarted from its checkpoint ends with every message in the
+    sink once (through its _spark_metadata)."""
+    _url, _store, c = standalone
+    topic, total = "executor-kill", 2000
+    with AdminClient(c.namesrv_addr) as admin:
+        admin.update_topic(topic, cluster="TestCluster", read_queue_nums=2, write_queue_nums=2)
+        assert wait_for(lambda: len(admin.queues(topic)) == 4, 30, 0.2)
+    bodies: list[bytes] = []
+    with Producer("standalone-producer", namesrv_addr=c.namesrv_addr) as producer:
+        for a in range(0, total, 100):
+            batch = [ClientMessage(topic, f"ek-{i}".encode() * 8) for i in range(a, a + 100)]
+            producer.send_batch(batch)
+            bodies += [m.body for m in batch]
+
+    def stored() -> int:
+        with AdminClient(c.namesrv_addr) as admin:
+            return sum(admin.max_offset(mq) for mq in admin.queues(topic))
+    assert wait_for(lambda: stored() == total, 30, 0.2)
+    sc = cluster_spark.sparkContext
+    out, chk = tmp_path / "out", tmp_path / "chk"
+    commits = chk / "commits"
+
+    def batches_done() -> int:
+        return sum(1 for p in commits.iterdir() if p.name.isdigit()) if commits.is_dir() else 0
+
+    def start():
+        return (cluster_spark.readStream.format("rocketmq")
+                .option("namesrvAddr", c.namesrv_addr).option("topics", topic)
+                .option("maxMessagesPerTrigger", "100").load().select("body")
+                .writeStream.format("parquet").option("checkpointLocation", str(chk))
+                .trigger(availableNow=True).start(str(out)))
+
+    def finish(query) -> BaseException | None:
+        try:
+            query.awaitTermination(300)
+        except Exception as exc:            # StreamingQueryException: the lost task
+            return exc
+        finally:
+            if query.isActive:
+                query.stop()
+        return query.exception()
+
+    query = start()
+    try:
+        assert wait_for(lambda: batches_done() >= 2, 180, 0.05)
+        victims = _executor_pids(sc.applicationId)
+        assert victims, "no executor process of the application found"
+        os.kill(victims[0], 9)
+        killed_at = batches_done()
+    finally:
+        failure = finish(query)
+    assert killed_at < total // 100, "the query finished before the kill"
+    if failure is not None:
+        assert "executor" in str(failure).lower() or "lost" in str(failure).lower(), failure
+        # the worker starts a new executor for the application in place of the killed one
+        assert wait_for(lambda: len(_executor_pids(sc.applicationId)) >= 2, 120, 0.5)
+        assert finish(start()) is None
+    got = [r.body for r in cluster_spark.read.parquet(str(out)).collect()]
+    assert len(got) == total and sorted(got) == sorted(bodies)

@@ -282,7 +282,14 @@ def aging(tmp_path_factory):
                 address, RequestCode.DELETE_EXPIRED_COMMITLOG))
             if not wait_for(lambda: admin.min_offset(mq) > 0, 30, step=0.5):
                 pytest.skip("the broker did not delete expired segments in 30 s")
-            low = admin.min_offset(mq)
+            # the deletion goes on a file at a time: wait for the min offset to settle
+            seen = [admin.min_offset(mq)]
+
+            def settled() -> bool:
+                seen.append(admin.min_offset(mq))
+                return len(seen) >= 5 and len(set(seen[-5:])) == 1
+            assert wait_for(settled, 60, step=0.5), seen
+            low = seen[-1]
         yield c, low
     finally:
         c.close()

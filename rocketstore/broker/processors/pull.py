@@ -1,8 +1,10 @@
 """PULL_MESSAGE 11 (RocketMQ's PullMessageProcessor), with long polling.
 
 The reply of a pull that found messages carries the CommitLog records exactly as stored: its
-body is the list of the records' memoryviews of the mapped files, written to the socket
-without being joined per message (``RemotingCommand.body`` as a list of buffers).
+body is the records copied once, natively, from the mapped files into one buffer
+(``MessageStore.get_message_records``: no Python object per message), or, on the general
+path (filters, damage), the list of the records' memoryviews (``RemotingCommand.body`` as a
+list of buffers).
 
 sysFlag bits (:mod:`rocketstore.common.pull_sys_flag`): the request carries the consumer's
 committed offset (stored for the group); suspend (a pull that finds nothing is held up to
@@ -179,9 +181,9 @@ class PullMessageProcessor:
                                    f"The broker does not support consumer to filter message by {expression_type}")
 
         began = time.monotonic()
-        result = self.store.get_message(header.consumer_group, header.topic, header.queue_id,
-                                        header.queue_offset, header.max_msg_nums, expression,
-                                        expression_type)
+        result = self.store.get_message_records(header.consumer_group, header.topic,
+                                                header.queue_id, header.queue_offset,
+                                                header.max_msg_nums, expression, expression_type)
         ext = {
             "nextBeginOffset": str(result.next_begin_offset),
             "minOffset": str(result.min_offset),
