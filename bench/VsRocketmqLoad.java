@@ -341,7 +341,7 @@ public class VsRocketmqLoad {
         c.setNamesrvAddr(namesrv);
         c.setInstanceName("VsLoadE2e-" + ProcessHandle.current().pid());
         c.setMqClientApiTimeout(30_000);
-        c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET);
+        c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);    // a fresh store each run
         c.subscribe(topic, "*");
         AtomicBoolean measuring = new AtomicBoolean(false);
         Lat lat = new Lat(2_000_000);
@@ -357,6 +357,13 @@ public class VsRocketmqLoad {
             return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
         });
         c.start();
+        // sends begin once the consumer holds every queue (else the first ones wait for the rebalance)
+        int queues = intOpt("queues", 8);
+        long until = System.nanoTime() + 120_000_000_000L;
+        while (c.getDefaultMQPushConsumerImpl().getRebalanceImpl().getProcessQueueTable().size() < queues
+               && System.nanoTime() < until) {
+            Thread.sleep(50);
+        }
         DefaultMQProducer p = producer("VsLoadE2eP");
         byte[] untimed = new byte[size];
         ByteBuffer.wrap(untimed).putLong(-1);

@@ -292,7 +292,7 @@ producer.shutdown()
 
 CPP_PUSH = r'''
 import json, sys, threading, time
-from rocketmq.client import ConsumeStatus, PushConsumer
+from rocketmq.client import PushConsumer
 namesrv, topic, count, timeout = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
 got = [0]; lock = threading.Lock(); done = threading.Event()
 def on_message(msg):
@@ -300,7 +300,6 @@ def on_message(msg):
         got[0] += 1
         if got[0] >= count:
             done.set()
-    return ConsumeStatus.CONSUME_SUCCESS
 consumer = PushConsumer("VsCppPush")
 consumer.set_namesrv_addr(namesrv)
 consumer.subscribe(topic, on_message)
@@ -423,13 +422,15 @@ def one_run(args: argparse.Namespace, spec: RowSpec, kind: str, dirs: C.TempDirs
         else:
             opts = {**spec.opts, "seconds": args.seconds, "warmup": args.warmup}
             if spec.mode == "e2e":
-                opts["rate"] = args.e2e_rate
+                opts.update(rate=args.e2e_rate, queues=QUEUES)
         argv, env = client_command(spec, spec.mode, opts, namesrv.address, classes, root)
         result, before, after = run_client(argv, env, root, broker.proc.pid, timeout=args.timeout + 120)
         if before is None or after is None:
             raise RuntimeError(f"{spec.key}: the client printed no WINDOW_START")
         count = int(result["count"])
-        per = max(count, 1)
+        if count <= 0:
+            raise RuntimeError(f"{spec.key}: no message made it ({result})")
+        per = count
         latency = {k: float(result[k]) for k in ("p50_ms", "p99_ms", "p999_ms", "max_ms") if k in result}
         return Run(kind, count / result["seconds"] if result["seconds"] > 0 else 0.0, count, int(result["errors"]),
                    (after["cpu"] - before["cpu"]) / per * 1e5, (after["written"] - before["written"]) / per,
