@@ -254,15 +254,17 @@ producer.set_namesrv_addr(namesrv)
 producer.start()
 body = b"x" * size
 measuring = threading.Event(); stop = threading.Event()
-counts = [0] * threads; errors = [0] * threads; lats = [[] for _ in range(threads)]
+counts = [0] * threads; errors = [0] * threads; lats = [[] for _ in range(threads)]; first_error = []
 def work(n):
     while not stop.is_set():
         msg = Message(topic); msg.set_body(body); msg.set_tags("TagA")
         t0 = time.perf_counter()
         try:
             ok = producer.send_sync(msg).status == SendStatus.OK
-        except Exception:
+        except Exception as exc:
             ok = False
+            if measuring.is_set() and not first_error:
+                first_error.append(repr(exc)[:300])
         t1 = time.perf_counter()
         if measuring.is_set():
             if ok:
@@ -281,6 +283,8 @@ measuring.clear(); took = time.perf_counter() - t0
 count, errs = sum(counts), sum(errors)
 lat = sorted(x for l in lats for x in l)
 out = {"count": count, "seconds": took, "errors": errs}
+if first_error:
+    out["first_error"] = first_error[0]
 if lat:
     out.update(p50_ms=lat[int(0.5 * (len(lat) - 1))] * 1e3, p99_ms=lat[int(0.99 * (len(lat) - 1))] * 1e3,
                p999_ms=lat[int(0.999 * (len(lat) - 1))] * 1e3, max_ms=lat[-1] * 1e3)
@@ -427,6 +431,8 @@ def one_run(args: argparse.Namespace, spec: RowSpec, kind: str, dirs: C.TempDirs
         result, before, after = run_client(argv, env, root, broker.proc.pid, timeout=args.timeout + 120)
         if before is None or after is None:
             raise RuntimeError(f"{spec.key}: the client printed no WINDOW_START")
+        if result.get("first_error"):
+            print(f"    {spec.key} {kind}: first failed send: {result['first_error']}")
         count = int(result["count"])
         if count <= 0:
             raise RuntimeError(f"{spec.key}: no message made it ({result})")
