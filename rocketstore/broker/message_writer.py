@@ -7,15 +7,21 @@ Producers' sends and consumers' send-backs go through here, so both:
   ``REAL_TOPIC`` / ``REAL_QID`` properties, as RocketMQ's CommitLog.putMessage does (the
   schedule service puts it back when it is due);
 - append without waiting for SYNC_FLUSH's flush or SYNC_MASTER's slave, and hand back a
-  future that the store's durability thread resolves (``loop.call_soon_threadsafe``) once the
-  flush is done and that the HAService resolves once a slave acknowledged the record, so the
-  event loop serves other requests meanwhile (RocketMQ's CommitLog.asyncPutMessage with its
-  submitFlushRequest and submitReplicaRequest, combined: the slave's failure wins).
+  future that the store's durability thread resolves once the flush is done and that the
+  HAService resolves once a slave acknowledged the record, so the event loop serves other
+  requests meanwhile (RocketMQ's CommitLog.asyncPutMessage with its submitFlushRequest and
+  submitReplicaRequest, combined: the slave's failure wins).
+
+A group commit round makes many sends durable at once; their answers cross from the durability
+thread to the loop together (a queue and one ``call_soon_threadsafe`` while the loop has not yet
+taken the last ones), so the loop wakes once a round, not once a send, and the thread spends
+no time per send on waking it.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
@@ -66,6 +72,9 @@ class MessageWriter:
         self.ha: HAService | None = None
         #: RocketMQ 4.9.8 waits slaveTimeout for the slave (CommitLog.submitReplicaRequest)
         self.slave_timeout_s = store.config.slave_timeout / 1000
+        # flush answers from the durability thread, taken on the loop by _take_durable
+        self._durable: deque[tuple[Callable[[str, int], None], int]] = deque()
+        self._take_scheduled = False
 
     def schedule_if_delayed(self, message: Message, queue_id: int) -> int:
         """Redirect a delayed message to SCHEDULE_TOPIC_XXXX (in place); returns the queue id
@@ -149,15 +158,28 @@ class MessageWriter:
                     "slave", ok if acked else int(PutMessageStatus.FLUSH_SLAVE_TIMEOUT)))
         if self.sync_flush:
             pending[0] += 1
-            loop = self.loop
-            flush_timeout = int(PutMessageStatus.FLUSH_DISK_TIMEOUT)
-
-            def from_store(durable: bool) -> None:
-                try:
-                    loop.call_soon_threadsafe(part_done, "flush", ok if durable else flush_timeout)
-                except RuntimeError:    # the loop is closed: the broker is gone
-                    pass
-
-            self.store.on_durable(next_offset, from_store)
+            self.store.on_durable(next_offset, lambda durable: self._from_store(part_done, durable))
         part_done("set up", ok)
         return future
+
+    def _from_store(self, part_done: Callable[[str, int], None], durable: bool) -> None:
+        """The durability thread: one send's flush answer, queued for the loop; the loop is
+        woken only when it has taken every answer queued before (see the module)."""
+        self._durable.append((part_done, int(PutMessageStatus.PUT_OK) if durable
+                              else int(PutMessageStatus.FLUSH_DISK_TIMEOUT)))
+        # appended before the flag is read; the loop clears the flag before it takes: an answer
+        # seen with the flag set is taken by the run already scheduled
+        if not self._take_scheduled:
+            self._take_scheduled = True
+            try:
+                self.loop.call_soon_threadsafe(self._take_durable)
+            except RuntimeError:    # the loop is closed: the broker is gone
+                pass
+
+    def _take_durable(self) -> None:
+        """The loop: every queued flush answer, in the order the thread gave them."""
+        self._take_scheduled = False
+        durable = self._durable
+        while durable:
+            part_done, status = durable.popleft()
+            part_done("flush", status)
