@@ -53,6 +53,9 @@ class TopicConfig:
     topic_filter_type: str = "SINGLE_TAG"
     topic_sys_flag: int = 0
     order: bool = False
+    #: a memory topic: its messages are held in the broker's memory, never in the CommitLog
+    #: (rocketstore's own; written to topics.json only when true)
+    memory: bool = False
 
     def __post_init__(self) -> None:
         for name in ("read_queue_nums", "write_queue_nums"):
@@ -70,7 +73,7 @@ class TopicConfig:
         return max(self.read_queue_nums, self.write_queue_nums)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "order": self.order,
             "perm": self.perm,
             "readQueueNums": self.read_queue_nums,
@@ -79,6 +82,9 @@ class TopicConfig:
             "topicSysFlag": self.topic_sys_flag,
             "writeQueueNums": self.write_queue_nums,
         }
+        if self.memory:
+            data["memory"] = True
+        return data
 
     @classmethod
     def from_json(cls, name: str, data: Any) -> TopicConfig:
@@ -93,6 +99,14 @@ class TopicConfig:
                 raise ValueError(f"topic {quote(name)}: {key} must be an integer, got {quote(value)}")
             return value
 
+        def flag(key: str) -> bool:
+            value = data.get(key, False)
+            if isinstance(value, str) and value.lower() in ("true", "false"):
+                return value.lower() == "true"
+            if not isinstance(value, bool):
+                raise ValueError(f"topic {quote(name)}: {key} must be true or false, got {quote(value)}")
+            return value
+
         return cls(
             topic_name=str(data.get("topicName") or name),
             read_queue_nums=number("readQueueNums", DEFAULT_QUEUE_NUMS),
@@ -101,6 +115,7 @@ class TopicConfig:
             topic_filter_type=str(data.get("topicFilterType") or "SINGLE_TAG"),
             topic_sys_flag=number("topicSysFlag", 0),
             order=bool(data.get("order", False)),
+            memory=flag("memory"),
         )
 
 

@@ -69,7 +69,8 @@ def send_batch(processor: SendMessageProcessor, path: SendPath, ctx: RemotingCon
             messages.append(message)
     except (ValueError, TypeError, OverflowError) as exc:
         return create_response(request, ResponseCode.MESSAGE_ILLEGAL, str(exc))
-    result = writer.put_batch(messages, queue_id)
+    memory = processor.memory_store_of(topic)
+    result = writer.put_batch(messages, queue_id) if memory is None else memory.put_messages(messages, queue_id)
     if result.status_code != PutMessageStatus.PUT_OK:
         return processor.refused_put(request, result)
     processor.stats.record_put(topic, queue_id, result.stored, result.wrote_bytes)
@@ -77,7 +78,7 @@ def send_batch(processor: SendMessageProcessor, path: SendPath, ctx: RemotingCon
     assert offsets is not None and result.commitlog_offsets is not None and result.sizes is not None
     response = path.stored_reply(request, ",".join(i or "" for i in result.msg_ids), queue_id,
                                  int(offsets[0]))
-    if not any(writer.needs_wait(m.properties) for m in messages):
-        return response
+    if memory is not None or not any(writer.needs_wait(m.properties) for m in messages):
+        return response     # a memory topic's put is done once it is in memory
     end = int(result.commitlog_offsets[-1] + result.sizes[-1])
     return processor.reply_when_stored(request, response, end)
