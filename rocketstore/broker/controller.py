@@ -203,6 +203,8 @@ class BrokerController:
         self.send_processor = SendMessageProcessor(self.config, writer, self.topics, self.groups,
                                                    self.stats, transactions, memory)
         self.pull_processor = pull
+        send_back = SendBackProcessor(self.config, writer, self.topics, self.groups, self.stats)
+        send_back.memory = memory
         stats_processor = BrokerStatsProcessor(
             self.config, store, self.stats, topics=self.topics, groups=self.groups,
             offsets=self.offsets, consumers=self.consumers, schedule=self.schedule,
@@ -211,9 +213,9 @@ class BrokerController:
             self.send_processor,
             pull,
             ConsumerOffsetProcessor(queues, self.offsets),
-            QueryMessageProcessor(store),
+            QueryMessageProcessor(store, memory),
             self.client_processor,
-            SendBackProcessor(self.config, writer, self.topics, self.groups, self.stats),
+            send_back,
             EndTransactionProcessor(self.config, writer, transactions),
             AdminBrokerProcessor(self.config, store, topics=self.topics, groups=self.groups,
                                  offsets=self.offsets, consumers=self.consumers,

@@ -30,7 +30,7 @@ from array import array
 
 from rocketstore._native import record_writer
 from rocketstore._native.mapped_file import MappedFile
-from rocketstore._native.record import MessageExt, decode_at
+from rocketstore._native.record import CorruptRecordError, MessageExt, decode_at
 from rocketstore.common.record import BLANK_MAGIC_CODE
 from rocketstore.message import GetMessageStatus, Message, PutMessageResult, PutMessagesResult
 from rocketstore.store.consume_queue import offset_by_time
@@ -402,6 +402,24 @@ class MemoryMessageStore:
             return None
         segment, pos = memory_topic.locate(queue.phys[queue.head + offset - queue.min_offset])
         return decode_at(segment, pos)
+
+    def look_message_by_offset(self, commitlog_offset: int) -> MessageExt | None:
+        """The held message whose record starts at a physical offset (an offset message id's),
+        or None."""
+        with self._lock:
+            for topic in self._topics.values():
+                if topic.live_count == 0 or not topic.head <= commitlog_offset:
+                    continue
+                segment, pos = topic.locate(commitlog_offset)
+                if pos >= segment.wrote_position or self._blank_at(segment, pos):
+                    continue
+                try:
+                    msg = decode_at(segment, pos)
+                except CorruptRecordError:      # not where a record starts
+                    continue
+                if msg.commitlog_offset == commitlog_offset and msg.topic == topic.name:
+                    return msg
+            return None
 
     def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
         with self._lock:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -47,8 +48,8 @@ def _rss_kib(pid: int, key: str) -> int:
     raise AssertionError(f"no {key} in /proc/{pid}/status")
 
 
-def _seq(msg: MessageExt) -> int:
-    return int(msg.body[len(MEMORY_MARK):len(MEMORY_MARK) + 8])
+def _seq(msg: Any) -> int:
+    return int(bytes(msg.body[len(MEMORY_MARK):len(MEMORY_MARK) + 8]))
 
 
 def _body(seq: int, size: int = 0) -> bytes:
@@ -87,9 +88,12 @@ def test_memory_topic_serves_sends_pulls_offsets_and_is_empty_after_restart(tmp_
             with pytest.raises(MQBrokerError, match="delete it before"):
                 admin.update_topic("DiskT", broker_addr=address, memory=True)
             with Producer("MemP", namesrv_addr=c.namesrv_addr) as producer:
+                offset_ids = []
                 for i in range(200):
-                    assert producer.send(Message("MemT", _body(i), tags=f"T{i % 2}", keys=[f"k{i}"])).msg_id
+                    offset_ids.append(producer.send(Message("MemT", _body(i), tags=f"T{i % 2}",
+                                                            keys=[f"k{i}"])).offset_msg_id)
                     producer.send(Message("DiskT", DISK_MARK + b"%08d" % i))
+                assert _seq(admin.view_message(offset_ids[7])) == 7     # the memory record's id
                 batch_queue = MessageQueue("MemT", "broker-a", 3)
                 result = producer.send_batch([Message("MemT", _body(200 + i)) for i in range(50)],
                                              queue=batch_queue)
@@ -109,6 +113,8 @@ def test_memory_topic_serves_sends_pulls_offsets_and_is_empty_after_restart(tmp_
 
             def listener(messages: list[MessageExt]) -> ConsumeStatus:
                 with lock:
+                    if messages[0].reconsume_times == 0 and _seq(messages[0]) == 3:
+                        return ConsumeStatus.RECONSUME_LATER    # sent back: once more, from %RETRY%
                     got.extend(_seq(m) for m in messages)
                 return ConsumeStatus.SUCCESS
 
@@ -128,14 +134,20 @@ def test_memory_topic_serves_sends_pulls_offsets_and_is_empty_after_restart(tmp_
             rows = admin.consumer_progress("MemG", "MemT")["offsetTable"]
             assert sum(r["brokerOffset"] for r in rows) == 250 and all(r["lastTimestamp"] > 0 for r in rows)
 
-        # the disk topic's CommitLog holds none of the memory topic's messages
+        # the CommitLog holds none of the memory topic's messages: only the retry of the one
+        # sent back (to its group's retry topic, a disk topic, through the delay topic)
         broker = c.brokers["broker-a"]
         broker.stop()
         commit_log = b"".join(p.read_bytes() for p in sorted((tmp_path / "broker-a" / "commitlog").iterdir()))
-        assert commit_log.count(DISK_MARK) == 200 and MEMORY_MARK not in commit_log
         with MessageStore.open(tmp_path / "broker-a", read_only=True) as store:
-            assert store.get_max_offset_in_queue("MemT", 0) == 0
+            records = list(store.scan())
+            assert sum(1 for m in records if m.topic == "DiskT") == 200
+            assert not any(m.topic == "MemT" for m in records)
+            copies = [m for m in records if bytes(m.body).startswith(MEMORY_MARK)]
+            assert {m.topic for m in copies} == {"SCHEDULE_TOPIC_XXXX", "%RETRY%MemG"}
+            assert {_seq(m) for m in copies} == {3}
             assert sum(store.get_max_offset_in_queue("DiskT", q) for q in range(4)) == 200
+        assert commit_log.count(DISK_MARK) == 200 and commit_log.count(MEMORY_MARK) == len(copies)
         topics = orjson.loads((tmp_path / "broker-a" / "config" / "topics.json").read_bytes())
         assert topics["topicConfigTable"]["MemT"]["memory"] is True
         assert "memory" not in topics["topicConfigTable"]["DiskT"]

@@ -63,6 +63,10 @@ def test_messages_come_back_as_records_with_queue_offsets() -> None:
         assert store.get_message_store_timestamp("M", 0, 5) == -1
         assert store.get_offset_in_queue_by_time("M", 0, first) == 0
         assert store.get_offset_in_queue_by_time("M", 0, first + 10**9) == 4
+        third = got.messages[2]
+        assert _seq(store.look_message_by_offset(third.commitlog_offset)) == 5
+        assert store.look_message_by_offset(third.commitlog_offset + 1) is None
+        assert store.look_message_by_offset(MEMORY_OFFSET_BASE - 1) is None
     finally:
         store.close()
 
