@@ -7,6 +7,8 @@ empty memory topic after a restart, its config kept."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -14,7 +16,7 @@ from typing import Any
 
 import orjson
 import pytest
-from cluster import Cluster, cluster, wait_for
+from cluster import Cluster, child_env, cluster, wait_for
 
 from rocketstore.client import (
     AdminClient,
@@ -87,6 +89,10 @@ def test_memory_topic_serves_sends_pulls_offsets_and_is_empty_after_restart(tmp_
                 admin.update_topic("MemOff", broker_addr=c.brokers["broker-off"].address, memory=True)
             with pytest.raises(MQBrokerError, match="delete it before"):
                 admin.update_topic("DiskT", broker_addr=address, memory=True)
+            cli = subprocess.run([sys.executable, "-m", "rocketstore", "admin", "updateTopic", "-n",
+                                  c.namesrv_addr, "-b", address, "-t", "MemCli", "--memory"],
+                                 capture_output=True, text=True, env=child_env(), timeout=60)
+            assert cli.returncode == 0 and "memory=true" in cli.stdout, cli.stdout + cli.stderr
             with Producer("MemP", namesrv_addr=c.namesrv_addr) as producer:
                 offset_ids = []
                 for i in range(200):
@@ -150,6 +156,7 @@ def test_memory_topic_serves_sends_pulls_offsets_and_is_empty_after_restart(tmp_
         assert commit_log.count(DISK_MARK) == 200 and commit_log.count(MEMORY_MARK) == len(copies)
         topics = orjson.loads((tmp_path / "broker-a" / "config" / "topics.json").read_bytes())
         assert topics["topicConfigTable"]["MemT"]["memory"] is True
+        assert topics["topicConfigTable"]["MemCli"]["memory"] is True
         assert "memory" not in topics["topicConfigTable"]["DiskT"]
 
         # after a restart the memory topic is there, empty, and takes messages from offset 0
