@@ -106,6 +106,8 @@ class BrokerController:
         self.store: MessageStore | None = None
         #: memory topics' messages (memory=true topics): in memory only, empty at every start
         self.memory_store: MemoryMessageStore | None = None
+        #: queue offsets by topic, from the store that holds it
+        self.topic_stores: TopicStores | None = None
         self.server = RemotingServer(self._server_config(config.listen_port))
         self.fast_server: RemotingServer | None = None
         self.client = RemotingClient(RemotingClientConfig())
@@ -182,7 +184,7 @@ class BrokerController:
         store = self.store
         memory = self.memory_store = open_memory_store(self.config, store.config.store_host)
         self._note_memory_topics()
-        queues = TopicStores(store, memory, self.topics)
+        queues = self.topic_stores = TopicStores(store, memory, self.topics)
         writer = MessageWriter(store, loop)
         pull = PullMessageProcessor(self.config, store, self.topics, self.groups, self.consumers,
                                     self.offsets, self.stats)
