@@ -11,7 +11,7 @@ its records' physical offsets: no Python object per message is kept.
 All memory topics share one cap, ``max_bytes``, on the bytes of the records they hold. A put
 that takes the total over it evicts the oldest messages of its own topic (arrival order) until
 the total fits again; when its topic holds nothing older, the oldest message of all memory
-topics (by store time) goes instead. An evicted message moves its queue's min offset on, so a
+topics (by arrival) goes instead. An evicted message moves its queue's min offset on, so a
 pull below it is OFFSET_TOO_SMALL, as a pull below a disk queue's min offset. A segment's
 memory goes back when its last record is evicted (a pull's views pin it until the reply is
 written): the memory held stays under the cap plus one partly evicted segment per topic and
@@ -74,35 +74,54 @@ def default_max_bytes() -> int:
     return available_memory() * 3 // 4
 
 
-class _Queue:
-    """One memory queue: the physical offsets of its live records from ``head`` on; the
-    record at ``phys[head]`` has queue offset ``min_offset``."""
+class _Fifo:
+    """Integers appended at the back and dropped from the front (``head``), in an array."""
 
-    __slots__ = ("phys", "head", "min_offset")
+    __slots__ = ("items", "head")
 
     def __init__(self) -> None:
-        self.phys = array("q")
+        self.items = array("q")
         self.head = 0
+
+    def __len__(self) -> int:
+        return len(self.items) - self.head
+
+    def front(self) -> int:
+        return self.items[self.head]
+
+    def pop_front(self) -> None:
+        self.head += 1
+        # drop the dropped prefix now and then (amortised: an array's front is not freed)
+        if self.head >= 1024 and self.head * 2 >= len(self.items):
+            del self.items[:self.head]
+            self.head = 0
+
+
+class _Queue(_Fifo):
+    """One memory queue: the physical offsets of its live records; the front one has queue
+    offset ``min_offset``."""
+
+    __slots__ = ("min_offset",)
+
+    def __init__(self) -> None:
+        super().__init__()
         self.min_offset = 0
 
     @property
     def max_offset(self) -> int:
-        return self.min_offset + len(self.phys) - self.head
+        return self.min_offset + len(self)
 
     def pop_front(self) -> None:
-        self.head += 1
+        super().pop_front()
         self.min_offset += 1
-        # drop the evicted prefix now and then (amortised: the array's front is not freed)
-        if self.head >= 1024 and self.head * 2 >= len(self.phys):
-            del self.phys[:self.head]
-            self.head = 0
 
 
 class _Topic:
     """One memory topic: its segments (oldest first, physical offsets growing), its queues
     and the physical offset of its oldest live record (``head``)."""
 
-    __slots__ = ("name", "segments", "starts", "queues", "head", "live_bytes", "live_count")
+    __slots__ = ("name", "segments", "starts", "queues", "head", "live_bytes", "live_count",
+                 "arrivals")
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -112,6 +131,8 @@ class _Topic:
         self.head = -1
         self.live_bytes = 0
         self.live_count = 0
+        #: the store-wide arrival number of each live record, oldest first
+        self.arrivals = _Fifo()
 
     def locate(self, phy: int) -> tuple[MappedFile, int]:
         i = bisect.bisect_right(self.starts, phy) - 1
@@ -144,6 +165,7 @@ class MemoryMessageStore:
         self._topics: dict[str, _Topic] = {}
         self._lock = threading.Lock()
         self._next_phy = MEMORY_OFFSET_BASE
+        self._arrival = 0
         self._listeners: list[ArrivalListener] = []
         self.live_bytes = 0
         self.segment_bytes_held = 0
@@ -202,12 +224,12 @@ class MemoryMessageStore:
                     # an empty segment took none of the rest: one made to its size
                     self._retire_if_empty(topic, segment)
                     self._new_segment(topic, int(prepared.sizes[stored:].sum()) + 4096)
-            if prepared.status_code != 0:
-                return prepared
-            phys = prepared.commitlog_offsets
-            sizes = prepared.sizes
-            for phy, size in zip(phys.tolist(), sizes.tolist(), strict=True):
+            stored = prepared.stored     # all, or those before a failed allocation
+            phys = prepared.commitlog_offsets[:stored].tolist()
+            for phy, size in zip(phys, prepared.sizes[:stored].tolist(), strict=True):
                 self._indexed(topic, queue_id, phy, size)
+            if stored == 0:
+                return prepared
             self._evict_for(topic)
             next_offset = topic.queues[queue_id].max_offset
         for listener in self._listeners:
@@ -271,7 +293,9 @@ class MemoryMessageStore:
         queue = topic.queues.get(queue_id)
         if queue is None:
             queue = topic.queues[queue_id] = _Queue()
-        queue.phys.append(phy)
+        queue.items.append(phy)
+        topic.arrivals.items.append(self._arrival)
+        self._arrival += 1
         if topic.live_count == 0:
             topic.head = phy
             self._free_passed_segments(topic)
@@ -294,15 +318,12 @@ class MemoryMessageStore:
             self._evict_oldest(victim)
 
     def _oldest_other(self, topic: _Topic) -> _Topic | None:
+        """The other topic whose oldest record arrived first."""
         best: _Topic | None = None
-        best_time = 0
         for other in self._topics.values():
-            if other is topic or other.live_count == 0:
-                continue
-            segment, pos = other.locate(other.head)
-            stored = decode_at(segment, pos).store_timestamp
-            if best is None or stored < best_time:
-                best, best_time = other, stored
+            if other is not topic and other.live_count and (
+                    best is None or other.arrivals.front() < best.arrivals.front()):
+                best = other
         return best
 
     def _evict_oldest(self, topic: _Topic) -> None:
@@ -311,10 +332,11 @@ class MemoryMessageStore:
         size = int.from_bytes(header[0:4], "big")
         queue_id = int.from_bytes(header[12:16], "big")
         queue = topic.queues[queue_id]
-        if queue.phys[queue.head] != topic.head:
+        if queue.front() != topic.head:
             raise RuntimeError(f"memory topic {topic.name}: queue {queue_id} does not start at "
                                f"its topic's oldest record {topic.head}")
         queue.pop_front()
+        topic.arrivals.pop_front()
         topic.live_count -= 1
         topic.live_bytes -= size
         self.live_bytes -= size
@@ -375,22 +397,28 @@ class MemoryMessageStore:
             messages = result.messages
             total = 0
             start = queue.head + offset - min_offset
-            end = min(len(queue.phys), start + MAX_FILTER_MESSAGE_COUNT)
+            end = min(len(queue.items), start + MAX_FILTER_MESSAGE_COUNT)
+            chunk = max(32, max_msgs * 2)   # a small pull converts few offsets to ints
             looked = 0
-            for phy in queue.phys[start:end].tolist():
-                segment, pos = memory_topic.locate(phy)
-                msg = decode_at(segment, pos)
-                size = msg.store_size
-                if messages and (len(messages) >= min(max_msgs, self.max_transfer_count)
-                                 or total + size > self.max_transfer_bytes):
+            full = False
+            for first in range(start, end, chunk):
+                for phy in queue.items[first:min(end, first + chunk)].tolist():
+                    segment, pos = memory_topic.locate(phy)
+                    msg = decode_at(segment, pos)
+                    size = msg.store_size
+                    if messages and (len(messages) >= min(max_msgs, self.max_transfer_count)
+                                     or total + size > self.max_transfer_bytes):
+                        full = True
+                        break
+                    looked += 1
+                    if not sub.matches_code(msg.tags_code) or not sub.matches_tag(msg.tags) or (
+                            sql is not None and not sql.matches(msg.properties)):
+                        continue
+                    messages.append(msg)
+                    total += size
+                    result.status = GetMessageStatus.FOUND
+                if full:
                     break
-                looked += 1
-                if not sub.matches_code(msg.tags_code) or not sub.matches_tag(msg.tags) or (
-                        sql is not None and not sql.matches(msg.properties)):
-                    continue
-                messages.append(msg)
-                total += size
-                result.status = GetMessageStatus.FOUND
             result.buffer_total_size = total
             result.next_begin_offset = offset + looked
             return result
@@ -400,7 +428,7 @@ class MemoryMessageStore:
         queue = None if memory_topic is None else memory_topic.queues.get(queue_id)
         if memory_topic is None or queue is None or not queue.min_offset <= offset < queue.max_offset:
             return None
-        segment, pos = memory_topic.locate(queue.phys[queue.head + offset - queue.min_offset])
+        segment, pos = memory_topic.locate(queue.items[queue.head + offset - queue.min_offset])
         return decode_at(segment, pos)
 
     def look_message_by_offset(self, commitlog_offset: int) -> MessageExt | None:

@@ -7,6 +7,8 @@ from __future__ import annotations
 import struct
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rocketstore._native.record import decode_message
 from rocketstore.message import GetMessageStatus, Message
@@ -143,3 +145,48 @@ def test_bad_arguments_name_the_field() -> None:
     store.close()
     assert not store.append_message(Message("M", b"x"), 0).ok     # closed
     assert 0 < default_max_bytes()
+
+
+class _ReferenceCap:
+    """The eviction rule, written plainly: records in arrival order per topic; over the cap,
+    the putting topic's oldest go while it holds more than the new one, else the other topic
+    whose oldest arrived first."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self.held: dict[str, list[tuple[int, int]]] = {}     # topic -> [(arrival, size)]
+        self.total = 0
+
+    def put(self, topic: str, arrival: int, size: int) -> None:
+        mine = self.held.setdefault(topic, [])
+        mine.append((arrival, size))
+        self.total += size
+        while self.total > self.cap:
+            if len(mine) > 1:
+                victim = mine
+            else:
+                others = [h for t, h in self.held.items() if t != topic and h]
+                if not others:
+                    return
+                victim = min(others, key=lambda h: h[0][0])
+            self.total -= victim.pop(0)[1]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from("ABC"), st.integers(0, 3), st.integers(0, 6000)),
+                min_size=1, max_size=300),
+       st.integers(20_000, 80_000))
+def test_eviction_follows_the_rule(puts: list[tuple[str, int, int]], cap: int) -> None:
+    store = MemoryMessageStore(cap, "127.0.0.1:10911", segment_bytes=65_536)
+    reference = _ReferenceCap(cap)
+    try:
+        for seq, (topic, queue, size) in enumerate(puts):
+            result = store.append_message(Message(topic, b"%08d" % seq + b"p" * size), queue)
+            assert result.ok
+            reference.put(topic, seq, result.wrote_bytes)
+            assert store.live_bytes == reference.total
+        for topic in "ABC":
+            assert _held(store, topic, 4) == [a for a, _ in reference.held.get(topic, [])]
+        assert store.segment_bytes_held <= cap + 65_536 * 2 * 3 + 8192 + 65_536
+    finally:
+        store.close()
