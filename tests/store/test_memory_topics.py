@@ -55,6 +55,8 @@ def test_messages_come_back_as_records_with_queue_offsets() -> None:
             assert struct.unpack(">i", bytes(record[:4]))[0] == len(record) == m.store_size
         assert [_seq(m) for m in store.get_message("g", "M", 0, 0, 32, "even").messages] == [0, 2, 4, 6, 8]
         assert store.get_message("g", "M", 0, 0, 32, "odd").status == GetMessageStatus.NO_MATCHED_MESSAGE
+        sql = store.get_message("g", "M", 1, 0, 32, "TAGS = 'odd' AND KEYS IS NULL", "SQL92")
+        assert [_seq(m) for m in sql.messages] == [1, 3, 5, 7, 9]
         assert store.get_message("g", "M", 0, 5, 32).status == GetMessageStatus.OFFSET_OVERFLOW_ONE
         assert store.get_message("g", "M", 0, 9, 32).status == GetMessageStatus.OFFSET_OVERFLOW_BADLY
         assert store.get_message("g", "M", 7, 0, 32).status == GetMessageStatus.NO_MATCHED_LOGIC_QUEUE
