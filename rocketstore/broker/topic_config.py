@@ -131,6 +131,9 @@ class TopicConfigManager:
         self.on_change = on_change
         self._clock_ms = clock_ms
         self.table: dict[str, TopicConfig] = {}
+        #: the names of the memory topics of ``table`` (the send path tests every send's topic
+        #: against it: no cost while it is empty); kept by this class's changes, never replaced
+        self.memory_topics: set[str] = set()
         self.data_version = DataVersion(clock_ms(), 0)
         self._add_system_topics()
 
@@ -164,8 +167,20 @@ class TopicConfigManager:
                 self.table[name] = TopicConfig.from_json(name, entry)
             except ValueError as exc:
                 raise ValueError(f"{self.file.path}: {exc}") from None
+        self._count_memory_topics()
         if version is not None:
             self.data_version = version
+
+    def replace_table(self, table: dict[str, TopicConfig], version: DataVersion) -> None:
+        """The whole table and its version, as a master has them (SlaveSynchronize)."""
+        self.table.clear()
+        self.table.update(table)
+        self._count_memory_topics()
+        self.data_version = version
+
+    def _count_memory_topics(self) -> None:
+        self.memory_topics.clear()
+        self.memory_topics.update(name for name, cfg in self.table.items() if cfg.memory)
 
     def encode(self) -> bytes:
         return dumps_pretty({
@@ -247,12 +262,17 @@ class TopicConfigManager:
         validate_topic(cfg.topic_name)
         old = self.table.get(cfg.topic_name)
         self.table[cfg.topic_name] = cfg
+        if cfg.memory:
+            self.memory_topics.add(cfg.topic_name)
+        else:
+            self.memory_topics.discard(cfg.topic_name)
         log.info("topic %s %s: %s", cfg.topic_name, "updated" if old else "created", cfg)
         self._changed()
 
     def delete(self, topic: str) -> bool:
         if self.table.pop(topic, None) is None:
             return False
+        self.memory_topics.discard(topic)
         log.info("deleted topic %s", topic)
         self._changed()
         return True

@@ -190,6 +190,7 @@ cdef class SendPath(DirectHandler):
     cdef object writer
     cdef object append
     cdef object memory_append
+    cdef set memory_topics          # the topic table's memory topic names (a live set)
     cdef object loop_time
     cdef PutLock put_lock
     cdef double send_queue_wait_s
@@ -213,8 +214,8 @@ cdef class SendPath(DirectHandler):
         """``append(message, queue_id)`` stores a message without waiting for a flush (the
         broker's MessageWriter.put without its delay redirect, which only a message with a
         DELAY property needs); ``memory_append`` the same for memory topics (None: they are
-        refused); ``topics.table`` is the live topic name -> TopicConfig dict (read at every
-        send)."""
+        refused); ``topics.table`` is the live topic name -> TopicConfig dict and
+        ``topics.memory_topics`` the live set of memory topic names (read at every send)."""
         self.processor = processor
         self.v2 = v2
         config = processor.config   # frozen: its values are read once
@@ -230,6 +231,7 @@ cdef class SendPath(DirectHandler):
         self.waits = self.writer.waits     # SYNC_FLUSH or SYNC_MASTER
         self.append = append
         self.memory_append = memory_append
+        self.memory_topics = topics.memory_topics
         self.loop_time = processor.loop.time
         self.put_lock = processor.store.put_lock
         self.send_queue_wait_s = config.wait_time_mills_in_send_queue / 1000
@@ -333,7 +335,7 @@ cdef class SendPath(DirectHandler):
                 return create_response(request, _TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!")
         if not _writeable(topic_config.perm):
             return create_response(request, _NO_PERMISSION, f"the topic[{topic}] sending message is forbidden")
-        memory = topic_config.memory is True
+        memory = len(self.memory_topics) != 0 and topic in self.memory_topics
         if memory and self.memory_append is None:
             return create_response(request, _NO_PERMISSION,
                                    f"the topic[{topic}] is a memory topic, not served here")
