@@ -32,7 +32,13 @@ from rocketstore._native import record_writer
 from rocketstore._native.mapped_file import MappedFile
 from rocketstore._native.record import CorruptRecordError, MessageExt, decode_at
 from rocketstore.common.record import BLANK_MAGIC_CODE
-from rocketstore.message import GetMessageStatus, Message, PutMessageResult, PutMessagesResult
+from rocketstore.message import (
+    GetMessageStatus,
+    Message,
+    PutMessageResult,
+    PutMessagesResult,
+    PutMessageStatus,
+)
 from rocketstore.store.consume_queue import offset_by_time
 from rocketstore.store.get_message import MAX_FILTER_MESSAGE_COUNT, GetMessageResult, check_get_args
 from rocketstore.store.services.reput import ArrivalListener
@@ -52,6 +58,7 @@ ALLOCATION_CHUNK = 64 * 1024
 #: maxTransferCountOnMessageInMemory; messages in memory are always "in memory").
 DEFAULT_MAX_TRANSFER_BYTES = 256 * 1024
 DEFAULT_MAX_TRANSFER_COUNT = 32
+_CLOSED = "the memory store is closed"
 
 
 def available_memory() -> int:
@@ -192,28 +199,30 @@ class MemoryMessageStore:
         """Store one message of a memory topic; the oldest go when the cap is reached."""
         with self._lock:
             if self._closed:
-                return record_writer.put_result(4, "the memory store is closed")
+                return record_writer.put_result(PutMessageStatus.SERVICE_NOT_AVAILABLE, _CLOSED)
             topic = self._topic(message.topic)
             result = self._append(topic, message, queue_id)
-            if result.status_code == 0:
+            if result.status_code == PutMessageStatus.PUT_OK:
                 self._indexed(topic, queue_id, result.commitlog_offset, result.wrote_bytes)
                 self._evict_for(topic)
                 next_offset = topic.queues[queue_id].max_offset
-        if result.status_code == 0:
+        if result.status_code == PutMessageStatus.PUT_OK:
             for listener in self._listeners:
                 listener(message.topic, queue_id, next_offset)
         return result
 
     def put_messages(self, messages: list[Message], queue_id: int = 0) -> PutMessagesResult:
-        """Store a batch (one topic, one queue), all or nothing."""
+        """Store a batch (one topic, one queue), validated whole before any is written (a
+        failed allocation of memory may still cut it short: ``stored`` says how far)."""
         if not messages:
             raise ValueError("messages must not be empty")
         with self._lock:
             if self._closed:
-                return record_writer.rejected_batch(len(messages), 4, "the memory store is closed")
+                return record_writer.rejected_batch(len(messages), PutMessageStatus.SERVICE_NOT_AVAILABLE,
+                                                    _CLOSED)
             topic = self._topic(messages[0].topic)
             prepared = self._writer.prepare_batch(messages, queue_id)
-            if prepared.status_code != 0:
+            if prepared.status_code != PutMessageStatus.PUT_OK:
                 return prepared
             while True:
                 segment = self._writable_segment(topic)
