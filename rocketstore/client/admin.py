@@ -481,7 +481,8 @@ class AdminClient(BlockingClient[AsyncAdmin]):
                      perm: int = PERM_READ | PERM_WRITE, order: bool = False,
                      memory: bool = False) -> list[str]:
         """Create or change ``topic`` on one broker or on every master of a cluster; returns
-        the addresses updated. ``memory``: a memory topic (see AsyncAdmin.update_topic)."""
+        the addresses updated. ``memory``: a memory topic (rocketstore's brokers with
+        memoryTopicEnable: its messages are held in memory only, lost at restart)."""
         return self._run(self._core.update_topic(
             topic, cluster=cluster, broker_addr=broker_addr, read_queue_nums=read_queue_nums,
             write_queue_nums=write_queue_nums, perm=perm, order=order, memory=memory))

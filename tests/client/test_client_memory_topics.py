@@ -166,9 +166,22 @@ def test_memory_topic_serves_sends_pulls_offsets_and_is_empty_after_restart(tmp_
             assert all(admin.max_offset(mq) == 0 for mq in admin.queues("MemT"))
             assert sum(admin.max_offset(mq) for mq in admin.queues("DiskT")) == 200
             with Producer("MemP2", namesrv_addr=c.namesrv_addr) as producer:
-                sent = producer.send(Message("MemT", _body(5000)), queue=MessageQueue("MemT", "broker-a", 0))
-            assert sent.queue_offset == 0
-            assert [_seq(m) for m in admin.pull(MessageQueue("MemT", "broker-a", 0), 0, 32)] == [5000]
+                sent = [producer.send(Message("MemT", _body(5000 + i)), queue=MessageQueue("MemT", "broker-a", 0))
+                        for i in range(5)]
+            assert [s.queue_offset for s in sent] == list(range(5))
+            assert [_seq(m) for m in admin.pull(MessageQueue("MemT", "broker-a", 0), 0, 32)] == list(range(5000, 5005))
+            # the group's offsets committed before the restart lie past the new ends: its
+            # consumer is moved back to 0 and gets the new messages
+            got.clear()
+            consumer = PushConsumer("MemG", namesrv_addr=c.namesrv_addr, rebalance_interval=2_000)
+            consumer.subscribe("MemT", "*")
+            consumer.register_message_listener(listener)
+            consumer.start()
+            try:
+                assert wait_for(lambda: len(got) >= 5, 60)
+            finally:
+                consumer.shutdown()
+            assert sorted(got) == list(range(5000, 5005))
 
 
 def test_the_cap_holds_under_a_faster_producer_and_consumers_move_on(tmp_path: Path) -> None:
