@@ -128,6 +128,12 @@ class BrokerConfig:
     controller_heart_beat_timeout_mills: int = 10_000
     #: a slave behind the master this long leaves the SyncStateSet (ms; RocketMQ 5's store key)
     ha_max_time_slave_not_catchup: int = 15_000
+    #: memory topics (topic config ``memory=true``: messages held in memory, never in the
+    #: CommitLog, lost at restart) may be created
+    memory_topic_enable: bool = False
+    #: the bytes all memory topics hold together; a put over it evicts the oldest messages of
+    #: its topic (0: 75% of the memory available when the broker starts)
+    memory_topic_max_bytes: int = 0
     store: StoreConfig = field(default_factory=StoreConfig, metadata={"properties": False})
 
     def __post_init__(self) -> None:
@@ -138,6 +144,8 @@ class BrokerConfig:
                 raise ValueError(f"{name} must be in [0, 65535], got {value}")
         if self.broker_id < 0:
             raise ValueError(f"broker_id must be >= 0, got {self.broker_id}")
+        if self.memory_topic_max_bytes < 0:
+            raise ValueError(f"memory_topic_max_bytes must be >= 0, got {self.memory_topic_max_bytes}")
         if self.store.broker_role == "SLAVE" and self.broker_id <= 0:
             # RocketMQ's BrokerStartup: "Slave's brokerId must be > 0"
             raise ValueError(f"broker_id of a SLAVE (brokerRole) must be > 0, got {self.broker_id}")

@@ -52,6 +52,7 @@ from rocketstore.broker.slave_sync import FIRST_SYNC_DELAY_S, SYNC_PERIOD_S, Sla
 from rocketstore.broker.stats import BrokerStatsManager
 from rocketstore.broker.subscription_group import SubscriptionGroupManager
 from rocketstore.broker.topic_config import TopicConfigManager
+from rocketstore.broker.topic_stores import TopicStores, open_memory_store
 from rocketstore.broker.transaction import TransactionalMessageService
 from rocketstore.broker.transaction_check import TransactionalMessageCheckService
 from rocketstore.ha import HAClient, HAService, ha_runtime_info
@@ -67,7 +68,7 @@ from rocketstore.remoting import (
     create_request,
     create_response,
 )
-from rocketstore.store import CONFIG_DIR, MessageStore
+from rocketstore.store import CONFIG_DIR, MemoryMessageStore, MessageStore
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +104,10 @@ class BrokerController:
         self.consumers = ConsumerManager(config.channel_expired_timeout, self._notify_group_changed)
         self.locks = RebalanceLockManager(config.rebalance_lock_max_live_time)
         self.store: MessageStore | None = None
+        #: memory topics' messages (memory=true topics): in memory only, empty at every start
+        self.memory_store: MemoryMessageStore | None = None
+        #: queue offsets by topic, from the store that holds it
+        self.topic_stores: TopicStores | None = None
         self.server = RemotingServer(self._server_config(config.listen_port))
         self.fast_server: RemotingServer | None = None
         self.client = RemotingClient(RemotingClientConfig())
@@ -177,12 +182,17 @@ class BrokerController:
                 await loop.run_in_executor(None, self.store.shutdown)
             raise
         store = self.store
+        memory = self.memory_store = open_memory_store(self.config, store.config.store_host)
+        self._note_memory_topics()
+        queues = self.topic_stores = TopicStores(store, memory, self.topics)
         writer = MessageWriter(store, loop)
         pull = PullMessageProcessor(self.config, store, self.topics, self.groups, self.consumers,
                                     self.offsets, self.stats)
+        pull.memory = memory
         self.hold_service = PullRequestHoldService(loop, pull.process_without_suspend)
         pull.hold_service = self.hold_service
         store.add_arrival_listener(self.hold_service.arrival)
+        memory.add_arrival_listener(self.hold_service.arrival)
         self.client_processor = ClientManageProcessor(
             self.producers, self.consumers, self.groups, self.topics, self.locks,
             self.config.notify_consumer_ids_changed_enable, self.config.enable_property_filter)
@@ -193,24 +203,27 @@ class BrokerController:
         self.transaction_check = TransactionalMessageCheckService(
             self.config, store, transactions, self.offsets, self.producers, self.topics, loop)
         self.send_processor = SendMessageProcessor(self.config, writer, self.topics, self.groups,
-                                                   self.stats, transactions)
+                                                   self.stats, transactions, memory)
         self.pull_processor = pull
+        send_back = SendBackProcessor(self.config, writer, self.topics, self.groups, self.stats)
+        send_back.memory = memory
         stats_processor = BrokerStatsProcessor(
             self.config, store, self.stats, topics=self.topics, groups=self.groups,
             offsets=self.offsets, consumers=self.consumers, schedule=self.schedule,
-            hold_service=self.hold_service, broker_addr=self.address)
+            hold_service=self.hold_service, broker_addr=self.address, queues=queues)
         processors: list[Any] = [
             self.send_processor,
             pull,
-            ConsumerOffsetProcessor(store, self.offsets),
-            QueryMessageProcessor(store),
+            ConsumerOffsetProcessor(queues, self.offsets),
+            QueryMessageProcessor(store, memory),
             self.client_processor,
-            SendBackProcessor(self.config, writer, self.topics, self.groups, self.stats),
+            send_back,
             EndTransactionProcessor(self.config, writer, transactions),
             AdminBrokerProcessor(self.config, store, topics=self.topics, groups=self.groups,
                                  offsets=self.offsets, consumers=self.consumers,
                                  producers=self.producers, stats=self.stats,
-                                 schedule=self.schedule, hold_service=self.hold_service),
+                                 schedule=self.schedule, hold_service=self.hold_service,
+                                 queues=queues),
             stats_processor,
             MaintenanceProcessor(store, self.topics, self.update_config),
             AclDisabledProcessor() if self.acl_file is None else AclAdminProcessor(
@@ -460,11 +473,26 @@ class BrokerController:
             await loop.run_in_executor(None, self.schedule.shutdown)
         if self.transaction_check is not None:
             await loop.run_in_executor(None, self.transaction_check.shutdown)
+        if self.memory_store is not None:
+            self.memory_store.close()       # memory topics are lost at a stop, by design
         if self.store is not None:
             await loop.run_in_executor(self._io, self._persist_all)
             await loop.run_in_executor(None, self.store.shutdown)
         self._io.shutdown(wait=True)
         self._started = False
+
+    def _note_memory_topics(self) -> None:
+        """One line on the memory topics' cap, and on the memory topics of topics.json: they
+        start empty (their messages were in memory only)."""
+        memory = self.memory_store
+        assert memory is not None
+        names = sorted(name for name, cfg in self.topics.table.items() if cfg.memory)
+        if names or self.config.memory_topic_enable:
+            log.info("memory topics hold at most %d bytes; %d memory topics start empty%s",
+                     memory.max_bytes, len(names), f": {', '.join(names[:20])}" if names else "")
+        if names and not self.config.memory_topic_enable:
+            log.warning("memoryTopicEnable=false, but topics.json has %d memory topics: they are "
+                        "served from memory; no more can be created", len(names))
 
     def _persist_all(self) -> None:
         for manager in (self.topics, self.groups):

@@ -127,7 +127,7 @@ def broker_families(controller: BrokerController) -> Iterator[Any]:
 
 def _offsets(f: _Families, controller: BrokerController) -> None:
     """Producer offsets, consumer offsets and lag (max offset - committed offset)."""
-    store = controller.store
+    store = controller.topic_stores       # a memory topic's offsets from the memory store
     assert store is not None
     base = f.base
     producer_offset = f.gauge("rocketmq_producer_offset", "TopicOffset: the sum of the topic's queues' max offsets", "topic")

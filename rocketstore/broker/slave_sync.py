@@ -82,9 +82,7 @@ class SlaveSynchronize:
             return
         table = {name: TopicConfig.from_json(name, entry)
                  for name, entry in _table(data, "topicConfigTable").items()}
-        self.topics.table.clear()
-        self.topics.table.update(table)
-        self.topics.data_version = version
+        self.topics.replace_table(table, version)
         self.persist(self.topics)
         log.info("Update slave topic config from master, %s", master)
 

@@ -53,6 +53,9 @@ class TopicConfig:
     topic_filter_type: str = "SINGLE_TAG"
     topic_sys_flag: int = 0
     order: bool = False
+    #: a memory topic: its messages are held in the broker's memory, never in the CommitLog
+    #: (rocketstore's own; written to topics.json only when true)
+    memory: bool = False
 
     def __post_init__(self) -> None:
         for name in ("read_queue_nums", "write_queue_nums"):
@@ -70,7 +73,7 @@ class TopicConfig:
         return max(self.read_queue_nums, self.write_queue_nums)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "order": self.order,
             "perm": self.perm,
             "readQueueNums": self.read_queue_nums,
@@ -79,6 +82,9 @@ class TopicConfig:
             "topicSysFlag": self.topic_sys_flag,
             "writeQueueNums": self.write_queue_nums,
         }
+        if self.memory:
+            data["memory"] = True
+        return data
 
     @classmethod
     def from_json(cls, name: str, data: Any) -> TopicConfig:
@@ -93,6 +99,14 @@ class TopicConfig:
                 raise ValueError(f"topic {quote(name)}: {key} must be an integer, got {quote(value)}")
             return value
 
+        def flag(key: str) -> bool:
+            value = data.get(key, False)
+            if isinstance(value, str) and value.lower() in ("true", "false"):
+                return value.lower() == "true"
+            if not isinstance(value, bool):
+                raise ValueError(f"topic {quote(name)}: {key} must be true or false, got {quote(value)}")
+            return value
+
         return cls(
             topic_name=str(data.get("topicName") or name),
             read_queue_nums=number("readQueueNums", DEFAULT_QUEUE_NUMS),
@@ -101,6 +115,7 @@ class TopicConfig:
             topic_filter_type=str(data.get("topicFilterType") or "SINGLE_TAG"),
             topic_sys_flag=number("topicSysFlag", 0),
             order=bool(data.get("order", False)),
+            memory=flag("memory"),
         )
 
 
@@ -116,6 +131,9 @@ class TopicConfigManager:
         self.on_change = on_change
         self._clock_ms = clock_ms
         self.table: dict[str, TopicConfig] = {}
+        #: the names of the memory topics of ``table`` (the send path tests every send's topic
+        #: against it: no cost while it is empty); kept by this class's changes, never replaced
+        self.memory_topics: set[str] = set()
         self.data_version = DataVersion(clock_ms(), 0)
         self._add_system_topics()
 
@@ -149,8 +167,20 @@ class TopicConfigManager:
                 self.table[name] = TopicConfig.from_json(name, entry)
             except ValueError as exc:
                 raise ValueError(f"{self.file.path}: {exc}") from None
+        self._count_memory_topics()
         if version is not None:
             self.data_version = version
+
+    def replace_table(self, table: dict[str, TopicConfig], version: DataVersion) -> None:
+        """The whole table and its version, as a master has them (SlaveSynchronize)."""
+        self.table.clear()
+        self.table.update(table)
+        self._count_memory_topics()
+        self.data_version = version
+
+    def _count_memory_topics(self) -> None:
+        self.memory_topics.clear()
+        self.memory_topics.update(name for name, cfg in self.table.items() if cfg.memory)
 
     def encode(self) -> bytes:
         return dumps_pretty({
@@ -232,12 +262,17 @@ class TopicConfigManager:
         validate_topic(cfg.topic_name)
         old = self.table.get(cfg.topic_name)
         self.table[cfg.topic_name] = cfg
+        if cfg.memory:
+            self.memory_topics.add(cfg.topic_name)
+        else:
+            self.memory_topics.discard(cfg.topic_name)
         log.info("topic %s %s: %s", cfg.topic_name, "updated" if old else "created", cfg)
         self._changed()
 
     def delete(self, topic: str) -> bool:
         if self.table.pop(topic, None) is None:
             return False
+        self.memory_topics.discard(topic)
         log.info("deleted topic %s", topic)
         self._changed()
         return True

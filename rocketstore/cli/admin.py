@@ -140,18 +140,23 @@ def _print_messages(messages: list[MessageExt], as_json: bool) -> None:
 @click.option("-w", "--write-queue-nums", type=int, default=8, show_default=True)
 @click.option("-p", "--perm", type=int, default=6, show_default=True, help="2 write, 4 read, 6 both.")
 @click.option("-o", "--order", type=bool, default=False, show_default=True)
+@click.option("--memory", is_flag=True, default=False,
+              help="A memory topic: messages held in the broker's memory only, lost at restart "
+                   "(the broker needs memoryTopicEnable=true).")
 def update_topic(admin: AdminClient, topic: str, cluster_name: str | None, broker_addr: str | None,
-                 read_queue_nums: int, write_queue_nums: int, perm: int, order: bool) -> None:
+                 read_queue_nums: int, write_queue_nums: int, perm: int, order: bool,
+                 memory: bool) -> None:
     """Create or update a topic."""
     if (cluster_name is None) == (broker_addr is None):
         raise ValueError("give exactly one of -c/--cluster-name and -b/--broker-addr")
     addresses = admin.update_topic(topic, cluster=cluster_name, broker_addr=broker_addr,
                                    read_queue_nums=read_queue_nums, write_queue_nums=write_queue_nums,
-                                   perm=perm, order=order)
+                                   perm=perm, order=order, memory=memory)
     for address in addresses:
         click.echo(f"create topic to {address} success.")
     click.echo(f"TopicConfig [topicName={topic}, readQueueNums={read_queue_nums}, "
-               f"writeQueueNums={write_queue_nums}, perm={perm}, order={str(order).lower()}]")
+               f"writeQueueNums={write_queue_nums}, perm={perm}, order={str(order).lower()}"
+               + (", memory=true]" if memory else "]"))
 
 
 @_admin_command("deleteTopic")

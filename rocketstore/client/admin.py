@@ -143,9 +143,10 @@ class AsyncAdmin:
     async def update_topic(self, topic: str, *, cluster: str | None = None, broker_addr: str | None = None,
                            read_queue_nums: int = 8, write_queue_nums: int = 8,
                            perm: int = PERM_READ | PERM_WRITE,
-                           order: bool = False) -> list[str]:
+                           order: bool = False, memory: bool = False) -> list[str]:
         """Create or change ``topic`` on one broker or on every master of a cluster; returns
-        the addresses updated."""
+        the addresses updated. ``memory``: a memory topic (rocketstore's brokers with
+        memoryTopicEnable: its messages are held in memory only, lost at restart)."""
         validate_topic(topic)
         if (cluster is None) == (broker_addr is None):
             raise MQClientError("give exactly one of cluster and broker_addr")
@@ -157,6 +158,8 @@ class AsyncAdmin:
         ext = {"topic": topic, "defaultTopic": AUTO_CREATE_TOPIC_KEY_TOPIC, "readQueueNums": str(read_queue_nums),
                "writeQueueNums": str(write_queue_nums), "perm": str(perm), "topicFilterType": "SINGLE_TAG",
                "topicSysFlag": "0", "order": "true" if order else "false"}
+        if memory:
+            ext["memory"] = "true"
         addresses = [broker_addr] if broker_addr else list((await self.masters(cluster)).values())
         if not addresses:
             raise MQClientError(f"cluster {cluster!r} has no master broker")
@@ -507,12 +510,14 @@ class AdminClient(BlockingClient[AsyncAdmin]):
 
     def update_topic(self, topic: str, *, cluster: str | None = None, broker_addr: str | None = None,
                      read_queue_nums: int = 8, write_queue_nums: int = 8,
-                     perm: int = PERM_READ | PERM_WRITE, order: bool = False) -> list[str]:
+                     perm: int = PERM_READ | PERM_WRITE, order: bool = False,
+                     memory: bool = False) -> list[str]:
         """Create or change ``topic`` on one broker or on every master of a cluster; returns
-        the addresses updated."""
+        the addresses updated. ``memory``: a memory topic (rocketstore's brokers with
+        memoryTopicEnable: its messages are held in memory only, lost at restart)."""
         return self._run(self._core.update_topic(
             topic, cluster=cluster, broker_addr=broker_addr, read_queue_nums=read_queue_nums,
-            write_queue_nums=write_queue_nums, perm=perm, order=order))
+            write_queue_nums=write_queue_nums, perm=perm, order=order, memory=memory))
 
     def delete_topic(self, topic: str, cluster: str) -> list[str]:
         return self._run(self._core.delete_topic(topic, cluster))

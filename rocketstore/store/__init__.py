@@ -42,6 +42,12 @@ from rocketstore.store.layout import (
     read_index_geometry,
     segment_files,
 )
+from rocketstore.store.memory_topics import (
+    MEMORY_OFFSET_BASE,
+    MemoryMessageStore,
+    available_memory,
+    default_max_bytes,
+)
 from rocketstore.store.message_store import MessageStore, QueryMessageResult
 from rocketstore.store.reader import ColumnarReads, Segment, StoreReader
 from rocketstore.store.recovery import Progress, RecoveryReport
@@ -70,6 +76,10 @@ def __dir__() -> list[str]:
     return sorted({*globals(), *_COLUMNAR_NAMES})
 
 __all__ = [
+    "MEMORY_OFFSET_BASE",
+    "MemoryMessageStore",
+    "available_memory",
+    "default_max_bytes",
     "EPOCH_FILE",
     "SIDE_FILE_PREFIX",
     "EpochFile",

@@ -402,39 +402,11 @@ class ConsumeQueue:
     def get_offset_by_time(self, timestamp: int,
                            store_time_of: Callable[[int, int], int]) -> int:
         """Logical offset of the message stored nearest to timestamp (RocketMQ
-        getOffsetInQueueByTime: an exact hit, else the closer neighbour), by binary search
-        over the units, reading each probe's store time from the CommitLog."""
-        lo, hi = self.min_offset, self.max_offset - 1
-        if hi < lo:
-            return 0
-        left_off = right_off = -1
-        left_ts = right_ts = -1
-        while lo <= hi:
-            mid = (lo + hi) // 2
-            unit = self.get_unit(mid)
-            ts = store_time_of(unit[0], unit[1]) if unit is not None else -1
-            if ts < 0:          # message already removed from the CommitLog: look later
-                lo = mid + 1
-                continue
-            if ts == timestamp:
-                # the first of equal timestamps
-                while mid > self.min_offset:
-                    prev = self.get_unit(mid - 1)
-                    if prev is None or store_time_of(prev[0], prev[1]) != timestamp:
-                        break
-                    mid -= 1
-                return mid
-            if ts < timestamp:
-                left_off, left_ts = mid, ts
-                lo = mid + 1
-            else:
-                right_off, right_ts = mid, ts
-                hi = mid - 1
-        if left_off < 0:
-            return right_off if right_off >= 0 else self.min_offset
-        if right_off < 0:
-            return left_off
-        return right_off if abs(timestamp - left_ts) > abs(timestamp - right_ts) else left_off
+        getOffsetInQueueByTime), reading each probe's store time from the CommitLog."""
+        def time_at(offset: int) -> int:
+            unit = self.get_unit(offset)
+            return store_time_of(unit[0], unit[1]) if unit is not None else -1
+        return offset_by_time(self.min_offset, self.max_offset, timestamp, time_at)
 
     def total_bytes(self) -> int:
         return self.queue.total_bytes()
@@ -446,3 +418,37 @@ def _units_of(mf, length: int) -> np.ndarray:
     if count <= 0:
         return np.zeros(0, UNIT_DTYPE)
     return np.frombuffer(mf.view(0, count * UNIT_SIZE), UNIT_DTYPE)
+
+
+def offset_by_time(min_offset: int, max_offset: int, timestamp: int,
+                   time_at: Callable[[int], int]) -> int:
+    """The offset in [min_offset, max_offset) of the message stored nearest to timestamp
+    (RocketMQ getOffsetInQueueByTime: an exact hit, the first of equal ones, else the closer
+    neighbour), by binary search; ``time_at(offset)`` is a message's store time, -1 when it
+    is gone (the search looks later). 0 for an empty queue."""
+    lo, hi = min_offset, max_offset - 1
+    if hi < lo:
+        return 0
+    left_off = right_off = -1
+    left_ts = right_ts = -1
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        ts = time_at(mid)
+        if ts < 0:          # message already removed: look later
+            lo = mid + 1
+            continue
+        if ts == timestamp:
+            while mid > min_offset and time_at(mid - 1) == timestamp:
+                mid -= 1
+            return mid
+        if ts < timestamp:
+            left_off, left_ts = mid, ts
+            lo = mid + 1
+        else:
+            right_off, right_ts = mid, ts
+            hi = mid - 1
+    if left_off < 0:
+        return right_off if right_off >= 0 else min_offset
+    if right_off < 0:
+        return left_off
+    return right_off if abs(timestamp - left_ts) > abs(timestamp - right_ts) else left_off

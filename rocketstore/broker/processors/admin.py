@@ -26,6 +26,7 @@ from rocketstore.broker.config import BROKER_PROPERTY_KEYS
 from rocketstore.broker.live_config import FIXED_BROKER_PROPERTIES
 from rocketstore.broker.subscription_group import SubscriptionGroupConfig
 from rocketstore.broker.topic_config import TopicConfig
+from rocketstore.broker.topic_stores import TopicStores
 from rocketstore.common.consume import MessageModel
 from rocketstore.common.fastjson import dumps_object_keys as fastjson_dumps
 from rocketstore.common.perm import PERM_READ, PERM_WRITE
@@ -74,9 +75,12 @@ class AdminBrokerProcessor:
     def __init__(self, config: BrokerConfig, store: MessageStore, *, topics: TopicConfigManager,
                  groups: SubscriptionGroupManager, offsets: ConsumerOffsetManager,
                  consumers: ConsumerManager, producers: ProducerManager, stats: BrokerStatsManager,
-                 schedule: ScheduleMessageService, hold_service: PullRequestHoldService) -> None:
+                 schedule: ScheduleMessageService, hold_service: PullRequestHoldService,
+                 queues: TopicStores | None = None) -> None:
         self.config = config
         self.store = store
+        #: queue offsets by topic (a memory topic's from the memory store)
+        self.queues: TopicStores | MessageStore = queues if queues is not None else store
         self.topics = topics
         self.groups = groups
         self.offsets = offsets
@@ -129,11 +133,29 @@ class AdminBrokerProcessor:
                 topic_filter_type=get_str(ext, "topicFilterType", "SINGLE_TAG") or "SINGLE_TAG",
                 topic_sys_flag=get_int(ext, "topicSysFlag", 0) or 0,
                 order=bool(get_bool(ext, "order", False)),
+                memory=bool(get_bool(ext, "memory", False)),
             )
         except ValueError as exc:
             return create_response(request, ResponseCode.SYSTEM_ERROR, str(exc))
+        refusal = self._memory_refusal(cfg)
+        if refusal is not None:
+            log.warning("update topic %s refused: %s", quote(topic), refusal)
+            return create_response(request, ResponseCode.SYSTEM_ERROR, refusal)
         self.topics.update(cfg)
         return create_response(request)
+
+    def _memory_refusal(self, cfg: TopicConfig) -> str | None:
+        """Why a topic config's memory attribute cannot be had (None: it can): memory topics
+        need memoryTopicEnable, and a topic stays where its messages are (delete it first)."""
+        if cfg.memory and not self.config.memory_topic_enable:
+            return (f"the topic[{cfg.topic_name}] cannot be a memory topic: the broker has "
+                    "memoryTopicEnable=false")
+        old = self.topics.select(cfg.topic_name)
+        if old is not None and old.memory != cfg.memory:
+            return (f"the topic[{cfg.topic_name}] is a {'memory' if old.memory else 'disk'} topic; "
+                    "delete it before creating it as a "
+                    f"{'memory' if cfg.memory else 'disk'} topic")
+        return None
 
     def delete_topic(self, ctx: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         topic = require_str(request.ext_fields, "topic")
@@ -141,6 +163,8 @@ class AdminBrokerProcessor:
             return create_response(request, ResponseCode.SYSTEM_ERROR,
                                    f"the topic[{topic}] is a system topic and cannot be deleted")
         self.topics.delete(topic)
+        if isinstance(self.queues, TopicStores):
+            self.queues.topic_deleted(topic)
         self.stats.on_topic_deleted(topic)
         for group in self.offsets.groups_of_topic(topic):
             self.offsets.remove_group(group, topic)
@@ -190,9 +214,9 @@ class AdminBrokerProcessor:
             return create_response(request, ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist")
         table = {}
         for queue_id in range(cfg.write_queue_nums):
-            low = self.store.get_min_offset_in_queue(topic, queue_id)
-            high = self.store.get_max_offset_in_queue(topic, queue_id)
-            last = self.store.get_message_store_timestamp(topic, queue_id, high - 1) if high > 0 else 0
+            low = self.queues.get_min_offset_in_queue(topic, queue_id)
+            high = self.queues.get_max_offset_in_queue(topic, queue_id)
+            last = self.queues.get_message_store_timestamp(topic, queue_id, high - 1) if high > 0 else 0
             table[message_queue_key(topic, self.config.broker_name, queue_id)] = {
                 "lastUpdateTimestamp": max(0, last), "maxOffset": high, "minOffset": low}
         return create_response(request, body=fastjson_dumps({"offsetTable": table}))
@@ -212,11 +236,11 @@ class AdminBrokerProcessor:
             if only_topic is None and info is not None and info.message_model == MessageModel.BROADCASTING:
                 continue
             for queue_id in range(cfg.read_queue_nums):
-                broker_offset = self.store.get_max_offset_in_queue(topic, queue_id)
+                broker_offset = self.queues.get_max_offset_in_queue(topic, queue_id)
                 consumer_offset = max(0, self.offsets.query(group, topic, queue_id))
                 last = 0
                 if consumer_offset > 0:
-                    last = max(0, self.store.get_message_store_timestamp(topic, queue_id, consumer_offset - 1))
+                    last = max(0, self.queues.get_message_store_timestamp(topic, queue_id, consumer_offset - 1))
                 table[message_queue_key(topic, self.config.broker_name, queue_id)] = {
                     "brokerOffset": broker_offset, "consumerOffset": consumer_offset,
                     "lastTimestamp": last}
@@ -240,9 +264,9 @@ class AdminBrokerProcessor:
         reset: dict[int, int] = {}
         for queue_id in range(cfg.write_queue_nums):
             if timestamp == -1:
-                target = self.store.get_max_offset_in_queue(topic, queue_id)
+                target = self.queues.get_max_offset_in_queue(topic, queue_id)
             else:
-                target = self.store.get_offset_in_queue_by_time(topic, queue_id, timestamp)
+                target = self.queues.get_offset_in_queue_by_time(topic, queue_id, timestamp)
             current = self.offsets.query(group, topic, queue_id)
             if current == -1 and not force:
                 continue

@@ -9,6 +9,8 @@ the C++ client otherwise starts at the queue's end and a new group would skip th
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rocketstore.broker.consumer_offset_manager import ConsumerOffsetManager
 from rocketstore.remoting import (
     RemotingCommand,
@@ -21,9 +23,13 @@ from rocketstore.remoting import (
 from rocketstore.remoting.headers import require_int, require_str
 from rocketstore.store import MessageStore
 
+if TYPE_CHECKING:
+    from rocketstore.broker.topic_stores import TopicStores
+
 
 class ConsumerOffsetProcessor:
-    def __init__(self, store: MessageStore, offsets: ConsumerOffsetManager) -> None:
+    def __init__(self, store: MessageStore | TopicStores, offsets: ConsumerOffsetManager) -> None:
+        """store: queue offsets by topic (the broker's TopicStores), or a store's."""
         self.store = store
         self.offsets = offsets
 

@@ -12,7 +12,8 @@ suspendTimeoutMillis, see :mod:`rocketstore.broker.long_polling`); the request c
 subscription (else the one the group's heartbeat registered is used). Tags are filtered by the
 ConsumeQueue's tags code and then by the record's TAGS (the C++ client's heartbeat sends zeros
 as tag codes, so they are never used); SQL92 subscriptions (brokers with
-enable_property_filter) by their expression over each record's properties.
+enable_property_filter) by their expression over each record's properties. A memory topic's
+pull reads the memory store, with the same statuses (an evicted offset is OFFSET_TOO_SMALL).
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from rocketstore.remoting import (
     create_response,
     decode_header,
 )
-from rocketstore.store import MessageStore, parse_subscription
+from rocketstore.store import MemoryMessageStore, MessageStore, parse_subscription
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +91,8 @@ class PullMessageProcessor:
         self.offsets = offsets
         self.stats = stats
         self.hold_service: PullRequestHoldService | None = None
+        #: the memory topics' store (the broker sets it), read for topics with memory=true
+        self.memory: MemoryMessageStore | None = None
         self._is_master = config.broker_id == MASTER_ID
 
     def register_with(self, server: RemotingServer) -> None:
@@ -181,9 +184,14 @@ class PullMessageProcessor:
                                    f"The broker does not support consumer to filter message by {expression_type}")
 
         began = time.monotonic()
-        result = self.store.get_message_records(header.consumer_group, header.topic,
-                                                header.queue_id, header.queue_offset,
-                                                header.max_msg_nums, expression, expression_type)
+        if topic_config.memory and self.memory is not None:
+            result = self.memory.get_message(header.consumer_group, header.topic, header.queue_id,
+                                             header.queue_offset, header.max_msg_nums, expression,
+                                             expression_type)
+        else:
+            result = self.store.get_message_records(header.consumer_group, header.topic,
+                                                    header.queue_id, header.queue_offset,
+                                                    header.max_msg_nums, expression, expression_type)
         ext = {
             "nextBeginOffset": str(result.next_begin_offset),
             "minOffset": str(result.min_offset),

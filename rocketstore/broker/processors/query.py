@@ -14,12 +14,14 @@ from rocketstore.remoting import (
     create_response,
 )
 from rocketstore.remoting.headers import get_int, get_str, require_int, require_str
-from rocketstore.store import MessageStore
+from rocketstore.store import MEMORY_OFFSET_BASE, MemoryMessageStore, MessageStore
 
 
 class QueryMessageProcessor:
-    def __init__(self, store: MessageStore) -> None:
+    def __init__(self, store: MessageStore, memory: MemoryMessageStore | None = None) -> None:
         self.store = store
+        #: the memory topics' store: offset message ids from MEMORY_OFFSET_BASE on are its
+        self.memory = memory
 
     def register_with(self, server: RemotingServer) -> None:
         server.register_processor(RequestCode.QUERY_MESSAGE, self.query_message)
@@ -53,7 +55,9 @@ class QueryMessageProcessor:
     def view_message_by_id(self, ctx: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         offset = require_int(request.ext_fields, "offset", minimum=0)
         message = None
-        if self.store.get_min_phy_offset() <= offset < self.store.get_max_phy_offset():
+        if offset >= MEMORY_OFFSET_BASE and self.memory is not None:
+            message = self.memory.look_message_by_offset(offset)
+        elif self.store.get_min_phy_offset() <= offset < self.store.get_max_phy_offset():
             try:
                 message = self.store.look_message_by_offset(offset)
             except (CorruptRecordError, ValueError):

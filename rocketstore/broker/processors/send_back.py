@@ -37,6 +37,7 @@ from rocketstore.remoting import (
     create_response,
     decode_header,
 )
+from rocketstore.store import MEMORY_OFFSET_BASE, MemoryMessageStore
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +62,8 @@ class SendBackProcessor:
         self.store = writer.store
         self.topics = topics
         self.groups = groups
+        #: the memory topics' store (the broker sets it): messages at MEMORY_OFFSET_BASE on
+        self.memory: MemoryMessageStore | None = None
 
     def register_with(self, server: RemotingServer) -> None:
         server.register_processor(RequestCode.CONSUMER_SEND_MSG_BACK, self.consumer_send_msg_back)
@@ -77,7 +80,9 @@ class SendBackProcessor:
         if group_config.retry_queue_nums <= 0:
             return create_response(request)     # the group wants no retries: dropped
         stored = None
-        if self.store.get_min_phy_offset() <= header.offset < self.store.get_max_phy_offset():
+        if header.offset >= MEMORY_OFFSET_BASE and self.memory is not None:
+            stored = self.memory.look_message_by_offset(header.offset)    # a memory topic's
+        elif self.store.get_min_phy_offset() <= header.offset < self.store.get_max_phy_offset():
             try:
                 stored = self.store.look_message_by_offset(header.offset)
             except (CorruptRecordError, ValueError):

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from rocketstore.broker.stats import BrokerStatsManager
     from rocketstore.broker.subscription_group import SubscriptionGroupManager
     from rocketstore.broker.topic_config import TopicConfigManager
+    from rocketstore.broker.topic_stores import TopicStores
     from rocketstore.store import MessageStore
 
 log = logging.getLogger(__name__)
@@ -55,9 +56,11 @@ class BrokerStatsProcessor:
                  topics: TopicConfigManager, groups: SubscriptionGroupManager,
                  offsets: ConsumerOffsetManager, consumers: ConsumerManager,
                  schedule: ScheduleMessageService | None, hold_service: PullRequestHoldService | None,
-                 broker_addr: str) -> None:
+                 broker_addr: str, queues: TopicStores | None = None) -> None:
         self.config = config
         self.store = store
+        #: queue offsets by topic (a memory topic's from the memory store)
+        self.queues: TopicStores | MessageStore = queues if queues is not None else store
         self.stats = stats
         self.topics = topics
         self.groups = groups
@@ -108,12 +111,12 @@ class BrokerStatsProcessor:
                     continue
                 table: dict[Any, dict[str, int]] = {}
                 for queue_id in range(cfg.write_queue_nums):
-                    broker_offset = max(0, self.store.get_max_offset_in_queue(topic, queue_id))
+                    broker_offset = max(0, self.queues.get_max_offset_in_queue(topic, queue_id))
                     consumer_offset = max(0, self.offsets.query(group, topic, queue_id))
                     last = 0
                     if consumer_offset > 0:
-                        last = max(0, self.store.get_message_store_timestamp(topic, queue_id,
-                                                                             consumer_offset - 1))
+                        last = max(0, self.queues.get_message_store_timestamp(topic, queue_id,
+                                                                              consumer_offset - 1))
                     table[message_queue_key(topic, broker_name, queue_id)] = {
                         "brokerOffset": broker_offset, "consumerOffset": consumer_offset,
                         "lastTimestamp": last}

@@ -33,6 +33,7 @@ class SendPath(DirectHandler):
         topics: Any,
         not_allowed_topics: Collection[str],
         append: Callable[[Message, int], PutMessageResult],
+        memory_append: Callable[[Message, int], PutMessageResult] | None = None,
     ) -> None: ...
     def __call__(self, ctx: Any, request: RemotingCommand) -> Any: ...
     def read_header(self, request: RemotingCommand) -> SendRequestHeader:

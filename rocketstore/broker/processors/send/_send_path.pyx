@@ -8,7 +8,8 @@ the processor), a writeable topic, the queue id (a random write queue when negat
 transaction bits; then a batch goes to the processor's batch rules, and a message meets the
 TRAN_MSG check, a retry topic's redirect to its dead-letter topic (the processor's), the
 property checks (no NUL, no \\x01 in a value: the store's records hold neither), the
-Message, the delay redirect, the append and the reply. A refusal gets RocketMQ's
+Message, the delay redirect, the append (a memory topic's to the memory store, which takes no
+delayed or transaction message and is not waited for) and the reply. A refusal gets RocketMQ's
 response code and remark here. What needs the broker's tables or futures (topic creation, the
 retry/DLQ redirect, a batch, a refused put, a SYNC_FLUSH or SYNC_MASTER reply) goes through
 the processor's public methods.
@@ -188,6 +189,8 @@ cdef class SendPath(DirectHandler):
     cdef object record_put
     cdef object writer
     cdef object append
+    cdef object memory_append
+    cdef set memory_topics          # the topic table's memory topic names (a live set)
     cdef object loop_time
     cdef PutLock put_lock
     cdef double send_queue_wait_s
@@ -206,11 +209,13 @@ cdef class SendPath(DirectHandler):
     cdef bytes reply_tail
     cdef Py_ssize_t reply_fixed     # their bytes together
 
-    def __init__(self, processor, bint v2, *, topics, not_allowed_topics, append):
+    def __init__(self, processor, bint v2, *, topics, not_allowed_topics, append,
+                 memory_append=None):
         """``append(message, queue_id)`` stores a message without waiting for a flush (the
         broker's MessageWriter.put without its delay redirect, which only a message with a
-        DELAY property needs); ``topics.table`` is the live topic name -> TopicConfig dict
-        (read at every send)."""
+        DELAY property needs); ``memory_append`` the same for memory topics (None: they are
+        refused); ``topics.table`` is the live topic name -> TopicConfig dict and
+        ``topics.memory_topics`` the live set of memory topic names (read at every send)."""
         self.processor = processor
         self.v2 = v2
         config = processor.config   # frozen: its values are read once
@@ -225,6 +230,8 @@ cdef class SendPath(DirectHandler):
         self.writer = processor.writer
         self.waits = self.writer.waits     # SYNC_FLUSH or SYNC_MASTER
         self.append = append
+        self.memory_append = memory_append
+        self.memory_topics = topics.memory_topics
         self.loop_time = processor.loop.time
         self.put_lock = processor.store.put_lock
         self.send_queue_wait_s = config.wait_time_mills_in_send_queue / 1000
@@ -304,7 +311,7 @@ cdef class SendPath(DirectHandler):
         cdef Message message
         cdef PutMessageResult result
         cdef Py_ssize_t separator_at = -1     # a pair whose value holds \x01 (see below)
-        cdef bint wait, prepared
+        cdef bint wait, prepared, memory
         cdef int wait_state = WAIT_ABSENT
         if self.fast_failure:
             busy = self._busy(ctx)
@@ -334,6 +341,10 @@ cdef class SendPath(DirectHandler):
                 return create_response(request, _TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!")
         if not _writeable(topic_config.perm):
             return create_response(request, _NO_PERMISSION, f"the topic[{topic}] sending message is forbidden")
+        memory = len(self.memory_topics) != 0 and topic in self.memory_topics
+        if memory and self.memory_append is None:
+            return create_response(request, _NO_PERMISSION,
+                                   f"the topic[{topic}] is a memory topic, not served here")
         queue_id = header.queue_id
         read_nums = topic_config.read_queue_nums
         write_nums = topic_config.write_queue_nums
@@ -410,7 +421,13 @@ cdef class SendPath(DirectHandler):
             # or \x01 in a value (checked above), so the constructor's per-property checks would find nothing
             message.properties = properties
 
-        if prepared or PyDict_Contains(properties, _DELAY):
+        if memory:
+            found = PyDict_GetItem(properties, _DELAY)
+            if prepared or (found != NULL and <object>found not in ("0", "")):
+                return create_response(request, _MESSAGE_ILLEGAL, f"the topic[{topic}] is a memory "
+                                       "topic: it takes no delayed or transaction messages")
+            result = self.memory_append(message, <int>queue_id)
+        elif prepared or PyDict_Contains(properties, _DELAY):
             # the half and the delay redirect write the text again from every property, WAIT
             # included, as RocketMQ's parseHalfMessageInner and CommitLog do
             if wait_state != WAIT_ABSENT:
@@ -425,7 +442,7 @@ cdef class SendPath(DirectHandler):
         if result.status_code != 0:
             return self.processor.refused_put(request, result)
         self.record_put(topic, queue_id, 1, result.wrote_bytes)
-        wait = self.waits and wait_state != WAIT_FALSE
+        wait = self.waits and wait_state != WAIT_FALSE and not memory
         if writer is not None and not wait and request.serialize_type == 0 \
                 and result.store_host_raw is not None \
                 and PyBytes_GET_SIZE(result.store_host_raw) <= _MAX_HOST_RAW:

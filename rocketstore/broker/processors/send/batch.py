@@ -45,7 +45,8 @@ def send_batch(processor: SendMessageProcessor, path: SendPath, ctx: RemotingCon
     # appends their text to every message's, so a later pair wins when the record is read
     outer, outer_refusal = properties_and_refusal(header.properties or "")
     outer[MessageProperty.CLUSTER] = processor.cluster
-    if outer_refusal is None:
+    memory = processor.memory_store_of(topic)
+    if outer_refusal is None and memory is None:
         batch = read_batch_body(body, outer, born_host, born_timestamp, sys_flag, reconsume_times)
         if batch is not None:   # the common case: no Message per message
             result = writer.put_encoded_batch(batch, topic, queue_id)
@@ -83,11 +84,12 @@ def send_batch(processor: SendMessageProcessor, path: SendPath, ctx: RemotingCon
             messages.append(message)
     except (ValueError, TypeError, OverflowError) as exc:
         return create_response(request, ResponseCode.MESSAGE_ILLEGAL, str(exc))
-    result = writer.put_batch(messages, queue_id)
+    result = writer.put_batch(messages, queue_id) if memory is None else memory.put_messages(messages, queue_id)
     if result.status_code != PutMessageStatus.PUT_OK:
         return processor.refused_put(request, result)
+    # a memory topic's put is done once it is in memory
     return _stored(processor, path, request, topic, queue_id, result,
-                   any(writer.needs_wait(m.properties) for m in messages))
+                   memory is None and any(writer.needs_wait(m.properties) for m in messages))
 
 
 def _stored(processor: SendMessageProcessor, path: SendPath, request: RemotingCommand, topic: str,

@@ -47,6 +47,7 @@ from rocketstore.remoting import (
     ResponseCode,
     create_response,
 )
+from rocketstore.store import MemoryMessageStore
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +83,8 @@ def put_response(request: RemotingCommand, status: int, reason: str | None = Non
 class SendMessageProcessor:
     def __init__(self, config: BrokerConfig, writer: MessageWriter, topics: TopicConfigManager,
                  groups: SubscriptionGroupManager, stats: BrokerStatsManager,
-                 transactions: TransactionalMessageService | None = None) -> None:
+                 transactions: TransactionalMessageService | None = None,
+                 memory: MemoryMessageStore | None = None) -> None:
         self.config = config
         self.writer = writer
         self.store = writer.store
@@ -91,6 +93,8 @@ class SendMessageProcessor:
         self.groups = groups
         self.stats = stats
         self.loop = writer.loop
+        #: the memory topics' store (the broker sets it; None: memory topics are refused)
+        self.memory: MemoryMessageStore | None = memory
         self.reload_config(config)
 
     def reload_config(self, config: BrokerConfig) -> None:
@@ -100,7 +104,8 @@ class SendMessageProcessor:
         self.cluster = config.broker_cluster_name
         self._send_v1, self._send_v2 = (
             SendPath(self, v2, topics=self.topics, not_allowed_topics=NOT_ALLOWED_SEND_TOPICS,
-                     append=self.store.append_message)
+                     append=self.store.append_message,
+                     memory_append=None if self.memory is None else self.memory.append_message)
             for v2 in (False, True))
 
     def register_with(self, server: RemotingServer, *, native: bool = True) -> None:
@@ -166,6 +171,11 @@ class SendMessageProcessor:
                    header: SendRequestHeader, queue_id: int, sys_flag: int) -> Any:
         """A batch that passed the send rules: its own rules, the put and the reply."""
         return send_batch(self, self._send_v2, ctx, request, header, queue_id, sys_flag)
+
+    def memory_store_of(self, topic: str) -> MemoryMessageStore | None:
+        """The memory store when ``topic`` is a memory topic, else None."""
+        cfg = self.topics.select(topic)
+        return self.memory if cfg is not None and cfg.memory else None
 
     def prepare_message(self, message: Message, queue_id: int) -> PutMessageResult:
         """A transaction's half message (TRAN_MSG=true), stored in the half topic."""
