@@ -156,6 +156,7 @@ class MessageWriter:
                 pending[0] += 1
                 ha.when_acknowledged(next_offset, self.slave_timeout_s, lambda acked: part_done(
                     "slave", ok if acked else int(PutMessageStatus.FLUSH_SLAVE_TIMEOUT)))
+                ha.appended()
         if self.sync_flush:
             pending[0] += 1
             self.store.on_durable(next_offset, lambda durable: self._from_store(part_done, durable))

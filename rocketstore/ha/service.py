@@ -274,6 +274,14 @@ class HAService:
         except RuntimeError:    # the loop is closed: the broker stopped
             pass
 
+    def appended(self) -> None:
+        """The loop, after a send that waits for a slave: wake idle connections now, not
+        after the dispatch thread's arrival (a thread hop on every SYNC_MASTER send's path);
+        one wake a loop turn."""
+        if not self._wake_pending and self.connections and self._loop is not None:
+            self._wake_pending = True
+            self._loop.call_soon(self._wake)
+
     def _wake(self) -> None:
         self._wake_pending = False
         self._data.set()

@@ -23,7 +23,8 @@ class _Store:
 
     def __init__(self) -> None:
         self.config = SimpleNamespace(delay_levels_ms=[1000], flush_disk_type="SYNC_FLUSH",
-                                      broker_role="ASYNC_MASTER", sync_flush_timeout=5000)
+                                      broker_role="ASYNC_MASTER", sync_flush_timeout=5000,
+                                      slave_timeout=3000)
         self.waiting: list[tuple[int, Any]] = []
 
     def on_durable(self, next_offset: int, callback: Any) -> None:
