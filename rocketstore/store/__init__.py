@@ -27,6 +27,7 @@ from rocketstore.store.consumer_offset_file import (
 )
 from rocketstore.store.damage import DamagedRange
 from rocketstore.store.epoch_file import EPOCH_FILE, EpochFile, last_consistent_offset
+from rocketstore.store.filter_bitmap import FilterBitmaps
 from rocketstore.store.get_message import GetMessageResult
 from rocketstore.store.layout import (
     CONFIG_DIR,
@@ -116,6 +117,7 @@ __all__ = [
     "load_offset_table",
     "offsets_lock",
     "parse_subscription",
+    "FilterBitmaps",
     "read_range",
     "read_range_table",
     "salvage_store",

@@ -250,7 +250,8 @@ class ReputMessageService(ServiceThread):
         # ConsumeQueue rolls or creates files, and judges gaps
         cq.put_units(np.array([phy], np.int64), np.array([size], np.int32),
                      np.array([tags], np.int64), np.array([qoff], np.int64))
-        self._native.add_queue(raw, queue_id, cq, cq.queue.last_file(), cq.max_physic_offset)
+        self._native.add_queue(raw, queue_id, cq, cq.queue.last_file(), cq.max_physic_offset,
+                               cq.ext is not None)
         if cq.rejected:     # its queue offset is the damage: the record is skipped
             self._native.set_offset(phy + size)
 
