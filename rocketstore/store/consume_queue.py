@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from rocketstore._native import cq_ext
 from rocketstore._native.consume_queue import write_units
 from rocketstore.store.consume_queue_ext import MAX_ADDR, ConsumeQueueExt, is_ext_addr
 from rocketstore.store.layout import (
@@ -286,6 +287,18 @@ class ConsumeQueue:
                 if is_ext_addr(address):
                     out[i] = address
         return out
+
+    def real_tags_codes(self, units: np.ndarray) -> np.ndarray:
+        """The units' tags codes, ext addresses resolved through the extension (an ext unit
+        that cannot be read leaves its address)."""
+        codes = np.ascontiguousarray(units["tags_code"], np.int64)
+        if self.ext is None or not len(codes) or not (codes <= MAX_ADDR).any():
+            return codes
+        out = np.empty(len(codes), np.int64)
+        state = np.empty(len(codes), np.uint8)
+        cq_ext.resolve(np.ascontiguousarray(units["offset"], np.int64), codes,
+                       self.ext.queue.files, self.ext.file_size, None, 0, 0, out, state)
+        return np.where(state == cq_ext.MISSING, codes, out)
 
     def _make_room(self, mf, last_queue_offset: int) -> None:
         """Blocks on disk for mf's units up to last_queue_offset's (OSError when the disk has

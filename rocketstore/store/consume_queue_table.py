@@ -21,6 +21,16 @@ from rocketstore.store.layout import CONSUME_QUEUE_DIR
 log = logging.getLogger(__name__)
 
 
+def _segment_size(directory: str) -> int:
+    """The size of the first segment in directory (0: none): an extension written with
+    another mappedFileSizeConsumeQueueExt is read with its own."""
+    try:
+        names = sorted(n for n in os.listdir(directory) if is_ascii_int(n))
+        return os.path.getsize(os.path.join(directory, names[0])) if names else 0
+    except OSError:
+        return 0
+
+
 class ConsumeQueueTable:
     def __init__(self, root: str, file_size: int, *, read_only: bool = False,
                  ext_file_size: int = 0, ext_writes: bool = False) -> None:
@@ -79,9 +89,10 @@ class ConsumeQueueTable:
                           read_only=self.read_only)
         cq.gap_allowed = self.gap_allowed
         cq.offset_taken = self.offset_taken
-        if self.ext_file_size and (self.ext_writes or os.path.isdir(
-                os.path.join(self.ext_root_dir, topic, str(queue_id)))):
-            cq.ext = ConsumeQueueExt(topic, queue_id, self.ext_root_dir, self.ext_file_size,
+        ext_dir = os.path.join(self.ext_root_dir, topic, str(queue_id))
+        if self.ext_file_size and (self.ext_writes or os.path.isdir(ext_dir)):
+            cq.ext = ConsumeQueueExt(topic, queue_id, self.ext_root_dir,
+                                     _segment_size(ext_dir) or self.ext_file_size,
                                      read_only=self.read_only)
             if self.ext_writes:
                 cq.ext_unit_of = self.ext_unit_of

@@ -16,6 +16,7 @@ from sql92_reference import random_expression, random_properties, reference_matc
 
 from rocketstore import GetMessageStatus, Message, MessageStore, StoreConfig
 from rocketstore.common.bloom import BloomFilter
+from rocketstore.store import verify_store
 from rocketstore.store.consume_queue_ext import (
     MAX_ADDR,
     ConsumeQueueExt,
@@ -241,3 +242,35 @@ def test_bloom_filter_positions() -> None:
     assert bloom.generate("a-very-long-consumer-group-name-over-16", "topic").bit_pos == (21, 96, 59)
     with pytest.raises(ValueError, match="maxErrorRateOfBloomFilter"):
         BloomFilter(100, 32)
+
+
+def test_readers_resolve_ext_addresses(tmp_path) -> None:
+    """A store written with the extension: verify checks each unit's tags code through its
+    ext unit (and reports one whose ext unit is gone); a read-only open without
+    enable_consume_queue_ext still reads tag subscriptions right."""
+    root = str(tmp_path / "s")
+    store = _open(root)
+    try:
+        store.filter_bitmaps.register("t", "g", "a = 1")
+        for i in range(50):
+            assert store.put_message(Message("t", b"x", tags=f"T{i % 5}",
+                                             properties={"a": str(i % 5)}), i % QUEUES).ok
+        assert store.wait_dispatched(timeout_s=30)
+        unit = store.consume_queues.find("t", 0).get_unit(0)
+        assert is_ext_addr(unit[2])
+    finally:
+        store.close()
+    report = verify_store(root, _config(root))
+    assert report.ok and report.units_checked == 50, report.as_dict()
+    with MessageStore.open(root, StoreConfig(store_path_root_dir=root,
+                                             mapped_file_size_commit_log=256 * 1024,
+                                             mapped_file_size_consume_queue=20 * 64),
+                           read_only=True) as ro:
+        got = ro.get_message("g", "t", 0, 0, 32, "T2")
+        assert [m.tags for m in got.messages] == ["T2"] * 5
+    # the ext files of queue 0 gone: its units' tags codes cannot be checked any more
+    for f in (tmp_path / "s" / "consumequeue_ext" / "t" / "0").iterdir():
+        f.write_bytes(bytes(f.stat().st_size))
+    report = verify_store(root, _config(root))
+    assert not report.ok and report.consume_queues.count >= 25
+    assert all(p.startswith("t:0 unit") for p in report.consume_queues.listed)
