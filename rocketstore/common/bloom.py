@@ -9,6 +9,7 @@ number of groups expected n (expectConsumerNumUseFilter, default 32): k = ceil(l
 m = ceil(n * log2(100/f) * log2(e)) rounded up to whole bytes (3 and 112 by default)."""
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -87,12 +88,12 @@ class BloomFilter:
         if self.n < 1:
             raise ValueError(f"expectConsumerNumUseFilter must be positive, got {self.n}")
 
-    @property
+    @functools.cached_property
     def k(self) -> int:
         """Hash functions (bit positions per key)."""
         return math.ceil(math.log(self.f / 100.0) / math.log(0.5))
 
-    @property
+    @functools.cached_property
     def m(self) -> int:
         """Bits in a map, a multiple of 8."""
         bits = math.ceil(self.n * (math.log(100.0 / self.f) / math.log(2))

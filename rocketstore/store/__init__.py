@@ -14,6 +14,7 @@ from rocketstore.message import (
     PutMessagesResult,
     PutMessageStatus,
 )
+from rocketstore.store.consume_queue_ext import CqExtUnit, is_ext_addr
 from rocketstore.store.consumer_offset_file import (
     CONSUMER_OFFSET_FILE,
     all_group_offsets,
@@ -118,6 +119,8 @@ __all__ = [
     "offsets_lock",
     "parse_subscription",
     "FilterBitmaps",
+    "CqExtUnit",
+    "is_ext_addr",
     "read_range",
     "read_range_table",
     "salvage_store",

@@ -29,6 +29,7 @@ from rocketstore.store.checkpoint import StoreCheckpoint
 from rocketstore.store.clock import Clock, SystemClock
 from rocketstore.store.commit_log import CommitLog
 from rocketstore.store.consume_queue import ConsumeQueue
+from rocketstore.store.consume_queue_ext import CqExtUnit
 from rocketstore.store.consume_queue_table import ConsumeQueueTable
 from rocketstore.store.damage import DAMAGE_FILE, DamagedRange
 from rocketstore.store.damage_book import DamageBook
@@ -598,6 +599,11 @@ class MessageStore(ColumnarReads, StoreMaintenance):
         units = cq.read_units(index, count) if cq.min_offset <= index < cq.max_offset else None
         return [] if units is None else [(int(u["offset"]), int(u["size"]), int(u["tags_code"]))
                                          for u in units]
+
+    def consume_queue_ext_unit(self, topic: str, queue_id: int, address: int) -> CqExtUnit | None:
+        """The ConsumeQueue extension unit at address (a unit's tags code; None: none)."""
+        cq = self.consume_queues.find(topic, queue_id)
+        return None if cq is None or cq.ext is None else cq.ext.get(address)
 
     def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp: int) -> int:
         """Logical offset of the message stored nearest to timestamp (ms)."""

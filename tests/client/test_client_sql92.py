@@ -154,6 +154,17 @@ def _pull_ext(group: str, topic: str, expression: str, expression_type: str) -> 
             "expressionType": expression_type}
 
 
+async def _query_cq(address: str, topic: str) -> list[dict]:
+    client = RemotingClient()
+    try:
+        ext = {"topic": topic, "queueId": "0", "index": "0", "count": "4"}
+        response = await client.invoke(address, create_request(RequestCode.QUERY_CONSUME_QUEUE, ext), 10)
+        assert response.code == ResponseCode.SUCCESS, response.remark
+        return orjson.loads(response.body_bytes())["queueData"]
+    finally:
+        await client.close()
+
+
 def _broker_address(c: Cluster, name: str) -> str:
     return c.brokers[name].address
 
@@ -266,6 +277,13 @@ def test_bloom_filter_broker_consumers_get_exactly_their_messages(tmp_path: Path
             time.sleep(1.0)
             for group in SUBSCRIPTIONS:
                 assert sorted(collectors[group].keys) == expected[group], group
+            # queryCq (QUERY_CONSUME_QUEUE) shows each unit's ext unit as RocketMQ does
+            units = asyncio.run(_query_cq(_broker_address(c, "broker-a"), topic))
+            assert len(units) == 4 and all(u["tagsCode"] <= -(1 << 31) - 1 for u in units)
+            for u in units:
+                ext = orjson.loads(u["extendDataJson"])
+                assert ext["size"] == 34 and ext["tagsCode"] in (2652, 2653, 2654)   # "T0".."T2"
+                assert len(u["bitMap"].replace("\n", "")) == 112
         finally:
             for pc in consumers:
                 pc.shutdown()
