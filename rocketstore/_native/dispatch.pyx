@@ -269,10 +269,12 @@ cdef class Dispatcher:
         return 0
 
     def add_queue(self, bytes topic not None, int32_t queue_id, cq, MappedFile last_file,
-                  int64_t max_phy):
+                  int64_t max_phy, bint slow=False):
         """Register (or replace) the queue's target: units of topic/queue_id go to last_file
         (its last ConsumeQueue file, held from now on) with max_phy its max physical offset.
-        cq None: the queue has no ConsumeQueue (its records get no unit)."""
+        cq None: the queue has no ConsumeQueue (its records get no unit). slow: every record
+        of the queue stops the pass (NEED_QUEUE) and Python writes its unit (a queue with a
+        ConsumeQueue extension)."""
         cdef Py_ssize_t n = len(topic)
         cdef QueueSlot* s
         cdef Target t
@@ -317,6 +319,8 @@ cdef class Dispatcher:
             self.used += 1
         s.skip = cq is None
         s.t = t
+        if slow:
+            s.t.base = NULL
         s.cq = NULL
         s.mf = NULL
         if cq is not None:
@@ -478,6 +482,8 @@ cdef class Dispatcher:
                                          &blanks)
                 elif slot != NULL and slot.skip:
                     placed = 0
+                elif slot != NULL and phy + info.size <= slot.t.max_phy:
+                    placed = 0      # a slow queue's unit Python has written
                 if placed == NEXT_FILE:
                     if slot == NULL and not rs_topic_legal(rec + info.topic_offset,
                                                            info.topic_len):

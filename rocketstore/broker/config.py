@@ -107,6 +107,13 @@ class BrokerConfig:
     #: SQL92 subscriptions (ExpressionType.SQL92) are served; off, they are refused as
     #: RocketMQ refuses them ("The broker does not support consumer to filter message by SQL92").
     enable_property_filter: bool = False
+    #: SQL92 filter bitmaps computed at dispatch for the groups' SQL92 subscriptions, kept in
+    #: the ConsumeQueue extension (the store's enableConsumeQueueExt) so pulls skip what
+    #: cannot match; a bloom filter of expectConsumerNumUseFilter groups with an error rate of
+    #: maxErrorRateOfBloomFilter percent
+    enable_calc_filter_bit_map: bool = False
+    expect_consumer_num_use_filter: int = 32
+    max_error_rate_of_bloom_filter: int = 20
     #: QUEUE_PUT_* and QUEUE_GET_* statistics (by queue), and GROUP_GET_LATENCY by queue
     enable_detail_stat: bool = True
     #: RocketMQ 5's metrics switches: PROM serves Prometheus' /metrics on

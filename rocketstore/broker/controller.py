@@ -195,7 +195,10 @@ class BrokerController:
         memory.add_arrival_listener(self.hold_service.arrival)
         self.client_processor = ClientManageProcessor(
             self.producers, self.consumers, self.groups, self.topics, self.locks,
-            self.config.notify_consumer_ids_changed_enable, self.config.enable_property_filter)
+            self.config.notify_consumer_ids_changed_enable, self.config.enable_property_filter,
+            store.enable_filter_bitmaps(self.config.max_error_rate_of_bloom_filter,
+                                        self.config.expect_consumer_num_use_filter)
+            if self.config.enable_calc_filter_bit_map else None)
         self.schedule = ScheduleMessageService(store, writer, os.path.join(self.root, CONFIG_DIR, "delayOffset.json"))
         self.schedule.load()
         store.add_arrival_listener(self.schedule.arrival)

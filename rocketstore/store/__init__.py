@@ -14,6 +14,7 @@ from rocketstore.message import (
     PutMessagesResult,
     PutMessageStatus,
 )
+from rocketstore.store.consume_queue_ext import CqExtUnit, is_ext_addr
 from rocketstore.store.consumer_offset_file import (
     CONSUMER_OFFSET_FILE,
     all_group_offsets,
@@ -27,6 +28,7 @@ from rocketstore.store.consumer_offset_file import (
 )
 from rocketstore.store.damage import DamagedRange
 from rocketstore.store.epoch_file import EPOCH_FILE, EpochFile, last_consistent_offset
+from rocketstore.store.filter_bitmap import FilterBitmaps
 from rocketstore.store.get_message import GetMessageResult
 from rocketstore.store.layout import (
     CONFIG_DIR,
@@ -126,6 +128,9 @@ __all__ = [
     "load_offset_table",
     "offsets_lock",
     "parse_subscription",
+    "FilterBitmaps",
+    "CqExtUnit",
+    "is_ext_addr",
     "read_range",
     "read_range_table",
     "salvage_store",

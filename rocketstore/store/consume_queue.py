@@ -11,7 +11,9 @@ from collections.abc import Callable
 
 import numpy as np
 
+from rocketstore._native import cq_ext
 from rocketstore._native.consume_queue import write_units
+from rocketstore.store.consume_queue_ext import MAX_ADDR, ConsumeQueueExt, is_ext_addr
 from rocketstore.store.layout import (
     CONSUME_QUEUE_ALLOCATION_MAX,
     CONSUME_QUEUE_ALLOCATION_MIN,
@@ -57,6 +59,12 @@ class ConsumeQueue:
         #: offset the queue already has (its QUEUEOFFSET is damage; the record gets no
         #: unit): offset_taken(queue, phy, size, queue_offset). None: nobody to tell.
         self.offset_taken: Callable[[ConsumeQueue, int, int, int], None] | None = None
+        #: the queue's extension (enableConsumeQueueExt): units written get an ext unit and
+        #: its address as their tags code
+        self.ext: ConsumeQueueExt | None = None
+        #: writes the ext unit of a record: ext_unit_of(queue, phy, size, tags_code) -> the
+        #: address (or anything above MAX_ADDR: the unit keeps its tags code)
+        self.ext_unit_of: Callable[[ConsumeQueue, int, int, int], int] | None = None
 
     def __repr__(self) -> str:
         return (f"ConsumeQueue({self.topic!r}, {self.queue_id}, "
@@ -67,6 +75,8 @@ class ConsumeQueue:
         self.queue.load()
         if self.queue.files:
             self.min_logic_offset = self.queue.files[0].file_from_offset
+        if self.ext is not None:
+            self.ext.load()
 
     @property
     def damaged_from(self) -> int | None:
@@ -104,6 +114,23 @@ class ConsumeQueue:
                 mf.wrote_position = mf.committed_position = mf.flushed_position = mf.file_size
         self.queue.truncate_dirty(end, zero_tail=not self.read_only)
         self.queue.flushed_where = end
+        if self.ext is not None:
+            self.ext.recover()
+            self._truncate_ext()
+
+    def _truncate_ext(self) -> None:
+        """Drop ext units past the newest unit's (RocketMQ truncateByMaxAddress), all of them
+        when no unit points into the extension."""
+        if self.ext is None:
+            return
+        for mf in reversed(self.queue.files):
+            units = _units_of(mf, mf.wrote_position)
+            addrs = units["tags_code"][(units["size"] != BLANK_UNIT_SIZE)
+                                       & (units["tags_code"] <= MAX_ADDR)]
+            if len(addrs):
+                self.ext.truncate_by_max_address(int(addrs[-1]))
+                return
+        self.ext.truncate_all()
 
     def check_end(self, unit_ok: Callable[[int, int, int, int], bool]) -> list[int]:
         """Drop the newest units whose record does not check out (unit_ok(queue_offset, phy,
@@ -191,6 +218,8 @@ class ConsumeQueue:
         written = 0
         i, n = 0, len(phys)
         self.rejected = []
+        if self.ext_unit_of is not None:
+            tags = self._ext_tags(phys, sizes, tags)
         while i < n:
             qoff = int(queue_offsets[i])
             phy_end = int(phys[i]) + int(sizes[i])
@@ -246,6 +275,31 @@ class ConsumeQueue:
                 self._fill_to_end(mf)
         return written
 
+    def _ext_tags(self, phys: np.ndarray, sizes: np.ndarray, tags: np.ndarray) -> np.ndarray:
+        """tags with the ext address of each unit still to be written (RocketMQ
+        putMessagePositionInfoWrapper: the CqExtUnit's address replaces the tags code)."""
+        out = np.array(tags, np.int64)
+        assert self.ext_unit_of is not None
+        for i in range(len(out)):
+            phy, size, code = int(phys[i]), int(sizes[i]), int(out[i])
+            if phy + size > self.max_physic_offset and not is_ext_addr(code):
+                address = self.ext_unit_of(self, phy, size, code)
+                if is_ext_addr(address):
+                    out[i] = address
+        return out
+
+    def real_tags_codes(self, units: np.ndarray) -> np.ndarray:
+        """The units' tags codes, ext addresses resolved through the extension (an ext unit
+        that cannot be read leaves its address)."""
+        codes = np.ascontiguousarray(units["tags_code"], np.int64)
+        if self.ext is None or not len(codes) or not (codes <= MAX_ADDR).any():
+            return codes
+        out = np.empty(len(codes), np.int64)
+        state = np.empty(len(codes), np.uint8)
+        cq_ext.resolve(np.ascontiguousarray(units["offset"], np.int64), codes,
+                       self.ext.queue.files, self.ext.file_size, None, 0, 0, out, state)
+        return np.where(state == cq_ext.MISSING, codes, out)
+
     def _make_room(self, mf, last_queue_offset: int) -> None:
         """Blocks on disk for mf's units up to last_queue_offset's (OSError when the disk has
         no room: the units stay unwritten and dispatch tries again later). The step grows
@@ -284,6 +338,7 @@ class ConsumeQueue:
                 break
         if cut is not None:
             self.queue.truncate_dirty(cut, zero_tail=not self.read_only)
+            self._truncate_ext()
         self._recompute_max_physic_offset()
 
     def _recompute_max_physic_offset(self) -> None:
@@ -318,10 +373,16 @@ class ConsumeQueue:
             end = doomed[-1].file_from_offset + self.file_size
             deleted = self.queue.delete_before(end, interval_forcibly_ms, now_ms)
         self.correct_min_offset(min_commitlog_offset)
+        if self.ext is not None:
+            unit = self.get_unit(self.min_offset)
+            if unit is not None and is_ext_addr(unit[2]):
+                self.ext.truncate_by_min_address(unit[2])
         return deleted
 
     def destroy(self) -> None:
         """Delete every file of the queue and its directory (a deleted topic)."""
+        if self.ext is not None:
+            self.ext.destroy()
         for mf in self.queue.files:
             mf.destroy(0)
         self.queue.close()
@@ -331,9 +392,13 @@ class ConsumeQueue:
             pass
 
     def flush(self, least_pages: int = 0) -> bool:
+        if self.ext is not None:
+            self.ext.flush(least_pages)
         return self.queue.flush(least_pages)
 
     def close(self) -> None:
+        if self.ext is not None:
+            self.ext.close()
         self.queue.close()
 
     # ---- reads -----------------------------------------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections.abc import Callable
 
 import numpy as np
 
@@ -14,15 +15,34 @@ from rocketstore._native.message import validate_topic
 from rocketstore._native.topic_queue_table import MAX_QUEUE_ID
 from rocketstore.common.text import is_ascii_int
 from rocketstore.store.consume_queue import ConsumeQueue
+from rocketstore.store.consume_queue_ext import CONSUME_QUEUE_EXT_DIR, ConsumeQueueExt
 from rocketstore.store.layout import CONSUME_QUEUE_DIR
 
 log = logging.getLogger(__name__)
 
 
+def _segment_size(directory: str) -> int:
+    """The size of the first segment in directory (0: none): an extension written with
+    another mappedFileSizeConsumeQueueExt is read with its own."""
+    try:
+        names = sorted(n for n in os.listdir(directory) if is_ascii_int(n))
+        return os.path.getsize(os.path.join(directory, names[0])) if names else 0
+    except OSError:
+        return 0
+
+
 class ConsumeQueueTable:
-    def __init__(self, root: str, file_size: int, *, read_only: bool = False) -> None:
+    def __init__(self, root: str, file_size: int, *, read_only: bool = False,
+                 ext_file_size: int = 0, ext_writes: bool = False) -> None:
         self.root_dir = os.path.join(root, CONSUME_QUEUE_DIR)
         self.file_size = file_size
+        #: ConsumeQueue extensions (consumequeue_ext/): read wherever they exist, written
+        #: for every queue with ext_writes (enableConsumeQueueExt)
+        self.ext_root_dir = os.path.join(root, CONSUME_QUEUE_EXT_DIR)
+        self.ext_file_size = ext_file_size
+        self.ext_writes = ext_writes and not read_only
+        #: given to every queue with an extension it writes (ConsumeQueue.ext_unit_of)
+        self.ext_unit_of: Callable[[ConsumeQueue, int, int, int], int] | None = None
         self.read_only = read_only
         self._queues: dict[str, dict[int, ConsumeQueue]] = {}
         self._create_lock = threading.Lock()
@@ -69,6 +89,13 @@ class ConsumeQueueTable:
                           read_only=self.read_only)
         cq.gap_allowed = self.gap_allowed
         cq.offset_taken = self.offset_taken
+        ext_dir = os.path.join(self.ext_root_dir, topic, str(queue_id))
+        if self.ext_file_size and (self.ext_writes or os.path.isdir(ext_dir)):
+            cq.ext = ConsumeQueueExt(topic, queue_id, self.ext_root_dir,
+                                     _segment_size(ext_dir) or self.ext_file_size,
+                                     read_only=self.read_only)
+            if self.ext_writes:
+                cq.ext_unit_of = self.ext_unit_of
         return cq
 
     def recover(self) -> None:

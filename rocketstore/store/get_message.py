@@ -1,20 +1,23 @@
 """Queue reads: RocketMQ's DefaultMessageStore.getMessage over a ConsumeQueue and the CommitLog."""
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from rocketstore._native import record
+from rocketstore._native import cq_ext, record
 from rocketstore._native.queue_read import gather_records
 from rocketstore.config import StoreConfig
 from rocketstore.message import GetMessageStatus, MessageExt
 from rocketstore.store.commit_log import CommitLog
 from rocketstore.store.consume_queue import BLANK_UNIT_SIZE, ConsumeQueue
+from rocketstore.store.consume_queue_ext import ConsumeQueueExt
 from rocketstore.store.consume_queue_table import ConsumeQueueTable
 from rocketstore.store.damage import DamagedRange
+from rocketstore.store.filter_bitmap import GroupFilter
 from rocketstore.store.subscription import parse_subscription
 
 MAX_FILTER_MESSAGE_COUNT = 16000
@@ -49,6 +52,8 @@ class GetMessageResult:
     #: the records joined, as stored (``get_message_records``): then ``messages`` is empty
     body: bytes | None = None
     body_count: int = 0
+    #: units the bloom filter skipped without reading their record (ConsumeQueueExt bitmaps)
+    bloom_skipped: int = 0
 
     @property
     def message_count(self) -> int:
@@ -77,7 +82,10 @@ def check_get_args(topic: object, queue_id: object, offset: object, max_msgs: ob
 
 def get_message(config: StoreConfig, commit_log: CommitLog, queues: ConsumeQueueTable,
                 topic: str, queue_id: int, offset: int, max_msgs: int,
-                subscription: str | None, expression_type: str | None = None) -> GetMessageResult:
+                subscription: str | None, expression_type: str | None = None,
+                bloom: GroupFilter | None = None) -> GetMessageResult:
+    """RocketMQ's getMessage. bloom: the pulling group's filter, whose positions in the
+    units' ext bitmaps say which records cannot match (only for its own expression)."""
     check_get_args(topic, queue_id, offset, max_msgs)
     sub = parse_subscription(subscription, expression_type)
     sql = sub.sql
@@ -120,10 +128,16 @@ def get_message(config: StoreConfig, commit_log: CommitLog, queues: ConsumeQueue
     # Work in chunks so a small pull does not convert 16,000 units to Python ints.
     chunk = max(32, max_msgs * 2)
     done = False
+    ext = cq.ext
     for start in range(0, len(units), chunk):
         part = units[start:start + chunk]
-        for phy, size, tags_code in zip(part["offset"].tolist(), part["size"].tolist(),
-                                        part["tags_code"].tolist(), strict=True):
+        if ext is None:
+            tags_codes = part["tags_code"].tolist()
+            states: object = itertools.repeat(cq_ext.PLAIN, len(part))
+        else:
+            tags_codes, states = _resolve_ext(ext, part, bloom)
+        for phy, size, tags_code, state in zip(part["offset"].tolist(), part["size"].tolist(),
+                                               tags_codes, states, strict=True):
             qoff = offset + i
             max_phy_pulling = phy
             if size == BLANK_UNIT_SIZE:
@@ -137,7 +151,10 @@ def get_message(config: StoreConfig, commit_log: CommitLog, queues: ConsumeQueue
                 done = True
                 break
             i += 1
-            if not sub.matches_code(tags_code):
+            if state == cq_ext.SKIP:
+                result.bloom_skipped += 1
+                continue
+            if state != cq_ext.MISSING and not sub.matches_code(tags_code):
                 if not messages:
                     result.status = GetMessageStatus.NO_MATCHED_MESSAGE
                 continue
@@ -177,8 +194,8 @@ def get_message(config: StoreConfig, commit_log: CommitLog, queues: ConsumeQueue
 
 def get_message_records(config: StoreConfig, commit_log: CommitLog, queues: ConsumeQueueTable,
                         topic: str, queue_id: int, offset: int, max_msgs: int,
-                        subscription: str | None, expression_type: str | None = None
-                        ) -> GetMessageResult:
+                        subscription: str | None, expression_type: str | None = None,
+                        bloom: GroupFilter | None = None) -> GetMessageResult:
     """get_message's answer with the records joined into ``result.body`` natively
     (``queue_read.gather_records``: no MessageExt per message) when the subscription takes
     every message. get_message itself for a tag or SQL92 filter, damage in the CommitLog, or
@@ -190,13 +207,13 @@ def get_message_records(config: StoreConfig, commit_log: CommitLog, queues: Cons
     cq = queues.find(topic, queue_id)
     if not sub.match_all or cq is None or commit_log.damage.ranges:
         return get_message(config, commit_log, queues, topic, queue_id, offset, max_msgs,
-                           subscription, expression_type)
+                           subscription, expression_type, bloom)
     min_offset, max_offset = cq.min_offset, cq.max_offset
     units = cq.read_units(offset, MAX_FILTER_MESSAGE_COUNT) \
         if min_offset <= offset < max_offset else None
     if units is None:
         return get_message(config, commit_log, queues, topic, queue_id, offset, max_msgs,
-                           subscription, expression_type)
+                           subscription, expression_type, bloom)
     max_phy = commit_log.max_offset()
     memory = TOTAL_PHYSICAL_MEMORY * config.access_message_in_memory_max_ratio // 100
     body, count, consumed, last_phy, _ = gather_records(
@@ -208,11 +225,26 @@ def get_message_records(config: StoreConfig, commit_log: CommitLog, queues: Cons
         config.max_transfer_count_on_message_in_disk)
     if not count:
         return get_message(config, commit_log, queues, topic, queue_id, offset, max_msgs,
-                           subscription, expression_type)
+                           subscription, expression_type, bloom)
     return GetMessageResult(GetMessageStatus.FOUND, offset + consumed, min_offset, max_offset,
                             buffer_total_size=len(body),
                             suggest_pulling_from_slave=(max_phy - last_phy) > memory,
                             body=body, body_count=count)
+def _resolve_ext(ext: ConsumeQueueExt, part: np.ndarray, bloom: GroupFilter | None
+                 ) -> tuple[list[int], list[int]]:
+    """The units' tags codes through their ext units, and each unit's cq_ext state."""
+    n = len(part)
+    out_tags = np.empty(n, np.int64)
+    out_state = np.empty(n, np.uint8)
+    phys = np.ascontiguousarray(part["offset"], np.int64)
+    codes = np.ascontiguousarray(part["tags_code"], np.int64)
+    if bloom is None:
+        cq_ext.resolve(phys, codes, ext.queue.files, ext.file_size, None, 0, 0, out_tags,
+                       out_state)
+    else:
+        cq_ext.resolve(phys, codes, ext.queue.files, ext.file_size, bloom.positions,
+                       bloom.bloom.bit_num, bloom.born_phy, out_tags, out_state)
+    return out_tags.tolist(), out_state.tolist()
 
 
 def _batch_full(config: StoreConfig, size: int, max_msgs: int, buffer_total: int,

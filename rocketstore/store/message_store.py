@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from rocketstore._native import batch_put, hosts, record, record_writer
+from rocketstore.common.bloom import BloomFilter
 from rocketstore.config import LIVE_CONFIG_FIELDS, StoreConfig
 from rocketstore.message import (
     GetMessageStatus,
@@ -28,9 +29,11 @@ from rocketstore.store.checkpoint import StoreCheckpoint
 from rocketstore.store.clock import Clock, SystemClock
 from rocketstore.store.commit_log import CommitLog
 from rocketstore.store.consume_queue import ConsumeQueue
+from rocketstore.store.consume_queue_ext import CqExtUnit
 from rocketstore.store.consume_queue_table import ConsumeQueueTable
 from rocketstore.store.damage import DAMAGE_FILE, DamagedRange
 from rocketstore.store.damage_book import DamageBook
+from rocketstore.store.filter_bitmap import CONSUMER_FILTER_FILE, FilterBitmaps, GroupFilter, ext_unit_writer
 from rocketstore.store.get_message import GetMessageResult
 from rocketstore.store.index_service import IndexService
 from rocketstore.store.layout import StorePaths, detect_geometry
@@ -135,8 +138,14 @@ class MessageStore(ColumnarReads, StoreMaintenance, ReplicaLog):
             allocate=None if self.allocate_service is None else self.allocate_service.allocate,
             sync=commit_log_flush)
         self.put_message = self.commit_log.put_path.put
-        self.consume_queues = ConsumeQueueTable(self.root, config.mapped_file_size_consume_queue,
-                                                read_only=ro)
+        self.consume_queues = ConsumeQueueTable(
+            self.root, config.mapped_file_size_consume_queue, read_only=ro,
+            ext_file_size=config.mapped_file_size_consume_queue_ext,
+            ext_writes=config.enable_consume_queue_ext)
+        #: SQL92 groups' filters and the bitmaps dispatch computes (enable_filter_bitmaps)
+        self.filter_bitmaps: FilterBitmaps | None = None
+        self.consume_queues.ext_unit_of = ext_unit_writer(self.commit_log,
+                                                          lambda: self.filter_bitmaps)
         self.index_service = IndexService(config, self.root, read_only=ro, clock=self.clock)
         self.index_service.on_file_full = self._index_file_full
         self.reput = ReputMessageService(
@@ -525,8 +534,22 @@ class MessageStore(ColumnarReads, StoreMaintenance, ReplicaLog):
             raise TypeError(f"group must be a str, got {type(group).__name__}")
         if not self._running:
             return GetMessageResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, offset, 0, 0)
+        bloom = self._group_filter(topic, group, subscription)
         return reader.get_message(self.config, self.commit_log, self.consume_queues, topic,
-                                  queue_id, offset, max_msgs, subscription, expression_type)
+                                  queue_id, offset, max_msgs, subscription, expression_type,
+                                  bloom)
+
+    def enable_filter_bitmaps(self, max_error_rate: int = 20,
+                              expect_consumer_num: int = 32) -> FilterBitmaps:
+        """Compute SQL92 filter bitmaps at dispatch (RocketMQ's enableCalcFilterBitMap, with
+        maxErrorRateOfBloomFilter and expectConsumerNumUseFilter); groups are registered on
+        the returned table. Bitmaps are kept only with enable_consume_queue_ext."""
+        if self.filter_bitmaps is None:
+            self.filter_bitmaps = FilterBitmaps(
+                BloomFilter(max_error_rate, expect_consumer_num),
+                lambda: self.reput.reput_from_offset,
+                None if self.read_only else self.paths.config_file(CONSUMER_FILTER_FILE))
+        return self.filter_bitmaps
 
     def get_message_records(self, group: str, topic: str, queue_id: int, offset: int,
                             max_msgs: int = 32, subscription: str | None = "*",
@@ -537,9 +560,17 @@ class MessageStore(ColumnarReads, StoreMaintenance, ReplicaLog):
             raise TypeError(f"group must be a str, got {type(group).__name__}")
         if not self._running:
             return GetMessageResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, offset, 0, 0)
+        bloom = self._group_filter(topic, group, subscription)
         return reader.get_message_records(self.config, self.commit_log, self.consume_queues,
                                           topic, queue_id, offset, max_msgs, subscription,
-                                          expression_type)
+                                          expression_type, bloom)
+
+    def _group_filter(self, topic: str, group: str, subscription: str | None) -> GroupFilter | None:
+        """The group's SQL92 bitmap filter when bitmaps are kept and it has one."""
+        bitmaps = self.filter_bitmaps
+        if bitmaps is None or subscription is None:
+            return None
+        return bitmaps.check_for(topic, group, subscription)
 
     def _consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue | None:
         return self.consume_queues.find(topic, queue_id)
@@ -567,6 +598,11 @@ class MessageStore(ColumnarReads, StoreMaintenance, ReplicaLog):
         units = cq.read_units(index, count) if cq.min_offset <= index < cq.max_offset else None
         return [] if units is None else [(int(u["offset"]), int(u["size"]), int(u["tags_code"]))
                                          for u in units]
+
+    def consume_queue_ext_unit(self, topic: str, queue_id: int, address: int) -> CqExtUnit | None:
+        """The ConsumeQueue extension unit at address (a unit's tags code; None: none)."""
+        cq = self.consume_queues.find(topic, queue_id)
+        return None if cq is None or cq.ext is None else cq.ext.get(address)
 
     def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp: int) -> int:
         """Logical offset of the message stored nearest to timestamp (ms)."""

@@ -198,14 +198,15 @@ class _QueueCheck:
                 f"{len(units) + first})")
         idx = qoffs[inside]
         u = units[idx]
+        unit_tags = cq.real_tags_codes(u)
         ok = (u["offset"] == phys[inside]) & (u["size"] == sizes[inside]) & \
-            (u["tags_code"] == tags[inside])
+            (unit_tags == tags[inside])
         self.report.units_checked += int(ok.sum())
         for j in np.flatnonzero(~ok).tolist():
             q = int(idx[j])
             self.report.consume_queues.add(
                 f"{topic}:{queue_id} unit {q + first}: ({int(u['offset'][j])}, "
-                f"{int(u['size'][j])}, {int(u['tags_code'][j])}) where its record is "
+                f"{int(u['size'][j])}, {int(unit_tags[j])}) where its record is "
                 f"({int(phys[inside][j])}, {int(sizes[inside][j])}, {int(tags[inside][j])})")
         self.matched[key][idx[ok]] = True
 

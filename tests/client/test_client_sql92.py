@@ -154,6 +154,17 @@ def _pull_ext(group: str, topic: str, expression: str, expression_type: str) -> 
             "expressionType": expression_type}
 
 
+async def _query_cq(address: str, topic: str) -> list[dict]:
+    client = RemotingClient()
+    try:
+        ext = {"topic": topic, "queueId": "0", "index": "0", "count": "4"}
+        response = await client.invoke(address, create_request(RequestCode.QUERY_CONSUME_QUEUE, ext), 10)
+        assert response.code == ResponseCode.SUCCESS, response.remark
+        return orjson.loads(response.body_bytes())["queueData"]
+    finally:
+        await client.close()
+
+
 def _broker_address(c: Cluster, name: str) -> str:
     return c.brokers[name].address
 
@@ -230,3 +241,65 @@ def test_check_client_config_and_pull_answers(tmp_path: Path) -> None:
         with pytest.raises(MQBrokerError) as refused:
             bad.start()
         assert refused.value.response_code == ResponseCode.SUBSCRIPTION_PARSE_FAILED
+
+
+def test_bloom_filter_broker_consumers_get_exactly_their_messages(tmp_path: Path) -> None:
+    """enableCalcFilterBitMap with enableConsumeQueueExt: the consumers' heartbeats register
+    their SQL92 filters, messages sent afterwards get bitmaps at dispatch; each group still
+    gets exactly its messages, and the store's bitmaps skip the others (checked after the
+    broker stops, through the filters it kept in config/consumerFilter.json)."""
+    from rocketstore import MessageStore, StoreConfig
+
+    with cluster(tmp_path, brokers=()) as c:
+        c.start_broker("broker-a", enablePropertyFilter="true", enableCalcFilterBitMap="true",
+                       enableConsumeQueueExt="true")
+        topic = "SqlBloom"
+        filters = tmp_path / "broker-a" / "config" / "consumerFilter.json"
+        consumers, collectors = [], {}
+        try:
+            with AdminClient(namesrv_addr=c.namesrv_addr) as admin:
+                admin.update_topic(topic, cluster="TestCluster", read_queue_nums=2,
+                                   write_queue_nums=2)
+            for group, expression in SUBSCRIPTIONS.items():
+                collector = collectors[group] = Collector()
+                pc = PushConsumer(group, namesrv_addr=c.namesrv_addr, **FAST)
+                pc.subscribe(topic, SQL92(expression))
+                pc.register_message_listener(collector)
+                pc.start()
+                consumers.append(pc)
+            wait_for(lambda: filters.exists() and all(
+                g in filters.read_text() for g in SUBSCRIPTIONS), 30)
+            with Producer("SqlBloomPG", namesrv_addr=c.namesrv_addr) as producer:
+                sent = _send_mixed(producer, topic, 300)
+            expected = {group: sorted(k for k, p in sent.items() if reference_match(expr, p))
+                        for group, expr in SUBSCRIPTIONS.items()}
+            wait_for(lambda: all(len(collectors[g].keys) >= len(expected[g]) for g in expected), 60)
+            time.sleep(1.0)
+            for group in SUBSCRIPTIONS:
+                assert sorted(collectors[group].keys) == expected[group], group
+            # queryCq (QUERY_CONSUME_QUEUE) shows each unit's ext unit as RocketMQ does
+            units = asyncio.run(_query_cq(_broker_address(c, "broker-a"), topic))
+            assert len(units) == 4 and all(u["tagsCode"] <= -(1 << 31) - 1 for u in units)
+            for u in units:
+                ext = orjson.loads(u["extendDataJson"])
+                assert ext["size"] == 34 and ext["tagsCode"] in (2652, 2653, 2654)   # "T0".."T2"
+                assert len(u["bitMap"].replace("\n", "")) == 112
+        finally:
+            for pc in consumers:
+                pc.shutdown()
+        c.brokers["broker-a"].stop()
+    root = str(tmp_path / "broker-a")
+    with MessageStore.open(root, StoreConfig(store_path_root_dir=root,
+                                             mapped_file_size_commit_log=16 * 1024 * 1024,
+                                             mapped_file_size_consume_queue=60_000,
+                                             enable_consume_queue_ext=True)) as store:
+        store.enable_filter_bitmaps()
+        matched = skipped = 0
+        for q in (0, 1):
+            offset, end = 0, store.get_max_offset_in_queue(topic, q)
+            while offset < end:
+                r = store.get_message("SqlHigh", topic, q, offset, 32, SUBSCRIPTIONS["SqlHigh"], "SQL92")
+                matched += r.message_count
+                skipped += r.bloom_skipped
+                offset = r.next_begin_offset
+        assert matched == len(expected["SqlHigh"]) and skipped >= 0.8 * (300 - matched)

@@ -11,6 +11,8 @@ import random
 import sys
 from pathlib import Path
 
+from cluster import Cluster, wait_for
+from conftest import start_java_facing_broker
 from java_env import JavaPrograms
 from sql92_reference import random_expression, random_properties, reference_match
 
@@ -76,3 +78,38 @@ def test_java_consumer_by_sql_refused_without_property_filter(rs_cluster, java_p
                                      1, 10_000, 0)
     assert lines[-1]["done"] is False
     assert "The broker does not support consumer to filter message by SQL92" in lines[-1]["error"]
+
+
+def test_java_consumer_by_sql_with_the_bloom_filter(tmp_path: Path, java_programs: JavaPrograms) -> None:
+    """A broker with enableCalcFilterBitMap and enableConsumeQueueExt: RocketMQ 4.9.8's push
+    consumer subscribes by SQL92 first (its heartbeat registers the filter), the messages sent
+    afterwards get bitmaps at dispatch, and it gets exactly its messages."""
+    expression = "amount > 60 AND region = 'eu' OR TAGS = 'T1' AND amount < 10"
+    planned = {f"k-{i}": {"amount": str(i % 100), "region": ("eu", "us")[i % 2], "TAGS": f"T{i % 3}"}
+               for i in range(200)}
+    expected = sorted(k for k, p in planned.items() if reference_match(expression, p))
+    assert 0 < len(expected) < 100 and "k-0" not in expected
+    (tmp_path / "rocketstore").mkdir()
+    cluster = Cluster(tmp_path / "rocketstore")
+    try:
+        cluster.start_namesrv()
+        start_java_facing_broker(cluster, "broker-a", enablePropertyFilter="true",
+                                 enableCalcFilterBitMap="true", enableConsumeQueueExt="true")
+        ns = cluster.namesrv_addr
+        _send(ns, "JavaBloomTopic", 1)      # the topic exists: the consumer finds its route
+        consumer = java_programs.start("RsSql", "push", ns, "JavaBloomGroup", "JavaBloomTopic",
+                                       expression, len(expected), 90_000, 1_500)
+        try:
+            filters = tmp_path / "rocketstore" / "broker-a" / "config" / "consumerFilter.json"
+            wait_for(lambda: filters.exists() and "JavaBloomGroup" in filters.read_text(), 60)
+            assert _send(ns, "JavaBloomTopic", 200) == planned
+            out, err = consumer.communicate(timeout=120)
+        finally:
+            if consumer.poll() is None:
+                consumer.kill()
+                consumer.communicate()
+        lines = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+        assert lines and lines[-1] == {"done": True}, (lines[-3:], err[-2000:])
+        assert sorted(line["key"] for line in lines[:-1]) == expected
+    finally:
+        cluster.close()

@@ -43,7 +43,7 @@ from rocketstore.remoting import (
     create_response,
 )
 from rocketstore.remoting.headers import get_str, require_str
-from rocketstore.store import parse_subscription
+from rocketstore.store import FilterBitmaps, parse_subscription
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +86,8 @@ class ClientManageProcessor:
     def __init__(self, producers: ProducerManager, consumers: ConsumerManager,
                  groups: SubscriptionGroupManager, topics: TopicConfigManager,
                  locks: RebalanceLockManager, notify_enabled: bool,
-                 property_filter_enabled: bool = False) -> None:
+                 property_filter_enabled: bool = False,
+                 filter_bitmaps: FilterBitmaps | None = None) -> None:
         self.producers = producers
         self.consumers = consumers
         self.groups = groups
@@ -94,6 +95,9 @@ class ClientManageProcessor:
         self.locks = locks
         self.notify_enabled = notify_enabled
         self.property_filter_enabled = property_filter_enabled
+        #: the store's SQL92 filter bitmaps (enableCalcFilterBitMap): groups' SQL92
+        #: subscriptions are registered there from heartbeats (RocketMQ ConsumerFilterManager)
+        self.filter_bitmaps = filter_bitmaps
 
     def register_with(self, server: RemotingServer) -> None:
         server.register_processor(RequestCode.HEART_BEAT, self.heart_beat)
@@ -148,11 +152,22 @@ class ClientManageProcessor:
             channel = ClientChannelInfo(ctx, client_id, language, request.version, 0.0)
             self.consumers.register(group, channel, consume_type, model, from_where, subs,
                                     self.group_notifies(group))
+            if self.filter_bitmaps is not None:
+                self._register_filters(group, subs)
         for entry in producers:
             if isinstance(entry, dict) and isinstance(entry.get("groupName"), str):
                 self.producers.register(entry["groupName"],
                                         ClientChannelInfo(ctx, client_id, language, request.version, 0.0))
         return create_response(request)
+
+    def _register_filters(self, group: str, subs: list[SubscriptionData]) -> None:
+        assert self.filter_bitmaps is not None
+        for sub in subs:
+            try:
+                self.filter_bitmaps.register(sub.topic, group, sub.sub_string, sub.expression_type)
+            except ValueError as exc:
+                log.warning("consumer filter of %s on %s not registered: %s", quote(group),
+                            quote(sub.topic), exc)
 
     def check_client_config(self, ctx: RemotingConnection, request: RemotingCommand) -> RemotingCommand:
         """Whether the broker serves a consumer's subscription (a Java consumer with a

@@ -11,6 +11,7 @@ missing body, as it does against RocketMQ's broker); otherwise up to ``count`` u
 
 from __future__ import annotations
 
+import base64
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -24,6 +25,7 @@ from rocketstore.remoting import (
     create_response,
 )
 from rocketstore.remoting.headers import get_str, require_int, require_str
+from rocketstore.store import is_ext_addr
 
 if TYPE_CHECKING:
     from rocketstore.broker.client_groups import ConsumerManager, ProducerManager
@@ -76,6 +78,37 @@ class InspectProcessor:
                 body["filterData"] = "null"     # fastjson's text for no ConsumerFilterData (tags)
         if not units:
             return create_response(request, remark=f"Index {index} of {queue_id}@{topic} is not exist!")
-        body["queueData"] = [{"eval": False, "physicOffset": offset, "physicSize": size, "tagsCode": tags_code}
-                             for offset, size, tags_code in units]
+        body["queueData"] = [self._unit_json(topic, queue_id, *unit) for unit in units]
         return create_response(request, body=orjson.dumps(body))
+
+    def _unit_json(self, topic: str, queue_id: int, offset: int, size: int,
+                   tags_code: int) -> dict[str, Any]:
+        """One ConsumeQueueData; a unit whose tags code is an ext address gets its ext unit
+        as RocketMQ shows it (extendDataJson: fastjson of the CqExtUnit; bitMap:
+        BitsArray.toString)."""
+        one: dict[str, Any] = {"eval": False, "physicOffset": offset, "physicSize": size,
+                               "tagsCode": tags_code}
+        if not is_ext_addr(tags_code):
+            return one
+        unit = self.store.consume_queue_ext_unit(topic, queue_id, tags_code)
+        if unit is None:
+            one["extendDataJson"] = "Cannot find ext unit!"
+            return one
+        ext: dict[str, Any] = {}
+        if unit.filter_bit_map is not None:
+            ext["filterBitMap"] = base64.b64encode(unit.filter_bit_map).decode("ascii")
+            one["bitMap"] = _bits_text(unit.filter_bit_map)
+        ext.update(msgStoreTime=unit.msg_store_time, size=unit.size, tagsCode=unit.tags_code)
+        one["extendDataJson"] = orjson.dumps(ext).decode("utf-8")
+        return one
+
+
+def _bits_text(bitmap: bytes) -> str:
+    """RocketMQ's BitsArray.toString: the bytes from the last, each from its high bit, a
+    newline after every byte whose index is a multiple of 8."""
+    out = []
+    for i in range(len(bitmap) - 1, -1, -1):
+        out.append(format(bitmap[i], "08b"))
+        if i % 8 == 0:
+            out.append("\n")
+    return "".join(out)

@@ -22,6 +22,8 @@ from rocketstore._native import dispatch as native
 from rocketstore._native.dispatch import DispatchBatch, dispatch_region
 from rocketstore._native.stop_flag import StopFlag
 from rocketstore._native.topic_queue_table import MAX_QUEUE_ID
+from rocketstore.common.record import TRANSACTION_TYPE_MASK, SysFlag
+from rocketstore.common.topics import SCHEDULE_TOPIC
 from rocketstore.store.commit_log import CommitLog
 from rocketstore.store.services.service_thread import ServiceThread
 
@@ -36,6 +38,7 @@ Dispatcher = Callable[[DispatchBatch], None]
 ArrivalListener = Callable[[str, int, int], None]
 
 ROOM_RETRY_S = 0.1      # how often dispatch tries again while the disk has no room
+EXT_AHEAD_RECORDS = 4096    # records looked at ahead for queues with an extension
 
 
 class ReputMessageService(ServiceThread):
@@ -250,9 +253,47 @@ class ReputMessageService(ServiceThread):
         # ConsumeQueue rolls or creates files, and judges gaps
         cq.put_units(np.array([phy], np.int64), np.array([size], np.int32),
                      np.array([tags], np.int64), np.array([qoff], np.int64))
-        self._native.add_queue(raw, queue_id, cq, cq.queue.last_file(), cq.max_physic_offset)
+        self._native.add_queue(raw, queue_id, cq, cq.queue.last_file(), cq.max_physic_offset,
+                               cq.ext is not None)
         if cq.rejected:     # its queue offset is the damage: the record is skipped
             self._native.set_offset(phy + size)
+        elif cq.ext is not None:
+            self._ext_units_ahead(phy + size)
+
+    def _ext_units_ahead(self, start_phy: int) -> None:
+        """Write now the units of the next records (up to EXT_AHEAD_RECORDS, in this file)
+        of queues with an extension, a queue at a time, which the pass would otherwise stop
+        at one by one; the pass then finds them written (and writes their index keys). A
+        queue whose next units are not a plain continuation (a gap, a queue offset taken)
+        and the delay topic (its tags codes are delivery times) are left to the pass."""
+        d = self._native
+        mf = d.file
+        if mf is None or not 0 <= start_phy - mf.file_from_offset < mf.file_size:
+            return
+        batch = dispatch_region(mf, start_phy - mf.file_from_offset,
+                                max_records=EXT_AHEAD_RECORDS)
+        if not len(batch):
+            return
+        tran = batch.sys_flags & TRANSACTION_TYPE_MASK
+        counted = (tran == SysFlag.TRANSACTION_NOT_TYPE) | (tran == SysFlag.TRANSACTION_COMMIT)
+        for topic_id, topic in enumerate(batch.topics):
+            if topic == SCHEDULE_TOPIC:
+                continue
+            rows = np.flatnonzero(counted & (batch.topic_ids == topic_id))
+            for queue_id in np.unique(batch.queue_ids[rows]).tolist():
+                cq = self.consume_queues.find(topic, queue_id)
+                if cq is None or cq.ext is None:
+                    continue
+                mine = rows[batch.queue_ids[rows] == queue_id]
+                qoffs = np.ascontiguousarray(batch.queue_offsets[mine], np.int64)
+                phys = np.ascontiguousarray(batch.phy_offsets[mine], np.int64)
+                if int(qoffs[0]) != cq.file_max_offset or int(phys[0]) < cq.max_physic_offset \
+                        or (np.diff(qoffs) != 1).any():
+                    continue
+                cq.put_units(phys, np.ascontiguousarray(batch.sizes[mine], np.int32),
+                             np.ascontiguousarray(batch.tags_codes[mine], np.int64), qoffs)
+                d.add_queue(topic.encode("utf-8"), queue_id, cq, cq.queue.last_file(),
+                            cq.max_physic_offset, True)
 
     def _register_index(self) -> None:
         index = self.index_service
