@@ -33,7 +33,12 @@ from rocketstore.store.consume_queue_ext import CqExtUnit
 from rocketstore.store.consume_queue_table import ConsumeQueueTable
 from rocketstore.store.damage import DAMAGE_FILE, DamagedRange
 from rocketstore.store.damage_book import DamageBook
-from rocketstore.store.filter_bitmap import CONSUMER_FILTER_FILE, FilterBitmaps, GroupFilter, ext_unit_writer
+from rocketstore.store.filter_bitmap import (
+    CONSUMER_FILTER_FILE,
+    FilterBitmaps,
+    GroupFilter,
+    ext_unit_writer,
+)
 from rocketstore.store.get_message import GetMessageResult
 from rocketstore.store.index_service import IndexService
 from rocketstore.store.layout import StorePaths, detect_geometry
