@@ -4,7 +4,8 @@ object per line (flushed) for the test to read.
 
     python cpp_client_script.py produce NAMESRV TOPIC          sends of every kind
     python cpp_client_script.py push NAMESRV GROUP TOPIC [--broadcast] [--orderly]
-                                     [--instance NAME] [--fail-prefix P]   until stdin closes
+                                     [--instance NAME] [--fail-prefix P] [--tags EXPR]
+                                                                 until stdin closes
     python cpp_client_script.py pull NAMESRV GROUP TOPIC       everything, once
 """
 
@@ -102,7 +103,7 @@ def _describe(msg: object) -> dict[str, object]:
 
 
 def push(namesrv: str, group: str, topic: str, broadcast: bool, orderly: bool, instance: str | None,
-         fail_prefix: str | None) -> None:
+         fail_prefix: str | None, tags: str = "*") -> None:
     model = MessageModel.BROADCASTING if broadcast else MessageModel.CLUSTERING
     consumer = PushConsumer(group, orderly=orderly, message_model=model)
     rocketmq.ffi.dll.SetPushConsumerLogLevel(consumer._handle, 1)
@@ -120,7 +121,7 @@ def push(namesrv: str, group: str, topic: str, broadcast: bool, orderly: bool, i
         if fail_prefix and base64.b64decode(str(described["body"])).startswith(fail_prefix.encode()):
             raise RuntimeError("consumer refuses this message")
 
-    consumer.subscribe(topic, on_message)
+    consumer.subscribe(topic, on_message, tags)
     consumer.start()
     emit(kind="started")
     sys.stdin.read()        # until the test closes stdin
@@ -150,11 +151,13 @@ def main() -> None:
     parser.add_argument("--orderly", action="store_true")
     parser.add_argument("--instance")
     parser.add_argument("--fail-prefix")
+    parser.add_argument("--tags", default="*", help="the subscription's tag expression")
     ns = parser.parse_args()
     if ns.command == "produce":
         produce(ns.namesrv, ns.args[0])
     elif ns.command == "push":
-        push(ns.namesrv, ns.args[0], ns.args[1], ns.broadcast, ns.orderly, ns.instance, ns.fail_prefix)
+        push(ns.namesrv, ns.args[0], ns.args[1], ns.broadcast, ns.orderly, ns.instance, ns.fail_prefix,
+             ns.tags)
     else:
         pull(ns.namesrv, ns.args[0], ns.args[1])
 

@@ -353,3 +353,76 @@ def test_a_failing_callback_retries_with_growing_count_then_the_dlq(servers: dic
         assert {body_of(m) for m in consumer.of_kind("received")} >= {b"ok-1", b"ok-2"}
     finally:
         consumer.finish()
+
+
+def test_tag_subscriptions_beside_sql92_groups_and_their_bloom_filter(tmp_path: Path) -> None:
+    """A broker with SQL92 filtering and its bitmaps on (enablePropertyFilter,
+    enableCalcFilterBitMap, enableConsumeQueueExt: tags codes in the ConsumeQueue become ext
+    addresses): the C++ client's tag subscription still gets exactly its tags, beside a group
+    of the project's client subscribed by SQL92."""
+    from rocketstore.client import SQL92, ConsumeStatus, Message, MessageExt, Producer, PushConsumer
+
+    reason = rocketmq_usable()
+    if reason:
+        pytest.skip(reason)
+    namesrv, ns_addr = start_namesrv()
+    broker = consumer = None
+    cpp: CppProcess | None = None
+    topic = "CppTagsBesideSql"
+    try:
+        props = write_properties(tmp_path / "broker.properties", brokerName="broker-sql", listenPort=0,
+                                 namesrvAddr=ns_addr, storePathRootDir=tmp_path / "store",
+                                 mappedFileSizeCommitLog=16 << 20, enablePropertyFilter="true",
+                                 enableCalcFilterBitMap="true", enableConsumeQueueExt="true")
+        broker, addr = start_broker(props, log_path=tmp_path / "broker.log")
+        assert call(addr, RequestCode.UPDATE_AND_CREATE_TOPIC,
+                    {"topic": topic, "readQueueNums": 2, "writeQueueNums": 2, "perm": 6}).code == 0
+        sql_keys: list[str] = []
+        lock = threading.Lock()
+
+        def on_sql(messages: list[MessageExt]) -> ConsumeStatus:
+            with lock:
+                sql_keys.extend(m.keys[0] for m in messages)
+            return ConsumeStatus.SUCCESS
+
+        consumer = PushConsumer("SqlBesideCpp", namesrv_addr=ns_addr, rebalance_interval=2_000,
+                                consume_from_where="CONSUME_FROM_FIRST_OFFSET")
+        consumer.subscribe(topic, SQL92("amount > 60"))
+        consumer.register_message_listener(on_sql)
+        consumer.start()
+        cpp = CppProcess(tmp_path / "home-tags", "push", ns_addr, "CID_CPP_TAGS", topic, "--tags", "T1 || T2")
+        assert cpp.wait_for(lambda: bool(cpp.of_kind("started")), 60)
+        filters = tmp_path / "store" / "config" / "consumerFilter.json"
+        deadline = time.monotonic() + 60
+        while not (filters.exists() and "SqlBesideCpp" in filters.read_text()) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        tags_of, amount_of = {}, {}
+        with Producer("PID_CPP_TAGS_SQL", namesrv_addr=ns_addr) as producer:
+            for i in range(120):
+                key, tag, amount = f"k-{i}", f"T{i % 3}", i % 100
+                producer.send(Message(topic, key.encode(), tags=tag, keys=[key],
+                                      properties={"amount": str(amount)}))
+                tags_of[key], amount_of[key] = tag, amount
+        want_tags = sorted(k for k, t in tags_of.items() if t in ("T1", "T2"))
+        want_sql = sorted(k for k, a in amount_of.items() if a > 60)
+
+        def cpp_keys() -> list[str]:
+            return sorted(body_of(m).decode() for m in cpp.of_kind("received"))
+
+        assert cpp.wait_for(lambda: len(cpp_keys()) >= len(want_tags), 90), len(cpp_keys())
+        deadline = time.monotonic() + 60
+        while len(sql_keys) < len(want_sql) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        time.sleep(2)       # nothing more arrives
+        assert cpp_keys() == want_tags
+        assert {m["tags"] for m in cpp.of_kind("received")} == {"T1", "T2"}
+        with lock:
+            assert sorted(sql_keys) == want_sql
+    finally:
+        if cpp is not None:
+            cpp.finish()
+        if consumer is not None:
+            consumer.shutdown()
+        if broker is not None:
+            stop_process(broker)
+        stop_process(namesrv)
