@@ -178,10 +178,10 @@ class BrokerController:
                 self.store = await loop.run_in_executor(None, self._store_opener, self.root,
                                                         store_config)
             self.topics.load()
-            if self.read_only:
-                self._add_stored_topics(self.store)
             self.groups.load()
             self.offsets.load()
+            if self.read_only:
+                self._add_what_the_store_holds(self.store)
             if self.config.acl_enable:
                 self.acl_file = AclFile(self.acl_file_path())
                 self.acl_file.load()
@@ -295,13 +295,15 @@ class BrokerController:
             self.config.metrics_prom_exporter_host, self.config.metrics_prom_exporter_port)
         await loop.run_in_executor(None, self.metrics.start)
 
-    def _add_stored_topics(self, store: MessageStore) -> None:
-        """A store served read-only shows every topic it holds, in topics.json or not."""
+    def _add_what_the_store_holds(self, store: MessageStore) -> None:
+        """A store served read-only shows every topic it holds and every group with
+        committed offsets, in topics.json and subscriptionGroup.json or not."""
         counts = {topic: max(queues) + 1 for topic in store.topics() if (queues := store.queues(topic))}
-        added = self.topics.add_stored_topics(counts)
-        if added:
-            log.info("read-only: %d topic(s) of the store not in topics.json served as found: %s",
-                     len(added), quote(", ".join(added)))
+        topics = self.topics.add_stored_topics(counts)
+        groups = self.groups.add_stored_groups({key.rpartition("@")[2] for key in self.offsets.table})
+        if topics or groups:
+            log.info("read-only: served as found, without their table entries: topics %s; groups %s",
+                     quote(", ".join(topics) or "-"), quote(", ".join(groups) or "-"))
 
     def _check_is_store(self) -> None:
         """A read-only broker serves an existing store: a directory without its CommitLog
