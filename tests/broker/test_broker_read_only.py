@@ -70,6 +70,10 @@ def test_sends_are_refused_reads_served_and_no_file_changes(arun, tmp_path: Path
             r = await cl.call(RequestCode.UPDATE_CONSUMER_OFFSET, {
                 "consumerGroup": "G", "topic": "orders", "queueId": 0, "commitOffset": 5})
             assert r.code == ResponseCode.SUCCESS
+            # it cannot be made writable while it runs
+            r = await cl.call(RequestCode.UPDATE_BROKER_CONFIG, body=b"brokerPermission=6\n")
+            assert r.code == ResponseCode.SYSTEM_ERROR and "must not have PERM_WRITE" in r.remark
+            assert cl.broker.config.broker_permission == PERM_READ
             r = await cl.call(RequestCode.GET_BROKER_RUNTIME_INFO)
             assert r.code == ResponseCode.SUCCESS and loads_fastjson(r.body_bytes())["table"]
             cl.broker._persist_offsets()
