@@ -164,6 +164,10 @@ class BrokerConfig:
                 raise ValueError("controller_addr must be set with enable_controller_mode")
         if not 0 <= self.broker_permission <= PERM_MASK:
             raise ValueError(f"broker_permission must be in [0, 15], got {self.broker_permission}")
+        if self.store.read_only and self.broker_permission & PERM_WRITE:
+            # a broker over a store opened read-only takes no sends (PERM_READ alone is 4)
+            raise ValueError("broker_permission must not have PERM_WRITE (2) with read_only "
+                             f"(readOnly=true; {PERM_READ}: read only), got {self.broker_permission}")
         if not 1 <= self.default_topic_queue_nums <= 1024:
             raise ValueError(
                 f"default_topic_queue_nums must be in [1, 1024], got {self.default_topic_queue_nums}")

@@ -8,6 +8,13 @@ processors are registered, the periodic work is scheduled, and the broker regist
 name server. Stop: unregister, stop serving (held pulls are answered first), stop the schedule
 service, write the tables and the consumer offsets, shut the store down (flushed).
 
+Read-only (``readOnly=true``, with a ``brokerPermission`` without PERM_WRITE): the store is
+opened read-only (no lock, no service, no file changed; a store not shut down cleanly is served
+as its valid prefix, recovery truncates and rebuilds nothing), the tables and consumer offsets
+live in memory and are never written, and the schedule, transaction check and HA services do
+not run: serving such a broker leaves every file of the store as it was. A directory without a
+CommitLog is refused.
+
 Periodic work: consumer offsets written every ``flushConsumerOffsetInterval`` (in a worker
 thread, from a snapshot), silent clients dropped every 10 s, registration every
 ``registerNameServerPeriod``. Table files are written in a worker thread too (one at a time,
@@ -55,6 +62,7 @@ from rocketstore.broker.topic_config import TopicConfigManager
 from rocketstore.broker.topic_stores import TopicStores, open_memory_store
 from rocketstore.broker.transaction import TransactionalMessageService
 from rocketstore.broker.transaction_check import TransactionalMessageCheckService
+from rocketstore.common.text import quote
 from rocketstore.ha import HAClient, HAService, ha_runtime_info
 from rocketstore.remoting import (
     RemotingClient,
@@ -68,7 +76,7 @@ from rocketstore.remoting import (
     create_request,
     create_response,
 )
-from rocketstore.store import CONFIG_DIR, MemoryMessageStore, MessageStore
+from rocketstore.store import CONFIG_DIR, MemoryMessageStore, MessageStore, StorePaths
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +99,8 @@ class BrokerController:
         self.root = os.path.abspath(config.store.store_path_root_dir)
         #: opens the store (a seam for tests: an injected flush function, a slow disk)
         self._store_opener = store_opener or (lambda root, cfg: MessageStore.open(root, cfg))
+        #: readOnly=true: nothing under root is written (see the module docstring)
+        self.read_only = config.store.read_only
         config_dir = os.path.join(self.root, CONFIG_DIR)
         self.stats = BrokerStatsManager(config.broker_cluster_name,
                                         enable_queue_stat=config.enable_detail_stat)
@@ -165,6 +175,8 @@ class BrokerController:
         fast_port = self.config.fast_listen_port if self.config.listen_port else None
         store_config = self.config.store_config_for(port).replace(store_path_root_dir=self.root)
         try:
+            if self.read_only:
+                self._check_is_store()
             if self.config.enable_controller_mode:
                 self.store = await self._settle_role(store_config)
             else:
@@ -173,6 +185,8 @@ class BrokerController:
             self.topics.load()
             self.groups.load()
             self.offsets.load()
+            if self.read_only:
+                self._add_what_the_store_holds(self.store)
             if self.config.acl_enable:
                 self.acl_file = AclFile(self.acl_file_path())
                 self.acl_file.load()
@@ -254,13 +268,14 @@ class BrokerController:
             except OSError as exc:
                 log.warning("not serving the fast port %d: %s", fast_port, exc)
                 self.fast_server = None
-        await self._start_ha(store)
+        if not self.read_only:
+            await self._start_ha(store)
         writer.ha = self.ha_service     # SYNC_MASTER's sends wait for its slaves
         stats_processor.ha_info = lambda: ha_runtime_info(
             self.config.store.broker_role, self.ha_service, self.ha_client)
         if self.replicas is not None:
             self._start_controller_mode(store)
-        if not self.is_slave:
+        if not self.is_slave and not self.read_only:
             self.schedule.start()       # a slave's delayed messages come from its master
             self.transaction_check.start()      # and its transactions are its master's to check
         self._schedule_every(self.config.flush_consumer_offset_interval / 1000, self._persist_offsets)
@@ -296,6 +311,24 @@ class BrokerController:
             self.config.metrics_prom_exporter_host, self.config.metrics_prom_exporter_port)
         await loop.run_in_executor(None, self.metrics.start)
 
+    def _add_what_the_store_holds(self, store: MessageStore) -> None:
+        """A store served read-only shows every topic it holds and every group with
+        committed offsets, in topics.json and subscriptionGroup.json or not."""
+        counts = {topic: max(queues) + 1 for topic in store.topics() if (queues := store.queues(topic))}
+        topics = self.topics.add_stored_topics(counts)
+        groups = self.groups.add_stored_groups({key.rpartition("@")[2] for key in self.offsets.table})
+        if topics or groups:
+            log.info("read-only: served as found, without their table entries: topics %s; groups %s",
+                     quote(", ".join(topics) or "-"), quote(", ".join(groups) or "-"))
+
+    def _check_is_store(self) -> None:
+        """A read-only broker serves an existing store: a directory without its CommitLog
+        directory is refused (an empty store is not made)."""
+        commit_log = StorePaths.of(self.root, self.config.store.store_path_commit_log).commitlog
+        if not os.path.isdir(commit_log):
+            raise FileNotFoundError(f"{self.root} is not a store: it has no CommitLog directory "
+                                    f"({commit_log}); readOnly=true serves an existing store")
+
     def acl_file_path(self) -> str:
         """aclFile; by default plain_acl.yml beside the properties file (without one, in the
         store's config directory)."""
@@ -316,7 +349,7 @@ class BrokerController:
         write every known key to the broker's properties file (see live_config)."""
         assert self.store is not None
         update = plan_update(self.config, self.store.config, properties)
-        if update.persist and self.config_file is not None:
+        if update.persist and self.config_file is not None and not self.read_only:
             persist_update(self.config_file, update.persist)
         if update.store:
             self.store.update_config(**update.store)
@@ -472,7 +505,7 @@ class BrokerController:
         if self.ha_service is not None:
             await self.ha_service.stop()
         loop = asyncio.get_running_loop()
-        if self.schedule is not None:
+        if self.schedule is not None and not self.read_only:     # its shutdown writes its offsets
             await loop.run_in_executor(None, self.schedule.shutdown)
         if self.transaction_check is not None:
             await loop.run_in_executor(None, self.transaction_check.shutdown)
@@ -498,6 +531,8 @@ class BrokerController:
                         "served from memory; no more can be created", len(names))
 
     def _persist_all(self) -> None:
+        if self.read_only:
+            return
         for manager in (self.topics, self.groups):
             try:
                 manager.persist()
@@ -562,6 +597,8 @@ class BrokerController:
         self.stats.tick()
 
     def _persist_offsets(self) -> None:
+        if self.read_only:
+            return
         snapshot = self.offsets.snapshot()
         if snapshot is not None:
             self._io.submit(self._write_offsets, snapshot)
@@ -574,6 +611,8 @@ class BrokerController:
 
     def persist_soon(self, manager: TopicConfigManager | SubscriptionGroupManager) -> None:
         """Write a table file in the worker thread; the newest content wins."""
+        if self.read_only:
+            return
         data = manager.encode()
         key = id(manager)
         first = key not in self._pending_persist

@@ -134,6 +134,20 @@ class SubscriptionGroupManager:
             self._changed()
         return cfg
 
+    def add_stored_groups(self, names: set[str]) -> list[str]:
+        """Groups with committed offsets the table does not name (a store written through
+        the embedded API has no subscriptionGroup.json): in the table with the defaults, in
+        memory only. The names added."""
+        added = []
+        for name in sorted(names - self.table.keys()):
+            try:
+                self.table[name] = SubscriptionGroupConfig(name)
+            except ValueError as exc:
+                log.warning("group %s of consumerOffset.json not served: %s", quote(name), exc)
+                continue
+            added.append(name)
+        return added
+
     def update(self, cfg: SubscriptionGroupConfig) -> None:
         self.table[cfg.group_name] = cfg
         log.info("subscription group %s set: %s", quote(cfg.group_name), quote(cfg, 600))

@@ -182,6 +182,17 @@ class TopicConfigManager:
         self.memory_topics.clear()
         self.memory_topics.update(name for name, cfg in self.table.items() if cfg.memory)
 
+    def add_stored_topics(self, queue_counts: dict[str, int]) -> list[str]:
+        """Topics the store holds ConsumeQueues of that the table does not name (a store
+        written through the embedded API has no topics.json): in the table with that many
+        read and write queues, in memory only. The names added."""
+        added = []
+        for name, queues in sorted(queue_counts.items()):
+            if name not in self.table and queues > 0:
+                self.table[name] = TopicConfig(name, queues, queues)
+                added.append(name)
+        return added
+
     def encode(self) -> bytes:
         return dumps_pretty({
             "dataVersion": self.data_version.to_json(),

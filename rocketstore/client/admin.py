@@ -335,14 +335,18 @@ class AsyncAdmin:
 
     # ---- messages ----
 
-    async def view_message(self, offset_msg_id: str) -> MessageExt:
-        address, offset = decode_offset_msg_id(offset_msg_id)
-        return await self.instance.api.view_message(address, offset, self.timeout)  # type: ignore[no-any-return]
+    async def view_message(self, offset_msg_id: str, address: str | None = None) -> MessageExt:
+        """The message an offset id names, from the broker whose store host the id holds, or
+        from ``address`` (a store served by another broker than the one that wrote it)."""
+        named, offset = decode_offset_msg_id(offset_msg_id)
+        return await self.instance.api.view_message(address or named, offset, self.timeout)  # type: ignore[no-any-return]
 
-    async def query_msg_by_id(self, msg_id: str, topic: str | None = None) -> MessageExt:
-        """By the broker's offset id, or by the client's id (UNIQ_KEY) within ``topic``."""
+    async def query_msg_by_id(self, msg_id: str, topic: str | None = None,
+                              address: str | None = None) -> MessageExt:
+        """By the broker's offset id (asked of ``address`` when given, see view_message), or
+        by the client's id (UNIQ_KEY) within ``topic``."""
         try:
-            return await self.view_message(msg_id)
+            return await self.view_message(msg_id, address)
         except (ValueError, MQClientError, OSError) as exc:
             if topic is None:
                 raise MQClientError(f"message {msg_id} not found by its offset id ({exc}); "

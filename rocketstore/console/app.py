@@ -19,6 +19,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from rocketstore.client import AsyncAdmin, AsyncProducer, ClientConfig, MQBrokerError, MQClientError
 from rocketstore.client.config import ProducerConfig
@@ -57,6 +58,16 @@ class ConsoleSettings:
     timeout_s: float = 5.0
     #: a plain_acl.yml: people sign in with its accounts, and their requests are signed with them
     acl_file: str | None = None
+    #: ``--store PATH``: the store directory served read-only by the broker at
+    #: store_broker_addr; the pages show no controls that change anything and POSTs are refused
+    store_path: str | None = None
+    #: the one broker serving store_path: offset message ids name the store host that wrote
+    #: the record, so they are looked up here
+    store_broker_addr: str | None = None
+
+    @property
+    def read_only(self) -> bool:
+        return self.store_path is not None
 
 
 class ConsoleState:
@@ -161,6 +172,30 @@ async def logout(_request: Request) -> Response:
     return response
 
 
+class ReadOnlyGuard:
+    """``--store``: every POST but signing in and out is refused with a page saying the store
+    is opened read-only (the pages show no such forms; this holds for hand-made requests)."""
+
+    ALLOWED = frozenset(("/login", "/logout"))
+
+    def __init__(self, app: ASGIApp, store_path: str) -> None:
+        self.app = app
+        self.store_path = store_path
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] not in ("GET", "HEAD") \
+                and scope["path"] not in self.ALLOWED:
+            request = Request(scope, receive)
+            log.info("console: %s %s refused: the store is opened read-only", scope["method"],
+                     quote(scope["path"]))
+            response = _render_error(request, 403, f"The store {self.store_path} is opened read-only "
+                                     "(rocketstore console --store): nothing can be created, "
+                                     "updated, deleted, reset or resent.")
+            await response(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
 async def _favicon(_request: Request) -> Response:
     return Response(status_code=204)
 
@@ -205,6 +240,8 @@ def create_app(settings: ConsoleSettings) -> Starlette:
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
     middleware = []
+    if settings.store_path is not None:
+        middleware.append(Middleware(ReadOnlyGuard, store_path=settings.store_path))
     if settings.acl_file is not None:
         sessions = Sessions(load_accounts(settings.acl_file))
         routes += [Route("/login", partial(login_page, sessions), methods=["GET", "POST"]),
@@ -217,6 +254,7 @@ def create_app(settings: ConsoleSettings) -> Starlette:
     templates = Jinja2Templates(env=jinja2.Environment(
         loader=jinja2.FileSystemLoader(HERE / "templates"), autoescape=True))
     templates.env.globals["chart"] = line_chart
+    templates.env.globals["read_only"] = settings.store_path or ""
     templates.env.filters["ms"] = format_ms
     app.state.templates = templates
     app.state.console = state

@@ -339,7 +339,8 @@ async def reset_offsets(request: Request) -> Response:
 
 
 async def messages(request: Request) -> Response:
-    admin = await state_of(request).admin_of(request)
+    state = state_of(request)
+    admin = await state.admin_of(request)
     params = request.query_params
     msg_id = params.get("id", "").strip()
     topic_name = params.get("topic", "").strip()
@@ -351,7 +352,8 @@ async def messages(request: Request) -> Response:
     trace: list[Any] = []
     if msg_id:
         mode = "id"
-        msg = await admin.query_msg_by_id(msg_id, validate_topic(topic_name) if topic_name else None)
+        msg = await admin.query_msg_by_id(msg_id, validate_topic(topic_name) if topic_name else None,
+                                          state.settings.store_broker_addr)
         trace = await consumption_trace(admin, msg)
         detail = message_detail(msg)
     elif topic_name and key:
@@ -381,8 +383,9 @@ async def messages(request: Request) -> Response:
 
 
 async def message(request: Request) -> Response:
-    admin = await state_of(request).admin_of(request)
-    msg = await admin.view_message(request.path_params["msg_id"])
+    state = state_of(request)
+    admin = await state.admin_of(request)
+    msg = await admin.view_message(request.path_params["msg_id"], state.settings.store_broker_addr)
     trace = await consumption_trace(admin, msg)
     return render(request, "messages.jinja", "messages", mode="id", found=[], detail=message_detail(msg),
                   trace=trace, params={"id": msg.offset_msg_id},

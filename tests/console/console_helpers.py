@@ -67,9 +67,11 @@ class Console:
                 self.proc.wait(10)
 
 
-def start_console(namesrv_addr: str, *extra: str, timeout: float = 60.0) -> Console:
+def start_console(namesrv_addr: str | None, *extra: str, timeout: float = 60.0) -> Console:
+    """The console for the cluster behind namesrv_addr (None: extra says what, --store)."""
     require_console()
-    proc = subprocess.Popen([sys.executable, "-m", "rocketstore.console", "-n", namesrv_addr,
+    cluster_args = [] if namesrv_addr is None else ["-n", namesrv_addr]
+    proc = subprocess.Popen([sys.executable, "-m", "rocketstore.console", *cluster_args,
                              "--listen", "127.0.0.1:0", *extra], stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, env=child_env(), cwd=CHILD_CWD)
     assert proc.stdout is not None

@@ -4,6 +4,7 @@ message views and the charts."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -72,3 +73,50 @@ def test_bodies_times_and_charts() -> None:
     assert "collecting samples" in line_chart("lag", [(1.0, 5.0)])
     svg = line_chart("<lag>", [(0.0, 0.0), (10.0, 2000.0)])
     assert "&lt;lag&gt;" in svg and "2.0k" in svg and svg.count("<polyline") == 1
+
+
+def _asgi(app: object, method: str, path: str, body: bytes = b"") -> tuple[int, str]:
+    """One request through the ASGI app, without a server or its lifespan (nothing is asked
+    of a cluster): (status, body text)."""
+    import asyncio
+
+    sent: list[dict[str, Any]] = []
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method,
+             "scheme": "http", "path": path, "raw_path": path.encode(), "root_path": "",
+             "query_string": b"", "client": ("127.0.0.1", 1), "server": ("test", 80),
+             "headers": [(b"host", b"test"), (b"content-type", b"application/x-www-form-urlencoded")]}
+
+    bodies = [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def receive() -> dict[str, Any]:
+        if bodies:
+            return bodies.pop()
+        await asyncio.sleep(3600)       # a client that stays: no disconnect
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    asyncio.run(asyncio.wait_for(app(scope, receive, send), 30))  # type: ignore[operator]
+    status = next(int(m["status"]) for m in sent if m["type"] == "http.response.start")
+    text = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+    return status, text.decode()
+
+
+def test_a_store_s_console_refuses_every_post_and_names_its_broker_after_the_directory() -> None:
+    from rocketstore.console.app import ConsoleSettings, create_app
+    from rocketstore.console.embedded import broker_name_for
+
+    app = create_app(ConsoleSettings(namesrv_addr="127.0.0.1:1", store_path="/data/orders",
+                                     store_broker_addr="127.0.0.1:2"))
+    for path in ("/topics", "/topics/T/delete", "/groups/G/reset", "/dlq/resend", "/nowhere"):
+        status, text = _asgi(app, "POST", path, b"topic=T&cluster=C")
+        assert status == 403, path
+        assert "The store /data/orders is opened read-only" in text
+    assert _asgi(app, "GET", "/static/console.css")[0] == 200
+    plain = create_app(ConsoleSettings(namesrv_addr="127.0.0.1:1"))
+    assert _asgi(plain, "POST", "/dlq/resend", b"group=G")[0] == 400      # checked, not refused
+
+    assert broker_name_for("/data/orders-store/") == "orders-store"
+    assert broker_name_for("/data/my store@2024") == "my-store-2024"
+    assert broker_name_for("/") == "broker-a"
