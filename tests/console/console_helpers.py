@@ -6,17 +6,14 @@ from __future__ import annotations
 import re
 import shutil
 import socket
-import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "client"))
 
-from cluster import CHILD_CWD, child_env  # noqa: E402
+from cluster import Server, _start  # noqa: E402
 
 #: the README's screenshots, rewritten only when ROCKETSTORE_UPDATE_SCREENSHOTS=1 (the pages
 #: show times and counts, so every run would change them)
@@ -51,48 +48,21 @@ def require_console() -> None:
         pytest.importorskip(module, reason=f"the console needs {module}: pip install 'rocketstore[console]'")
 
 
-class Console:
-    def __init__(self, proc: subprocess.Popen[str], url: str, output: list[str]) -> None:
-        self.proc = proc
-        self.url = url
-        self.output = output
+class Console(Server):
+    """The console as a subprocess (``address`` is its base URL)."""
 
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
+    @property
+    def url(self) -> str:
+        return self.address
 
 
 def start_console(namesrv_addr: str | None, *extra: str, timeout: float = 60.0) -> Console:
     """The console for the cluster behind namesrv_addr (None: extra says what, --store)."""
     require_console()
     cluster_args = [] if namesrv_addr is None else ["-n", namesrv_addr]
-    proc = subprocess.Popen([sys.executable, "-m", "rocketstore.console", *cluster_args,
-                             "--listen", "127.0.0.1:0", *extra], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, env=child_env(), cwd=CHILD_CWD)
-    assert proc.stdout is not None
-    output: list[str] = []
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if not line:
-            break
-        output.append(line)
-        match = CONSOLE_BOOT.search(line)
-        if match:
-            def drain() -> None:
-                assert proc.stdout is not None
-                for rest in proc.stdout:
-                    if len(output) < 10_000:
-                        output.append(rest)
-            threading.Thread(target=drain, daemon=True).start()
-            return Console(proc, match.group(1), output)
-    proc.kill()
-    raise AssertionError("the console did not start:\n" + "".join(output)[-3000:])
+    server = _start("console", ["-m", "rocketstore.console", *cluster_args, "--listen", "127.0.0.1:0",
+                                *extra], CONSOLE_BOOT, lambda m: m.group(1), timeout)
+    return Console(server.name, server.proc, server.address, server.output, server.args)
 
 
 def free_port() -> int:
