@@ -95,7 +95,8 @@ def test_a_store_not_shut_down_cleanly_is_served_as_found(arun, tmp_path: Path) 
         store.wait_dispatched()
         os._exit(0)
     """)
-    subprocess.run([sys.executable, "-c", script], check=True, timeout=120)
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=120, env=broker_helpers.child_env(),
+                   cwd=broker_helpers.CHILD_CWD)
     assert (root / "abort").exists()
     before = file_hashes(root)
 
