@@ -19,10 +19,22 @@ PACKAGE_ROOT = str(Path(rocketstore.__file__).resolve().parents[1])
 
 def _interrupted(args: list[str], after_s: float, tmp_path: Path) -> subprocess.CompletedProcess[str]:
     env = {"PYTHONPATH": PACKAGE_ROOT, "PATH": "/usr/bin:/bin"}
-    # "started" where the console script is once Python is up and has imported the entry point
-    # (a few lines: Ctrl-C before that is the interpreter's own startup); from there on
-    # rocketstore imports its command line (the heavy part) and runs the command
-    code = "from rocketstore.__main__ import run; print('started', flush=True); run()"
+    # "started" once run() imports the command line (an import hook says so): a Ctrl-C from
+    # there on lands where run() answers for it. Announcing before run() is called would leave
+    # a gap the signal can land in (a loaded machine preempts the child right after its write),
+    # which is the interpreter's own startup, as Ctrl-C before any console script's entry point.
+    code = (
+        "import sys\n"
+        "from rocketstore.__main__ import run\n"
+        "class Announce:\n"
+        "    @staticmethod\n"
+        "    def find_spec(name, path=None, target=None):\n"
+        "        if name == 'rocketstore.cli':\n"
+        "            print('started', flush=True)\n"
+        "        return None\n"
+        "sys.meta_path.insert(0, Announce)\n"
+        "run()\n"
+    )
     proc = subprocess.Popen([sys.executable, "-c", code, *args], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=env, cwd=str(TESTS))
     assert proc.stdout is not None
