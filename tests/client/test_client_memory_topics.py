@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 import pytest
-from cluster import Cluster, child_env, cluster, wait_for
+from cluster import CHILD_CWD, Cluster, child_env, cluster, wait_for
 
 from rocketstore.client import (
     AdminClient,
@@ -91,7 +91,7 @@ def test_memory_topic_serves_sends_pulls_offsets_and_is_empty_after_restart(tmp_
                 admin.update_topic("DiskT", broker_addr=address, memory=True)
             cli = subprocess.run([sys.executable, "-m", "rocketstore", "admin", "updateTopic", "-n",
                                   c.namesrv_addr, "-b", address, "-t", "MemCli", "--memory"],
-                                 capture_output=True, text=True, env=child_env(), timeout=60)
+                                 capture_output=True, text=True, env=child_env(), cwd=CHILD_CWD, timeout=60)
             assert cli.returncode == 0 and "memory=true" in cli.stdout, cli.stdout + cli.stderr
             with Producer("MemP", namesrv_addr=c.namesrv_addr) as producer:
                 offset_ids = []
