@@ -558,12 +558,16 @@ class AdminClient(BlockingClient[AsyncAdmin]):
         ``timestamp_ms`` (-1: the end); online members are told by their brokers."""
         return self._run(self._core.reset_offset_by_time(group, topic, timestamp_ms, force))
 
-    def view_message(self, offset_msg_id: str) -> MessageExt:
-        return self._run(self._core.view_message(offset_msg_id))
+    def view_message(self, offset_msg_id: str, address: str | None = None) -> MessageExt:
+        """The message an offset id names, from the broker whose store host the id holds, or
+        from ``address`` (a store served by another broker than the one that wrote it)."""
+        return self._run(self._core.view_message(offset_msg_id, address))
 
-    def query_msg_by_id(self, msg_id: str, topic: str | None = None) -> MessageExt:
-        """By the broker's offset id, or by the client's id (UNIQ_KEY) within ``topic``."""
-        return self._run(self._core.query_msg_by_id(msg_id, topic))
+    def query_msg_by_id(self, msg_id: str, topic: str | None = None,
+                        address: str | None = None) -> MessageExt:
+        """By the broker's offset id (asked of ``address`` when given, see view_message), or
+        by the client's id (UNIQ_KEY) within ``topic``."""
+        return self._run(self._core.query_msg_by_id(msg_id, topic, address))
 
     def query_msg_by_key(self, topic: str, key: str, max_num: int = 64,
                          begin_timestamp: int = 0, end_timestamp: int = _END_OF_TIME) -> list[MessageExt]:
