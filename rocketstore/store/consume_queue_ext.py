@@ -24,7 +24,6 @@ from rocketstore.store.mapped_file_queue import MappedFileQueue
 
 log = logging.getLogger(__name__)
 
-CONSUME_QUEUE_EXT_DIR = "consumequeue_ext"
 LONG_MIN = -(1 << 63)
 #: the largest ext address (Integer.MIN_VALUE - 1): tags codes are all above it
 MAX_ADDR = -(1 << 31) - 1

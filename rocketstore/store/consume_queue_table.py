@@ -15,8 +15,8 @@ from rocketstore._native.message import validate_topic
 from rocketstore._native.topic_queue_table import MAX_QUEUE_ID
 from rocketstore.common.text import is_ascii_int
 from rocketstore.store.consume_queue import ConsumeQueue
-from rocketstore.store.consume_queue_ext import CONSUME_QUEUE_EXT_DIR, ConsumeQueueExt
-from rocketstore.store.layout import CONSUME_QUEUE_DIR
+from rocketstore.store.consume_queue_ext import ConsumeQueueExt
+from rocketstore.store.layout import CONSUME_QUEUE_DIR, CONSUME_QUEUE_EXT_DIR
 
 log = logging.getLogger(__name__)
 

@@ -37,6 +37,8 @@ CONSUME_QUEUE_ALLOCATION_MAX = 1 << 20
 
 COMMITLOG_DIR = "commitlog"
 CONSUME_QUEUE_DIR = "consumequeue"
+#: ConsumeQueue extension files (RocketMQ's storePathConsumeQueueExt default)
+CONSUME_QUEUE_EXT_DIR = "consumequeue_ext"
 INDEX_DIR = "index"
 CONFIG_DIR = "config"
 CHECKPOINT_FILE = "checkpoint"
