@@ -69,9 +69,15 @@ cdef class GroupCommit:
     cdef double fill_total_s          # time rounds spent waiting for riders
     cdef int64_t fill_count           # rounds that waited for riders
     cdef bint round_err_write         # ... and whether the write (not the sync) failed
+    cdef int notify_fd                # an eventfd written when a round made an asynchronous
+                                      # request durable (-1: none; see request())
+    cdef int64_t async_requested      # the highest offset an asynchronous request asked for
+    cdef int64_t async_pending        # asynchronous requests since the last round started
+    cdef public bint fill_async       # asynchronous requests count as riders (_wait_riders)
 
     cdef bint _wait_flushed(self, int64_t offset, double timeout_s) noexcept nogil
     cdef void _kick(self) noexcept nogil
+    cdef void _notify(self, int64_t durable_before) noexcept nogil
     cdef void _wait_work(self, double until) noexcept nogil
     cdef void _wait_riders(self) noexcept nogil
     cdef int _round(self, MappedFile mf, bint leader) noexcept nogil

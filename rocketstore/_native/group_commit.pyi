@@ -38,6 +38,10 @@ class GroupCommit:
     """A round stops waiting for them when none has asked for this long (they stopped
     producing). Default 0.0005."""
 
+    fill_async: bool
+    """request()s count as riders: a round waits for as many as the round before it made
+    durable, as it does for waiting producers (default False: the rounds run back to back)."""
+
     def __new__(cls, flushed_where: int = 0) -> Self: ...
     @property
     def flushed_where(self) -> int:
@@ -77,6 +81,16 @@ class GroupCommit:
     def wait_flushed(self, offset: int, timeout_s: float) -> bool:
         """Wait (GIL released) until everything below offset is durable: True, or False on
         timeout or close()."""
+    def request(self, offset: int) -> bool:
+        """An asynchronous waiter (an event loop's send): the next round makes everything
+        below offset durable; returns at once. True when it already is; else notify_fd is
+        written once a round made it durable."""
+    @property
+    def notify_fd(self) -> int:
+        """The eventfd a round writes when it made an asynchronous request durable, and
+        close() writes (-1: none). Once the setter returns, the old one is never written."""
+    @notify_fd.setter
+    def notify_fd(self, fd: int) -> None: ...
     def publish(self, flushed_where: int, flushes: int = 0) -> None:
         """A flush done in Python made everything below flushed_where durable."""
     def wait_requests(self, timeout_s: float) -> bool:

@@ -16,6 +16,12 @@ theirs (or their timeout passes). A finished round wakes one of the producers it
 each woken producer first wakes the next (wake_chains; 0: all at once): woken all at once,
 they would queue for the GIL, each waking (and sleeping) once more on its way.
 
+An event loop must not wait on a futex: it asks with request(offset) instead, which returns
+at once, and learns that a round made its request durable from an eventfd (``notify_fd``)
+that the round writes; the loop then compares its sends' offsets with ``flushed_where``. Its
+requests do not make a round wait for riders: the loop's sends come back through the network,
+and the rounds run back to back instead.
+
 The flush thread comes back to Python only when the file is full (the roll to the next one),
 when idle, every ``max_busy_s`` under load, or when asked to (shutdown); leaders stop when it
 does. Nothing here touches Python objects while the GIL is released.
@@ -23,7 +29,8 @@ does. Nothing here touches Python objects while the GIL is released.
 import os
 
 from libc.errno cimport EIO, ETIMEDOUT
-from libc.stdint cimport int64_t
+from libc.stdint cimport int64_t, uint64_t
+from posix.unistd cimport write as c_write
 from posix.time cimport clock_gettime, timespec, CLOCK_MONOTONIC
 
 from rocketstore._native.includes.atomic cimport (
@@ -92,6 +99,7 @@ cdef class GroupCommit:
         self.wake_chains = 1
         self.fill_max_s = FILL_MAX_S
         self.fill_gap_s = FILL_GAP_S
+        self.notify_fd = -1
 
     def __dealloc__(self):
         if self.ready:
@@ -150,6 +158,7 @@ cdef class GroupCommit:
             pthread_mutex_lock(&self.mu)
             self.flushed_where = flushed_where
             self.requested = flushed_where
+            self.async_requested = flushed_where
             self.closed = False
             self.interrupted = False
             pthread_mutex_unlock(&self.mu)
@@ -210,15 +219,68 @@ cdef class GroupCommit:
             if self.wake_chains > 0:
                 rs_futex_wake(word, 1)      # the wake-up chain: the next waiter of that flush
 
+    def request(self, int64_t offset):
+        """An asynchronous waiter (an event loop's send): have the next round make everything
+        below offset durable, without waiting. True when it already is (nothing to wait
+        for); else ``notify_fd`` is written once a round made it durable."""
+        cdef bint durable
+        # with the GIL held: mu is only ever held briefly, never by a thread waiting for the
+        # GIL, and releasing the GIL here would hand it to another thread at every send
+        pthread_mutex_lock(&self.mu)
+        durable = self.flushed_where >= offset
+        if not durable:
+            if offset > self.requested:
+                self.requested = offset
+            if offset > self.async_requested:
+                self.async_requested = offset
+            self.pending += 1
+            if self.fill_async:
+                self.async_pending += 1
+                self.arrivals += 1
+                if self.fill_target > 0:
+                    if self.arrivals >= self.fill_target:
+                        pthread_cond_signal(&self.fill_cv)
+                    else:
+                        self.last_event_t = _now()
+            if self.flusher_state == FLUSHER_IDLE and not self.flushing:
+                self.flusher_state = FLUSHER_BUSY
+                pthread_cond_signal(&self.work_cv)
+        pthread_mutex_unlock(&self.mu)
+        return durable
+
+    @property
+    def notify_fd(self):
+        """The eventfd a round writes (8 bytes, 1) when it made an asynchronous request
+        durable, and close() writes; -1: none."""
+        return self.notify_fd
+
+    @notify_fd.setter
+    def notify_fd(self, int fd):
+        # under mu: once this returns, no round writes the old descriptor (it may be closed)
+        with nogil:
+            pthread_mutex_lock(&self.mu)
+            self.notify_fd = fd if fd >= 0 else -1
+            pthread_mutex_unlock(&self.mu)
+
+    cdef void _notify(self, int64_t durable_before) noexcept nogil:
+        """Under mu, after flushed_where moved past durable_before: tell the loop when one of
+        its requests was waiting beyond durable_before."""
+        cdef uint64_t one = 1
+        if self.notify_fd >= 0 and self.async_requested > durable_before:
+            c_write(self.notify_fd, &one, 8)    # an eventfd: never blocks, never short
+
     # ---- the flush thread ------------------------------------------------------------------
     def publish(self, int64_t flushed_where, int flushes=0):
         """Durable up to flushed_where now (a flush done in Python): wake who it covers."""
         cdef int i
+        cdef int64_t before
         with nogil:
             pthread_mutex_lock(&self.mu)
             self.flush_count += flushes
             if flushed_where > self.flushed_where:
+                before = self.flushed_where
                 rs_store_release_i64(&self.flushed_where, flushed_where)
+                self._notify(before)
             for i in range(4):          # everyone waiting is woken (and asks again if not done)
                 self.riders[i] = 0
             self.last_riders = 0
@@ -256,7 +318,7 @@ cdef class GroupCommit:
         the write and the sync, returns with it held. 0, or the errno of the failed call
         (also kept in round_err, for the flush thread to raise)."""
         cdef int64_t size = mf.file_size
-        cdef int64_t target, ts, gen
+        cdef int64_t target, ts, gen, before, async_riders
         cdef int err = 0
         cdef bint wrote_fail = False
         cdef double t0, t1
@@ -264,6 +326,8 @@ cdef class GroupCommit:
         self._wait_riders()
         self.kicked = False
         self.pending = 0
+        async_riders = self.async_pending
+        self.async_pending = 0
         self.started += 1
         gen = self.started
         pthread_mutex_unlock(&self.mu)
@@ -287,7 +351,7 @@ cdef class GroupCommit:
         pthread_mutex_lock(&self.mu)
         self.flushing = False
         # who this round wakes: its waiters, and a leader itself
-        self.last_riders = self.riders[gen & 3] + (1 if leader else 0)
+        self.last_riders = self.riders[gen & 3] + (1 if leader else 0) + async_riders
         self.riders[gen & 3] = 0
         self.arrivals = 0
         self.last_event_t = _now()
@@ -301,7 +365,9 @@ cdef class GroupCommit:
                 self.flush_count += 1
                 if ts > 0:
                     rs_store_release_i64(&self.newest_ts, ts)
+                before = self.flushed_where
                 rs_store_release_i64(&self.flushed_where, mf.file_from_offset + target)
+                self._notify(before)
         # under mu: no lost wake-up. Also after a failure: its waiters ask the next round.
         rs_futex_bump_and_wake_n(&self.done_seq[gen & 3],
                                  self.wake_chains if self.wake_chains > 0 else 0x7fffffff)
@@ -467,6 +533,7 @@ cdef class GroupCommit:
             self.closed = True
             pthread_cond_signal(&self.work_cv)
             pthread_cond_broadcast(&self.fill_cv)
+            self._notify(-1)    # the loop answers its sends by what is durable
             pthread_mutex_unlock(&self.mu)
             for i in range(4):
                 rs_futex_bump_and_wake(&self.done_seq[i])

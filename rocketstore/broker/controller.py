@@ -116,6 +116,8 @@ class BrokerController:
         self.store: MessageStore | None = None
         #: memory topics' messages (memory=true topics): in memory only, empty at every start
         self.memory_store: MemoryMessageStore | None = None
+        #: appends sends and answers them when stored (SYNC_FLUSH, SYNC_MASTER); set by start()
+        self.writer: MessageWriter | None = None
         #: queue offsets by topic, from the store that holds it
         self.topic_stores: TopicStores | None = None
         self.server = RemotingServer(self._server_config(config.listen_port))
@@ -199,7 +201,7 @@ class BrokerController:
         memory = self.memory_store = open_memory_store(self.config, store.config.store_host)
         self._note_memory_topics()
         queues = self.topic_stores = TopicStores(store, memory, self.topics)
-        writer = MessageWriter(store, loop)
+        writer = self.writer = MessageWriter(store, loop)
         pull = PullMessageProcessor(self.config, store, self.topics, self.groups, self.consumers,
                                     self.offsets, self.stats)
         pull.memory = memory
@@ -514,6 +516,9 @@ class BrokerController:
         if self.store is not None:
             await loop.run_in_executor(self._io, self._persist_all)
             await loop.run_in_executor(None, self.store.shutdown)
+        if self.writer is not None:
+            self.writer.close()     # after the store's last flush: the sends it made durable
+            self.writer = None
         self._io.shutdown(wait=True)
         self._started = False
 

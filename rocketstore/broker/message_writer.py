@@ -12,16 +12,15 @@ Producers' sends and consumers' send-backs go through here, so both:
   requests meanwhile (RocketMQ's CommitLog.asyncPutMessage with its submitFlushRequest and
   submitReplicaRequest, combined: the slave's failure wins).
 
-A group commit round makes many sends durable at once; their answers cross from the durability
-thread to the loop together (a queue and one ``call_soon_threadsafe`` while the loop has not yet
-taken the last ones), so the loop wakes once a round, not once a send, and the thread spends
-no time per send on waking it.
+A group commit round makes many sends durable at once: the loop asks the group commit directly
+(the store's DurableWatch, no thread in between) and the round that makes its sends durable
+writes an eventfd the loop reads, so the loop wakes once a round, not once a send, and answers
+them all in append order.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
@@ -72,9 +71,11 @@ class MessageWriter:
         self.ha: HAService | None = None
         #: RocketMQ 4.9.8 waits slaveTimeout for the slave (CommitLog.submitReplicaRequest)
         self.slave_timeout_s = store.config.slave_timeout / 1000
-        # flush answers from the durability thread, taken on the loop by _take_durable
-        self._durable: deque[tuple[Callable[[str, int], None], int]] = deque()
-        self._take_scheduled = False
+        #: SYNC_FLUSH: the flush answers, on this loop (close() at shutdown)
+        self._watch = store.durable_watch() if self.sync_flush else None
+        self._watch_timer: asyncio.TimerHandle | None = None
+        if self._watch is not None:
+            loop.add_reader(self._watch.fileno(), self._watch.poll)
 
     def schedule_if_delayed(self, message: Message, queue_id: int) -> int:
         """Redirect a delayed message to SCHEDULE_TOPIC_XXXX (in place); returns the queue id
@@ -159,28 +160,44 @@ class MessageWriter:
                 ha.appended()
         if self.sync_flush:
             pending[0] += 1
-            self.store.on_durable(next_offset, lambda durable: self._from_store(part_done, durable))
+            self._watch_flush(next_offset, lambda durable: part_done(
+                "flush", ok if durable else int(PutMessageStatus.FLUSH_DISK_TIMEOUT)))
         part_done("set up", ok)
         return future
 
-    def _from_store(self, part_done: Callable[[str, int], None], durable: bool) -> None:
-        """The durability thread: one send's flush answer, queued for the loop; the loop is
-        woken only when it has taken every answer queued before (see the module)."""
-        self._durable.append((part_done, int(PutMessageStatus.PUT_OK) if durable
-                              else int(PutMessageStatus.FLUSH_DISK_TIMEOUT)))
-        # appended before the flag is read; the loop clears the flag before it takes: an answer
-        # seen with the flag set is taken by the run already scheduled
-        if not self._take_scheduled:
-            self._take_scheduled = True
-            try:
-                self.loop.call_soon_threadsafe(self._take_durable)
-            except RuntimeError:    # the loop is closed: the broker is gone
-                pass
+    def _watch_flush(self, next_offset: int, callback: Callable[[bool], None]) -> None:
+        watch = self._watch
+        if watch is None:       # closed: the store is shut down
+            callback(self.store.commit_log.queue.flushed_where >= next_offset)
+            return
+        watch.watch(next_offset, callback)
+        if watch.pending and self._watch_timer is None:
+            self._watch_timer = self.loop.call_later(self._timeout_check_s, self._check_timeouts)
 
-    def _take_durable(self) -> None:
-        """The loop: every queued flush answer, in the order the thread gave them."""
-        self._take_scheduled = False
-        durable = self._durable
-        while durable:
-            part_done, status = durable.popleft()
-            part_done("flush", status)
+    @property
+    def _timeout_check_s(self) -> float:
+        """How often sends waiting for a flush are checked against their deadline."""
+        watch = self._watch
+        return min(0.1, watch.timeout_s / 4) if watch is not None else 0.1
+
+    def _check_timeouts(self) -> None:
+        """FLUSH_DISK_TIMEOUT for sends that waited past sync_flush_timeout (and answers the
+        rest of a round whose notification is still on its way)."""
+        self._watch_timer = None
+        watch = self._watch
+        if watch is None:
+            return
+        watch.poll()
+        if watch.pending:
+            self._watch_timer = self.loop.call_later(self._timeout_check_s, self._check_timeouts)
+
+    def close(self) -> None:
+        """After the store shut down (its last flush done): answer every send still waiting for
+        a flush by what is durable, and stop watching."""
+        watch, self._watch = self._watch, None
+        if self._watch_timer is not None:
+            self._watch_timer.cancel()
+            self._watch_timer = None
+        if watch is not None:
+            self.loop.remove_reader(watch.fileno())
+            watch.close()

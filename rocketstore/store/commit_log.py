@@ -38,7 +38,7 @@ from rocketstore.store.layout import COMMIT_LOG_ALLOCATION_CHUNK, COMMITLOG_DIR
 from rocketstore.store.mapped_file_queue import FlushFunction, MappedFileQueue
 from rocketstore.store.replica_append import ReplicaAppender
 from rocketstore.store.services.commit import CommitRealTimeService
-from rocketstore.store.services.durability import DurabilityNotifier, DurableCallback
+from rocketstore.store.services.durability import DurabilityNotifier, DurableCallback, DurableWatch
 from rocketstore.store.services.flush import FlushRealTimeService
 from rocketstore.store.services.group_commit import GroupCommitService
 from rocketstore.store.services.prefault import CommitLogPrefaultService
@@ -160,6 +160,7 @@ class CommitLog:
                 self._wait_flushed_for,
                 lambda: max(self.queue.flushed_where, group.flushed_where),
                 self.sync_flush_timeout_s)
+        self._durable_watch: DurableWatch | None = None
         self.commit_service: CommitRealTimeService | None = None
         if pool is not None:
             self.commit_service = CommitRealTimeService(config, self.queue, pool,
@@ -349,6 +350,17 @@ class CommitLog:
             callback(True)
         else:
             self.durability.notify_when_durable(next_offset, callback)
+
+    def durable_watch(self) -> DurableWatch | None:
+        """SYNC_FLUSH: the log's one DurableWatch (answers on an event loop); None otherwise."""
+        if self.durability is None:
+            return None
+        if self._durable_watch is None:
+            group = self.flush_service.group    # type: ignore[attr-defined]
+            self._durable_watch = DurableWatch(
+                group, lambda: max(self.queue.flushed_where, group.flushed_where),
+                self.sync_flush_timeout_s)
+        return self._durable_watch
 
     def put_messages(self, msgs: list[Message], queue_ids: int | list[int], *,
                      wait_flush: bool = True) -> PutMessagesResult:

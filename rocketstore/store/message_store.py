@@ -69,6 +69,7 @@ from rocketstore.store.transient_store_pool import TransientStorePool
 
 if TYPE_CHECKING:
     from rocketstore._native.put_path import PutLock
+    from rocketstore.store.services.durability import DurableWatch
 
 log = logging.getLogger(__name__)
 
@@ -445,6 +446,12 @@ class MessageStore(ColumnarReads, StoreMaintenance, ReplicaLog):
         sync_flush_timeout (the put's FLUSH_DISK_TIMEOUT) or the store shut down first.
         ASYNC_FLUSH: callback(True) at once. The callback must be quick and not raise."""
         self.commit_log.on_durable(next_offset, callback)
+
+    def durable_watch(self) -> DurableWatch | None:
+        """SYNC_FLUSH: the store's one DurableWatch, on_durable for an event loop (callbacks
+        on the loop, no thread between it and the group commit; see DurableWatch); None
+        without SYNC_FLUSH (nothing to wait for)."""
+        return self.commit_log.durable_watch()
 
     @property
     def put_lock(self) -> PutLock:

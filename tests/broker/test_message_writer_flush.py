@@ -1,93 +1,104 @@
-"""MessageWriter under SYNC_FLUSH: a group commit round's answers reach the event loop together
-(one wake-up of the loop for everything the durability thread answered before the loop ran),
-each send gets its own status, in order."""
+"""MessageWriter under SYNC_FLUSH: sends wait on the loop for the group commit's rounds (the
+store's DurableWatch: GroupCommit.request and an eventfd, no thread in between); a round's
+sends are answered together, each with its own status, in order; FLUSH_DISK_TIMEOUT after
+sync_flush_timeout; close() answers what is still waiting."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
 from types import SimpleNamespace
-from typing import Any
 
 import broker_helpers
 
+from rocketstore._native.group_commit import GroupCommit
 from rocketstore.broker.message_writer import MessageWriter
 from rocketstore.message import PutMessageStatus
+from rocketstore.store.services.durability import DurableWatch
 
 arun = broker_helpers.arun
+OK, TIMEOUT = int(PutMessageStatus.PUT_OK), int(PutMessageStatus.FLUSH_DISK_TIMEOUT)
 
 
 class _Store:
-    """What MessageWriter needs of a store: its config and on_durable (callbacks kept, called
-    by the test from a thread of its own, as the store's durability thread calls them)."""
+    """What MessageWriter needs of a SYNC_FLUSH store: its config and durable_watch() over a
+    real GroupCommit, whose rounds the test publishes from a thread of its own (as the flush
+    thread publishes them)."""
 
-    def __init__(self) -> None:
+    def __init__(self, timeout_s: float = 5.0) -> None:
         self.config = SimpleNamespace(delay_levels_ms=[1000], flush_disk_type="SYNC_FLUSH",
                                       broker_role="ASYNC_MASTER", sync_flush_timeout=5000,
                                       slave_timeout=3000)
-        self.waiting: list[tuple[int, Any]] = []
+        self.group = GroupCommit(0)
+        self.watch = DurableWatch(self.group, lambda: self.group.flushed_where, timeout_s)
+        self.commit_log = SimpleNamespace(queue=self.group)
 
-    def on_durable(self, next_offset: int, callback: Any) -> None:
-        self.waiting.append((next_offset, callback))
+    def durable_watch(self) -> DurableWatch:
+        return self.watch
 
-
-class _CountingLoop:
-    """The running loop, with its call_soon_threadsafe calls counted."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop = loop
-        self.wakeups = 0
-
-    def call_soon_threadsafe(self, *args: Any) -> Any:
-        self.wakeups += 1
-        return self._loop.call_soon_threadsafe(*args)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._loop, name)
+    def publish_from_thread(self, offset: int) -> None:
+        thread = threading.Thread(target=self.group.publish, args=(offset, 1))
+        thread.start()
+        thread.join(10)
 
 
-def _answer_from_thread(store: _Store, durable: list[bool]) -> None:
-    """Calls every kept callback from another thread while the loop is blocked (the test's
-    coroutine joins the thread without awaiting)."""
-    waiting, store.waiting = store.waiting, []
-
-    def answer() -> None:
-        for (_, callback), ok in zip(waiting, durable, strict=True):
-            callback(ok)
-
-    thread = threading.Thread(target=answer)
-    thread.start()
-    thread.join(10)
-
-
-def test_a_rounds_answers_wake_the_loop_once_each_with_its_status(arun) -> None:
+def test_a_round_answers_its_sends_in_order_on_the_loop(arun) -> None:
     async def main() -> None:
         store = _Store()
-        loop = _CountingLoop(asyncio.get_running_loop())
-        writer = MessageWriter(store, loop)  # type: ignore[arg-type]
+        writer = MessageWriter(store, asyncio.get_running_loop())  # type: ignore[arg-type]
         futures = [writer.when_stored(100 * (i + 1), lambda status, i=i: (i, status)) for i in range(6)]
-        assert [offset for offset, _ in store.waiting] == [100, 200, 300, 400, 500, 600]
-        _answer_from_thread(store, [True, True, False, True, True, True])
-        assert loop.wakeups == 1
-        assert not any(f.done() for f in futures)         # answered on the loop, not the thread
-        ok, timeout = int(PutMessageStatus.PUT_OK), int(PutMessageStatus.FLUSH_DISK_TIMEOUT)
-        assert await asyncio.gather(*futures) == [(0, ok), (1, ok), (2, timeout), (3, ok), (4, ok), (5, ok)]
+        assert store.watch.pending == 6
+        assert store.group.pending == 6            # each asked the group commit for a flush
+        store.publish_from_thread(400)             # a round made the first four durable
+        done, _ = await asyncio.wait(futures, timeout=10, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.sleep(0.05)
+        assert [f.done() for f in futures] == [True] * 4 + [False] * 2
+        assert [f.result() for f in futures[:4]] == [(i, OK) for i in range(4)]
+        store.publish_from_thread(600)
+        assert await asyncio.wait_for(asyncio.gather(*futures[4:]), 10) == [(4, OK), (5, OK)]
+        assert store.watch.pending == 0
+        writer.close()
 
     arun(main(), timeout=30)
 
 
-def test_answers_after_the_loop_took_the_last_ones_wake_it_again(arun) -> None:
+def test_a_send_already_durable_is_answered_at_once(arun) -> None:
     async def main() -> None:
         store = _Store()
-        loop = _CountingLoop(asyncio.get_running_loop())
-        writer = MessageWriter(store, loop)  # type: ignore[arg-type]
-        first = [writer.when_stored(10 + i, lambda status: status) for i in range(3)]
-        _answer_from_thread(store, [True] * 3)
-        assert await asyncio.gather(*first) == [int(PutMessageStatus.PUT_OK)] * 3
-        second = [writer.when_stored(20 + i, lambda status: status) for i in range(2)]
-        _answer_from_thread(store, [True, False])
-        assert await asyncio.wait_for(asyncio.gather(*second), 10) == [
-            int(PutMessageStatus.PUT_OK), int(PutMessageStatus.FLUSH_DISK_TIMEOUT)]
-        assert loop.wakeups == 2
+        store.group.publish(1000)
+        writer = MessageWriter(store, asyncio.get_running_loop())  # type: ignore[arg-type]
+        future = writer.when_stored(500, lambda status: status)
+        assert future.done() and future.result() == OK
+        assert store.watch.pending == 0
+        writer.close()
+
+    arun(main(), timeout=30)
+
+
+def test_a_flush_that_does_not_come_in_time_is_flush_disk_timeout(arun) -> None:
+    async def main() -> None:
+        store = _Store(timeout_s=0.2)
+        writer = MessageWriter(store, asyncio.get_running_loop())  # type: ignore[arg-type]
+        first = writer.when_stored(100, lambda status: status)
+        second = writer.when_stored(200, lambda status: status)
+        store.publish_from_thread(100)
+        assert await asyncio.wait_for(first, 10) == OK
+        assert await asyncio.wait_for(second, 10) == TIMEOUT     # by the loop's deadline check
+        writer.close()
+
+    arun(main(), timeout=30)
+
+
+def test_close_answers_what_is_still_waiting_by_what_is_durable(arun) -> None:
+    async def main() -> None:
+        store = _Store()
+        writer = MessageWriter(store, asyncio.get_running_loop())  # type: ignore[arg-type]
+        futures = [writer.when_stored(offset, lambda status: status) for offset in (100, 200, 300)]
+        store.group.publish(200)        # no loop turn between: close() must answer them
+        writer.close()
+        assert [f.result() for f in futures] == [OK, OK, TIMEOUT]
+        assert store.group.notify_fd == -1
+        late = writer.when_stored(150, lambda status: status)     # after close: by what is durable
+        assert await asyncio.wait_for(late, 10) == OK
 
     arun(main(), timeout=30)

@@ -160,3 +160,62 @@ def test_put_lock_held_time(tmp_path):
             held = store.put_lock_held_ms()
             assert 40 <= held < 5000
         assert store.put_lock_held_ms() == 0
+
+
+def test_durable_watch_answers_on_the_polling_thread_after_the_round(tmp_path):
+    """DurableWatch: no thread between the caller and the group commit; the round that makes
+    a watched put durable writes the eventfd, and poll() answers in append order."""
+    import select
+
+    gate = threading.Event()
+
+    def gated(mf, start: int, end: int) -> None:
+        gate.wait(5)
+        mf.sync(start, end)
+
+    store = open_store(tmp_path / "s", flush_disk_type="SYNC_FLUSH", commit_log_flush=gated)
+    try:
+        watch = store.durable_watch()
+        assert watch is not None and store.durable_watch() is watch     # one per store
+        answers: list[tuple[int, bool]] = []
+        for i in range(4):
+            msg, qid, _ = message("watch", i)
+            r = store.append_message(msg, qid)
+            assert r.status == PutMessageStatus.PUT_OK
+            watch.watch(r.commitlog_offset + r.wrote_bytes,
+                        lambda ok, i=i: answers.append((i, ok)))
+        assert watch.pending == 4
+        watch.poll()
+        assert answers == []                         # the round waits at the gate
+        gate.set()
+        readable, _, _ = select.select([watch.fileno()], [], [], 5)
+        assert readable                              # the round wrote the eventfd
+        deadline = time.monotonic() + 5
+        while watch.pending and time.monotonic() < deadline:
+            watch.poll()
+            if watch.pending:
+                select.select([watch.fileno()], [], [], 0.1)
+        assert answers == [(0, True), (1, True), (2, True), (3, True)]
+        msg, qid, _ = message("watch", 9)
+        r = store.append_message(msg, qid)
+        end = r.commitlog_offset + r.wrote_bytes
+        last: list[bool] = []
+        watch.watch(end, last.append)
+        store.shutdown()                             # its last flush makes the put durable
+        watch.close()                                # ... and close answers it, here
+        assert last == [True] and watch.pending == 0
+        late: list[bool] = []
+        watch.watch(end, late.append)
+        assert late == [True]
+    finally:
+        gate.set()
+        if store.is_running:
+            store.shutdown()
+
+
+def test_durable_watch_is_none_without_sync_flush(tmp_path):
+    store = open_store(tmp_path / "s")
+    try:
+        assert store.durable_watch() is None
+    finally:
+        store.shutdown()

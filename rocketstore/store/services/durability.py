@@ -1,4 +1,8 @@
-"""DurabilityNotifier (SYNC_FLUSH): "call me back when the CommitLog is durable below offset".
+"""SYNC_FLUSH answers for puts that do not wait on their own thread.
+
+DurabilityNotifier: "call me back, from a store thread, when the CommitLog is durable below
+offset". DurableWatch: the same for an event loop, with no thread in between (see its
+docstring).
 
 A broker answers a SYNC_FLUSH send when its flush is done, but its event loop must never block
 in the group commit's wait. So the put appends without waiting (``PutPath.append``) and hands
@@ -14,9 +18,15 @@ from __future__ import annotations
 import heapq
 import itertools
 import logging
+import os
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rocketstore._native.group_commit import GroupCommit
 
 log = logging.getLogger(__name__)
 
@@ -130,3 +140,84 @@ class DurabilityNotifier:
             left, self._pending = self._pending, []
         for offset, _seq, _deadline, callback in sorted(left):
             self._call(callback, offset <= durable_below)
+
+
+class DurableWatch:
+    """SYNC_FLUSH answers on one thread (an event loop's), without a thread between it and the
+    group commit. ``watch(offset, callback)`` asks the group commit for a flush past offset
+    (GroupCommit.request, which returns at once; the request rides the next round as a
+    waiting producer would); the round that makes it durable writes the eventfd
+    :meth:`fileno`, and :meth:`poll`, run by that thread when the descriptor is readable,
+    calls back every put durable by then, in the order they were watched. Callbacks run on
+    the polling thread only: ``callback(True)``, or ``callback(False)`` once the put waited
+    ``timeout_s`` (poll also fails those; call it every so often while :attr:`pending`) or
+    the store shut down first (:meth:`close`).
+
+    The thread that watches must be the thread that appended, right before: offsets then
+    grow in watch order, and the first put waiting is the first to be answered."""
+
+    def __init__(self, group: GroupCommit, flushed_where: Callable[[], int], timeout_s: float,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._group = group
+        self._flushed_where = flushed_where
+        self.timeout_s = timeout_s
+        self._clock = clock
+        self._fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+        # (offset, deadline, callback), offsets growing
+        self._waiting: deque[tuple[int, float, DurableCallback]] = deque()
+        self.closed = False
+        group.notify_fd = self._fd
+
+    def fileno(self) -> int:
+        return self._fd
+
+    @property
+    def pending(self) -> int:
+        return len(self._waiting)
+
+    def watch(self, offset: int, callback: DurableCallback) -> None:
+        """callback(True) from a later poll() once everything below offset is durable (at once
+        when it already is), callback(False) when it was not within timeout_s."""
+        if self.closed:
+            callback(self._flushed_where() >= offset)
+        elif self._group.request(offset):
+            callback(True)
+        else:
+            self._waiting.append((offset, self._clock() + self.timeout_s, callback))
+
+    def poll(self) -> None:
+        """Answer every put durable now, and fail those waiting past their deadline."""
+        if self._fd >= 0:
+            try:
+                os.eventfd_read(self._fd)
+            except BlockingIOError:
+                pass
+        waiting = self._waiting
+        if not waiting:
+            return
+        durable = max(self._flushed_where(), self._group.flushed_where)
+        now = self._clock()
+        while waiting:
+            offset, deadline, callback = waiting[0]
+            if offset <= durable:
+                ok = True
+            elif deadline <= now or self.closed:
+                ok = False
+            else:
+                break
+            waiting.popleft()
+            try:
+                callback(ok)
+            except Exception:  # noqa: BLE001 - one caller's bug must not stop the others' answers
+                log.exception("durability callback failed")
+
+    def close(self) -> None:
+        """Stop watching: the group commit no longer writes the descriptor; every put still
+        waiting is answered by what is durable now (call it after the last flush)."""
+        if self.closed:
+            return
+        self.closed = True
+        self._group.notify_fd = -1
+        os.close(self._fd)
+        self._fd = -1
+        self.poll()
