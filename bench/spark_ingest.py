@@ -24,7 +24,9 @@ Rows:
   parquet (exported)        spark.read.parquet of the exported directory
   rocketmq (wire)           spark.read.format("rocketmq"): the same store served by a broker
                             (a name server and a broker started on it, topic created over it):
-                            one partition per queue, pulled by the tasks over loopback
+                            the 8 queue ranges packed into the session's parallelism (the
+                            default maxPartitions: 2 tasks on 2 cores), pulled by the tasks
+                            over loopback
   PullConsumer (driver)     the project's PullConsumer draining the same backlog on the
                             driver (no Spark): the broker's own backlog consumption, pulls as
                             large as the broker allows (up to 1,024 messages)

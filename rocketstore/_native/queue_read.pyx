@@ -15,6 +15,7 @@ from libc.stdlib cimport free, malloc
 from libc.string cimport memcmp, memcpy
 
 from rocketstore._native.includes.byteorder cimport rs_get_i32, rs_get_i64
+from rocketstore._native.includes.prefetch cimport rs_prefetch256
 from rocketstore._native.mapped_file cimport MappedFile
 from rocketstore._native.record cimport REC_OK, RecordInfo, check_record_into
 
@@ -28,6 +29,28 @@ GATHER_OTHER = 2
 cdef enum:
     UNIT_SIZE = 20
     BLANK_UNIT = 0x7FFFFFFF
+    # the records of one queue lie apart in the CommitLog (other queues' records between
+    # them), so the hardware does not foresee them: each unit's record is asked for this
+    # many units ahead of its check, its first PREFETCH_BYTES (the fields checked, most of
+    # a small record; the copy streams the rest)
+    PREFETCH_UNITS = 8
+    PREFETCH_BYTES = 512
+
+
+cdef inline void prefetch_record(MappedFile mf, const char* unit) noexcept:
+    """The cache lines of unit's record when it lies in mf (a hint: never faults)."""
+    cdef int64_t phy = rs_get_i64(unit)
+    cdef int64_t size = rs_get_i32(unit + 8)
+    cdef int64_t pos = phy - mf.file_from_offset
+    cdef int64_t k
+    if pos < 0 or size <= 0 or size > mf.file_size - pos:
+        return
+    if size > PREFETCH_BYTES:
+        size = PREFETCH_BYTES
+    k = 0
+    while k < size:
+        rs_prefetch256(mf.base + pos + k)
+        k += 256
 
 
 cdef inline bint batch_full(int32_t size, int max_msgs, int64_t total, int count,
@@ -84,6 +107,8 @@ def gather_records(const unsigned char[::1] units not None, list files not None,
         raise MemoryError()
     try:
         while i < n_units:
+            if cur is not None and i + PREFETCH_UNITS < n_units:
+                prefetch_record(cur, u + (i + PREFETCH_UNITS) * UNIT_SIZE)
             phy = rs_get_i64(u + i * UNIT_SIZE)
             size = rs_get_i32(u + i * UNIT_SIZE + 8)
             last_phy = phy

@@ -47,7 +47,14 @@ from rocketstore.spark.source import (
     RocketstoreStreamReader,
     spark_schema,
 )
-from rocketstore.spark.wire import Brokers, DataLossError, WirePartition, read_wire_partition
+from rocketstore.spark.wire import (
+    Brokers,
+    DataLossError,
+    WirePartition,
+    WireTask,
+    read_wire_partition,
+    read_wire_task,
+)
 from rocketstore.spark.wire_options import WireReadOptions, WireWriteOptions
 from rocketstore.spark.wire_source import (
     WIRE_NAME,
@@ -62,8 +69,9 @@ __all__ = [
     "MissingDataError", "OptionError", "QueuePartition", "ReadOptions", "RocketmqBatchReader",
     "RocketmqDataSource", "RocketmqStreamReader", "RocketmqWriter", "RocketstoreBatchReader",
     "RocketstoreDataSource", "RocketstoreStreamReader", "StoreLocation", "StreamOptions",
-    "WireReadOptions", "WirePartition", "WireWriteOptions", "WriteOptions", "plan_batch",
-    "read_partition", "read_wire_partition", "register", "spark_ingest", "spark_schema",
+    "WireReadOptions", "WirePartition", "WireTask", "WireWriteOptions", "WriteOptions",
+    "plan_batch", "read_partition", "read_wire_partition", "read_wire_task", "register",
+    "spark_ingest", "spark_schema",
 ]
 
 
@@ -78,11 +86,15 @@ def session_parallelism(spark: Any) -> int | None:
 
 def register(spark: Any) -> None:
     """Register the ``rocketstore`` and ``rocketmq`` formats with a SparkSession
-    (idempotent). The directory source's default ``minPartitions`` is the session's
-    parallelism now: a subclass carries it (Spark pickles the registered class by value)."""
+    (idempotent). The directory source's default ``minPartitions`` and the wire source's
+    default ``maxPartitions`` are the session's parallelism now: subclasses carry it (Spark
+    pickles the registered class by value)."""
     parallelism = session_parallelism(spark)
     source = type("RocketstoreDataSource", (RocketstoreDataSource,),
                   {"default_parallelism": parallelism, "__doc__": RocketstoreDataSource.__doc__,
                    "__qualname__": "RocketstoreDataSource.for_session"})
     spark.dataSource.register(source)
-    spark.dataSource.register(RocketmqDataSource)
+    wire = type("RocketmqDataSource", (RocketmqDataSource,),
+                {"default_parallelism": parallelism, "__doc__": RocketmqDataSource.__doc__,
+                 "__qualname__": "RocketmqDataSource.for_session"})
+    spark.dataSource.register(wire)

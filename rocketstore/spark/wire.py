@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import heapq
 import logging
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -204,18 +205,56 @@ def resolve(wanted: dict[Queue, int], ranges: dict[Queue, tuple[int, int]], defa
     return out
 
 
+# ---- packing queue ranges into Spark partitions ------------------------------------------------
+
+@dataclass(frozen=True, repr=True)
+class WireTask(InputPartition):
+    """The queue ranges one Spark task reads (``pack``), one after another over one client,
+    with the next range's pulls in flight while the last ones of a range are decoded."""
+
+    index: int
+    ranges: tuple[WirePartition, ...]
+
+
+def pack(ranges: Iterable[WirePartition], max_partitions: int | None) -> list[WireTask]:
+    """The non-empty ranges in at most max_partitions tasks (None: a task per range), balanced
+    by message count (the largest range first into the lightest task); a range is never
+    split, and each task reads its ranges in queue order. Spark's Python data source costs
+    tens of ms of CPU per task (its runner on both sides), so a task per queue on a cluster
+    with fewer cores than queues pays that for nothing."""
+    todo = [p for p in ranges if p.end_offset > p.start_offset]
+    n = len(todo) if max_partitions is None else max(1, min(len(todo), max_partitions))
+    if not todo:
+        return []
+    bins: list[list[WirePartition]] = [[] for _ in range(n)]
+    heap = [(0, i) for i in range(n)]
+    for p in sorted(todo, key=lambda p: (p.start_offset - p.end_offset, p.queue)):
+        load, i = heapq.heappop(heap)
+        bins[i].append(p)
+        heapq.heappush(heap, (load + p.end_offset - p.start_offset, i))
+    groups = sorted((sorted(b, key=lambda p: p.queue) for b in bins), key=lambda g: g[0].queue)
+    return [WireTask(i, tuple(g)) for i, g in enumerate(groups)]
+
+
 # ---- a task's read ---------------------------------------------------------------------------
 
 def read_wire_partition(p: WirePartition) -> Iterator[pa.RecordBatch]:
     """The messages of the partition's range, in queue order, as RecordBatches in the Spark
     schema (``rocketstore.spark.source.spark_schema``)."""
-    if p.start_offset >= p.end_offset:
+    return read_wire_task(WireTask(p.index, (p,)))
+
+
+def read_wire_task(task: WireTask) -> Iterator[pa.RecordBatch]:
+    """The messages of the task's ranges, each range in queue order, the ranges in the
+    task's order, as RecordBatches in the Spark schema."""
+    ranges = [p for p in task.ranges if p.start_offset < p.end_offset]
+    if not ranges:
         return
     loop = asyncio.new_event_loop()
-    admin = AsyncAdmin(p.namesrv_addr, timeout=p.timeout_ms / 1000)
+    admin = AsyncAdmin(ranges[0].namesrv_addr, timeout=max(p.timeout_ms for p in ranges) / 1000)
     try:
         loop.run_until_complete(admin.start())
-        yield from _QueueRead(loop, admin, p).batches()
+        yield from _TaskRead(loop, [_QueueRead(admin, p) for p in ranges]).batches()
     finally:
         try:
             loop.run_until_complete(admin.shutdown())
@@ -223,51 +262,79 @@ def read_wire_partition(p: WirePartition) -> Iterator[pa.RecordBatch]:
             loop.close()
 
 
-class _QueueRead:
-    def __init__(self, loop: asyncio.AbstractEventLoop, admin: AsyncAdmin, p: WirePartition
-                 ) -> None:
+class _TaskRead:
+    """Pulls over the windows of every range in order, ``pullConcurrency`` in flight (so the
+    next range's first pulls overlap the last ones of a range), decoded in order: reply
+    bodies lying whole in their windows are joined up to DECODE_BYTES per decode, within one
+    range."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, reads: list[_QueueRead]) -> None:
         self.loop = loop
+        self.reads = reads
+
+    def _windows(self) -> Iterator[tuple[_QueueRead, int, int]]:
+        for read in self.reads:
+            p = read.p
+            for start in range(p.start_offset, p.end_offset, p.pull_batch_size):
+                yield read, start, min(p.end_offset, start + p.pull_batch_size)
+
+    def batches(self) -> Iterator[pa.RecordBatch]:
+        loop = self.loop
+        concurrency = self.reads[0].p.pull_concurrency
+        windows = self._windows()
+        pending: collections.deque[tuple[_QueueRead, asyncio.Task[list[tuple[Any, int, int]]]]] \
+            = collections.deque()
+        current: _QueueRead | None = None
+        joined: list[Any] = []
+        joined_bytes = 0
+        try:
+            while True:
+                while len(pending) < concurrency:
+                    window = next(windows, None)
+                    if window is None:
+                        break
+                    read, start, end = window
+                    pending.append((read, loop.create_task(read.window(start, end))))
+                if not pending:
+                    break
+                read, task = pending.popleft()
+                replies = loop.run_until_complete(task)
+                if read is not current:
+                    if current is not None:
+                        yield from current.decode(joined)
+                    current, joined, joined_bytes = read, [], 0
+                for body, lo, hi in replies:
+                    if lo < 0:          # the whole reply lies inside its window
+                        joined.append(body)
+                        joined_bytes += len(body)
+                        continue
+                    yield from read.decode(joined)
+                    joined, joined_bytes = [], 0
+                    yield from read.decode([body], lo, hi)
+                if joined_bytes >= DECODE_BYTES:
+                    yield from read.decode(joined)
+                    joined, joined_bytes = [], 0
+            if current is not None:
+                yield from current.decode(joined)
+        finally:
+            for _read, task in pending:
+                task.cancel()
+            if pending:
+                loop.run_until_complete(
+                    asyncio.gather(*(task for _read, task in pending), return_exceptions=True))
+
+
+class _QueueRead:
+    """One queue range of a task: its pulls and its decode."""
+
+    def __init__(self, admin: AsyncAdmin, p: WirePartition) -> None:
         self.admin = admin
         self.p = p
         self.mq = _mq(p.queue)
         self.subscription = SubscriptionData.build(p.topic, p.sub_expression)
         self.name = queue_name(p.queue)
 
-    def batches(self) -> Iterator[pa.RecordBatch]:
-        p = self.p
-        pending: collections.deque[asyncio.Task[list[tuple[Any, int, int]]]] = \
-            collections.deque()
-        next_start = p.start_offset
-        joined: list[Any] = []
-        joined_bytes = 0
-        try:
-            while True:
-                while len(pending) < p.pull_concurrency and next_start < p.end_offset:
-                    end = min(p.end_offset, next_start + p.pull_batch_size)
-                    pending.append(self.loop.create_task(self._window(next_start, end)))
-                    next_start = end
-                if not pending:
-                    break
-                for body, lo, hi in self.loop.run_until_complete(pending.popleft()):
-                    if lo < 0:          # the whole reply lies inside its window
-                        joined.append(body)
-                        joined_bytes += len(body)
-                        continue
-                    yield from self._decode(joined)
-                    joined, joined_bytes = [], 0
-                    yield from self._decode([body], lo, hi)
-                if joined_bytes >= DECODE_BYTES:
-                    yield from self._decode(joined)
-                    joined, joined_bytes = [], 0
-            yield from self._decode(joined)
-        finally:
-            for task in pending:
-                task.cancel()
-            if pending:
-                self.loop.run_until_complete(
-                    asyncio.gather(*pending, return_exceptions=True))
-
-    async def _window(self, start: int, end: int) -> list[tuple[Any, int, int]]:
+    async def window(self, start: int, end: int) -> list[tuple[Any, int, int]]:
         """The reply bodies covering offsets [start, end): (body, -1, -1) when every record in
         it lies in the window, else (body, start, end) to cut it to the window."""
         out: list[tuple[Any, int, int]] = []
@@ -302,8 +369,8 @@ class _QueueRead:
                                 "failOnDataLoss=false to skip lost messages")
         log.warning("queue %s: %s (failOnDataLoss=false: skipped)", self.name, what)
 
-    def _decode(self, bodies: list[Any], lo: int = -1, hi: int = -1
-                ) -> Iterator[pa.RecordBatch]:
+    def decode(self, bodies: list[Any], lo: int = -1, hi: int = -1
+               ) -> Iterator[pa.RecordBatch]:
         if not bodies:
             return
         data = bodies[0] if len(bodies) == 1 else b"".join(bodies)

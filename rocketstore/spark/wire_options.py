@@ -21,7 +21,14 @@ Read (``spark.read.format("rocketmq")``) and streaming (``spark.readStream``):
 ``pullBatchSize``            maxMsgNums of a pull (default 1024); the broker returns at most its
                              maxTransferCountOnMessageInMemory (32 by default) and
                              maxTransferBytesOnMessageInMemory a reply, and the pull continues
-``pullConcurrency``          pulls in flight per queue range (default 8)
+``pullConcurrency``          pulls in flight per task (default 8)
+``maxPartitions``            at most this many Spark partitions (tasks): queue ranges are packed
+                             into them, balanced by message count, a range never split; default
+                             the session's parallelism (``spark.default.parallelism``, captured
+                             by ``rocketstore.spark.register``; a partition per queue range
+                             when the format was registered otherwise). A Python data source
+                             task costs Spark tens of ms of CPU, so a task per queue on fewer
+                             cores than queues is slower for nothing
 ``requestTimeoutMs``         per request (default 10000)
 ===========================  =================================================================
 
@@ -68,7 +75,7 @@ Queue = tuple[str, str, int]
 
 _COMMON = ("namesrvAddr", "topics", "subExpression", "startingOffsets", "startingTimestamp",
            "failOnDataLoss", "includeBody", "pullBatchSize", "pullConcurrency",
-           "requestTimeoutMs")
+           "maxPartitions", "requestTimeoutMs")
 WIRE_READ_OPTIONS = (*_COMMON, "endingOffsets", "endingTimestamp")
 WIRE_STREAM_OPTIONS = (*_COMMON, "maxMessagesPerTrigger", "commitToGroup")
 WIRE_WRITE_OPTIONS = ("namesrvAddr", "topic", "producerGroup", "batchSize", "sendTimeoutMs")
@@ -162,10 +169,13 @@ class WireReadOptions:
     timeout_ms: int = DEFAULT_TIMEOUT_MS
     max_messages_per_trigger: int | None = None
     commit_to_group: str | None = None
+    #: None: a partition per queue range
+    max_partitions: int | None = None
 
     @classmethod
-    def parse(cls, options: Mapping[str, Any] | None, *, streaming: bool = False
-              ) -> WireReadOptions:
+    def parse(cls, options: Mapping[str, Any] | None, *, streaming: bool = False,
+              default_max_partitions: int | None = None) -> WireReadOptions:
+        """default_max_partitions: maxPartitions when the option is not given."""
         check_known(options or {}, WIRE_STREAM_OPTIONS if streaming else WIRE_READ_OPTIONS,
                     "rocketmq streaming" if streaming else "rocketmq read")
         o = _lower(options)
@@ -219,7 +229,9 @@ class WireReadOptions:
                                           "requestTimeoutMs"),
             max_messages_per_trigger=None if max_msgs is None else
             parse_positive_int(max_msgs, "maxMessagesPerTrigger"),
-            commit_to_group=None if group is None else _group_name(group, "commitToGroup"))
+            commit_to_group=None if group is None else _group_name(group, "commitToGroup"),
+            max_partitions=parse_positive_int(o["maxpartitions"], "maxPartitions")
+            if o.get("maxpartitions") is not None else default_max_partitions)
 
 
 @dataclass(frozen=True)

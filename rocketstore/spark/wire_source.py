@@ -9,8 +9,9 @@ Kafka connector reads Kafka, and a writer that sends through the project's produ
     df.select("topic", "body").write.format("rocketmq").option("namesrvAddr", "ns1:9876").save()
 
 Rows have the ``rocketstore`` source's schema (``rocketstore.spark.source.SCHEMA_DDL``). Each
-partition is one queue's offset range, pulled by the executor from the broker holding it
-(``rocketstore.spark.wire``). Streaming offsets are ``{"topic": {"broker:queueId": next}}``
+queue's offset range is pulled by an executor from the broker holding it
+(``rocketstore.spark.wire``); the ranges are packed into at most ``maxPartitions`` partitions
+(default: the session's parallelism), a range never split. Streaming offsets are ``{"topic": {"broker:queueId": next}}``
 in Spark's checkpoint, the source of truth: a batch is replayed from them after a restart and
 reads the same messages, so an idempotent or transactional sink sees each message once.
 ``commitToGroup`` mirrors finished batches into the brokers' consumer offsets. Options:
@@ -47,8 +48,11 @@ from rocketstore.spark.source import (
 from rocketstore.spark.wire import (
     Brokers,
     WirePartition,
+    WireTask,
+    pack,
     partition_of,
     read_wire_partition,
+    read_wire_task,
     resolve,
 )
 from rocketstore.spark.wire_options import (
@@ -67,6 +71,9 @@ WIRE_NAME = "rocketmq"
 class RocketmqDataSource(DataSource):
     """``format("rocketmq")``: read and write topics through name servers and brokers."""
 
+    #: maxPartitions when the option is not given; ``register`` sets it from the session
+    default_parallelism: int | None = None
+
     @classmethod
     def name(cls) -> str:
         return WIRE_NAME
@@ -75,12 +82,14 @@ class RocketmqDataSource(DataSource):
         return spark_schema(parse_bool(self.options.get("includeBody", True), "includeBody"))
 
     def reader(self, schema: StructType) -> RocketmqBatchReader:
-        options = WireReadOptions.parse(self.options)
+        options = WireReadOptions.parse(self.options,
+                                        default_max_partitions=self.default_parallelism)
         _check_schema(schema, options.include_body)
         return RocketmqBatchReader(options)
 
     def streamReader(self, schema: StructType) -> RocketmqStreamReader:
-        options = WireReadOptions.parse(self.options, streaming=True)
+        options = WireReadOptions.parse(self.options, streaming=True,
+                                        default_max_partitions=self.default_parallelism)
         _check_schema(schema, options.include_body)
         return RocketmqStreamReader(options)
 
@@ -119,12 +128,13 @@ class _WithBrokers:
 
 
 class RocketmqBatchReader(_WithBrokers, DataSourceReader):
-    """A batch read: one partition per queue with messages in [starting, ending)."""
+    """A batch read: the queues' ranges [starting, ending) with messages, packed into at most
+    maxPartitions partitions."""
 
     def __init__(self, options: WireReadOptions) -> None:
         self.options = options
 
-    def partitions(self) -> list[WirePartition]:
+    def partitions(self) -> list[WireTask]:
         o = self.options
         try:
             ranges = self.brokers.ranges(self.brokers.queues(o.topics))
@@ -138,12 +148,18 @@ class RocketmqBatchReader(_WithBrokers, DataSourceReader):
         for q in sorted(ranges):
             if end[q] > start[q]:
                 parts.append(partition_of(len(parts), q, start[q], end[q], o))
-        return parts
+        return pack(parts, o.max_partitions)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        # Spark's placeholder partition of an empty plan reads nothing
-        return read_wire_partition(partition) if isinstance(partition, WirePartition) \
-            else iter(())
+        return _read(partition)
+
+
+def _read(partition: InputPartition) -> Iterator[pa.RecordBatch]:
+    if isinstance(partition, WireTask):
+        return read_wire_task(partition)
+    if isinstance(partition, WirePartition):
+        return read_wire_partition(partition)
+    return iter(())         # Spark's placeholder partition of an empty plan reads nothing
 
 
 class RocketmqStreamReader(_WithBrokers, DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -194,17 +210,15 @@ class RocketmqStreamReader(_WithBrokers, DataSourceStreamReader, SupportsTrigger
     def partitions(self, start: dict[str, Any], end: dict[str, Any]
                    ) -> Sequence[InputPartition]:
         s_map = offsets_from_json(start, "offset")
-        parts: list[InputPartition] = []
+        parts: list[WirePartition] = []
         for q, e in sorted(offsets_from_json(end, "offset").items()):
             s = s_map.get(q, 0)
             if e > s:
                 parts.append(partition_of(len(parts), q, s, e, self.options))
-        return parts
+        return pack(parts, self.options.max_partitions)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        # Spark's placeholder partition of an empty plan reads nothing
-        return read_wire_partition(partition) if isinstance(partition, WirePartition) \
-            else iter(())
+        return _read(partition)
 
     def commit(self, end: dict[str, Any]) -> None:
         self._commit_group(offsets_from_json(end, "offset"))

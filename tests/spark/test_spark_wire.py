@@ -23,7 +23,14 @@ from cluster import Cluster, wait_for  # noqa: E402
 from rocketstore.client import AdminClient, Message, MessageQueue, Producer  # noqa: E402
 from rocketstore.remoting import RequestCode  # noqa: E402
 from rocketstore.spark.options import OptionError  # noqa: E402
-from rocketstore.spark.wire import DataLossError, WirePartition, read_wire_partition  # noqa: E402
+from rocketstore.spark.wire import (  # noqa: E402
+    DataLossError,
+    WirePartition,
+    WireTask,
+    pack,
+    read_wire_partition,
+    read_wire_task,
+)
 from rocketstore.spark.wire_options import WireReadOptions, offsets_from_json  # noqa: E402
 
 TOPIC = "orders"
@@ -87,7 +94,11 @@ def test_batch_read_equals_the_brokers(spark, brokers, tmp_path):
     c, bodies = brokers
     df = _wire(spark, c.namesrv_addr)
     maxes = _max_offsets(c.namesrv_addr, TOPIC)
-    assert df.rdd.getNumPartitions() == sum(1 for v in maxes.values() if v)
+    filled = sum(1 for v in maxes.values() if v)
+    # the queue ranges packed into the session's parallelism (2), or a partition each
+    assert df.rdd.getNumPartitions() == min(2, filled)
+    assert _wire(spark, c.namesrv_addr, maxPartitions=100).rdd.getNumPartitions() == filled
+    assert _wire(spark, c.namesrv_addr, maxPartitions=100).count() == N_FIRST
     rows = [r.asDict(recursive=True) for r in df.collect()]
     assert len(rows) == N_FIRST
     assert sorted(r["body"] for r in rows) == sorted(bodies)
@@ -155,6 +166,7 @@ def test_malformed_wire_options():
         ({**base, "startingOffsets": "latest", "startingTimestamp": "0"}, "not both"),
         ({**base, "topic": "x"}, "unknown"),
         ({**base, "failOnDataLoss": "maybe"}, "failOnDataLoss"),
+        ({**base, "maxPartitions": "0"}, "maxPartitions"),
     ]:
         with pytest.raises(OptionError, match=match):
             WireReadOptions.parse(options)
@@ -162,6 +174,51 @@ def test_malformed_wire_options():
         WireReadOptions.parse({**base, "commitToGroup": "g"})       # streaming only
     assert WireReadOptions.parse({**base, "commitToGroup": "g"}, streaming=True) \
         .commit_to_group == "g"
+
+
+def _ranges(*sizes: int, start: int = 0) -> list[WirePartition]:
+    return [WirePartition(i, "127.0.0.1:9876", "t", f"b{i % 2}", i // 2, start, start + n)
+            for i, n in enumerate(sizes)]
+
+
+def test_pack_balances_whole_ranges_into_tasks():
+    ranges = _ranges(100, 90, 10, 10, 10, 0, 60, 40)
+    tasks = pack(ranges, 3)
+    assert len(tasks) == 3 and [t.index for t in tasks] == [0, 1, 2]
+    packed = [p for t in tasks for p in t.ranges]
+    # every range with messages exactly once, whole; the empty one left out
+    assert sorted(packed, key=lambda p: p.queue) == \
+        sorted((p for p in ranges if p.end_offset > p.start_offset), key=lambda p: p.queue)
+    loads = sorted(sum(p.end_offset - p.start_offset for p in t.ranges) for t in tasks)
+    assert loads == [100, 110, 110]           # 320 messages: largest first, lightest task
+    for t in tasks:                         # a task reads its ranges in queue order
+        assert [p.queue for p in t.ranges] == sorted(p.queue for p in t.ranges)
+    # None: a task per range; more tasks than ranges: a range each
+    assert [len(t.ranges) for t in pack(ranges, None)] == [1] * 7
+    assert len(pack(ranges, 100)) == 7 and pack(_ranges(0, 0), 2) == []
+
+
+def test_a_task_reads_its_ranges_in_order(brokers):
+    c, bodies = brokers
+    maxes = _max_offsets(c.namesrv_addr, TOPIC)
+    parts = [WirePartition(i, c.namesrv_addr, topic, broker, qid, 0, hi, pull_batch_size=7,
+                           pull_concurrency=3)
+             for i, ((topic, broker, qid), hi) in enumerate(sorted(maxes.items()))]
+    (task,) = pack(parts, 1)
+    rows = [r for b in read_wire_task(task) for r in b.select(["queue_id", "queue_offset",
+                                                                "store_host", "body"]).to_pylist()]
+    assert sorted(r["body"] for r in rows) == sorted(bodies)
+    hosts = {address: name for name, address in
+             ((n, b.address) for n, b in c.brokers.items())}
+    order = [((TOPIC, hosts[r["store_host"]], r["queue_id"]), r["queue_offset"]) for r in rows]
+    expected = [(q, o) for q, hi in sorted(maxes.items()) for o in range(hi)]
+    assert order == expected                # range after range, each in queue order
+    # a task of one range cut mid-way: the same as read_wire_partition
+    q, hi = max(maxes.items(), key=lambda kv: kv[1])
+    part = WirePartition(0, c.namesrv_addr, *q, 3, hi - 2, pull_batch_size=5)
+    one = [r for b in read_wire_task(WireTask(0, (part,))) for r in b.to_pylist()]
+    assert [r["queue_offset"] for r in one] == list(range(3, hi - 2))
+    assert one == [r for b in read_wire_partition(part) for r in b.to_pylist()]
 
 
 def test_unknown_topic_is_named(spark, brokers):
