@@ -275,10 +275,12 @@ async def one_producer(port: int, frames: list[bytes], until: float,
     return done
 
 
-async def send_window(address: str, producers: int, seconds: float, size: int
-                      ) -> tuple[float, list[float], list[bytes]]:
-    """(sends/s, latencies in s, failed replies' headers) of ``producers`` synchronous
-    producers over ``seconds``."""
+async def send_window(address: str, producers: int, seconds: float, size: int,
+                      servers: tuple[object, ...] = ()
+                      ) -> tuple[float, list[float], list[bytes], list[float]]:
+    """(sends/s, latencies in s, failed replies' headers, CPU µs per send of each of
+    ``servers`` and of this process) of ``producers`` synchronous producers over
+    ``seconds``."""
     import broker as B
 
     port = int(address.rsplit(":", 1)[1])
@@ -292,12 +294,16 @@ async def send_window(address: str, producers: int, seconds: float, size: int
                            for _ in range(producers)))
     latencies: list[float] = []
     failures: list[bytes] = []
+    cpu0 = [s.cpu_seconds() for s in servers] + [time.process_time()]  # type: ignore[attr-defined]
     t0 = time.perf_counter()
     until = loop.time() + seconds
     counts = await asyncio.gather(*(one_producer(port, frames, until, latencies, failures)
                                     for _ in range(producers)))
     elapsed = time.perf_counter() - t0
-    return sum(counts) / elapsed, latencies, failures
+    cpu1 = [s.cpu_seconds() for s in servers] + [time.process_time()]  # type: ignore[attr-defined]
+    sends = max(1, sum(counts))
+    return (sum(counts) / elapsed, latencies, failures,
+            [(b - a) / sends * 1e6 for a, b in zip(cpu0, cpu1, strict=True)])
 
 
 def percentile(values: list[float], p: float) -> float:
@@ -309,13 +315,16 @@ def measure_sends(args: argparse.Namespace, dirs: TempDirs) -> dict[str, object]
     rates: dict[str, list[float]] = {"SYNC_MASTER": [], "ASYNC_MASTER": []}
     p99: dict[str, list[float]] = {"SYNC_MASTER": [], "ASYNC_MASTER": []}
     p50: dict[str, list[float]] = {"SYNC_MASTER": [], "ASYNC_MASTER": []}
+    #: CPU µs per send: the master, the slave, the producers' process
+    cpu: dict[str, list[list[float]]] = {"SYNC_MASTER": [], "ASYNC_MASTER": []}
     for _ in range(args.repeat):
         for role in ("SYNC_MASTER", "ASYNC_MASTER"):
             master, slave = start_pair(dirs, role)
             try:
                 time.sleep(1.0)     # the slave connects
-                rate, latencies, failures = loop_factory()().run_until_complete(send_window(
-                    master.address, args.producers, args.seconds, args.size))  # type: ignore[attr-defined]
+                rate, latencies, failures, per_send = loop_factory()().run_until_complete(
+                    send_window(master.address, args.producers,  # type: ignore[attr-defined]
+                                args.seconds, args.size, (master, slave)))
             finally:
                 slave.stop()    # type: ignore[attr-defined]
                 master.stop()   # type: ignore[attr-defined]
@@ -324,21 +333,29 @@ def measure_sends(args: argparse.Namespace, dirs: TempDirs) -> dict[str, object]
             rates[role].append(rate)
             p50[role].append(percentile(latencies, 50) * 1000)
             p99[role].append(percentile(latencies, 99) * 1000)
+            cpu[role].append(per_send)
             print(f"  {role}: {rate:,.0f} sends/s, p50 {p50[role][-1]:.2f} ms, "
-                  f"p99 {p99[role][-1]:.2f} ms", flush=True)
+                  f"p99 {p99[role][-1]:.2f} ms; CPU µs a send: master {per_send[0]:.1f}, "
+                  f"slave {per_send[1]:.1f}, producers {per_send[2]:.1f}", flush=True)
     sync, async_ = median(rates["SYNC_MASTER"]), median(rates["ASYNC_MASTER"])
     ratio = sync / async_
+
+    def cpu_cells(role: str) -> list[str]:
+        return [f"{median([c[i] for c in cpu[role]]):.1f}" for i in range(3)]
+
     print(markdown_table(
-        ["master", "sends/s (median)", "p50 ms", "p99 ms", "ratio to ASYNC_MASTER", "target"],
+        ["master", "sends/s (median)", "p50 ms", "p99 ms", "ratio to ASYNC_MASTER", "target",
+         "CPU µs a send: master", "slave", "producers"],
         [["ASYNC_MASTER", f"{async_:,.0f}", f"{median(p50['ASYNC_MASTER']):.2f}",
-          f"{median(p99['ASYNC_MASTER']):.2f}", "1.00", ""],
+          f"{median(p99['ASYNC_MASTER']):.2f}", "1.00", "", *cpu_cells("ASYNC_MASTER")],
          ["SYNC_MASTER", f"{sync:,.0f}", f"{median(p50['SYNC_MASTER']):.2f}",
           f"{median(p99['SYNC_MASTER']):.2f}", f"{ratio:.2f}",
-          f">= {SYNC_TARGET}: {'PASS' if ratio >= SYNC_TARGET else 'MISS'}"]]))
+          f">= {SYNC_TARGET}: {'PASS' if ratio >= SYNC_TARGET else 'MISS'}",
+          *cpu_cells("SYNC_MASTER")]]))
     print(f"({args.producers} synchronous producers, {args.size} B bodies, {args.seconds:g} s "
           f"windows, master and slave on this machine; load average {os.getloadavg()[0]:.1f})")
     return {"producers": args.producers, "rates": rates, "p50_ms": p50, "p99_ms": p99,
-            "ratio": ratio}
+            "cpu_us_per_send": cpu, "ratio": ratio}
 
 
 def main() -> None:
