@@ -8,9 +8,9 @@ each body a view of the mapped segment (no copy in Python). A connection is a pr
 callbacks, not a task: new bytes (a send's append, the dispatch thread's arrival, a 100 ms poll)
 make it write every readable byte at once, many frames in one vectored write (up to
 ``BURST_BYTES``), until the transport's buffer passes its high-water mark; it goes on when the
-buffer drained. The sends appended in one loop turn so leave in one write (group commit), and
-a report from the slave answers SYNC_MASTER waiters in the callback that reads it, with no
-task to wake. With nothing to send it sends a heartbeat (bodySize 0) every ``haSendHeartbeatInterval``.
+buffer drained. Group commit: the sends appended while the slave has not reported the last
+write yet leave together in the write its report triggers, and that report answers the
+SYNC_MASTER waiters in the callback that reads it, with no task to wake. With nothing to send it sends a heartbeat (bodySize 0) every ``haSendHeartbeatInterval``.
 Later reports are the slave's acknowledged offset. A slave silent for ``haHousekeepingInterval``
 is dropped; bytes that break the protocol close the connection with one log line.
 """
@@ -136,7 +136,8 @@ class HAConnection(asyncio.Protocol):
             self.close(_describe(exc))
             return
         if whole:
-            self.service.acknowledged()
+            self.transfer()     # what was appended meanwhile goes first: the slave works on
+            self.service.acknowledged()     # it while the master answers the sends
 
     def _report(self, offset: int) -> None:
         state = self.state
@@ -175,16 +176,17 @@ class HAConnection(asyncio.Protocol):
         self._streaming = True
         self.transfer()
 
-    def transfer(self) -> None:
+    def transfer(self, *, force: bool = False) -> None:
         """Write every readable byte from the next transfer offset, as frames of at most
         haTransferBatchSize, BURST_BYTES a vectored write, until the transport's buffer is
         full (resume_writing goes on) or nothing is left.
 
-        Rounds are pipelined, not waited for: the sends appended in one loop turn leave in
-        one write without waiting for the slave's report of the previous write (the slave
-        reads what came meanwhile at once: one append and one report for all). Holding the
-        new bytes until that report cost as much CPU a send and added up to a round trip to
-        each send's wait (bench/README.md, "ha.py: 2026-11-27 17:xx")."""
+        Group commit: while the slave has not acknowledged the last write, less than a
+        burst of new bytes waits for its report (the slave's next read then takes every send
+        appended meanwhile, one append and one report for all; against writing at once, a
+        little less CPU a send and a higher SYNC_MASTER rate: bench/README.md, "ha.py: the
+        master's HA connection"); a slave catching up (a burst or more to send) is streamed
+        to without waiting, and ``force`` (the 100 ms poll) writes regardless."""
         transport = self.transport
         if not self._streaming or transport is None or transport.is_closing():
             return
@@ -192,6 +194,9 @@ class HAConnection(asyncio.Protocol):
         batch = self.service.transfer_batch_size
         burst = max(batch, BURST_BYTES - BURST_BYTES % batch)     # whole frames
         offset = self.state.next_transfer_offset
+        if (not force and self.state.ack_offset < offset
+                and store.get_max_phy_offset() - offset < burst):
+            return
         pack = HEADER.pack
         while not self._paused:
             view = store.get_commitlog_data(offset)
@@ -227,7 +232,7 @@ class HAConnection(asyncio.Protocol):
                         self.address, silent_ms)
             self.close(f"silent for {silent_ms} ms")
             return
-        self.transfer()
+        self.transfer(force=True)
         if (self._streaming and not self._paused
                 and now - self._last_write >= service.heartbeat_interval_s):
             transport.write(HEADER.pack(self.state.next_transfer_offset, 0))
