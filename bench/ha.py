@@ -12,15 +12,17 @@ default). Then, alternating --repeat times:
   the same store; this process runs an HAClient into an empty SLAVE store and the clock stops
   when the slave's CommitLog end reaches the master's (its dispatch is timed apart: the
   ConsumeQueues and IndexFiles built from what arrived).
-Beside wall-clock rates it prints MB per CPU second of both ends (every thread: the slave's
-dispatch included), which a busy machine disturbs less.
+Beside wall-clock rates it prints MB per CPU second, which a busy machine disturbs less: of
+the master and the slave's receiving thread (its event loop: receive, append, report) until the
+append was done, and of both processes with every thread (the slave's dispatch included).
 
 Sends (``--only sends``, or both parts by default): a master broker and its slave broker as
 subprocesses (ASYNC_FLUSH), once with the master a SYNC_MASTER and once an ASYNC_MASTER,
 alternating ``--repeat`` times; ``--producers`` connections each send SEND_MESSAGE_V2 frames as
 a Java producer writes them (WAIT=true, ``--size`` byte bodies) one at a time, the next when
 the reply came (a synchronous producer), for ``--seconds``. Every reply must be SUCCESS.
-Throughput (sends/s) and the latency percentiles of the replies.
+Throughput (sends/s), the latency percentiles of the replies, and the CPU µs a send of the
+master, of the slave (all their threads) and of the producers' process.
 
 Failover (``--only failover``, or with the other parts by default): a name server with the
 controller in it and a 3-replica SYNC_MASTER group in controller mode (subprocesses), the
@@ -185,40 +187,46 @@ def run_raw(root: str, segment: int, end: int, dirs: TempDirs) -> tuple[float, f
     return seconds, cpu + child_cpu(port_file)
 
 
-def run_ha(root: str, segment: int, end: int, dirs: TempDirs) -> tuple[float, float, float]:
+def run_ha(root: str, segment: int, end: int, dirs: TempDirs
+           ) -> tuple[float, float, float, float]:
     """(wall seconds to append, to append and dispatch, CPU seconds of both ends, the
-    slave's dispatch included)."""
+    slave's dispatch included, CPU seconds of the master and of the slave's receiving thread
+    (its event loop: receive, append, report) until the append was done)."""
     proc, port, port_file = child("ha", root, segment, dirs)
     slave_root = dirs.new("slave")
     try:
-        async def follow() -> tuple[float, float, float]:
+        async def follow() -> tuple[float, float, float, float]:
             slave = MessageStore.open(slave_root, config(slave_root, segment, broker_role="SLAVE"))
             client = HAClient(slave, f"127.0.0.1:{port}")
             try:
                 t0 = time.perf_counter()
                 cpu0 = time.process_time()
+                thread0 = time.thread_time()
                 await client.start()
                 while slave.get_replica_offset() < end:
                     await asyncio.sleep(0.001)
                 appended = time.perf_counter() - t0
+                receiving = time.thread_time() - thread0
                 await client.stop()
                 await asyncio.get_running_loop().run_in_executor(None, slave.wait_dispatched, 600)
-                return appended, time.perf_counter() - t0, time.process_time() - cpu0
+                return (appended, time.perf_counter() - t0, time.process_time() - cpu0,
+                        receiving)
             finally:
                 await client.stop()
                 slave.shutdown()
 
         loop = loop_factory()()
         try:
-            appended, done, cpu = loop.run_until_complete(follow())
+            appended, done, cpu, receiving = loop.run_until_complete(follow())
         finally:
             loop.close()
         proc.terminate()
         proc.wait(30)
         master_cpu = child_cpu(port_file)
-        print(f"  HA run: CPU seconds master {master_cpu:.3f}, slave {cpu:.3f} "
-              f"(its dispatch threads included)")
-        return appended, done, cpu + master_cpu
+        print(f"  HA run: {end / appended / MB:,.0f} MB/s appended; CPU seconds master "
+              f"{master_cpu:.3f}, slave {cpu:.3f} (its dispatch threads included), the slave's "
+              f"receiving thread {receiving:.3f}", flush=True)
+        return appended, done, cpu + master_cpu, master_cpu + receiving
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -275,10 +283,12 @@ async def one_producer(port: int, frames: list[bytes], until: float,
     return done
 
 
-async def send_window(address: str, producers: int, seconds: float, size: int
-                      ) -> tuple[float, list[float], list[bytes]]:
-    """(sends/s, latencies in s, failed replies' headers) of ``producers`` synchronous
-    producers over ``seconds``."""
+async def send_window(address: str, producers: int, seconds: float, size: int,
+                      servers: tuple[object, ...] = ()
+                      ) -> tuple[float, list[float], list[bytes], list[float]]:
+    """(sends/s, latencies in s, failed replies' headers, CPU µs per send of each of
+    ``servers`` and of this process) of ``producers`` synchronous producers over
+    ``seconds``."""
     import broker as B
 
     port = int(address.rsplit(":", 1)[1])
@@ -292,12 +302,16 @@ async def send_window(address: str, producers: int, seconds: float, size: int
                            for _ in range(producers)))
     latencies: list[float] = []
     failures: list[bytes] = []
+    cpu0 = [s.cpu_seconds() for s in servers] + [time.process_time()]  # type: ignore[attr-defined]
     t0 = time.perf_counter()
     until = loop.time() + seconds
     counts = await asyncio.gather(*(one_producer(port, frames, until, latencies, failures)
                                     for _ in range(producers)))
     elapsed = time.perf_counter() - t0
-    return sum(counts) / elapsed, latencies, failures
+    cpu1 = [s.cpu_seconds() for s in servers] + [time.process_time()]  # type: ignore[attr-defined]
+    sends = max(1, sum(counts))
+    return (sum(counts) / elapsed, latencies, failures,
+            [(b - a) / sends * 1e6 for a, b in zip(cpu0, cpu1, strict=True)])
 
 
 def percentile(values: list[float], p: float) -> float:
@@ -309,13 +323,16 @@ def measure_sends(args: argparse.Namespace, dirs: TempDirs) -> dict[str, object]
     rates: dict[str, list[float]] = {"SYNC_MASTER": [], "ASYNC_MASTER": []}
     p99: dict[str, list[float]] = {"SYNC_MASTER": [], "ASYNC_MASTER": []}
     p50: dict[str, list[float]] = {"SYNC_MASTER": [], "ASYNC_MASTER": []}
+    #: CPU µs per send: the master, the slave, the producers' process
+    cpu: dict[str, list[list[float]]] = {"SYNC_MASTER": [], "ASYNC_MASTER": []}
     for _ in range(args.repeat):
         for role in ("SYNC_MASTER", "ASYNC_MASTER"):
             master, slave = start_pair(dirs, role)
             try:
                 time.sleep(1.0)     # the slave connects
-                rate, latencies, failures = loop_factory()().run_until_complete(send_window(
-                    master.address, args.producers, args.seconds, args.size))  # type: ignore[attr-defined]
+                rate, latencies, failures, per_send = loop_factory()().run_until_complete(
+                    send_window(master.address, args.producers,  # type: ignore[attr-defined]
+                                args.seconds, args.size, (master, slave)))
             finally:
                 slave.stop()    # type: ignore[attr-defined]
                 master.stop()   # type: ignore[attr-defined]
@@ -324,21 +341,29 @@ def measure_sends(args: argparse.Namespace, dirs: TempDirs) -> dict[str, object]
             rates[role].append(rate)
             p50[role].append(percentile(latencies, 50) * 1000)
             p99[role].append(percentile(latencies, 99) * 1000)
+            cpu[role].append(per_send)
             print(f"  {role}: {rate:,.0f} sends/s, p50 {p50[role][-1]:.2f} ms, "
-                  f"p99 {p99[role][-1]:.2f} ms", flush=True)
+                  f"p99 {p99[role][-1]:.2f} ms; CPU µs a send: master {per_send[0]:.1f}, "
+                  f"slave {per_send[1]:.1f}, producers {per_send[2]:.1f}", flush=True)
     sync, async_ = median(rates["SYNC_MASTER"]), median(rates["ASYNC_MASTER"])
     ratio = sync / async_
+
+    def cpu_cells(role: str) -> list[str]:
+        return [f"{median([c[i] for c in cpu[role]]):.1f}" for i in range(3)]
+
     print(markdown_table(
-        ["master", "sends/s (median)", "p50 ms", "p99 ms", "ratio to ASYNC_MASTER", "target"],
+        ["master", "sends/s (median)", "p50 ms", "p99 ms", "ratio to ASYNC_MASTER", "target",
+         "CPU µs a send: master", "slave", "producers"],
         [["ASYNC_MASTER", f"{async_:,.0f}", f"{median(p50['ASYNC_MASTER']):.2f}",
-          f"{median(p99['ASYNC_MASTER']):.2f}", "1.00", ""],
+          f"{median(p99['ASYNC_MASTER']):.2f}", "1.00", "", *cpu_cells("ASYNC_MASTER")],
          ["SYNC_MASTER", f"{sync:,.0f}", f"{median(p50['SYNC_MASTER']):.2f}",
           f"{median(p99['SYNC_MASTER']):.2f}", f"{ratio:.2f}",
-          f">= {SYNC_TARGET}: {'PASS' if ratio >= SYNC_TARGET else 'MISS'}"]]))
+          f">= {SYNC_TARGET}: {'PASS' if ratio >= SYNC_TARGET else 'MISS'}",
+          *cpu_cells("SYNC_MASTER")]]))
     print(f"({args.producers} synchronous producers, {args.size} B bodies, {args.seconds:g} s "
           f"windows, master and slave on this machine; load average {os.getloadavg()[0]:.1f})")
     return {"producers": args.producers, "rates": rates, "p50_ms": p50, "p99_ms": p99,
-            "ratio": ratio}
+            "cpu_us_per_send": cpu, "ratio": ratio}
 
 
 def main() -> None:
@@ -384,35 +409,43 @@ def measure_replication(args: argparse.Namespace, dirs: TempDirs, segment: int
     master = dirs.new("master")
     end = fill(master, args.mb, args.size, segment)
     print(f"master CommitLog: {end / MB:,.0f} MB of {args.size} B messages")
-    raw, raw_cpu, ha, dispatched, ha_cpu = [], [], [], [], []
+    raw, raw_cpu, ha, dispatched, ha_cpu, append_cpu = [], [], [], [], [], []
     for _ in range(args.repeat):
         seconds, cpu = run_raw(master, segment, end, dirs)
         raw.append(seconds)
         raw_cpu.append(cpu)
-        appended, done, cpu = run_ha(master, segment, end, dirs)
+        print(f"  raw run: {end / seconds / MB:,.0f} MB/s; CPU seconds of both ends {cpu:.3f}",
+              flush=True)
+        appended, done, cpu, sending_receiving = run_ha(master, segment, end, dirs)
         ha.append(appended)
         dispatched.append(done)
         ha_cpu.append(cpu)
+        append_cpu.append(sending_receiving)
     raw_rate = end / median(raw) / MB
     ha_rate = end / median(ha) / MB
     done_rate = end / median(dispatched) / MB
     ratio = ha_rate / raw_rate
     raw_per_cpu = end / median(raw_cpu) / MB
     ha_per_cpu = end / median(ha_cpu) / MB
+    append_per_cpu = end / median(append_cpu) / MB
     print(markdown_table(
         ["path", "MB/s (median)", "ratio to raw", "target", "MB per CPU second",
          "ratio to raw"],
         [["raw loopback copy (recv_into)", f"{raw_rate:,.0f}", "1.00", "",
           f"{raw_per_cpu:,.0f}", "1.00"],
          ["HA: slave appended", f"{ha_rate:,.0f}", f"{ratio:.2f}",
-          f">= {TARGET}: {'PASS' if ratio >= TARGET else 'MISS'}", "", ""],
+          f">= {TARGET}: {'PASS' if ratio >= TARGET else 'MISS'}", f"{append_per_cpu:,.0f}",
+          f"{append_per_cpu / raw_per_cpu:.2f}"],
          ["HA: slave appended and dispatched", f"{done_rate:,.0f}",
           f"{done_rate / raw_rate:.2f}", "", f"{ha_per_cpu:,.0f}",
           f"{ha_per_cpu / raw_per_cpu:.2f}"]]))
+    print("(MB per CPU second: raw, both ends; appended, the master and the slave's "
+          "receiving thread; appended and dispatched, both processes, every thread)")
     print(f"load average after the run: {os.getloadavg()[0]:.1f} "
           f"({os.cpu_count()} CPUs): wall-clock ratios need a quiet machine")
     return {"bytes": end, "raw_s": raw, "raw_cpu_s": raw_cpu, "ha_s": ha,
-            "dispatched_s": dispatched, "ha_cpu_s": ha_cpu, "ratio": ratio}
+            "dispatched_s": dispatched, "ha_cpu_s": ha_cpu, "append_cpu_s": append_cpu,
+            "ratio": ratio}
 
 
 if __name__ == "__main__":

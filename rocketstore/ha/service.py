@@ -4,11 +4,15 @@ and HAConnection with its ReadSocketService and WriteSocketService), on the brok
 Each slave's first 8-byte report says where to start: its CommitLog end, or 0 for "from the
 master's last segment" (the start of the segment holding the master's end, as RocketMQ). From
 there the connection streams the CommitLog in frames of at most ``haTransferBatchSize`` bytes,
-each body a view of the mapped segment (no copy in Python), waiting for the transport to drain
-before the next; with nothing to send it sends a heartbeat (bodySize 0) every
-``haSendHeartbeatInterval``. Later reports are the slave's acknowledged offset. A slave silent
-for ``haHousekeepingInterval`` is dropped; bytes that break the protocol close the connection
-with one log line.
+each body a view of the mapped segment (no copy in Python). A connection is a protocol driven by
+callbacks, not a task: new bytes (a send's append, the dispatch thread's arrival, a 100 ms poll)
+make it write every readable byte at once, many frames in one vectored write (up to
+``BURST_BYTES``), until the transport's buffer passes its high-water mark; it goes on when the
+buffer drained. Group commit: the sends appended while the slave has not reported the last
+write yet leave together in the write its report triggers, and that report answers the
+SYNC_MASTER waiters in the callback that reads it, with no task to wake. With nothing to send it sends a heartbeat (bodySize 0) every ``haSendHeartbeatInterval``.
+Later reports are the slave's acknowledged offset. A slave silent for ``haHousekeepingInterval``
+is dropped; bytes that break the protocol close the connection with one log line.
 """
 from __future__ import annotations
 
@@ -28,9 +32,17 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: how often an idle connection looks for new CommitLog bytes when no arrival woke it (RocketMQ
-#: WriteSocketService waits 100 ms)
+#: how often a connection looks for new CommitLog bytes when no arrival woke it, and checks
+#: its heartbeat and housekeeping (RocketMQ WriteSocketService waits 100 ms)
 IDLE_POLL_S = 0.1
+#: the most frame bytes handed to the transport in one vectored write: 32 frames of the
+#: default haTransferBatchSize (each frame stays at most haTransferBatchSize on the wire)
+BURST_BYTES = 1024 * 1024
+#: the transport's buffer above which a connection stops writing until it drained (pinned
+#: segment views, not copies)
+WRITE_HIGH_WATER = 4 * BURST_BYTES
+#: how long stop() waits for the connections to close
+STOP_WAIT_S = 5.0
 
 
 #: acknowledged_offset() when no replica but the master must acknowledge
@@ -53,78 +65,179 @@ class SlaveState:
     behind: bool = False
 
 
-class HAConnection:
-    """One slave's connection: a reader of its reports and a writer of CommitLog frames."""
+class HAConnection(asyncio.Protocol):
+    """One slave's connection: reads its reports, writes CommitLog frames (see the module)."""
 
-    def __init__(self, service: HAService, reader: asyncio.StreamReader,
-                 writer: asyncio.StreamWriter) -> None:
+    def __init__(self, service: HAService) -> None:
         self.service = service
-        self.reader = reader
-        self.writer = writer
-        peer = writer.get_extra_info("peername")
-        address = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
-        self.state = SlaveState(address, connected_at=time.time())
-        self._requested = asyncio.Event()
-        self._last_read = time.monotonic()
+        self.state = SlaveState("", connected_at=time.time())
+        self.transport: asyncio.Transport | None = None
+        #: the start of a report split across reads
+        self._partial = b""
+        self._streaming = False
+        self._paused = False
+        self._why = "closed"
+        self._last_read = self._last_write = time.monotonic()
+        self._tick_handle: asyncio.TimerHandle | None = None
+        self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
     @property
     def address(self) -> str:
         return self.state.address
 
-    async def run(self) -> None:
-        reading = asyncio.ensure_future(self._read_reports())
-        writing = asyncio.ensure_future(self._write_frames())
-        why = "closed"
-        try:
-            done, _ = await asyncio.wait({reading, writing},
-                                         return_when=asyncio.FIRST_COMPLETED)
-            for task in done:
-                exc = task.exception()
-                if exc is not None:
-                    why = _describe(exc)
-                    break
-                why = task.result() or why
-        except asyncio.CancelledError:
-            why = "the master stops"
-            raise
-        finally:
-            for task in (reading, writing):
-                task.cancel()
-            await asyncio.gather(reading, writing, return_exceptions=True)
-            self.writer.close()
+    # ---- the transport's callbacks ---------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        peer = transport.get_extra_info("peername")
+        self.state.address = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        service = self.service
+        if not service.listening:
+            transport.close()
+            return
+        transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)    # type: ignore[attr-defined]
+        log.info("HAService receive new connection, %s", self.address)
+        service.connections.add(self)
+        self._tick_handle = asyncio.get_running_loop().call_later(IDLE_POLL_S, self._tick)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._tick_handle is not None:
+            self._tick_handle.cancel()
+            self._tick_handle = None
+        if self in self.service.connections:
+            self.service.connections.discard(self)
+            why = self._why if exc is None or self._why != "closed" else _describe(exc)
             log.info("HA slave %s disconnected (%s); it had acknowledged offset %d",
                      self.address, why, self.state.ack_offset)
+        if not self.closed.done():
+            self.closed.set_result(None)
 
-    async def _read_reports(self) -> str:
-        housekeeping = self.service.housekeeping_interval_s
-        while True:
-            try:
-                data = await asyncio.wait_for(self.reader.readexactly(REPORT_SIZE),
-                                              housekeeping)
-            except asyncio.TimeoutError:
-                silent_ms = int((time.monotonic() - self._last_read) * 1000)
-                log.warning("ha housekeeping, found this connection[%s] expired, %d ms",
-                            self.address, silent_ms)
-                return f"silent for {silent_ms} ms"
-            except asyncio.IncompleteReadError as exc:
-                return "end of stream" if not exc.partial else \
-                    f"end of stream inside a report ({len(exc.partial)} of 8 bytes)"
-            self._last_read = time.monotonic()
-            offset = parse_report(data)
-            if self.state.request_offset >= 0:
-                # an acknowledgement of bytes never sent is not the slave's end (a stream out
-                # of step): counting it would answer SYNC_MASTER sends no replica has
-                sent = max(self.state.next_transfer_offset, self.state.request_offset)
-                if offset > sent:
-                    raise HAFrameError(f"slave reported offset {offset}, past the {sent} "
-                                       "sent to it")
-            self.state.ack_offset = offset
-            self.service.acknowledged()
-            self._judge_lag(offset)
-            if self.state.request_offset < 0:
-                self.state.request_offset = offset
-                log.info("slave[%s] request offset %d", self.address, offset)
-                self._requested.set()
+    def pause_writing(self) -> None:
+        self._paused = True
+
+    def resume_writing(self) -> None:
+        self._paused = False
+        self.transfer()
+
+    def eof_received(self) -> bool:
+        self._why = "end of stream" if not self._partial else \
+            f"end of stream inside a report ({len(self._partial)} of 8 bytes)"
+        return False
+
+    def data_received(self, data: bytes) -> None:
+        self._last_read = time.monotonic()
+        if self._partial:
+            data = self._partial + data
+        whole = len(data) - len(data) % REPORT_SIZE
+        self._partial = data[whole:]
+        try:
+            for at in range(0, whole, REPORT_SIZE):
+                self._report(parse_report(data[at:at + REPORT_SIZE]))
+        except HAFrameError as exc:
+            self.close(_describe(exc))
+            return
+        if whole:
+            self.transfer()     # what was appended meanwhile goes first: the slave works on
+            self.service.acknowledged()     # it while the master answers the sends
+
+    def _report(self, offset: int) -> None:
+        state = self.state
+        if state.request_offset >= 0:
+            # an acknowledgement of bytes never sent is not the slave's end (a stream out of
+            # step): counting it would answer SYNC_MASTER sends no replica has
+            sent = max(state.next_transfer_offset, state.request_offset)
+            if offset > sent:
+                raise HAFrameError(f"slave reported offset {offset}, past the {sent} sent to it")
+        state.ack_offset = offset
+        self._judge_lag(offset)
+        if state.request_offset < 0:
+            state.request_offset = offset
+            log.info("slave[%s] request offset %d", self.address, offset)
+            self._start_streaming(offset)
+
+    def close(self, why: str) -> None:
+        """End the connection (why goes in the log line)."""
+        self._why = why
+        if self.transport is not None:
+            self.transport.abort()
+
+    # ---- what it sends ---------------------------------------------------------------------
+    def _start_streaming(self, offset: int) -> None:
+        store = self.service.store
+        if offset == 0:
+            # the start of the segment holding the end (RocketMQ: maxOffset - maxOffset % size)
+            end = store.get_max_phy_offset()
+            offset = end - end % store.config.mapped_file_size_commit_log
+        self.state.next_transfer_offset = offset
+        if offset > store.get_max_phy_offset():
+            log.warning("HA slave %s asks for offset %d, past the master's end %d: it gets "
+                        "heartbeats until the master gets there", self.address, offset,
+                        store.get_max_phy_offset())
+        log.info("HA slave %s: streaming the CommitLog from offset %d", self.address, offset)
+        self._streaming = True
+        self.transfer()
+
+    def transfer(self, *, force: bool = False) -> None:
+        """Write every readable byte from the next transfer offset, as frames of at most
+        haTransferBatchSize, BURST_BYTES a vectored write, until the transport's buffer is
+        full (resume_writing goes on) or nothing is left.
+
+        Group commit: while the slave has not acknowledged the last write, less than a
+        burst of new bytes waits for its report (the slave's next read then takes every send
+        appended meanwhile, one append and one report for all; against writing at once, a
+        little less CPU a send and a higher SYNC_MASTER rate: bench/README.md, "ha.py: the
+        master's HA connection"); a slave catching up (a burst or more to send) is streamed
+        to without waiting, and ``force`` (the 100 ms poll) writes regardless."""
+        transport = self.transport
+        if not self._streaming or transport is None or transport.is_closing():
+            return
+        store = self.service.store
+        batch = self.service.transfer_batch_size
+        burst = max(batch, BURST_BYTES - BURST_BYTES % batch)     # whole frames
+        offset = self.state.next_transfer_offset
+        if (not force and self.state.ack_offset < offset
+                and store.get_max_phy_offset() - offset < burst):
+            return
+        pack = HEADER.pack
+        while not self._paused:
+            view = store.get_commitlog_data(offset)
+            if view is None:
+                break
+            size = min(len(view), burst)
+            parts: list[bytes | memoryview] = []
+            at = 0
+            while at < size:
+                n = min(batch, size - at)
+                parts.append(pack(offset + at, n))
+                parts.append(view[at:at + n])
+                at += n
+            del view        # the segment stays pinned only while the transport holds bytes
+            offset += size
+            self.state.next_transfer_offset = offset
+            transport.writelines(parts)
+            self._last_write = time.monotonic()
+
+    def _tick(self) -> None:
+        """Every IDLE_POLL_S: new bytes no wake-up announced, the heartbeat when idle, and
+        housekeeping (a slave silent for haHousekeepingInterval is dropped)."""
+        self._tick_handle = None
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            return
+        service = self.service
+        now = time.monotonic()
+        silent = now - self._last_read
+        if silent > service.housekeeping_interval_s:
+            silent_ms = int(silent * 1000)
+            log.warning("ha housekeeping, found this connection[%s] expired, %d ms",
+                        self.address, silent_ms)
+            self.close(f"silent for {silent_ms} ms")
+            return
+        self.transfer(force=True)
+        if (self._streaming and not self._paused
+                and now - self._last_write >= service.heartbeat_interval_s):
+            transport.write(HEADER.pack(self.state.next_transfer_offset, 0))
+            self._last_write = now
+        self._tick_handle = asyncio.get_running_loop().call_later(IDLE_POLL_S, self._tick)
 
     def _judge_lag(self, offset: int) -> None:
         """Log when the slave falls more than haSlaveFallbehindMax behind, and when it is
@@ -139,45 +252,6 @@ class HAConnection:
             self.state.behind = False
             log.info("HA slave %s is within haSlaveFallbehindMax again (%d bytes behind)",
                      self.address, lag)
-
-    async def _write_frames(self) -> str:
-        service = self.service
-        store = service.store
-        await self._requested.wait()
-        offset = self.state.request_offset
-        if offset == 0:
-            # the start of the segment holding the end (RocketMQ: maxOffset - maxOffset % size)
-            end = store.get_max_phy_offset()
-            offset = end - end % store.config.mapped_file_size_commit_log
-        self.state.next_transfer_offset = offset
-        if offset > store.get_max_phy_offset():
-            log.warning("HA slave %s asks for offset %d, past the master's end %d: it gets "
-                        "heartbeats until the master gets there", self.address, offset,
-                        store.get_max_phy_offset())
-        log.info("HA slave %s: streaming the CommitLog from offset %d", self.address, offset)
-        batch = service.transfer_batch_size
-        writer = self.writer
-        last_write = time.monotonic()
-        while True:
-            view = store.get_commitlog_data(offset)
-            if view is None:
-                now = time.monotonic()
-                if now - last_write >= service.heartbeat_interval_s:
-                    writer.write(HEADER.pack(offset, 0))
-                    await writer.drain()
-                    last_write = time.monotonic()
-                    continue
-                wait = min(IDLE_POLL_S, service.heartbeat_interval_s - (now - last_write))
-                await service.wait_for_data(wait)
-                continue
-            size = min(len(view), batch)
-            writer.write(HEADER.pack(offset, size))
-            writer.write(view[:size] if size < len(view) else view)
-            del view        # the segment stays pinned only while the transport holds bytes
-            offset += size
-            self.state.next_transfer_offset = offset
-            await writer.drain()
-            last_write = time.monotonic()
 
 
 def _describe(exc: BaseException) -> str:
@@ -210,8 +284,6 @@ class HAService:
         self.connections: set[HAConnection] = set()
         self._server: asyncio.AbstractServer | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._data = asyncio.Event()
         self._wake_pending = False
         self._listening = False
         #: SYNC_MASTER's sends waiting for a slave: (offset, deadline, callback), in append
@@ -219,15 +291,20 @@ class HAService:
         self._waiters: deque[tuple[int, float, Callable[[bool], object]]] = deque()
         self._timeout_handle: asyncio.TimerHandle | None = None
 
+    @property
+    def listening(self) -> bool:
+        return self._listening
+
     async def start(self) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._server = await asyncio.start_server(self._accept, self.bind_address, self.port)
-        sockets = self._server.sockets
-        if sockets:
-            self.port = sockets[0].getsockname()[1]
+        loop = self._loop = asyncio.get_running_loop()
         if not self._listening:
             self.store.add_arrival_listener(self._arrival)
         self._listening = True
+        self._server = await loop.create_server(lambda: HAConnection(self), self.bind_address,
+                                                self.port)
+        sockets = self._server.sockets
+        if sockets:
+            self.port = sockets[0].getsockname()[1]
         log.info("HAService listening on %s:%d", self.bind_address, self.port)
 
     async def stop(self) -> None:
@@ -236,65 +313,38 @@ class HAService:
         server, self._server = self._server, None
         if server is not None:
             server.close()
-        for task in list(self._tasks):
-            task.cancel()
-        if self._tasks:
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+        connections = list(self.connections)
+        for connection in connections:
+            connection.close("the master stops")
+        if connections:
+            await asyncio.wait([c.closed for c in connections], timeout=STOP_WAIT_S)
         if server is not None:
             await server.wait_closed()
 
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        if not self._listening:
-            writer.close()
-            return
-        connection = HAConnection(self, reader, writer)
-        log.info("HAService receive new connection, %s", connection.address)
-        self.connections.add(connection)
-        task = asyncio.current_task()
-        assert task is not None
-        self._tasks.add(task)   # type: ignore[arg-type]
-        try:
-            await connection.run()
-        except asyncio.CancelledError:
-            pass
-        except Exception:   # noqa: BLE001 - one slave's failure never reaches the loop
-            log.exception("HA connection %s failed", connection.address)
-        finally:
-            self.connections.discard(connection)
-            self._tasks.discard(task)     # type: ignore[arg-type]
-
     # ---- new data ----------------------------------------------------------------------------
     def _arrival(self, topic: str, queue_id: int, next_offset: int) -> None:
-        """The store's arrival listener (its dispatch thread): wake idle connections once."""
+        """The store's arrival listener (its dispatch thread): wake the connections once."""
         if self._wake_pending or not self.connections or self._loop is None:
             return
         self._wake_pending = True
         try:
             self._loop.call_soon_threadsafe(self._wake)
         except RuntimeError:    # the loop is closed: the broker stopped
-            pass
+            self._wake_pending = False
 
     def appended(self) -> None:
-        """The loop, after a send that waits for a slave: wake idle connections now, not
-        after the dispatch thread's arrival (a thread hop on every SYNC_MASTER send's path);
-        one wake a loop turn."""
+        """The loop, after a send that waits for a slave: the connections write the new
+        bytes in the next loop turn (every send appended in this turn rides the same write),
+        not after the dispatch thread's arrival (a thread hop on every SYNC_MASTER send's
+        path)."""
         if not self._wake_pending and self.connections and self._loop is not None:
             self._wake_pending = True
             self._loop.call_soon(self._wake)
 
     def _wake(self) -> None:
         self._wake_pending = False
-        self._data.set()
-        self._data = asyncio.Event()
-
-    async def wait_for_data(self, timeout_s: float) -> None:
-        """Until new CommitLog bytes were dispatched or timeout_s passed."""
-        if timeout_s <= 0:
-            return
-        try:
-            await asyncio.wait_for(self._data.wait(), timeout_s)
-        except asyncio.TimeoutError:
-            pass
+        for connection in list(self.connections):
+            connection.transfer()
 
     # ---- what it knows -----------------------------------------------------------------------
     def slaves(self) -> list[dict[str, Any]]:
@@ -323,7 +373,12 @@ class HAService:
     def max_ack_offset(self) -> int:
         """The highest offset a connected slave acknowledged (RocketMQ push2SlaveMaxOffset;
         -1 with no slave)."""
-        return max((c.state.ack_offset for c in self.connections), default=-1)
+        best = -1
+        for connection in self.connections:     # once per send: no generator
+            ack = connection.state.ack_offset
+            if ack > best:
+                best = ack
+        return best
 
     # ---- SYNC_MASTER ---------------------------------------------------------------------------
     # The acknowledgement rule lives in acknowledged_offset and is_slave_ok alone: a controller
@@ -364,7 +419,7 @@ class HAService:
         """``callback(True)`` on the loop once :meth:`is_acknowledged` holds for ``offset``
         (at once when it does now), ``callback(False)`` when ``timeout_s`` passed first
         (FLUSH_SLAVE_TIMEOUT). Connections waiting for data are woken (RocketMQ's wakeupAll)."""
-        if self.is_acknowledged(offset):
+        if offset <= self.acknowledged_offset():
             callback(True)
             return
         loop = self._loop or asyncio.get_running_loop()
@@ -372,7 +427,7 @@ class HAService:
         self._waiters.append((offset, deadline, callback))
         if self._timeout_handle is None:
             self._timeout_handle = loop.call_at(deadline, self._expire)
-        self._wake()    # at once: the writers run in the next loop iteration
+        self.appended()     # RocketMQ's wakeupAll: the connections write in the next turn
 
     def acknowledged(self) -> None:
         """A slave reported: answer the waiters now acknowledged (in order)."""
