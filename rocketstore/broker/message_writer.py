@@ -33,6 +33,7 @@ from rocketstore.message import (
     PutMessagesResult,
     PutMessageStatus,
 )
+from rocketstore.remoting.deferred import DeferredReply
 from rocketstore.store import MessageStore
 
 if TYPE_CHECKING:
@@ -127,43 +128,27 @@ class MessageWriter:
         waitStoreMsgOK: it waits neither for the flush nor for the slave)."""
         return self.waits and properties.get(MessageProperty.WAIT) != "false"
 
-    def when_stored(self, next_offset: int, on_done: Callable[[int], T]) -> asyncio.Future[T]:
-        """A future of ``on_done(status)``, run on the loop once the CommitLog below
-        next_offset is flushed (SYNC_FLUSH) and acknowledged by a slave (SYNC_MASTER).
+    def when_stored(self, next_offset: int, on_done: Callable[[int], T]) -> DeferredReply:
+        """A reply of ``on_done(status)``, run on the loop once the CommitLog below
+        next_offset is flushed (SYNC_FLUSH) and acknowledged by a slave (SYNC_MASTER), and
+        given to the connection at once (a DeferredReply: no Future, no extra loop turn).
         status is a PutMessageStatus: PUT_OK, FLUSH_DISK_TIMEOUT, or, winning over it,
         FLUSH_SLAVE_TIMEOUT / SLAVE_NOT_AVAILABLE (no slave, or the best one more than
-        haSlaveFallbehindMax behind: answered without waiting for a slave)."""
-        future: asyncio.Future[T] = self.loop.create_future()
-        ok = int(PutMessageStatus.PUT_OK)
-        statuses = {"flush": ok, "slave": ok}
-        pending = [1]   # the parts waited for, and this call until it has set them all up
-
-        def part_done(part: str, status: int) -> None:
-            statuses[part] = status
-            pending[0] -= 1
-            if pending[0] or future.done():
-                return
-            slave = statuses["slave"]
-            try:
-                future.set_result(on_done(slave if slave != ok else statuses["flush"]))
-            except Exception as exc:  # noqa: BLE001 - the request gets SYSTEM_ERROR
-                future.set_exception(exc)
-
+        haSlaveFallbehindMax behind: answered without waiting for a slave). What on_done
+        raises answers SYSTEM_ERROR."""
+        wait = _StoredWait(on_done)
         if self.sync_master:
             ha = self.ha
             if ha is None or not ha.is_slave_ok(next_offset):
-                statuses["slave"] = int(PutMessageStatus.SLAVE_NOT_AVAILABLE)
+                wait.slave = _SLAVE_NOT_AVAILABLE
             else:
-                pending[0] += 1
-                ha.when_acknowledged(next_offset, self.slave_timeout_s, lambda acked: part_done(
-                    "slave", ok if acked else int(PutMessageStatus.FLUSH_SLAVE_TIMEOUT)))
-                ha.appended()
+                wait.pending += 1
+                ha.when_acknowledged(next_offset, self.slave_timeout_s, wait.slave_done)
         if self.sync_flush:
-            pending[0] += 1
-            self._watch_flush(next_offset, lambda durable: part_done(
-                "flush", ok if durable else int(PutMessageStatus.FLUSH_DISK_TIMEOUT)))
-        part_done("set up", ok)
-        return future
+            wait.pending += 1
+            self._watch_flush(next_offset, wait.flush_done)
+        wait.part_done()
+        return wait.reply
 
     def _watch_flush(self, next_offset: int, callback: Callable[[bool], None]) -> None:
         watch = self._watch
@@ -201,3 +186,42 @@ class MessageWriter:
         if watch is not None:
             self.loop.remove_reader(watch.fileno())
             watch.close()
+
+
+_OK = int(PutMessageStatus.PUT_OK)
+_SLAVE_NOT_AVAILABLE = int(PutMessageStatus.SLAVE_NOT_AVAILABLE)
+_FLUSH_SLAVE_TIMEOUT = int(PutMessageStatus.FLUSH_SLAVE_TIMEOUT)
+_FLUSH_DISK_TIMEOUT = int(PutMessageStatus.FLUSH_DISK_TIMEOUT)
+
+
+class _StoredWait:
+    """One send waiting for its flush and its slave (MessageWriter.when_stored): the parts
+    still waited for, and the status of each (the slave's failure wins, as RocketMQ's
+    thenCombine)."""
+
+    __slots__ = ("flush", "on_done", "pending", "reply", "slave")
+
+    def __init__(self, on_done: Callable[[int], object]) -> None:
+        self.reply = DeferredReply()
+        self.on_done = on_done
+        self.pending = 1    # the parts waited for, and when_stored until it set them all up
+        self.flush = _OK
+        self.slave = _OK
+
+    def flush_done(self, durable: bool) -> None:
+        self.flush = _OK if durable else _FLUSH_DISK_TIMEOUT
+        self.part_done()
+
+    def slave_done(self, acknowledged: bool) -> None:
+        self.slave = _OK if acknowledged else _FLUSH_SLAVE_TIMEOUT
+        self.part_done()
+
+    def part_done(self) -> None:
+        self.pending -= 1
+        if self.pending:
+            return
+        try:
+            outcome: object = self.on_done(self.slave if self.slave != _OK else self.flush)
+        except Exception as exc:  # noqa: BLE001 - the request gets SYSTEM_ERROR
+            outcome = exc
+        self.reply.resolve(outcome)

@@ -34,6 +34,7 @@ from rocketstore.remoting.codes import (
     describe_request,
 )
 from rocketstore.remoting.command import RemotingCommand, create_response
+from rocketstore.remoting.deferred import DeferredReply
 from rocketstore.remoting.errors import (
     FrameError,
     HeaderError,
@@ -460,9 +461,16 @@ class RemotingConnection(asyncio.Protocol):
         )
 
     def on_async_result(self, request: RemotingCommand, result: HandlerResult) -> None:
-        """A processor's result other than None: a reply, or an awaitable of one."""
+        """A processor's result other than None: a reply, a DeferredReply, or an awaitable of
+        one."""
         if isinstance(result, RemotingCommand):
             self.send_response(request, result)
+            return
+        if type(result) is DeferredReply:
+            self._inflight += 1
+            if self._inflight >= self._limits.max_inflight_requests:
+                self._pause_reading(_PAUSED_BY_INFLIGHT)
+            result.bind(self, request)
             return
         try:
             future = asyncio.ensure_future(result)
@@ -478,6 +486,20 @@ class RemotingConnection(asyncio.Protocol):
         if self._inflight >= self._limits.max_inflight_requests:
             self._pause_reading(_PAUSED_BY_INFLIGHT)
         future.add_done_callback(lambda done: self._handler_done(request, done))
+
+    def deferred_done(self, request: RemotingCommand, outcome: Any) -> None:
+        """A DeferredReply's outcome: written at once (see remoting/deferred.py)."""
+        self._inflight -= 1
+        if self._inflight <= self._limits.max_inflight_requests // 2:
+            self._resume_reading(_PAUSED_BY_INFLIGHT)
+        if outcome is None:
+            return
+        if isinstance(outcome, BaseException):
+            self.on_handler_error(request, outcome)
+        elif isinstance(outcome, RemotingCommand):
+            self.send_response(request, outcome)
+        else:
+            self.on_handler_error(request, TypeError(f"processor returned {type(outcome).__name__}"))
 
     def _handler_done(self, request: RemotingCommand, done: asyncio.Future[Any]) -> None:
         self._tasks.discard(done)

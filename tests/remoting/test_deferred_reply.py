@@ -1,0 +1,96 @@
+"""DeferredReply: a processor's reply given later by a loop callback is written by its
+connection at once (no Future, no extra loop turn); the in-flight count is kept; an exception
+answers SYSTEM_ERROR; awaitable for callers that are not a connection."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from rocketstore.remoting import (
+    RemotingClient,
+    RemotingClientConfig,
+    RemotingServer,
+    RemotingServerConfig,
+    ResponseCode,
+)
+from rocketstore.remoting.command import create_request, create_response
+from rocketstore.remoting.deferred import DeferredReply
+
+
+class _Sink:
+    def __init__(self) -> None:
+        self.answers: list[tuple[object, object]] = []
+
+    def deferred_done(self, request: object, outcome: object) -> None:
+        self.answers.append((request, outcome))
+
+
+def test_resolve_writes_into_the_bound_sink_at_once_and_only_once() -> None:
+    sink = _Sink()
+    reply = DeferredReply()
+    reply.bind(sink, "req")
+    assert sink.answers == [] and not reply.done
+    reply.resolve("first")
+    reply.resolve("second")
+    assert sink.answers == [("req", "first")] and reply.done
+
+
+def test_a_reply_resolved_before_binding_is_written_when_bound() -> None:
+    sink = _Sink()
+    reply = DeferredReply()
+    reply.resolve("early")
+    reply.bind(sink, "req")
+    assert sink.answers == [("req", "early")]
+
+
+def test_awaiting_gives_the_reply_or_raises() -> None:
+    async def main() -> None:
+        later = DeferredReply()
+        asyncio.get_running_loop().call_later(0.01, later.resolve, "late")
+        assert await later == "late"
+        failed = DeferredReply()
+        failed.resolve(ValueError("boom"))
+        with pytest.raises(ValueError, match="boom"):
+            await failed
+
+    asyncio.run(main())
+
+
+def test_a_server_answers_deferred_replies_and_errors() -> None:
+    async def main() -> None:
+        pending: list[tuple[DeferredReply, object]] = []
+
+        def handler(ctx: object, request: object) -> DeferredReply:
+            reply = DeferredReply()
+            pending.append((reply, request))
+            return reply
+
+        server = RemotingServer(RemotingServerConfig(listen_port=0, bind_address="127.0.0.1"))
+        server.register_processor(9001, handler)
+        await server.start()
+        client = RemotingClient(RemotingClientConfig())
+        try:
+            address = f"127.0.0.1:{server.port}"
+            calls = [asyncio.ensure_future(client.invoke(address, create_request(9001, {}), timeout=10))
+                     for _ in range(3)]
+            for _ in range(200):
+                if len(pending) == 3:
+                    break
+                await asyncio.sleep(0.01)
+            assert len(pending) == 3
+            (first, r1), (second, r2), (third, _) = pending
+            first.resolve(create_response(r1, ResponseCode.SUCCESS, "one"))
+            second.resolve(RuntimeError("no luck"))
+            third.resolve(None)     # no reply: the caller times out (not waited for here)
+            ok = await asyncio.wait_for(calls[0], 10)
+            assert ok.code == ResponseCode.SUCCESS and ok.remark == "one"
+            err = await asyncio.wait_for(calls[1], 10)
+            assert err.code == ResponseCode.SYSTEM_ERROR and "no luck" in err.remark
+            calls[2].cancel()
+        finally:
+            await client.close()
+            await server.stop()
+
+    asyncio.run(main())
