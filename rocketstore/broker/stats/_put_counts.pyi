@@ -1,6 +1,9 @@
 from collections.abc import Callable
 from typing import Any, final
 
+from typing_extensions import disjoint_base
+
+@disjoint_base
 class Counter:
     """A counter (``value``) and how many times it was added to (``times``), 64-bit."""
 
