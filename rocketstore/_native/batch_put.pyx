@@ -183,6 +183,9 @@ def read_batch_body(bytes body not None, dict outer not None, born_host, long lo
     cdef bint outer_uniq = False, has_uniq
     cdef uint8_t c
     cdef uint8_t[64] outer_used          # outer pairs a message's own pair took the place of
+    cdef const char* outer_p[128]        # the outer names and values (b.outer_texts' bytes)
+    cdef Py_ssize_t outer_n[128]
+    cdef bint high
     cdef int64_t now_ms = wall_clock_ms()
     cdef bytes raw
     if born_timestamp < 0 or not 0 <= reconsume_times <= 2147483647 or sys_flag & ~MESSAGE_SYS_FLAGS:
@@ -208,6 +211,9 @@ def read_batch_body(bytes body not None, dict outer not None, born_host, long lo
     n_outer = len(b.outer_texts) // 2
     if n_outer > 64:
         return None
+    for k in range(2 * n_outer):
+        outer_p[k] = PyBytes_AS_STRING(b.outer_texts[k])
+        outer_n[k] = PyBytes_GET_SIZE(b.outer_texts[k])
     for k in range(2 * n_outer):
         text = PyBytes_AS_STRING(b.outer_texts[k])
         for p in range(PyBytes_GET_SIZE(b.outer_texts[k])):
@@ -252,11 +258,7 @@ def read_batch_body(bytes body not None, dict outer not None, born_host, long lo
         stored_len = 0
         seg = at
         end = at + props_len
-        for p in range(at, end):
-            if <uint8_t>data[p] >= 0x80:    # not ASCII: read only when UTF-8
-                if not _utf8(data + at, props_len):
-                    return None
-                break
+        high = False
         while seg < end:
             split = -1
             p = seg
@@ -270,6 +272,8 @@ def read_batch_body(bytes body not None, dict outer not None, born_host, long lo
                     split = p
                 elif c < 3:
                     return None             # NUL: the Message path refuses it
+                elif c >= 0x80:
+                    high = True
                 p += 1
             if p > seg:                     # an empty segment (a trailing \x02) is no pair
                 if split == -1 or split == seg or split == p - 1 or pairs == _MAX_PAIRS:
@@ -288,15 +292,16 @@ def read_batch_body(bytes body not None, dict outer not None, born_host, long lo
                 if _same(text, split - seg, PROPERTY_UNIQ_KEY, PROPERTY_UNIQ_KEY_LEN):
                     has_uniq = True
                 for k in range(n_outer):     # the outer value in the message's place
-                    if _same(text, split - seg, PyBytes_AS_STRING(b.outer_texts[2 * k]),
-                             PyBytes_GET_SIZE(b.outer_texts[2 * k])):
+                    if _same(text, split - seg, outer_p[2 * k], outer_n[2 * k]):
                         outer_used[k] = 1
-                        sl[2 * pairs + 1].p = PyBytes_AS_STRING(b.outer_texts[2 * k + 1])
-                        sl[2 * pairs + 1].n = PyBytes_GET_SIZE(b.outer_texts[2 * k + 1])
+                        sl[2 * pairs + 1].p = outer_p[2 * k + 1]
+                        sl[2 * pairs + 1].n = outer_n[2 * k + 1]
                         break
                 stored_len += sl[2 * pairs].n + sl[2 * pairs + 1].n + 2
                 pairs += 1
             seg = p + 1
+        if high and not _utf8(data + at, props_len):   # not ASCII: taken only when UTF-8
+            return None
         if wait_value == NULL:               # the message's own WAIT, the outer has none
             for j in range(pairs):
                 if _same(sl[2 * j].p, sl[2 * j].n, PyBytes_AS_STRING(_WAIT), PyBytes_GET_SIZE(_WAIT)):
@@ -309,10 +314,10 @@ def read_batch_body(bytes body not None, dict outer not None, born_host, long lo
             b.waits = True
         for k in range(n_outer):
             if not outer_used[k]:
-                sl[2 * pairs].p = PyBytes_AS_STRING(b.outer_texts[2 * k])
-                sl[2 * pairs].n = PyBytes_GET_SIZE(b.outer_texts[2 * k])
-                sl[2 * pairs + 1].p = PyBytes_AS_STRING(b.outer_texts[2 * k + 1])
-                sl[2 * pairs + 1].n = PyBytes_GET_SIZE(b.outer_texts[2 * k + 1])
+                sl[2 * pairs].p = outer_p[2 * k]
+                sl[2 * pairs].n = outer_n[2 * k]
+                sl[2 * pairs + 1].p = outer_p[2 * k + 1]
+                sl[2 * pairs + 1].n = outer_n[2 * k + 1]
                 stored_len += sl[2 * pairs].n + sl[2 * pairs + 1].n + 2
                 pairs += 1
         if not has_uniq:

@@ -86,5 +86,6 @@ cdef class PutPath:
     cdef double sync_timeout_s
 
     cdef object _call(self, Message message, int queue_id)
+    cdef object _append_hooked(self, Message message, int queue_id)
     cdef object _put(self, Message message, int queue_id)
     cdef object _await_flush(self, object result, Message message)

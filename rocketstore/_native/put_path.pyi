@@ -59,3 +59,5 @@ class PutPath:
         method is a vectorcall): MessageStore.put_message."""
     def append(self, message: Message, queue_id: int = 0) -> PutMessageResult:
         """The put without the after hook: appended, not waited for."""
+    def append_hooked(self, message: Message, queue_id: int = 0) -> PutMessageResult:
+        """append, then the after hook (no SYNC_FLUSH wait): CommitLog.append_message."""

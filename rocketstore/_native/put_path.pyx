@@ -152,6 +152,17 @@ cdef class PutPath:
         MessageStore.on_durable)."""
         return self._put(message, queue_id)
 
+    def append_hooked(self, Message message not None, int queue_id=0):
+        """append, then the after hook (SYNC_FLUSH's wait is not waited for):
+        CommitLog.append_message and MessageStore.append_message, with no Python frame."""
+        return self._append_hooked(message, queue_id)
+
+    cdef object _append_hooked(self, Message message, int queue_id):
+        cdef object result = self._put(message, queue_id)
+        if self.after is None:
+            return result
+        return self.after(result, message)
+
     cdef object _put(self, Message message, int queue_id):
         cdef object result = None
         cdef PutMessageResult refused

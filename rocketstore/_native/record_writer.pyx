@@ -11,6 +11,7 @@ import enum
 import logging
 import os
 
+from cpython.buffer cimport PyBUF_C_CONTIGUOUS, PyBUF_FORMAT, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.dict cimport PyDict_Next
 from cpython.unicode cimport PyUnicode_AsUTF8AndSize
@@ -169,7 +170,26 @@ cdef class PutMessagesResult:
 
     @property
     def wrote_bytes(self):
-        return int(self.sizes[:self.stored].sum()) if self.sizes is not None else 0
+        """The bytes of the stored messages (a loop over the sizes' buffer: a batch's reply
+        and statistics read it once per request, numpy's sum costs more than the loop)."""
+        cdef Py_buffer view
+        cdef const int32_t* sizes
+        cdef Py_ssize_t i, n
+        cdef int64_t total = 0
+        if self.sizes is None:
+            return 0
+        PyObject_GetBuffer(self.sizes, &view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT)
+        try:
+            n = view.len // 4
+            if view.itemsize != 4 or view.format == NULL or view.format[0] != b'i' \
+                    or view.format[1] != 0 or self.stored > n:   # another int32 spelling
+                return int(self.sizes[:self.stored].sum())
+            sizes = <const int32_t*>view.buf
+            for i in range(self.stored):
+                total += sizes[i]
+        finally:
+            PyBuffer_Release(&view)
+        return total
 
     @property
     def msg_ids(self):

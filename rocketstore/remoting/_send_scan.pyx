@@ -228,6 +228,21 @@ cdef inline bint _int32_at(const char* p, Py_ssize_t* at, Py_ssize_t n, int* out
     return True
 
 
+cdef inline Py_ssize_t _field_index(const char* key, Py_ssize_t key_n, Py_ssize_t base) noexcept:
+    """The SEND field named key (base 0: the v1 names, _FIELD_COUNT: v2's), or -1. The length
+    and first byte are compared before the rest: v2's one-letter names need no memcmp."""
+    cdef Py_ssize_t k
+    cdef const char* name
+    if key_n == 0:
+        return -1
+    for k in range(_FIELD_COUNT):
+        name = _name_p[base + k]
+        if _name_n[base + k] == key_n and name[0] == key[0] \
+                and (key_n == 1 or memcmp(key + 1, name + 1, key_n - 1) == 0):
+            return k
+    return -1
+
+
 cdef inline bint _is(const char* p, Py_ssize_t n, const char* name, Py_ssize_t name_n) noexcept:
     return n == name_n and memcmp(p, name, n) == 0
 
@@ -288,23 +303,21 @@ cdef RemotingCommand scan_send_json(bytes header):
         end = _string_end(p, value, n, &flags)
         if end < 0:
             return None
-        for k in range(_FIELD_COUNT):
-            if _is(p + key, key_n, _name_p[base + k], _name_n[base + k]):
-                bit = 1u << k
-                if seen & bit:
-                    return None
-                seen |= bit
-                if _cache_field[k]:
-                    text = _field_text(base + k, p + value, end - value, flags)
-                else:
-                    text = _string(p + value, end - value, flags)
-                if text is None:
-                    return None
-                values[k] = text
-                break
-        else:
-            if flags & _HIGH:   # an unknown field's value: its UTF-8 is not read here
+        k = _field_index(p + key, key_n, base)
+        if k >= 0:
+            bit = 1u << k
+            if seen & bit:
                 return None
+            seen |= bit
+            if _cache_field[k]:
+                text = _field_text(base + k, p + value, end - value, flags)
+            else:
+                text = _string(p + value, end - value, flags)
+            if text is None:
+                return None
+            values[k] = text
+        elif flags & _HIGH:     # an unknown field's value: its UTF-8 is not read here
+            return None
         i = end + 1
         if i < n and p[i] == b',':
             i += 1

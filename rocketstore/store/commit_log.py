@@ -179,6 +179,9 @@ class CommitLog:
                                          self.sync_flush_timeout_s)
         elif self._wake_on_put:
             self.put_path.after = self._wake_after_put
+        #: append_message(msg, queue_id): put_message without waiting for SYNC_FLUSH's flush
+        #: (see on_durable); the put path's append and its after hook, with no Python frame
+        self.append_message = self.put_path.append_hooked
 
     def start(self) -> None:
         if self.read_only:
@@ -333,13 +336,6 @@ class CommitLog:
 
     def _wake_after_put(self, result: PutMessageResult, msg: Message) -> PutMessageResult:
         self._wake_flusher()
-        return result
-
-    def append_message(self, msg: Message, queue_id: int) -> PutMessageResult:
-        """put_message without waiting for SYNC_FLUSH's flush (see on_durable)."""
-        result = self.put_path.append(msg, queue_id)
-        if self._wake_on_put:
-            self._wake_flusher()
         return result
 
     def on_durable(self, next_offset: int, callback: DurableCallback) -> None:

@@ -144,6 +144,7 @@ class MessageStore(ColumnarReads, StoreMaintenance, ReplicaLog):
             allocate=None if self.allocate_service is None else self.allocate_service.allocate,
             sync=commit_log_flush)
         self.put_message = self.commit_log.put_path.put
+        self.append_message = self.commit_log.append_message
         self.consume_queues = ConsumeQueueTable(
             self.root, config.mapped_file_size_consume_queue, read_only=ro,
             ext_file_size=config.mapped_file_size_consume_queue_ext,
@@ -429,16 +430,17 @@ class MessageStore(ColumnarReads, StoreMaintenance, ReplicaLog):
                                                 path.refusal)
         return self.commit_log.put_encoded_batch(batch, topic, queue_id, wait_flush=wait_flush)
 
-    def append_message(self, message: Message, queue_id: int = 0) -> PutMessageResult:
-        """put_message without waiting for SYNC_FLUSH's flush: the record is written (and
-        visible to readers once dispatched) but maybe not durable yet. A server whose event
-        loop must not block answers the producer from on_durable's callback instead::
-
-            result = store.append_message(msg, queue_id)
-            if result.ok:
-                store.on_durable(result.commitlog_offset + result.wrote_bytes, callback)
-        """
-        return self.commit_log.append_message(message, queue_id)
+    #: append_message(message, queue_id=0) -> PutMessageResult: put_message without waiting
+    #: for SYNC_FLUSH's flush: the record is written (and visible to readers once dispatched)
+    #: but maybe not durable yet. A server whose event loop must not block answers the
+    #: producer from on_durable's callback instead::
+    #:
+    #:     result = store.append_message(msg, queue_id)
+    #:     if result.ok:
+    #:         store.on_durable(result.commitlog_offset + result.wrote_bytes, callback)
+    #:
+    #: It is the CommitLog's native put path too (PutPath.append_hooked: no Python frame).
+    append_message: PutMessageCall
 
     def on_durable(self, next_offset: int, callback: Callable[[bool], None]) -> None:
         """SYNC_FLUSH: callback(True), from a store thread, once the CommitLog is durable

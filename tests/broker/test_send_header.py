@@ -13,6 +13,8 @@ from rocketstore.broker.processors.send._send_header import (
     decode_send_header,
     parse_properties_text,
 )
+from rocketstore.broker.processors.send._send_path import properties_and_refusal
+from rocketstore.common.text import quote
 
 LONG = {"producerGroup": "PG", "topic": "T", "defaultTopic": "TBW102", "defaultTopicQueueNums": "4",
         "queueId": "3", "sysFlag": "1", "bornTimestamp": "1700000000000", "flag": "0",
@@ -81,3 +83,32 @@ def test_integers_as_java_reads_them(value) -> None:
 def test_properties_as_rocketmq_reads_them(text) -> None:
     assert parse_properties_text(text) == reference_properties(text)
     assert parse_properties_text(None) == {} and parse_properties_text("") == {}
+
+
+def reference_separator_pair(text: str) -> int:
+    """Where the first pair with a non-empty name and a value holding another \\x01 starts, or -1."""
+    start = 0
+    for segment in text.split("\x02"):
+        name, one, value = segment.partition("\x01")
+        if one and name and value and "\x01" in value:
+            return start
+        start += len(segment) + 1
+    return -1
+
+
+@given(st.text(alphabet="ab\x01\x02éÿ", max_size=40), st.booleans())
+def test_one_byte_and_wide_texts_read_alike(text: str, wide: bool) -> None:
+    """Latin-1 texts take a memchr walk of their own (with kept name strs); wider ones the
+    generic walk: both as the reference, the separator's pair included."""
+    if wide:
+        text += "\x02\u4e2d\x01x"       # a pair no Latin-1 text holds, last: nothing else moves
+    properties, refusal = properties_and_refusal(text)
+    expected = reference_properties(text)
+    assert properties == expected
+    assert parse_properties_text(text) == expected
+    at = reference_separator_pair(text)
+    if at == -1:
+        assert refusal is None
+    else:
+        name = text[at:text.index("\x01", at)]
+        assert refusal is not None and f"the value of property {quote(name, 100)} contains" in refusal

@@ -175,3 +175,26 @@ def test_what_clients_send_takes_the_scanner(header: bytes) -> None:
 ])
 def test_what_the_scanner_leaves_to_the_library(header: bytes) -> None:
     assert check(header) is None
+
+
+# Long values: each special byte at every position of a 40-byte value, in a field the scanner
+# keeps (topic, properties) and in one it skips.
+_SPECIALS = [b'"', b"\\", b"\\\\", b"\\u0001", b"\\n", b"\\x", b"\x00", b"\x1f", b"\x20", b"\x7f",
+             b"\x80", b"\xc3\xa9", b"\xc3", b"\xff", b"!", b"#", b"[", b"]", b"\\ud83d"]
+
+
+@pytest.mark.parametrize("special", _SPECIALS)
+def test_a_special_byte_anywhere_in_a_long_value(special: bytes) -> None:
+    plain = _java(310, dict(V2_FIELDS, b="T" * 40, i="P" * 40, x="X" * 40))
+    assert check(plain) is not None
+    for field in (b"T", b"P", b"X"):
+        for at in range(40):
+            value = field * at + special + field * (40 - at)
+            check(plain.replace(field * 40, value))
+
+
+@given(st.sampled_from(["b", "i", "x"]), st.binary(min_size=0, max_size=64))
+@settings(max_examples=500, deadline=None)
+def test_long_values_of_any_bytes(field: str, value: bytes) -> None:
+    plain = _java(310, dict(V2_FIELDS, **{field: "@" * 8}))
+    check(plain.replace(b"@" * 8, value))

@@ -5,7 +5,7 @@ the day list (25: the last day). A window's figures are those of its oldest and 
 snapshots: sum = value difference, tps = sum per second between them, avgpt = sum / times
 difference.
 
-Updating an item is two attribute increments on the event loop thread; the snapshots are
+Updating an item is two C increments on the event loop thread; the snapshots are
 taken by the broker's timer (:meth:`StatsItemSet.sample`), never per update. The first
 snapshot of a list is preceded by a zero one a period earlier, as RocketMQ does, so an item
 made and used between two ticks reports what it counted at the next tick.
@@ -17,6 +17,8 @@ import collections
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+
+from rocketstore.broker.stats._put_counts import Counter
 
 MINUTE_PERIOD_MS = 10_000
 HOUR_PERIOD_MS = 600_000
@@ -54,23 +56,18 @@ def compute(snapshots: collections.deque[Snapshot]) -> StatsSnapshot:
     return StatsSnapshot(total, tps, total / times if times > 0 else 0.0, times)
 
 
-class StatsItem:
-    """One key's counter and its three snapshot lists."""
+class StatsItem(Counter):
+    """One key's counter (``value`` and ``times``, native: the send path adds to them from C)
+    and its three snapshot lists."""
 
-    __slots__ = ("name", "key", "value", "times", "minute", "hour", "day")
+    __slots__ = ("name", "key", "minute", "hour", "day")
 
     def __init__(self, name: str, key: str) -> None:
         self.name = name
         self.key = key
-        self.value = 0
-        self.times = 0
         self.minute: collections.deque[Snapshot] = collections.deque(maxlen=MINUTE_SNAPSHOTS)
         self.hour: collections.deque[Snapshot] = collections.deque(maxlen=HOUR_SNAPSHOTS)
         self.day: collections.deque[Snapshot] = collections.deque(maxlen=DAY_SNAPSHOTS)
-
-    def add(self, value: int, times: int = 1) -> None:
-        self.value += value
-        self.times += times
 
     def _sample(self, snapshots: collections.deque[Snapshot], now_ms: int, period_ms: int) -> None:
         if not snapshots:

@@ -20,8 +20,8 @@ StoreStatsService and BrokerStats): puts and their bytes, gets found and missed,
 transferred, their rates over the last 10 s, 60 s and 600 s, and the totals at this and
 yesterday's midnight.
 
-A send costs one dict lookup and four attribute increments (``record_put``; with
-enable_queue_stat a list index and four more for QUEUE_PUT_*); the broker
+A send costs one dict lookup and four counter increments (``record_put``, native:
+_put_counts.pyx; with enable_queue_stat a list index and four more for QUEUE_PUT_*); the broker
 totals (BROKER_PUT_NUMS, the store's put count) are sums over the topics' items, made on the
 timer. :meth:`tick`, once a second on the event loop, takes the snapshots when they are due
 (the items' every 10 s / 10 min / 1 h, the store rates' every second) and logs each item's
@@ -37,6 +37,7 @@ import logging
 import time
 from collections.abc import Callable
 
+from rocketstore.broker.stats._put_counts import PutCounts
 from rocketstore.broker.stats.items import (
     DAY_PERIOD_MS,
     HOUR_PERIOD_MS,
@@ -116,8 +117,8 @@ class BrokerStatsManager:
         #: ``record_put(topic, queue_id, messages, size)``: a stored send of ``messages`` (1, or
         #: a batch's count) and ``size`` bytes; QUEUE_PUT_* too with enable_queue_stat (a
         #: bound method chosen once, so the send path pays no test for it)
-        self.record_put: Callable[[str, int, int, int], None] = (
-            self._record_put_detail if enable_queue_stat else self._record_put)
+        self.record_put: Callable[[str, int, int, int], None] = PutCounts(
+            self._topic_put, self._new_topic, self._new_queue, enable_queue_stat).record
         self._broker_put = self.sets[BROKER_PUT_NUMS].item(cluster_name)
         self._broker_get = self.sets[BROKER_GET_NUMS].item(cluster_name)
         # what deleted topics had put (the totals outlive their items)
@@ -155,34 +156,6 @@ class BrokerStatsManager:
         self._next_morning_ms = _next_local_midnight_ms(now_ms)
 
     # ---- the event loop's updates ----
-
-    def _record_put(self, topic: str, queue_id: int, messages: int, size: int) -> None:
-        entry = self._topic_put.get(topic)
-        if entry is None:
-            entry = self._new_topic(topic)
-        nums, sizes, _ = entry
-        nums.value += messages
-        nums.times += 1
-        sizes.value += size
-        sizes.times += 1
-
-    def _record_put_detail(self, topic: str, queue_id: int, messages: int, size: int) -> None:
-        entry = self._topic_put.get(topic)
-        if entry is None:
-            entry = self._new_topic(topic)
-        nums, sizes, queues = entry
-        nums.value += messages
-        nums.times += 1
-        sizes.value += size
-        sizes.times += 1
-        try:
-            queue_nums, queue_sizes = queues[queue_id]
-        except (IndexError, TypeError):     # a queue's first put
-            queue_nums, queue_sizes = self._new_queue(topic, queue_id, queues)
-        queue_nums.value += messages
-        queue_nums.times += 1
-        queue_sizes.value += size
-        queue_sizes.times += 1
 
     def _new_topic(self, topic: str) -> tuple[StatsItem, StatsItem, list[tuple[StatsItem, StatsItem] | None]]:
         entry = self._topic_put[topic] = (self.sets[TOPIC_PUT_NUMS].item(topic),

@@ -13,8 +13,12 @@ cimport cython
 from cpython.dict cimport PyDict_GetItem, PyDict_SetItem
 from cpython.object cimport PyObject
 from cpython.unicode cimport PyUnicode_GET_LENGTH, PyUnicode_READ_CHAR
+from libc.string cimport memchr, memcmp
 
 cdef extern from "Python.h":
+    int PyUnicode_KIND(object text)
+    void* PyUnicode_DATA(object text)
+    enum: PyUnicode_1BYTE_KIND
     Py_ssize_t PyUnicode_FindChar(object text, Py_UCS4 ch, Py_ssize_t start, Py_ssize_t end,
                                   int direction) except -2
     object PyUnicode_Substring(object text, Py_ssize_t start, Py_ssize_t end)
@@ -258,6 +262,8 @@ cdef dict read_properties_text(object text, Py_ssize_t* value_with_separator=NUL
         return out
     if type(text) is not str:
         raise TypeError(f"properties must be str, got {type(text).__name__}")
+    if PyUnicode_KIND(text) == PyUnicode_1BYTE_KIND:
+        return _read_one_byte_text(text, out, value_with_separator, wait)
     n = PyUnicode_GET_LENGTH(text)
     sep = PyUnicode_FindChar(text, 1, 0, n, 1)     # the first \x01 at or after start
     while start <= n:
@@ -281,6 +287,56 @@ cdef dict read_properties_text(object text, Py_ssize_t* value_with_separator=NUL
                         start = end + 1
                         continue
                 PyDict_SetItem(out, PyUnicode_Substring(text, start, split),
+                               PyUnicode_Substring(text, split + 1, end))
+        start = end + 1
+    return out
+
+
+cdef enum:
+    _NAMES_KEPT = 16        # property names remembered as str (the first ones seen)
+    _NAME_KEPT_BELOW = 32   # of up to this many characters
+
+cdef list _kept_names = []  # one-byte strs: a property name repeats from one send to the next
+
+
+cdef object _name_of(object text, const char* p, Py_ssize_t n, Py_ssize_t start):
+    """text[start:start + n] (one-byte kind, its characters at p): a kept str when one is equal
+    (no allocation, its hash already made), else a new one, kept while there is room."""
+    cdef object name
+    for name in _kept_names:
+        if PyUnicode_GET_LENGTH(name) == n and memcmp(PyUnicode_DATA(name), p, n) == 0:
+            return name
+    name = PyUnicode_Substring(text, start, start + n)
+    if n < _NAME_KEPT_BELOW and len(_kept_names) < _NAMES_KEPT:
+        _kept_names.append(name)
+    return name
+
+
+cdef dict _read_one_byte_text(object text, dict out, Py_ssize_t* value_with_separator, int* wait):
+    """read_properties_text's walk over a one-byte (Latin-1) text's characters with memchr:
+    the same pairs, the same separator and WAIT findings."""
+    cdef const char* p = <const char*>PyUnicode_DATA(text)
+    cdef Py_ssize_t n = PyUnicode_GET_LENGTH(text), start = 0, end, split
+    cdef const char* found
+    cdef int state
+    while start <= n:
+        found = <const char*>memchr(p + start, 2, n - start)
+        end = found - p if found != NULL else n
+        found = <const char*>memchr(p + start, 1, end - start)
+        if found != NULL:
+            split = found - p
+            if value_with_separator != NULL and value_with_separator[0] == -1 \
+                    and start < split < end - 1 \
+                    and memchr(p + split + 1, 1, end - split - 1) != NULL:   # a second \x01
+                value_with_separator[0] = start
+            if start < split < end - 1:
+                if wait != NULL:
+                    state = _wait_state(text, start, split, end)
+                    if state != WAIT_ABSENT:
+                        wait[0] = state
+                        start = end + 1
+                        continue
+                PyDict_SetItem(out, _name_of(text, p + start, split - start, start),
                                PyUnicode_Substring(text, split + 1, end))
         start = end + 1
     return out

@@ -35,6 +35,7 @@ from rocketstore._native.message cimport Message
 from rocketstore._native.put_path cimport PutLock, lock_clock_ns
 from rocketstore._native.record cimport MESSAGE_SYS_FLAGS, SYSFLAG_MULTI_TAGS, SYSFLAG_TRANSACTION_MASK
 from rocketstore._native.record_writer cimport PutMessageResult
+from rocketstore.broker.stats._put_counts cimport PutCounts
 from rocketstore.broker.processors.send._send_header cimport (
     WAIT_ABSENT, WAIT_FALSE, WAIT_TRUE, SendRequestHeader, read_properties_text,
     read_send_header, read_send_struct)
@@ -187,6 +188,7 @@ cdef class SendPath(DirectHandler):
     cdef object not_allowed
     cdef object stats
     cdef object record_put
+    cdef PutCounts put_counts       # record_put's own object when it is PutCounts.record
     cdef object writer
     cdef object append
     cdef object memory_append
@@ -227,6 +229,8 @@ cdef class SendPath(DirectHandler):
         self.not_allowed = not_allowed_topics
         self.stats = processor.stats
         self.record_put = self.stats.record_put
+        owner = getattr(self.record_put, "__self__", None)
+        self.put_counts = owner if type(owner) is PutCounts else None
         self.writer = processor.writer
         self.waits = self.writer.waits     # SYNC_FLUSH or SYNC_MASTER
         self.append = append
@@ -441,7 +445,10 @@ cdef class SendPath(DirectHandler):
             result = self.append(message, <int>queue_id)
         if result.status_code != 0:
             return self.processor.refused_put(request, result)
-        self.record_put(topic, queue_id, 1, result.wrote_bytes)
+        if self.put_counts is not None:
+            self.put_counts.record(topic, queue_id, 1, result.wrote_bytes)
+        else:
+            self.record_put(topic, queue_id, 1, result.wrote_bytes)
         wait = self.waits and wait_state != WAIT_FALSE and not memory
         if writer is not None and not wait and request.serialize_type == 0 \
                 and result.store_host_raw is not None \
