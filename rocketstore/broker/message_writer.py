@@ -152,9 +152,7 @@ class MessageWriter:
 
     def _watch_flush(self, next_offset: int, callback: Callable[[bool], None]) -> None:
         watch = self._watch
-        if watch is None:       # closed: the store is shut down
-            callback(self.store.commit_log.queue.flushed_where >= next_offset)
-            return
+        assert watch is not None    # SYNC_FLUSH (once closed, it answers by what is durable)
         watch.watch(next_offset, callback)
         if watch.pending and self._watch_timer is None:
             self._watch_timer = self.loop.call_later(self._timeout_check_s, self._check_timeouts)
@@ -179,11 +177,11 @@ class MessageWriter:
     def close(self) -> None:
         """After the store shut down (its last flush done): answer every send still waiting for
         a flush by what is durable, and stop watching."""
-        watch, self._watch = self._watch, None
+        watch = self._watch
         if self._watch_timer is not None:
             self._watch_timer.cancel()
             self._watch_timer = None
-        if watch is not None:
+        if watch is not None and not watch.closed:
             self.loop.remove_reader(watch.fileno())
             watch.close()
 
