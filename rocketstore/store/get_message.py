@@ -71,6 +71,12 @@ class GetMessageResult:
 def check_get_args(topic: object, queue_id: object, offset: object, max_msgs: object) -> None:
     if not isinstance(topic, str):
         raise TypeError(f"topic must be a str, got {type(topic).__name__}")
+    if type(queue_id) is int and type(offset) is int and type(max_msgs) is int:
+        if queue_id < 0:
+            raise ValueError(f"queue_id must be >= 0, got {queue_id}")
+        if max_msgs <= 0:
+            raise ValueError(f"max_msgs must be positive, got {max_msgs}")
+        return
     for name, value in (("queue_id", queue_id), ("offset", offset), ("max_msgs", max_msgs)):
         if not isinstance(value, int) or isinstance(value, bool):
             raise TypeError(f"{name} must be an int, got {type(value).__name__}")
