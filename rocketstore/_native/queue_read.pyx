@@ -10,7 +10,7 @@ was gathered up to there, or takes its general path (``rocketstore.store.get_mes
 nothing was.
 """
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
-from libc.stdint cimport int32_t, int64_t
+from libc.stdint cimport INT64_MAX, int32_t, int64_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcmp, memcpy
 
@@ -97,7 +97,8 @@ def gather_queue_records(list queue_files not None, int64_t queue_file_size, int
     cdef Py_ssize_t n_files = len(queue_files)
     cdef int64_t pos, limit, index, n_units
     cdef MappedFile mf
-    if n_files == 0 or first_offset < 0 or max_units <= 0 or queue_file_size <= 0:
+    if n_files == 0 or first_offset < 0 or first_offset > INT64_MAX // UNIT_SIZE \
+            or max_units <= 0 or queue_file_size <= 0:
         return None
     pos = first_offset * UNIT_SIZE
     mf = <MappedFile>queue_files[0]

@@ -146,7 +146,7 @@ def test_units_read_in_place_match_units_read_as_array(pristine: Path) -> None:
                     got = gather_queue_records(cq.queue.files, cq.queue.mapped_file_size, 16000,
                                                *common, offset, max_msgs, *limits)
                     assert got == want, (topic, qid, offset, max_msgs)
-            for offset in (end, end + 1, end + 1000, -1):
+            for offset in (end, end + 1, end + 1000, -1, (1 << 63) - 1, (1 << 63) // 20 + 1):
                 assert gather_queue_records(cq.queue.files, cq.queue.mapped_file_size, 16000,
                                             *common, offset, 32, *limits) is None
             assert gather_queue_records([], cq.queue.mapped_file_size, 16000, *common, 0, 32,
