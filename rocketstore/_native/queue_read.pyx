@@ -10,7 +10,7 @@ was gathered up to there, or takes its general path (``rocketstore.store.get_mes
 nothing was.
 """
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
-from libc.stdint cimport int32_t, int64_t
+from libc.stdint cimport INT64_MAX, int32_t, int64_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcmp, memcpy
 
@@ -78,7 +78,61 @@ def gather_records(const unsigned char[::1] units not None, list files not None,
     consumed), the CommitLog offset of the last unit looked at, and why the walk stopped
     (GATHER_UNITS_END, GATHER_FULL, GATHER_OTHER)."""
     cdef Py_ssize_t n_units = units.shape[0] // UNIT_SIZE
-    cdef const char* u = <const char*>&units[0] if n_units else NULL
+    return _gather(<const char*>&units[0] if n_units else NULL, n_units, files, file_size,
+                   min_phy, max_phy, memory, topic, queue_id, first_offset, max_msgs,
+                   memory_bytes, memory_count, disk_bytes, disk_count)
+
+
+def gather_queue_records(list queue_files not None, int64_t queue_file_size, int64_t max_units,
+                         list files not None, int64_t file_size, int64_t min_phy,
+                         int64_t max_phy, int64_t memory, bytes topic not None,
+                         int32_t queue_id, int64_t first_offset, int max_msgs,
+                         int64_t memory_bytes, int memory_count, int64_t disk_bytes,
+                         int disk_count):
+    """gather_records over the units read in place from the ConsumeQueue's own segments
+    ``queue_files`` (each ``queue_file_size`` long): up to ``max_units`` units from logical
+    offset ``first_offset`` to its segment's read position, the segment held while they are
+    walked. None when that offset is not readable there (no segment where the arithmetic
+    puts it, nothing written at it): the caller reads the units its general way."""
+    cdef Py_ssize_t n_files = len(queue_files)
+    cdef int64_t pos, limit, index, n_units
+    cdef MappedFile mf
+    if n_files == 0 or first_offset < 0 or first_offset > INT64_MAX // UNIT_SIZE \
+            or max_units <= 0 or queue_file_size <= 0:
+        return None
+    pos = first_offset * UNIT_SIZE
+    mf = <MappedFile>queue_files[0]
+    if pos < mf.file_from_offset:
+        return None
+    index = (pos - mf.file_from_offset) // queue_file_size
+    if index >= n_files:
+        return None
+    mf = <MappedFile>queue_files[index]
+    if not (mf.file_from_offset <= pos < mf.file_from_offset + mf.file_size):
+        return None
+    pos -= mf.file_from_offset
+    limit = mf.read_limit()
+    if limit > mf.file_size:
+        limit = mf.file_size
+    if pos >= limit:
+        return None
+    n_units = (limit - pos) // UNIT_SIZE
+    if n_units > max_units:
+        n_units = max_units
+    if n_units <= 0 or not mf.hold():
+        return None
+    try:
+        return _gather(mf.base + pos, n_units, files, file_size, min_phy, max_phy, memory,
+                       topic, queue_id, first_offset, max_msgs, memory_bytes, memory_count,
+                       disk_bytes, disk_count)
+    finally:
+        mf.release()
+
+
+cdef tuple _gather(const char* u, Py_ssize_t n_units, list files, int64_t file_size,
+                   int64_t min_phy, int64_t max_phy, int64_t memory, bytes topic,
+                   int32_t queue_id, int64_t first_offset, int max_msgs, int64_t memory_bytes,
+                   int memory_count, int64_t disk_bytes, int disk_count):
     cdef const char* tp = PyBytes_AS_STRING(topic)
     cdef Py_ssize_t topic_len = len(topic)
     cdef Py_ssize_t n_files = len(files)

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from rocketstore._native import cq_ext, record
-from rocketstore._native.queue_read import gather_records
+from rocketstore._native.queue_read import gather_queue_records, gather_records
 from rocketstore.config import StoreConfig
 from rocketstore.message import GetMessageStatus, MessageExt
 from rocketstore.store.commit_log import CommitLog
@@ -71,6 +71,12 @@ class GetMessageResult:
 def check_get_args(topic: object, queue_id: object, offset: object, max_msgs: object) -> None:
     if not isinstance(topic, str):
         raise TypeError(f"topic must be a str, got {type(topic).__name__}")
+    if type(queue_id) is int and type(offset) is int and type(max_msgs) is int:
+        if queue_id < 0:
+            raise ValueError(f"queue_id must be >= 0, got {queue_id}")
+        if max_msgs <= 0:
+            raise ValueError(f"max_msgs must be positive, got {max_msgs}")
+        return
     for name, value in (("queue_id", queue_id), ("offset", offset), ("max_msgs", max_msgs)):
         if not isinstance(value, int) or isinstance(value, bool):
             raise TypeError(f"{name} must be an int, got {type(value).__name__}")
@@ -209,20 +215,32 @@ def get_message_records(config: StoreConfig, commit_log: CommitLog, queues: Cons
         return get_message(config, commit_log, queues, topic, queue_id, offset, max_msgs,
                            subscription, expression_type, bloom)
     min_offset, max_offset = cq.min_offset, cq.max_offset
-    units = cq.read_units(offset, MAX_FILTER_MESSAGE_COUNT) \
-        if min_offset <= offset < max_offset else None
-    if units is None:
+    if not min_offset <= offset < max_offset:
         return get_message(config, commit_log, queues, topic, queue_id, offset, max_msgs,
                            subscription, expression_type, bloom)
+    log_queue = commit_log.queue
     max_phy = commit_log.max_offset()
     memory = TOTAL_PHYSICAL_MEMORY * config.access_message_in_memory_max_ratio // 100
-    body, count, consumed, last_phy, _ = gather_records(
-        units.view(np.uint8), commit_log.queue.files, commit_log.queue.mapped_file_size,
-        commit_log.min_offset(), max_phy, memory, topic.encode(), queue_id, offset, max_msgs,
-        config.max_transfer_bytes_on_message_in_memory,
-        config.max_transfer_count_on_message_in_memory,
-        config.max_transfer_bytes_on_message_in_disk,
-        config.max_transfer_count_on_message_in_disk)
+    limits = (config.max_transfer_bytes_on_message_in_memory,
+              config.max_transfer_count_on_message_in_memory,
+              config.max_transfer_bytes_on_message_in_disk,
+              config.max_transfer_count_on_message_in_disk)
+    gathered = None
+    if cq.overlay is None and not cq.corrections:
+        # the units read in place from the queue's own segment (no view, no array)
+        gathered = gather_queue_records(
+            cq.queue.files, cq.queue.mapped_file_size, MAX_FILTER_MESSAGE_COUNT, log_queue.files,
+            log_queue.mapped_file_size, commit_log.min_offset(), max_phy, memory, topic.encode(),
+            queue_id, offset, max_msgs, *limits)
+    if gathered is None:
+        units = cq.read_units(offset, MAX_FILTER_MESSAGE_COUNT)
+        if units is None:
+            return get_message(config, commit_log, queues, topic, queue_id, offset, max_msgs,
+                               subscription, expression_type, bloom)
+        gathered = gather_records(units.view(np.uint8), log_queue.files,
+                                  log_queue.mapped_file_size, commit_log.min_offset(), max_phy,
+                                  memory, topic.encode(), queue_id, offset, max_msgs, *limits)
+    body, count, consumed, last_phy, _ = gathered
     if not count:
         return get_message(config, commit_log, queues, topic, queue_id, offset, max_msgs,
                            subscription, expression_type, bloom)

@@ -119,3 +119,39 @@ def test_walk_stops_before_a_damaged_unit(pristine: Path, tmp_path: Path, kind: 
     size = make_config(root).mapped_file_size_commit_log
     assert all(len(p.read_bytes()) == size for p in sorted((root / "commitlog").iterdir())[:-1])
     assert b"".join(got) == b"".join(commitlog[phy:phy + n] for phy, n, _ in expected)
+
+
+def test_units_read_in_place_match_units_read_as_array(pristine: Path) -> None:
+    """gather_queue_records (the units read in place from the ConsumeQueue's segment) walks
+    what gather_records walks over read_units' array, at every offset, ConsumeQueue rolls
+    included; None where that offset is not readable (past the end, negative, no segment)."""
+    import numpy as np
+
+    from rocketstore._native.queue_read import gather_queue_records, gather_records
+
+    with MessageStore.open(pristine, make_config(pristine), read_only=True) as store:
+        log_queue = store.commit_log.queue
+        for topic, qid in queues():
+            cq = store.consume_queues.find(topic, qid)
+            assert cq is not None and cq.overlay is None and not cq.corrections
+            end = cq.max_offset
+            common = (log_queue.files, log_queue.mapped_file_size, store.commit_log.min_offset(),
+                      store.commit_log.max_offset(), 1 << 40, topic.encode(), qid)
+            limits = (256 << 10, 32, 64 << 10, 8)
+            for offset in range(end):
+                for max_msgs in (1, 9, 32):
+                    units = cq.read_units(offset, 16000)
+                    assert units is not None
+                    want = gather_records(units.view(np.uint8), *common, offset, max_msgs, *limits)
+                    got = gather_queue_records(cq.queue.files, cq.queue.mapped_file_size, 16000,
+                                               *common, offset, max_msgs, *limits)
+                    assert got == want, (topic, qid, offset, max_msgs)
+            for offset in (end, end + 1, end + 1000, -1, (1 << 63) - 1, (1 << 63) // 20 + 1):
+                assert gather_queue_records(cq.queue.files, cq.queue.mapped_file_size, 16000,
+                                            *common, offset, 32, *limits) is None
+            assert gather_queue_records([], cq.queue.mapped_file_size, 16000, *common, 0, 32,
+                                        *limits) is None
+            # at most max_units units are looked at
+            got = gather_queue_records(cq.queue.files, cq.queue.mapped_file_size, 3, *common, 0,
+                                       32, *limits)
+            assert got is not None and got[2] <= 3

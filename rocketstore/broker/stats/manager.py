@@ -47,6 +47,8 @@ from rocketstore.broker.stats.items import (
 )
 
 log = logging.getLogger(__name__)
+#: pull stats keys kept before the cache starts over (a bound against many short-lived groups)
+_GET_KEYS_KEPT = 65_536
 
 TOPIC_PUT_NUMS = "TOPIC_PUT_NUMS"
 TOPIC_PUT_SIZE = "TOPIC_PUT_SIZE"
@@ -121,6 +123,8 @@ class BrokerStatsManager:
             self._topic_put, self._new_topic, self._new_queue, enable_queue_stat).record
         self._broker_put = self.sets[BROKER_PUT_NUMS].item(cluster_name)
         self._broker_get = self.sets[BROKER_GET_NUMS].item(cluster_name)
+        #: a pull's stats keys by (group, topic, queue id): made once, not per pull
+        self._get_keys: dict[tuple[str, str, int], tuple[str, str, str]] = {}
         # what deleted topics had put (the totals outlive their items)
         self._retired_puts = 0
         self._retired_put_bytes = 0
@@ -184,16 +188,22 @@ class BrokerStatsManager:
                    latency_ms: int) -> None:
         """A pull that found ``messages`` (``size`` bytes), ``latency_ms`` after the store was
         asked."""
-        key = f"{topic}@{group}"
+        keys = self._get_keys.get((group, topic, queue_id))
+        if keys is None:
+            if len(self._get_keys) >= _GET_KEYS_KEPT:
+                self._get_keys.clear()
+            keys = self._get_keys[(group, topic, queue_id)] = (
+                f"{topic}@{group}", f"{topic}@{queue_id}@{group}", f"{queue_id}@{topic}@{group}")
+        key = keys[0]
         sets = self.sets
         sets[GROUP_GET_NUMS].add_value(key, messages)
         sets[GROUP_GET_SIZE].add_value(key, size)
         self._broker_get.value += messages
         if self.enable_queue_stat:
-            queue_key = f"{topic}@{queue_id}@{group}"
+            queue_key = keys[1]
             sets[QUEUE_GET_NUMS].add_value(queue_key, messages)
             sets[QUEUE_GET_SIZE].add_value(queue_key, size)
-            sets[GROUP_GET_LATENCY].add_value(f"{queue_id}@{topic}@{group}", latency_ms)
+            sets[GROUP_GET_LATENCY].add_value(keys[2], latency_ms)
         else:
             sets[GROUP_GET_LATENCY].add_value(key, latency_ms)
         self.gets_found += 1
