@@ -432,14 +432,9 @@ class MessageStore(ColumnarReads, StoreMaintenance, ReplicaLog):
 
     #: append_message(message, queue_id=0) -> PutMessageResult: put_message without waiting
     #: for SYNC_FLUSH's flush: the record is written (and visible to readers once dispatched)
-    #: but maybe not durable yet. A server whose event loop must not block answers the
-    #: producer from on_durable's callback instead::
-    #:
-    #:     result = store.append_message(msg, queue_id)
-    #:     if result.ok:
-    #:         store.on_durable(result.commitlog_offset + result.wrote_bytes, callback)
-    #:
-    #: It is the CommitLog's native put path too (PutPath.append_hooked: no Python frame).
+    #: but maybe not durable yet: a server answers the producer from on_durable's callback
+    #: (or durable_watch's, on an event loop) with commitlog_offset + wrote_bytes. It is the
+    #: CommitLog's native put path (PutPath.append_hooked: no Python frame).
     append_message: PutMessageCall
 
     def on_durable(self, next_offset: int, callback: Callable[[bool], None]) -> None:
@@ -450,9 +445,8 @@ class MessageStore(ColumnarReads, StoreMaintenance, ReplicaLog):
         self.commit_log.on_durable(next_offset, callback)
 
     def durable_watch(self) -> DurableWatch | None:
-        """SYNC_FLUSH: the store's one DurableWatch, on_durable for an event loop (callbacks
-        on the loop, no thread between it and the group commit; see DurableWatch); None
-        without SYNC_FLUSH (nothing to wait for)."""
+        """SYNC_FLUSH: the store's one DurableWatch (on_durable for an event loop); None
+        without SYNC_FLUSH."""
         return self.commit_log.durable_watch()
 
     @property
