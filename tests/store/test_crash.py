@@ -597,11 +597,11 @@ def test_crash_warm_mapped_files(tmp_path):
 
 @pytest.mark.slow
 def test_crash_rounds_many(tmp_path, fork_server):
-    """160 killed writers: SYNC and ASYNC series, every fourth series with the transient store
-    pool, every fifth with warm mapped files (about 1.5 min: a round costs ~0.6 s of the suite's
-    budget)."""
-    stats = crash_rounds(tmp_path, fork_server.run, 160, SEED + 100,
+    """96 killed writers: SYNC and ASYNC series, every fourth series with the transient store
+    pool, every fifth with warm mapped files (about 1 min: a round costs ~0.7 s of the suite's
+    budget, which this test had gone over at 160)."""
+    stats = crash_rounds(tmp_path, fork_server.run, 96, SEED + 100,
                          ["SYNC_FLUSH", "ASYNC_FLUSH"], rounds_per_series=8,
                          pool_every=4, warm_every=5)
-    assert stats["rounds"] == 160
-    assert stats["killed"] >= 133, stats
+    assert stats["rounds"] == 96
+    assert stats["killed"] >= 80, stats
