@@ -249,6 +249,20 @@ cdef inline int _wait_state(object text, Py_ssize_t start, Py_ssize_t split, Py_
     return WAIT_OTHER
 
 
+cdef inline bint _took_wait(object text, Py_ssize_t start, Py_ssize_t split, Py_ssize_t end,
+                            int* wait) noexcept:
+    """Where wait is given and text[start:end] is the WAIT pair: wait set from its value, True
+    (the pair stays out of the dict)."""
+    cdef int state
+    if wait == NULL:
+        return False
+    state = _wait_state(text, start, split, end)
+    if state == WAIT_ABSENT:
+        return False
+    wait[0] = state
+    return True
+
+
 cdef dict read_properties_text(object text, Py_ssize_t* value_with_separator=NULL, int* wait=NULL):
     """value_with_separator: where given, set to the start of the first pair whose value holds
     another \x01 (left as it is when none). The walk keeps the next \x01 at hand, so finding
@@ -257,7 +271,6 @@ cdef dict read_properties_text(object text, Py_ssize_t* value_with_separator=NUL
     WAIT_FALSE, WAIT_OTHER; left as it is when absent)."""
     cdef dict out = {}
     cdef Py_ssize_t start = 0, end, split, n, sep
-    cdef int state
     if not text:
         return out
     if type(text) is not str:
@@ -279,13 +292,7 @@ cdef dict read_properties_text(object text, Py_ssize_t* value_with_separator=NUL
                         and start < split < end - 1:
                     value_with_separator[0] = start
                 sep = PyUnicode_FindChar(text, 1, end, n, 1)
-            if start < split < end - 1:
-                if wait != NULL:
-                    state = _wait_state(text, start, split, end)
-                    if state != WAIT_ABSENT:
-                        wait[0] = state
-                        start = end + 1
-                        continue
+            if start < split < end - 1 and not _took_wait(text, start, split, end, wait):
                 PyDict_SetItem(out, PyUnicode_Substring(text, start, split),
                                PyUnicode_Substring(text, split + 1, end))
         start = end + 1
@@ -318,7 +325,6 @@ cdef dict _read_one_byte_text(object text, dict out, Py_ssize_t* value_with_sepa
     cdef const char* p = <const char*>PyUnicode_DATA(text)
     cdef Py_ssize_t n = PyUnicode_GET_LENGTH(text), start = 0, end, split
     cdef const char* found
-    cdef int state
     while start <= n:
         found = <const char*>memchr(p + start, 2, n - start)
         end = found - p if found != NULL else n
@@ -329,31 +335,8 @@ cdef dict _read_one_byte_text(object text, dict out, Py_ssize_t* value_with_sepa
                     and start < split < end - 1 \
                     and memchr(p + split + 1, 1, end - split - 1) != NULL:   # a second \x01
                 value_with_separator[0] = start
-            if start < split < end - 1:
-                if wait != NULL:
-                    state = _wait_state(text, start, split, end)
-                    if state != WAIT_ABSENT:
-                        wait[0] = state
-                        start = end + 1
-                        continue
+            if start < split < end - 1 and not _took_wait(text, start, split, end, wait):
                 PyDict_SetItem(out, _name_of(text, p + start, split - start, start),
                                PyUnicode_Substring(text, split + 1, end))
-        start = end + 1
-    return out
-    if type(text) is not str:
-        raise TypeError(f"properties must be str, got {type(text).__name__}")
-    n = PyUnicode_GET_LENGTH(text)
-    while start <= n:
-        # one pair: text[start:end], end at the next \x02 or the end of the text
-        end = PyUnicode_FindChar(text, 2, start, n, 1)
-        if end == -1:
-            end = n
-        split = PyUnicode_FindChar(text, 1, start, end, 1)
-        if split != -1 and start < split < end - 1:
-            PyDict_SetItem(out, PyUnicode_Substring(text, start, split),
-                           PyUnicode_Substring(text, split + 1, end))
-            if (value_with_separator != NULL and value_with_separator[0] == -1
-                    and PyUnicode_FindChar(text, 1, split + 1, end, 1) != -1):
-                value_with_separator[0] = start
         start = end + 1
     return out
