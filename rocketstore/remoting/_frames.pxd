@@ -10,6 +10,7 @@ cdef class FrameWriter:
     cdef readonly Py_ssize_t nbytes
 
     cpdef Py_ssize_t add(self, RemotingCommand cmd) except -1
+    cpdef Py_ssize_t add_frame(self, bytes frame) except -1
     cdef char* reserve(self, Py_ssize_t n) except NULL
 
 

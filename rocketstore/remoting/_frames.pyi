@@ -51,6 +51,9 @@ class FrameWriter:
     def add(self, cmd: RemotingCommand) -> int:
         """Encode and queue ``cmd``; returns the bytes queued."""
 
+    def add_frame(self, frame: bytes) -> int:
+        """Queue a whole encoded frame; returns the bytes queued."""
+
     def take(self) -> list[Buffer]:
         """The queued buffers in order; the writer is empty after."""
 

@@ -708,6 +708,15 @@ cdef class FrameWriter:
         self.nbytes += n
         return PyByteArray_AS_STRING(self._tail) + start
 
+    cpdef Py_ssize_t add_frame(self, bytes frame) except -1:
+        """Queue a whole encoded frame (a reply made from a template earlier); returns the
+        bytes queued."""
+        cdef Py_ssize_t n = PyBytes_GET_SIZE(frame)
+        if n < 8:
+            raise ValueError(f"a frame has at least 8 bytes, got {n}")
+        memcpy(self.reserve(n), PyBytes_AS_STRING(frame), n)
+        return self.nbytes
+
     def take(self):
         """The queued buffers, in order (small frames joined); the writer is empty after."""
         parts = self._parts

@@ -383,6 +383,19 @@ class RemotingConnection(asyncio.Protocol):
         except Exception as exc:  # ValueError, struct.error, orjson.JSONEncodeError
             self.send_error(request, ResponseCode.SYSTEM_ERROR, f"response not encodable: {exc}")
 
+    def send_frame(self, request: RemotingCommand, frame: bytes) -> None:
+        """Answer ``request`` with a SUCCESS reply already encoded as a whole frame (made from a
+        template, its opaque and serialize type the request's); nothing is sent for a oneway
+        request or on a closed connection."""
+        if request.flag & FLAG_ONEWAY or self._closed or self._transport is None:
+            return
+        if self._writer.add_frame(frame) >= self._flush_bytes:
+            self.flush()
+        elif not self._receiving and not self._flush_scheduled:
+            self._flush_scheduled = True
+            self._loop.call_soon(self.flush)
+        count_answer(request.code, ResponseCode.SUCCESS)
+
     def send_error(self, request: RemotingCommand, code: int, remark: str) -> None:
         """Answer ``request`` with ``code`` and ``remark`` (nothing for a oneway request or on
         a closed connection)."""
@@ -494,7 +507,9 @@ class RemotingConnection(asyncio.Protocol):
             self._resume_reading(_PAUSED_BY_INFLIGHT)
         if outcome is None:
             return
-        if isinstance(outcome, BaseException):
+        if type(outcome) is bytes:
+            self.send_frame(request, outcome)
+        elif isinstance(outcome, BaseException):
             self.on_handler_error(request, outcome)
         elif isinstance(outcome, RemotingCommand):
             self.send_response(request, outcome)

@@ -17,8 +17,8 @@ from typing import Any, Protocol
 
 class ReplySink(Protocol):
     def deferred_done(self, request: Any, outcome: Any) -> None:
-        """The deferred reply to ``request``: a RemotingCommand, None (no reply) or the
-        exception its producer raised."""
+        """The deferred reply to ``request``: a RemotingCommand, a SUCCESS reply encoded as a
+        whole frame (bytes), None (no reply) or the exception its producer raised."""
 
 
 class DeferredReply:
@@ -46,8 +46,8 @@ class DeferredReply:
             self._request = request
 
     def resolve(self, outcome: Any) -> None:
-        """The reply (a RemotingCommand, None for none, or an exception for SYSTEM_ERROR);
-        only the first counts."""
+        """The reply (a RemotingCommand, a SUCCESS reply encoded as a whole frame, None for
+        none, or an exception for SYSTEM_ERROR); only the first counts."""
         if self._done:
             return
         self._done = True

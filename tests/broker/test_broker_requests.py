@@ -560,6 +560,61 @@ def test_native_send_replies_from_the_template_are_the_generic_encoders_bytes(ar
     arun(main())
 
 
+@pytest.mark.parametrize("flush", ["ASYNC_FLUSH", "SYNC_FLUSH"])
+def test_template_replies_of_batches_and_waiting_sends(arun, tmp_path: Path, flush: str) -> None:
+    """Batches answered by the pump's direct path, and sends waiting for SYNC_FLUSH (a reply
+    frame made from the template at the put, written when the flush answers), carry exactly
+    the bytes create_response + the frame encoder make of the same values; a batch's msgId
+    lists every message's offsetMsgId, in order."""
+    from rocketstore._native.hosts import parse_msg_id
+    from rocketstore.remoting import FrameDecoder, RemotingCommand, create_request, encode
+    from rocketstore.remoting.codes import FLAG_RESPONSE
+    from rocketstore.remoting.connection import RemotingConnection
+
+    v2 = {"a": "PG", "b": "tpl", "c": "TBW102", "d": 4, "e": "2", "f": "0", "g": "1700000000000",
+          "h": "0", "i": props(TAGS="t"), "j": "0", "k": "false", "m": "false"}
+    batch_fields = {"a": "PG", "b": "tpl", "c": "TBW102", "d": 4, "e": "2", "f": "0", "g": "1",
+                    "h": "0", "i": "", "m": "true"}
+    body = encode_batch_body([(0, b"b%d" % i, b"KEYS\x01k%d" % i) for i in range(5)])
+
+    def frame(code: int, fields: dict, payload: bytes, opaque: int) -> bytes:
+        request = create_request(code, fields, payload)
+        request.opaque = opaque
+        return encode(request)
+
+    async def main() -> None:
+        async with cluster(tmp_path / "store", {"flush_disk_type": flush}) as cl:
+            r = await cl.call(SEND, send_fields("tpl", 2), b"creates the topic")
+            assert r.code == 0
+            server = cl.broker.server
+            connection = RemotingConnection(server._processors, server.config.connection_limits())
+            transport = _RecordingTransport()
+            connection.connection_made(transport)  # type: ignore[arg-type]
+            connection.data_received(frame(RequestCode.SEND_BATCH_MESSAGE, batch_fields, body, 21)
+                                     + frame(RequestCode.SEND_MESSAGE_V2, v2, b"one", 22)
+                                     + frame(RequestCode.SEND_BATCH_MESSAGE, batch_fields, body, 23))
+            assert await wait_until(lambda: len(FrameDecoder().feed(bytes(transport.data))) == 3, 10)
+            replies = FrameDecoder().feed(bytes(transport.data))
+            assert [(r.opaque, r.code) for r in replies] == [(21, 0), (22, 0), (23, 0)]
+            pos = 0
+            for reply in replies:
+                expected = encode(RemotingCommand(0, opaque=reply.opaque, flag=FLAG_RESPONSE,
+                                                  ext_fields=dict(reply.ext_fields)))
+                assert bytes(transport.data[pos:pos + len(expected)]) == expected
+                pos += len(expected)
+            assert pos == len(transport.data)
+            assert [r.ext_fields["queueOffset"] for r in replies] == ["1", "6", "7"]
+            await cl.dispatched()
+            store = cl.broker.store
+            records = [m for m in store.scan(0) if m.topic == "tpl"][1:]
+            ids = [i for r in replies for i in r.ext_fields["msgId"].split(",")]
+            assert [parse_msg_id(i)[1] for i in ids] == [m.commitlog_offset for m in records]
+            assert [m.body for m in records] == [b"b0", b"b1", b"b2", b"b3", b"b4", b"one",
+                                                 b"b0", b"b1", b"b2", b"b3", b"b4"]
+
+    arun(main())
+
+
 def test_stored_properties_are_those_rocketmq_stores(arun, tmp_path: Path) -> None:
     """WAIT is not stored (RocketMQ's SendMessageProcessor strips it), but where the delay
     redirect writes the text again from every property (and so in the delivered record, which

@@ -16,15 +16,17 @@ the processor's public methods.
 
 The common case (an existing topic, a queue id in range, nothing to redirect) makes no Python
 call but the append. When the request pump asks (``call_into``: a JSON request that expects a
-reply, neither SYNC_FLUSH nor SYNC_MASTER, or WAIT=false), a stored send's reply is written straight into the
-connection's frame writer from a template made at start by the generic encoder, so it is byte
-for byte what ``create_response`` + ``FrameWriter.add`` would write; only msgId, queueId,
-queueOffset and opaque are filled in per send.
+reply), a stored send's or batch's reply is made from a template made at start by the generic
+encoder, so it is byte for byte what ``create_response`` + ``FrameWriter.add`` would write;
+only msgId (a batch's comma-separated), queueId, queueOffset and opaque are filled in. It goes
+straight into the connection's frame writer, or, when the reply waits for SYNC_FLUSH's flush or
+SYNC_MASTER's slave, becomes the bytes the connection writes once they answer PUT_OK (another
+status gets the processor's reply, made only then).
 """
 cimport cython
-from libc.stdint cimport int64_t, uint32_t
+from libc.stdint cimport int32_t, int64_t, uint32_t
 from libc.string cimport memcpy
-from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.dict cimport PyDict_Contains, PyDict_GetItem, PyDict_SetItem
 from cpython.object cimport PyObject
 
@@ -34,7 +36,7 @@ from rocketstore._native.hosts cimport MSG_ID_TEXT, msg_id_into
 from rocketstore._native.message cimport Message
 from rocketstore._native.put_path cimport PutLock, lock_clock_ns
 from rocketstore._native.record cimport MESSAGE_SYS_FLAGS, SYSFLAG_MULTI_TAGS, SYSFLAG_TRANSACTION_MASK
-from rocketstore._native.record_writer cimport PutMessageResult
+from rocketstore._native.record_writer cimport PutMessageResult, PutMessagesResult
 from rocketstore.broker.stats._put_counts cimport PutCounts
 from rocketstore.broker.processors.send._send_header cimport (
     WAIT_ABSENT, WAIT_FALSE, WAIT_TRUE, SendRequestHeader, read_properties_text,
@@ -46,6 +48,7 @@ from rocketstore.remoting._pump cimport DirectHandler
 import logging
 from random import randrange
 
+from rocketstore._native.batch_put import batch_msg_ids
 from rocketstore._native.hosts import parse_host
 from rocketstore._native.message import validate_topic
 from rocketstore.broker.processors.send._send_header import (
@@ -56,6 +59,7 @@ from rocketstore.common.text import quote
 from rocketstore.common.topics import RETRY_GROUP_TOPIC_PREFIX as _RETRY_GROUP_TOPIC_PREFIX
 from rocketstore.remoting._command import create_response
 from rocketstore.remoting._frames import encode_json_header
+from rocketstore._native.record_writer import PutMessageStatus
 from rocketstore.remoting.codes import ResponseCode
 
 cdef enum:
@@ -65,6 +69,7 @@ cdef enum:
     _MAX_HOST_RAW = 16           # an IPv6 store host
 
 cdef int _SUCCESS = ResponseCode.SUCCESS
+cdef int _PUT_OK = PutMessageStatus.PUT_OK
 cdef int _SYSTEM_ERROR = ResponseCode.SYSTEM_ERROR
 cdef int _SYSTEM_BUSY = ResponseCode.SYSTEM_BUSY
 cdef int _MESSAGE_ILLEGAL = ResponseCode.MESSAGE_ILLEGAL
@@ -99,6 +104,9 @@ cdef str _K_TRACE = MessageConst.TRACE_SWITCH
 cdef str _MARK_MSG_ID = "@msgId@"
 cdef str _MARK_QUEUE_ID = "@queueId@"
 cdef str _MARK_QUEUE_OFFSET = "@queueOffset@"
+
+#: what :meth:`SendPath.stored_batch_reply` returns when the reply is in the frame writer
+WRITTEN = object()
 
 
 cdef str _separator_remark(str text, Py_ssize_t pair):
@@ -180,6 +188,7 @@ cdef class SendPath(DirectHandler):
 
     cdef object processor
     cdef bint v2
+    cdef bint batch                 # the SEND_BATCH_MESSAGE handler
     cdef bint fast_failure
     cdef bint broker_writeable
     cdef bint reject_transaction
@@ -212,14 +221,15 @@ cdef class SendPath(DirectHandler):
     cdef Py_ssize_t reply_fixed     # their bytes together
 
     def __init__(self, processor, bint v2, *, topics, not_allowed_topics, append,
-                 memory_append=None):
+                 memory_append=None, bint batch=False):
         """``append(message, queue_id)`` stores a message without waiting for a flush (the
         broker's MessageWriter.put without its delay redirect, which only a message with a
         DELAY property needs); ``memory_append`` the same for memory topics (None: they are
         refused); ``topics.table`` is the live topic name -> TopicConfig dict and
         ``topics.memory_topics`` the live set of memory topic names (read at every send)."""
         self.processor = processor
-        self.v2 = v2
+        self.v2 = v2 or batch
+        self.batch = batch
         config = processor.config   # frozen: its values are read once
         self.fast_failure = config.broker_fast_failure_enable
         self.broker_writeable = _writeable(config.broker_permission)
@@ -270,7 +280,10 @@ cdef class SendPath(DirectHandler):
             str(queue_offset), self.region, self.trace_on))
 
     cdef object _handle(self, ctx, RemotingCommand request, FrameWriter writer):
-        return self._send(ctx, request, self.read_header(request), writer)
+        cdef SendRequestHeader header = self.read_header(request)
+        if self.batch:
+            header.batch = True
+        return self._send(ctx, request, header, writer)
 
     cpdef SendRequestHeader read_header(self, RemotingCommand request):
         """The request's SEND header: from the frame decoder's typed fields when it has them,
@@ -316,6 +329,7 @@ cdef class SendPath(DirectHandler):
         cdef PutMessageResult result
         cdef Py_ssize_t separator_at = -1     # a pair whose value holds \x01 (see below)
         cdef bint wait, prepared, memory
+        cdef int64_t offset
         cdef int wait_state = WAIT_ABSENT
         if self.fast_failure:
             busy = self._busy(ctx)
@@ -370,7 +384,8 @@ cdef class SendPath(DirectHandler):
         if sys_flag & SYSFLAG_TRANSACTION_MASK and self.reject_transaction:
             return self._transaction_refused(request)
         if header.batch:
-            return self.processor.send_batch(ctx, request, header, queue_id, sys_flag)
+            reply = self.processor.send_batch(ctx, request, header, queue_id, sys_flag, writer)
+            return self if reply is WRITTEN else reply
 
         # WAIT (whether the reply waits for SYNC_FLUSH's flush or SYNC_MASTER's slave) is read
         # but not kept: RocketMQ's SendMessageProcessor leaves it out of the stored text (the
@@ -450,11 +465,18 @@ cdef class SendPath(DirectHandler):
         else:
             self.record_put(topic, queue_id, 1, result.wrote_bytes)
         wait = self.waits and wait_state != WAIT_FALSE and not memory
-        if writer is not None and not wait and request.serialize_type == 0 \
+        if writer is not None and request.serialize_type == 0 \
                 and result.store_host_raw is not None \
                 and PyBytes_GET_SIZE(result.store_host_raw) <= _MAX_HOST_RAW:
-            self._write_reply(writer, request.opaque, result, queue_id)
-            return self
+            offset = result.commitlog_offset
+            if not wait:
+                self._reply_frame(writer, request.opaque, result.store_host_raw, result.store_port,
+                                  &offset, 1, queue_id, result.queue_offset)
+                return self
+            return self.writer.when_stored(offset + result.wrote_bytes, _StoredFrame(
+                self, request, self._reply_frame(None, request.opaque, result.store_host_raw,
+                                                 result.store_port, &offset, 1, queue_id,
+                                                 result.queue_offset), result, queue_id))
         response = self.stored_reply(request, result.msg_id, queue_id, result.queue_offset)
         if wait:
             return self.processor.reply_when_stored(
@@ -476,34 +498,105 @@ cdef class SendPath(DirectHandler):
         self.last_host = born_host
         return True
 
-    cdef int _write_reply(self, FrameWriter writer, int opaque, PutMessageResult result,
-                          long long queue_id) except -1:
-        """The reply frame from the template: what create_response + FrameWriter.add make of
-        the same values (tests compare them byte for byte)."""
-        cdef char msg_id[MSG_ID_TEXT]
+    cdef object _reply_frame(self, FrameWriter writer, int opaque, bytes host_raw, int port,
+                             const int64_t* offsets, Py_ssize_t count, long long queue_id,
+                             long long queue_offset):
+        """The SUCCESS reply frame of a stored send (``count`` 1) or batch (its msgIds
+        comma-separated) from the template: what create_response + FrameWriter.add make of the
+        same values (tests compare them byte for byte). Into ``writer`` when given (returns
+        None), else returned as bytes. ``host_raw`` is at most _MAX_HOST_RAW bytes."""
+        cdef const unsigned char* host = <const unsigned char*>PyBytes_AS_STRING(host_raw)
+        cdef int host_len = <int>PyBytes_GET_SIZE(host_raw)
+        cdef Py_ssize_t i, ids_length = count * (2 * (host_len + 12) + 1) - 1
         cdef char queue_id_text[DECIMAL_TEXT_MAX]
         cdef char queue_offset_text[DECIMAL_TEXT_MAX]
         cdef char opaque_text[DECIMAL_TEXT_MAX]
-        cdef Py_ssize_t msg_id_length = msg_id_into(
-            <const unsigned char*>PyBytes_AS_STRING(result.store_host_raw),
-            <int>PyBytes_GET_SIZE(result.store_host_raw), result.store_port,
-            result.commitlog_offset, msg_id)
         cdef Py_ssize_t queue_id_length = put_decimal(queue_id_text, queue_id)
-        cdef Py_ssize_t queue_offset_length = put_decimal(queue_offset_text, result.queue_offset)
+        cdef Py_ssize_t queue_offset_length = put_decimal(queue_offset_text, queue_offset)
         cdef Py_ssize_t opaque_length = put_decimal(opaque_text, opaque)
-        cdef Py_ssize_t header_length = (self.reply_fixed + msg_id_length + queue_id_length
+        cdef Py_ssize_t header_length = (self.reply_fixed + ids_length + queue_id_length
                                          + queue_offset_length + opaque_length)
         cdef char* out
-        out = writer.reserve(8 + header_length)
+        frame = None
+        if writer is not None:
+            out = writer.reserve(8 + header_length)
+        else:
+            frame = PyBytes_FromStringAndSize(NULL, 8 + header_length)
+            out = PyBytes_AS_STRING(frame)
         rs_put_u32(out, <uint32_t>(4 + header_length))
         rs_put_u32(out + 4, <uint32_t>header_length)    # serialize type 0: JSON
         out = _put_bytes(out + 8, self.reply_head)
-        memcpy(out, msg_id, msg_id_length)
-        out = _put_bytes(out + msg_id_length, self.reply_after_msg_id)
+        for i in range(count):
+            if i:
+                out[0] = b','
+                out += 1
+            out += msg_id_into(host, host_len, port, offsets[i], out)
+        out = _put_bytes(out, self.reply_after_msg_id)
         memcpy(out, queue_id_text, queue_id_length)
         out = _put_bytes(out + queue_id_length, self.reply_after_queue_id)
         memcpy(out, queue_offset_text, queue_offset_length)
         out = _put_bytes(out + queue_offset_length, self.reply_after_queue_offset)
         memcpy(out, opaque_text, opaque_length)
         _put_bytes(out + opaque_length, self.reply_tail)
-        return 0
+        return frame
+
+    cpdef object stored_batch_reply(self, RemotingCommand request, PutMessagesResult result,
+                                    long long queue_id, FrameWriter writer, bint wait):
+        """The reply to a stored batch (every msgId, comma-separated; the first queue offset):
+        WRITTEN when it went into ``writer`` (not None: the pump's, the request expects a
+        reply); with ``wait`` (SYNC_FLUSH or SYNC_MASTER) a DeferredReply given once stored."""
+        cdef int64_t[::1] offsets = result.commitlog_offsets
+        cdef int64_t[::1] queue_offsets = result.queue_offsets
+        cdef int32_t[::1] sizes = result.sizes
+        cdef Py_ssize_t n = result.stored
+        if n <= 0:
+            raise ValueError("a stored batch's reply needs a stored message")
+        cdef int64_t end = offsets[n - 1] + sizes[n - 1]
+        if writer is not None and request.serialize_type == 0 \
+                and result.store_host_raw is not None \
+                and PyBytes_GET_SIZE(result.store_host_raw) <= _MAX_HOST_RAW:
+            if not wait:
+                self._reply_frame(writer, request.opaque, result.store_host_raw, result.store_port,
+                                  &offsets[0], n, queue_id, queue_offsets[0])
+                return WRITTEN
+            return self.writer.when_stored(end, _StoredFrame(
+                self, request, self._reply_frame(None, request.opaque, result.store_host_raw,
+                                                 result.store_port, &offsets[0], n, queue_id,
+                                                 queue_offsets[0]), result, queue_id))
+        response = self.stored_reply(request, batch_msg_ids(result), queue_id, queue_offsets[0])
+        if wait:
+            return self.processor.reply_when_stored(request, response, end)
+        return response
+
+    cdef RemotingCommand _fields_reply(self, RemotingCommand request, result, long long queue_id):
+        """The SUCCESS reply with a stored send's or batch's fields, as a RemotingCommand."""
+        if type(result) is PutMessagesResult:
+            return self.stored_reply(request, batch_msg_ids(result), queue_id,
+                                     int(result.queue_offsets[0]))
+        return self.stored_reply(request, result.msg_id, queue_id, result.queue_offset)
+
+
+@cython.final
+cdef class _StoredFrame:
+    """A waiting send's on_done (MessageWriter.when_stored): PUT_OK gives the reply frame made
+    from the template at the put; another status the processor's reply for it, with the same
+    fields (made only then)."""
+    cdef SendPath path
+    cdef RemotingCommand request
+    cdef bytes frame
+    cdef object result
+    cdef long long queue_id
+
+    def __cinit__(self, SendPath path, RemotingCommand request, bytes frame, result,
+                  long long queue_id):
+        self.path = path
+        self.request = request
+        self.frame = frame
+        self.result = result
+        self.queue_id = queue_id
+
+    def __call__(self, int status):
+        if status == _PUT_OK:
+            return self.frame
+        return self.path.processor.not_confirmed(
+            self.request, self.path._fields_reply(self.request, self.result, self.queue_id), status)

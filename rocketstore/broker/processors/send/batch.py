@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from rocketstore._native.batch_put import batch_msg_ids, read_batch_body
+from rocketstore._native.batch_put import read_batch_body
 from rocketstore.broker.processors.send._send_header import SendRequestHeader
 from rocketstore.broker.processors.send._send_path import (
     NUL_IN_PROPERTIES,
@@ -26,17 +26,19 @@ from rocketstore.remoting import RemotingCommand, RemotingConnection, ResponseCo
 
 if TYPE_CHECKING:
     from rocketstore.broker.processors.send.processor import SendMessageProcessor
+    from rocketstore.remoting import FrameWriter
 
 
 def send_batch(processor: SendMessageProcessor, path: SendPath, ctx: RemotingConnection,
                request: RemotingCommand, header: SendRequestHeader, queue_id: int,
-               sys_flag: int) -> Any:
-    """The reply to a batch that passed the send rules (or an awaitable of it)."""
+               sys_flag: int, writer: FrameWriter | None = None) -> Any:
+    """The reply to a batch that passed the send rules (or an awaitable of it; WRITTEN when
+    it went into ``writer``, the request pump's)."""
     topic = header.topic
     if topic.startswith(RETRY_GROUP_TOPIC_PREFIX) or topic.startswith(DLQ_GROUP_TOPIC_PREFIX):
         return create_response(request, ResponseCode.MESSAGE_ILLEGAL,
                                f"batch request does not support retry group {topic}")
-    writer = processor.writer
+    store_writer = processor.writer
     body = request.body_bytes()
     born_host = ctx.remote_address
     born_timestamp = max(0, header.born_timestamp)
@@ -49,10 +51,10 @@ def send_batch(processor: SendMessageProcessor, path: SendPath, ctx: RemotingCon
     if outer_refusal is None and memory is None:
         batch = read_batch_body(body, outer, born_host, born_timestamp, sys_flag, reconsume_times)
         if batch is not None:   # the common case: no Message per message
-            result = writer.put_encoded_batch(batch, topic, queue_id)
+            result = store_writer.put_encoded_batch(batch, topic, queue_id)
             if result.status_code != PutMessageStatus.PUT_OK:
                 return processor.refused_put(request, result)
-            return _stored(processor, path, request, topic, queue_id, result, batch.waits)
+            return _stored(processor, path, request, topic, queue_id, result, batch.waits, writer)
     # anything else: a Message per message, which checks and refuses
     try:
         entries = decode_batch_body(body)
@@ -84,23 +86,21 @@ def send_batch(processor: SendMessageProcessor, path: SendPath, ctx: RemotingCon
             messages.append(message)
     except (ValueError, TypeError, OverflowError) as exc:
         return create_response(request, ResponseCode.MESSAGE_ILLEGAL, str(exc))
-    result = writer.put_batch(messages, queue_id) if memory is None else memory.put_messages(messages, queue_id)
+    result = store_writer.put_batch(messages, queue_id) if memory is None \
+        else memory.put_messages(messages, queue_id)
     if result.status_code != PutMessageStatus.PUT_OK:
         return processor.refused_put(request, result)
     # a memory topic's put is done once it is in memory
     return _stored(processor, path, request, topic, queue_id, result,
-                   memory is None and any(writer.needs_wait(m.properties) for m in messages))
+                   memory is None and any(store_writer.needs_wait(m.properties) for m in messages),
+                   writer)
 
 
 def _stored(processor: SendMessageProcessor, path: SendPath, request: RemotingCommand, topic: str,
-            queue_id: int, result: PutMessagesResult, waits: bool) -> Any:
-    """The reply to a stored batch: every msgId, the first queue offset; with SYNC_FLUSH or
+            queue_id: int, result: PutMessagesResult, waits: bool,
+            writer: FrameWriter | None) -> Any:
+    """The reply to a stored batch (SendPath.stored_batch_reply); with SYNC_FLUSH or
     SYNC_MASTER once stored, unless every message said WAIT=false (``waits`` False)."""
     processor.stats.record_put(topic, queue_id, result.stored, result.wrote_bytes)
-    offsets = result.queue_offsets
-    assert offsets is not None and result.commitlog_offsets is not None and result.sizes is not None
-    response = path.stored_reply(request, batch_msg_ids(result), queue_id, int(offsets[0]))
-    if not (waits and processor.writer.waits):
-        return response
-    end = int(result.commitlog_offsets[-1] + result.sizes[-1])
-    return processor.reply_when_stored(request, response, end)
+    return path.stored_batch_reply(request, result, queue_id, writer,
+                                   waits and processor.writer.waits)

@@ -40,6 +40,7 @@ from rocketstore.common.perm import PERM_READ, PERM_WRITE
 from rocketstore.common.topics import NOT_ALLOWED_SEND_TOPICS, RETRY_GROUP_TOPIC_PREFIX, dlq_topic
 from rocketstore.message import Message, PutMessageResult, PutMessagesResult, PutMessageStatus
 from rocketstore.remoting import (
+    FrameWriter,
     RemotingCommand,
     RemotingConnection,
     RemotingServer,
@@ -102,24 +103,26 @@ class SendMessageProcessor:
         register_with puts them in place of the old ones."""
         self.config = config
         self.cluster = config.broker_cluster_name
-        self._send_v1, self._send_v2 = (
+        self._send_v1, self._send_v2, self._send_batch = (
             SendPath(self, v2, topics=self.topics, not_allowed_topics=NOT_ALLOWED_SEND_TOPICS,
                      append=self.store.append_message,
-                     memory_append=None if self.memory is None else self.memory.append_message)
-            for v2 in (False, True))
+                     memory_append=None if self.memory is None else self.memory.append_message,
+                     batch=batch)
+            for v2, batch in ((False, False), (True, False), (True, True)))
 
     def register_with(self, server: RemotingServer, *, native: bool = True) -> None:
-        """native: SEND_MESSAGE and SEND_MESSAGE_V2 go to their :class:`SendPath`, which reads
-        the header natively and may write a stored send's reply straight into the connection
-        (False: the header is read from the ext fields and the reply encoded as any other,
-        the rules being the same)."""
+        """native: SEND_MESSAGE, SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE go to their
+        :class:`SendPath`, which reads the header natively and may write a stored send's reply
+        straight into the connection (False: the header is read from the ext fields and the
+        reply encoded as any other, the rules being the same)."""
         if native:
             server.register_processor(RequestCode.SEND_MESSAGE, self._send_v1)
             server.register_processor(RequestCode.SEND_MESSAGE_V2, self._send_v2)
+            server.register_processor(RequestCode.SEND_BATCH_MESSAGE, self._send_batch)
         else:
             server.register_processor(RequestCode.SEND_MESSAGE, self.send_message)
             server.register_processor(RequestCode.SEND_MESSAGE_V2, self.send_message_v2)
-        server.register_processor(RequestCode.SEND_BATCH_MESSAGE, self.send_batch_message)
+            server.register_processor(RequestCode.SEND_BATCH_MESSAGE, self.send_batch_message)
 
     # ---- entry points ----
 
@@ -168,9 +171,11 @@ class SendMessageProcessor:
         return dlq, 0
 
     def send_batch(self, ctx: RemotingConnection, request: RemotingCommand,
-                   header: SendRequestHeader, queue_id: int, sys_flag: int) -> Any:
-        """A batch that passed the send rules: its own rules, the put and the reply."""
-        return send_batch(self, self._send_v2, ctx, request, header, queue_id, sys_flag)
+                   header: SendRequestHeader, queue_id: int, sys_flag: int,
+                   writer: FrameWriter | None = None) -> Any:
+        """A batch that passed the send rules: its own rules, the put and the reply (WRITTEN
+        when it went into ``writer``, the pump's)."""
+        return send_batch(self, self._send_v2, ctx, request, header, queue_id, sys_flag, writer)
 
     def memory_store_of(self, topic: str) -> MemoryMessageStore | None:
         """The memory store when ``topic`` is a memory topic, else None."""
@@ -195,9 +200,9 @@ class SendMessageProcessor:
         the message is stored, the producer decides)."""
         return self.writer.when_stored(
             end_offset, lambda status: response if status == PutMessageStatus.PUT_OK
-            else self._not_confirmed(request, response, status))
+            else self.not_confirmed(request, response, status))
 
-    def _not_confirmed(self, request: RemotingCommand, ok: RemotingCommand,
+    def not_confirmed(self, request: RemotingCommand, ok: RemotingCommand,
                        status: int) -> RemotingCommand:
         """Stored, its flush or its replication not confirmed in time (the fields say where)."""
         code, _ = _PUT_STATUS_RESPONSES[status]
