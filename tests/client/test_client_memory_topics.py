@@ -124,8 +124,11 @@ def test_memory_topic_serves_sends_pulls_offsets_and_is_empty_after_restart(tmp_
                     got.extend(_seq(m) for m in messages)
                 return ConsumeStatus.SUCCESS
 
+            # the group's retry topic is created by the send-back: its route comes with the
+            # next poll of the name server (30 s by default)
             consumer = PushConsumer("MemG", namesrv_addr=c.namesrv_addr, rebalance_interval=2_000,
                                     persist_consumer_offset_interval=500,
+                                    poll_name_server_interval=1_000,
                                     consume_from_where="CONSUME_FROM_FIRST_OFFSET")
             consumer.subscribe("MemT", "*")
             consumer.register_message_listener(listener)
