@@ -386,12 +386,12 @@ class CommitLog:
                     result, PutMessageStatus.CREATE_MAPPED_FILE_FAILED, self.roll_error)
             self.put_lock.note_put()
         if result.stored:
-            end = int(result.commitlog_offsets[result.stored - 1] +
-                      result.sizes[result.stored - 1])
             if self.sync_flush:
                 if not wait_flush:
                     pass    # the caller asks on_durable
-                elif not self._wait_flushed(end) and result.status_code == PutMessageStatus.PUT_OK:
+                elif not self._wait_flushed(int(result.commitlog_offsets[result.stored - 1]
+                                                + result.sizes[result.stored - 1])) \
+                        and result.status_code == PutMessageStatus.PUT_OK:
                     result = record_writer.fail_batch(result, PutMessageStatus.FLUSH_DISK_TIMEOUT)
             elif self._wake_on_put:
                 self._wake_flusher()

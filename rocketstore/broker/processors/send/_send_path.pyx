@@ -5,7 +5,8 @@ send rules, written once in RocketMQ's order, with their common case in one nati
 Every send runs :meth:`SendPath.send`: busy (fast failure), a writeable broker, a legal topic
 name, a topic one may send to, its config (created from the default topic when new, through
 the processor), a writeable topic, the queue id (a random write queue when negative), the
-transaction bits; then a batch goes to the processor's batch rules, and a message meets the
+transaction bits; then a batch to a disk topic is read and put natively when it can be
+(``_common_batch``; what it leaves goes to the processor's batch rules), and a message meets the
 TRAN_MSG check, a retry topic's redirect to its dead-letter topic (the processor's), the
 property checks (no NUL, no \\x01 in a value: the store's records hold neither), the
 Message, the delay redirect, the append (a memory topic's to the memory store, which takes no
@@ -48,7 +49,7 @@ from rocketstore.remoting._pump cimport DirectHandler
 import logging
 from random import randrange
 
-from rocketstore._native.batch_put import batch_msg_ids
+from rocketstore._native.batch_put import batch_msg_ids, read_batch_body
 from rocketstore._native.hosts import parse_host
 from rocketstore._native.message import validate_topic
 from rocketstore.broker.processors.send._send_header import (
@@ -56,6 +57,7 @@ from rocketstore.broker.processors.send._send_header import (
 from rocketstore.common.perm import PERM_WRITE as _PERM_WRITE_BIT
 from rocketstore.common.properties import MessageConst, MessageProperty
 from rocketstore.common.text import quote
+from rocketstore.common.topics import DLQ_GROUP_TOPIC_PREFIX as _DLQ_GROUP_TOPIC_PREFIX
 from rocketstore.common.topics import RETRY_GROUP_TOPIC_PREFIX as _RETRY_GROUP_TOPIC_PREFIX
 from rocketstore.remoting._command import create_response
 from rocketstore.remoting._frames import encode_json_header
@@ -82,6 +84,7 @@ cdef long long _INT32_MIN = -2147483648
 cdef str _MULTI_TAG = "MULTI_TAG"     # TopicConfig.topic_filter_type
 
 cdef str _RETRY_PREFIX = _RETRY_GROUP_TOPIC_PREFIX
+cdef str _DLQ_PREFIX = _DLQ_GROUP_TOPIC_PREFIX
 cdef str _DELAY = MessageProperty.DELAY
 cdef str _TRAN_MSG = MessageProperty.TRAN_MSG
 cdef str _CLUSTER = MessageProperty.CLUSTER
@@ -201,6 +204,9 @@ cdef class SendPath(DirectHandler):
     cdef object writer
     cdef object append
     cdef object memory_append
+    cdef object put_encoded_batch   # the MessageWriter's (a batch read natively)
+    cdef object batch_text          # the last batch's properties text, and its outer
+    cdef dict batch_outer           # properties with CLUSTER (read_batch_body keeps them as given)
     cdef set memory_topics          # the topic table's memory topic names (a live set)
     cdef object loop_time
     cdef PutLock put_lock
@@ -245,6 +251,9 @@ cdef class SendPath(DirectHandler):
         self.waits = self.writer.waits     # SYNC_FLUSH or SYNC_MASTER
         self.append = append
         self.memory_append = memory_append
+        self.put_encoded_batch = self.writer.put_encoded_batch
+        self.batch_text = None
+        self.batch_outer = None
         self.memory_topics = topics.memory_topics
         self.loop_time = processor.loop.time
         self.put_lock = processor.store.put_lock
@@ -384,7 +393,10 @@ cdef class SendPath(DirectHandler):
         if sys_flag & SYSFLAG_TRANSACTION_MASK and self.reject_transaction:
             return self._transaction_refused(request)
         if header.batch:
-            reply = self.processor.send_batch(ctx, request, header, queue_id, sys_flag, writer)
+            reply = None if memory else self._common_batch(ctx, request, header, topic,
+                                                           queue_id, sys_flag, writer)
+            if reply is None:
+                reply = self.processor.send_batch(ctx, request, header, queue_id, sys_flag, writer)
             return self if reply is WRITTEN else reply
 
         # WAIT (whether the reply waits for SYNC_FLUSH's flush or SYNC_MASTER's slave) is read
@@ -539,6 +551,42 @@ cdef class SendPath(DirectHandler):
         memcpy(out, opaque_text, opaque_length)
         _put_bytes(out + opaque_length, self.reply_tail)
         return frame
+
+    cdef object _common_batch(self, ctx, RemotingCommand request, SendRequestHeader header,
+                              str topic, long long queue_id, int sys_flag, FrameWriter writer):
+        """A batch to a disk topic read and put natively, and its reply (as send_batch makes
+        them); None for what the processor's send_batch decides: a retry or dead-letter
+        topic, request properties with \x01 in a value, a body read_batch_body leaves to the
+        Message path."""
+        cdef Py_ssize_t separator_at = -1
+        cdef PutMessagesResult result
+        if topic.startswith(_RETRY_PREFIX) or topic.startswith(_DLQ_PREFIX):
+            return None
+        text = header.properties
+        if text is None:
+            text = ""
+        if self.batch_outer is None or text != self.batch_text:
+            outer = read_properties_text(text, &separator_at)
+            if separator_at != -1:
+                return None
+            PyDict_SetItem(outer, _CLUSTER, self.cluster)
+            self.batch_text, self.batch_outer = text, outer
+        body = request.body
+        if type(body) is not bytes:
+            body = request.body_bytes()
+        batch = read_batch_body(body, self.batch_outer, ctx.remote_address,
+                                header.born_timestamp if header.born_timestamp > 0 else 0, sys_flag,
+                                header.reconsume_times if header.reconsume_times > 0 else 0)
+        if batch is None:
+            return None
+        result = self.put_encoded_batch(batch, topic, queue_id)
+        if result.status_code != 0:
+            return self.processor.refused_put(request, result)
+        if self.put_counts is not None:
+            self.put_counts.record(topic, queue_id, result.stored, result.wrote_bytes)
+        else:
+            self.record_put(topic, queue_id, result.stored, result.wrote_bytes)
+        return self.stored_batch_reply(request, result, queue_id, writer, batch.waits and self.waits)
 
     cpdef object stored_batch_reply(self, RemotingCommand request, PutMessagesResult result,
                                     long long queue_id, FrameWriter writer, bint wait):

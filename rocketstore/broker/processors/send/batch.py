@@ -3,15 +3,15 @@ dead-letter topic, not empty, no delayed or transaction message, no NUL in a pro
 \\x01 in a property value), its messages put together, and the reply (every msgId,
 comma-separated; the first queue offset).
 
-The common batch is read and put natively (rocketstore._native.batch_put: no Message per
-message); what it leaves, the unusual or refused, goes through a Message per message, whose
-checks and refusals are the reference (tests/broker/test_batch_native.py compares them)."""
+The common batch is read and put natively before it gets here (SendPath._common_batch, with
+rocketstore._native.batch_put: no Message per message); what it leaves, the unusual or refused,
+and memory topics' batches, go through a Message per message here, whose checks and refusals
+are the reference (tests/broker/test_batch_native.py compares them)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from rocketstore._native.batch_put import read_batch_body
 from rocketstore.broker.processors.send._send_header import SendRequestHeader
 from rocketstore.broker.processors.send._send_path import (
     NUL_IN_PROPERTIES,
@@ -48,14 +48,6 @@ def send_batch(processor: SendMessageProcessor, path: SendPath, ctx: RemotingCon
     outer, outer_refusal = properties_and_refusal(header.properties or "")
     outer[MessageProperty.CLUSTER] = processor.cluster
     memory = processor.memory_store_of(topic)
-    if outer_refusal is None and memory is None:
-        batch = read_batch_body(body, outer, born_host, born_timestamp, sys_flag, reconsume_times)
-        if batch is not None:   # the common case: no Message per message
-            result = store_writer.put_encoded_batch(batch, topic, queue_id)
-            if result.status_code != PutMessageStatus.PUT_OK:
-                return processor.refused_put(request, result)
-            return _stored(processor, path, request, topic, queue_id, result, batch.waits, writer)
-    # anything else: a Message per message, which checks and refuses
     try:
         entries = decode_batch_body(body)
     except BatchBodyError as exc:
