@@ -18,18 +18,7 @@ for _path in (TESTS / "reference", TESTS):
     if str(_path) not in sys.path:
         sys.path.insert(0, str(_path))
 
-import release_build  # noqa: E402
 from rocketmq_fixture import fixture_file  # noqa: E402 - importable once the path is set
-
-
-def pytest_collection_finish(session: pytest.Session) -> None:
-    """The release build test_packaging.py checks starts now, in the background."""
-    if any(item.path.name == "test_packaging.py" for item in session.items):
-        release_build.start()
-
-
-def pytest_sessionfinish(session: pytest.Session) -> None:
-    release_build.stop()
 
 
 def _read_jsonl(name: str) -> list[dict[str, Any]]:

@@ -20,9 +20,16 @@ _CLIENT_TESTS = str(Path(__file__).resolve().parents[1] / "client")
 if _CLIENT_TESTS not in sys.path:
     sys.path.insert(0, _CLIENT_TESTS)
 
-from cluster import NAMESRV_BOOT, Cluster, _start  # noqa: E402
+from cluster import NAMESRV_BOOT, Cluster, _start, wait_for  # noqa: E402
 
-from rocketstore.client import ConsumeStatus, Message, Producer, PushConsumer  # noqa: E402
+from rocketstore.client import (  # noqa: E402
+    AdminClient,
+    ConsumeStatus,
+    Message,
+    MQClientError,
+    Producer,
+    PushConsumer,
+)
 from rocketstore.common.java_properties import parse_properties  # noqa: E402
 
 pytestmark = pytest.mark.slow
@@ -73,6 +80,10 @@ def env(tmp_path_factory: pytest.TempPathFactory, java_programs: JavaPrograms) -
         consumer.subscribe("AdminWarm", "*")
         consumer.register_message_listener(lambda messages: ConsumeStatus.SUCCESS)
         consumer.start()
+        # the group is online before a command looks for it: its retry topic (made by its
+        # first heartbeat) has a route at the name server and its member a connection
+        with AdminClient(namesrv_addr=cluster.namesrv_addr) as admin:
+            assert wait_for(lambda: _group_online(admin, "AdminCG"), 30), "AdminCG never online"
         yield AdminEnv(cluster, root, f"127.0.0.1:{port}", session, {"warm_id": sent.offset_msg_id})
     finally:
         session.close()
@@ -80,6 +91,14 @@ def env(tmp_path_factory: pytest.TempPathFactory, java_programs: JavaPrograms) -
             if client is not None:
                 client.shutdown()
         cluster.close()
+
+
+def _group_online(admin: AdminClient, group: str) -> bool:
+    try:
+        admin.topic_route(f"%RETRY%{group}")
+        return bool(admin.consumer_connection(group).get("connectionSet"))
+    except MQClientError:
+        return False
 
 
 def expect(*patterns: str) -> Callable[[AdminEnv, str], None]:
