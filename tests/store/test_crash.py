@@ -597,11 +597,11 @@ def test_crash_warm_mapped_files(tmp_path):
 
 @pytest.mark.slow
 def test_crash_rounds_many(tmp_path, fork_server):
-    """64 killed writers: SYNC and ASYNC series, every fourth series with the transient store
-    pool, every fifth with warm mapped files (about 40 s: a round costs ~0.6 s of the suite's
-    25-minute budget, which the suite had gone over with 160 and with 96)."""
-    stats = crash_rounds(tmp_path, fork_server.run, 64, SEED + 100,
+    """40 killed writers: SYNC and ASYNC series, every fourth series with the transient store
+    pool, every fifth with warm mapped files (about 25 s: a round costs ~0.6 s of the suite's
+    25-minute budget, which the suite had gone over with 160, 96 and 64)."""
+    stats = crash_rounds(tmp_path, fork_server.run, 40, SEED + 100,
                          ["SYNC_FLUSH", "ASYNC_FLUSH"], rounds_per_series=8,
                          pool_every=4, warm_every=5)
-    assert stats["rounds"] == 64
-    assert stats["killed"] >= 53, stats
+    assert stats["rounds"] == 40
+    assert stats["killed"] >= 33, stats

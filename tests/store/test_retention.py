@@ -413,7 +413,7 @@ def test_reopen_after_cleanup_recovers(env) -> None:
 
 @pytest.mark.slow
 def test_sigkill_during_deletion_loses_nothing_unexpired(tmp_path: Path) -> None:
-    """30 rounds: a child writes while its cleanup deletes expired files without pause; it
+    """20 rounds: a child writes while its cleanup deletes expired files without pause; it
     is killed right after a deletion (or in the middle of a run of them). Each time the
     store opens (abnormal recovery), and every acknowledged message at or past the new
     minimum offset (those retention did not delete) is read back by offset and by queue."""
@@ -437,7 +437,7 @@ def test_sigkill_during_deletion_loses_nothing_unexpired(tmp_path: Path) -> None
     check_config = child.config(root).replace(delete_when=str((hour + 12) % 24))
     killed_after = []
     checked_rounds = 0                  # rounds with acknowledged messages left to check
-    for round_no in range(30):
+    for round_no in range(20):
         proc = subprocess.Popen([sys.executable, str(Path(child.__file__)), root,
                                  str(round_no)], stdout=subprocess.PIPE, text=True, env=env,
                                 cwd=str(helpers.TESTS), preexec_fn=helpers._child_setup)
@@ -513,8 +513,8 @@ def test_sigkill_during_deletion_loses_nothing_unexpired(tmp_path: Path) -> None
             assert {a[2] for a in kept.values()} <= scanned
             for seq in [s for s, a in acked.items() if a[2] < min_phy]:
                 del acked[seq]          # expired and deleted by retention
-    assert len(killed_after) == 30
-    assert checked_rounds >= 20, checked_rounds
+    assert len(killed_after) == 20
+    assert checked_rounds >= 13, checked_rounds
 
 
 def test_disk_usage_is_what_df_shows(tmp_path: Path) -> None:
