@@ -17,7 +17,7 @@ from broker_helpers import cluster, props, pull_fields, send_fields, wait_until
 from rocketstore.common.batch import encode_batch_body
 from rocketstore.common.perm import PERM_READ
 from rocketstore.message import MessageProperty
-from rocketstore.remoting import RequestCode, ResponseCode
+from rocketstore.remoting import RemotingConnection, RequestCode, ResponseCode
 from rocketstore.store.layout import CONFIG_DIR
 
 arun = broker_helpers.arun
@@ -502,31 +502,45 @@ class _RecordingTransport:
         pass
 
 
+def _request_frame(code: int, fields: dict, payload: bytes, opaque: int, *, serialize_type: int = 0,
+                   oneway: bool = False) -> bytes:
+    """A request frame as a client sends it."""
+    from rocketstore.remoting import create_request, encode
+
+    request = create_request(code, fields, payload, serialize_type=serialize_type, oneway=oneway)
+    request.opaque = opaque
+    return encode(request)
+
+
+def _recorded_connection(cl) -> tuple[RemotingConnection, _RecordingTransport]:
+    """A connection to the cluster's broker whose writes a _RecordingTransport keeps."""
+    server = cl.broker.server
+    connection = RemotingConnection(server._processors, server.config.connection_limits())
+    transport = _RecordingTransport()
+    connection.connection_made(transport)  # type: ignore[arg-type]
+    return connection, transport
+
+
 def test_native_send_replies_from_the_template_are_the_generic_encoders_bytes(arun, tmp_path: Path) -> None:
     """Common sends answered by the pump's direct path (the reply written from a template)
     carry exactly the bytes create_response + the frame encoder make of the same values;
     oneway sends are stored and not answered; binary-header sends get a binary reply."""
-    from rocketstore.remoting import FrameDecoder, RemotingCommand, create_request, encode
+    from rocketstore.remoting import FrameDecoder, RemotingCommand, encode
     from rocketstore.remoting.codes import FLAG_RESPONSE
-    from rocketstore.remoting.connection import RemotingConnection
 
     v2 = {"a": "PG", "b": "tpl", "c": "TBW102", "d": 4, "e": "1", "f": "0", "g": "1700000000000",
           "h": "0", "i": props(TAGS="t", UNIQ_KEY="U" * 32), "j": "0", "k": "false", "m": "false"}
 
     def frame(code: int, fields: dict, opaque: int, *, serialize_type: int = 0, oneway: bool = False) -> bytes:
-        request = create_request(code, fields, b"template body", serialize_type=serialize_type, oneway=oneway)
-        request.opaque = opaque
-        return encode(request)
+        return _request_frame(code, fields, b"template body", opaque, serialize_type=serialize_type,
+                              oneway=oneway)
 
     async def main() -> None:
         region = 'Re"gion\\é\x01'
         async with cluster(tmp_path / "store", region_id=region, trace_on=False) as cl:
             r = await cl.call(SEND, send_fields("tpl", 0), b"creates the topic")
             assert r.code == 0
-            server = cl.broker.server
-            connection = RemotingConnection(server._processors, server.config.connection_limits())
-            transport = _RecordingTransport()
-            connection.connection_made(transport)  # type: ignore[arg-type]
+            connection, transport = _recorded_connection(cl)
             opaques = [7, -5, 2**31 - 1, 0]
             connection.data_received(b"".join(frame(RequestCode.SEND_MESSAGE_V2, v2, o) for o in opaques[:3])
                                      + frame(SEND, send_fields("tpl", 1), opaques[3]))
@@ -567,9 +581,8 @@ def test_template_replies_of_batches_and_waiting_sends(arun, tmp_path: Path, flu
     the bytes create_response + the frame encoder make of the same values; a batch's msgId
     lists every message's offsetMsgId, in order."""
     from rocketstore._native.hosts import parse_msg_id
-    from rocketstore.remoting import FrameDecoder, RemotingCommand, create_request, encode
+    from rocketstore.remoting import FrameDecoder, RemotingCommand, encode
     from rocketstore.remoting.codes import FLAG_RESPONSE
-    from rocketstore.remoting.connection import RemotingConnection
 
     v2 = {"a": "PG", "b": "tpl", "c": "TBW102", "d": 4, "e": "2", "f": "0", "g": "1700000000000",
           "h": "0", "i": props(TAGS="t"), "j": "0", "k": "false", "m": "false"}
@@ -577,22 +590,14 @@ def test_template_replies_of_batches_and_waiting_sends(arun, tmp_path: Path, flu
                     "h": "0", "i": "", "m": "true"}
     body = encode_batch_body([(0, b"b%d" % i, b"KEYS\x01k%d" % i) for i in range(5)])
 
-    def frame(code: int, fields: dict, payload: bytes, opaque: int) -> bytes:
-        request = create_request(code, fields, payload)
-        request.opaque = opaque
-        return encode(request)
-
     async def main() -> None:
         async with cluster(tmp_path / "store", {"flush_disk_type": flush}) as cl:
             r = await cl.call(SEND, send_fields("tpl", 2), b"creates the topic")
             assert r.code == 0
-            server = cl.broker.server
-            connection = RemotingConnection(server._processors, server.config.connection_limits())
-            transport = _RecordingTransport()
-            connection.connection_made(transport)  # type: ignore[arg-type]
-            connection.data_received(frame(RequestCode.SEND_BATCH_MESSAGE, batch_fields, body, 21)
-                                     + frame(RequestCode.SEND_MESSAGE_V2, v2, b"one", 22)
-                                     + frame(RequestCode.SEND_BATCH_MESSAGE, batch_fields, body, 23))
+            connection, transport = _recorded_connection(cl)
+            connection.data_received(_request_frame(RequestCode.SEND_BATCH_MESSAGE, batch_fields, body, 21)
+                                     + _request_frame(RequestCode.SEND_MESSAGE_V2, v2, b"one", 22)
+                                     + _request_frame(RequestCode.SEND_BATCH_MESSAGE, batch_fields, body, 23))
             assert await wait_until(lambda: len(FrameDecoder().feed(bytes(transport.data))) == 3, 10)
             replies = FrameDecoder().feed(bytes(transport.data))
             assert [(r.opaque, r.code) for r in replies] == [(21, 0), (22, 0), (23, 0)]
