@@ -12,7 +12,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from ports import free_low_port
 
 import rocketstore
 
@@ -62,30 +62,6 @@ def readme_blocks() -> list[Block]:
 
 BLOCKS = readme_blocks()
 SERVER_BLOCK = next(i for i, b in enumerate(BLOCKS) if STARTS_SERVERS in b.code and not b.skip)
-
-
-def _port_with_neighbours(offsets: tuple[int, ...]) -> int:
-    """A port P with P + each offset free on loopback (the broker also listens on P - 2, its
-    fast port, and P + 1, its HA port)."""
-    for _ in range(200):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = int(probe.getsockname()[1])
-        if not all(2 < port + o < 65536 for o in offsets):
-            continue
-        sockets = []
-        try:
-            for offset in offsets:
-                s = socket.socket()
-                sockets.append(s)
-                s.bind(("127.0.0.1", port + offset))
-        except OSError:
-            continue
-        finally:
-            for s in sockets:
-                s.close()
-        return port
-    raise AssertionError("no free port found")
 
 
 def _missing(block: Block) -> str | None:
@@ -143,9 +119,10 @@ def reader(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Reader]:
     env = dict(os.environ, HOME=str(home), PATH=f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
                PYTHONPATH=os.pathsep.join([str(PACKAGE_ROOT), os.environ.get("PYTHONPATH", "")]))
     env.pop("NAMESRV_ADDR", None)
-    others = {p: _port_with_neighbours((0,)) for p in OTHER_NAMESRV_PORTS}
-    others.update({p: _port_with_neighbours((-2, 0, 1)) for p in OTHER_BROKER_PORTS})
-    yield Reader(home, env, _port_with_neighbours((0,)), _port_with_neighbours((-2, 0, 1)), others)
+    # a broker also listens on P - 2 (its fast port) and P + 1 (HA)
+    others = {p: free_low_port() for p in OTHER_NAMESRV_PORTS}
+    others.update({p: free_low_port((-2, 1)) for p in OTHER_BROKER_PORTS})
+    yield Reader(home, env, free_low_port(), free_low_port((-2, 1)), others)
 
 
 @pytest.fixture(scope="module")
@@ -185,6 +162,13 @@ def servers(reader: Reader) -> Iterator[None]:
                     pass
 
 
+def _logs_written_since(home: Path, started: float, tail_chars: int = 6000) -> str:
+    """The tails of the logs a block's servers wrote, for a failure's message."""
+    logs = sorted(p for p in home.rglob("*.log") if p.stat().st_mtime >= started)
+    return "".join(f"--- {p.relative_to(home)}\n{p.read_text(errors='replace')[-tail_chars:]}\n"
+                   for p in logs)
+
+
 def _param(index: int, block: Block) -> object:
     marks = [pytest.mark.slow] if "pyspark" in block.code else []
     return pytest.param(index, id=block.id, marks=marks)
@@ -212,9 +196,11 @@ def test_readme_block_runs_as_written(index: int, reader: Reader,
         request.getfixturevalue("servers")
         if index == SERVER_BLOCK:
             return  # the fixture ran it
+    started = time.time()
     result = reader.run(block)
     assert result.returncode == 0, (
-        f"README line {block.line} failed:\n{result.stdout[-2000:]}\n{result.stderr[-4000:]}")
+        f"README line {block.line} failed:\n{result.stdout[-2000:]}\n{result.stderr[-4000:]}\n"
+        + _logs_written_since(reader.home, started))
     for marker, check in CHECKS:
         if marker in block.code:
             check(result.stdout, reader)

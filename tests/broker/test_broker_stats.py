@@ -53,7 +53,7 @@ def ticked(stats: BrokerStatsManager, clock: Clock, seconds: int) -> None:
 def test_minute_hour_and_day_windows() -> None:
     clock = Clock()
     stats = BrokerStatsManager("C", clock=clock)
-    stats.tick()                              # at start: every list is due (no items yet)
+    stats.tick()                              # at start: no list is due (sampled when made)
     for _ in range(3):
         stats.record_put("t", 0, 1, 100)
     stats.record_put("t", 1, 5, 500)         # a batch of 5: one time

@@ -3,7 +3,6 @@ back-off, and says once that it registered when a name server comes up."""
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 import time
@@ -16,16 +15,11 @@ from broker_helpers import (
     stop_process,
     write_properties,
 )
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from ports import free_port
 
 
 def test_broker_waits_for_a_name_server_with_back_off(tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     log = tmp_path / "broker.log"
     props = write_properties(tmp_path / "broker.properties", listenPort=0,
                              namesrvAddr=f"127.0.0.1:{port}", storePathRootDir=tmp_path / "store")

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 import shutil
-import socket
 import sys
 from pathlib import Path
 
@@ -63,12 +62,6 @@ def start_console(namesrv_addr: str | None, *extra: str, timeout: float = 60.0) 
     server = _start("console", ["-m", "rocketstore.console", *cluster_args, "--listen", "127.0.0.1:0",
                                 *extra], CONSOLE_BOOT, lambda m: m.group(1), timeout)
     return Console(server.name, server.proc, server.address, server.output, server.args)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def browser_paths() -> tuple[str, str]:

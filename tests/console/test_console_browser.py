@@ -12,7 +12,8 @@ from urllib.parse import quote
 
 import pytest
 from cluster import cluster, wait_for
-from console_helpers import Console, click_and_wait, free_port, save_screenshot, start_console
+from console_helpers import Console, click_and_wait, save_screenshot, start_console
+from ports import free_port
 
 from rocketstore.client import (
     AdminClient,

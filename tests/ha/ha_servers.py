@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import sys
 import time
 from collections.abc import Callable
@@ -15,6 +14,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "system"))
 
 import system_servers as ss  # noqa: E402
+from ports import free_port  # noqa: E402
 
 from rocketstore.remoting import (  # noqa: E402
     RemotingClient,
@@ -26,12 +26,6 @@ from rocketstore.remoting import (  # noqa: E402
 SEGMENT = 256 * 1024
 TOPIC = "HaTopic"
 QUEUES = 4
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def ha_broker(root: Path, name: str, *, broker_id: int = 0, role: str = "ASYNC_MASTER",

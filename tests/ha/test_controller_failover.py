@@ -20,7 +20,6 @@ from ha_servers import (
     broker_max_offset,
     commit_log_bytes,
     controller_namesrv,
-    free_port,
     replica,
     send_many,
     ss,
@@ -28,6 +27,7 @@ from ha_servers import (
     wait_for,
     wait_taking_sends,
 )
+from ports import free_port
 
 from rocketstore.cli import main as cli_main
 from rocketstore.client import AsyncProducer, Message, SendStatus

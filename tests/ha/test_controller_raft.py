@@ -10,7 +10,8 @@ import json
 from pathlib import Path
 
 import pytest
-from ha_servers import free_port, replica, send_many, ss, wait_for, wait_taking_sends
+from ha_servers import replica, send_many, ss, wait_for, wait_taking_sends
+from ports import free_port
 
 from rocketstore.remoting import RemotingClient, RequestCode, ResponseCode, create_request
 

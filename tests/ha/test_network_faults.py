@@ -36,7 +36,6 @@ from ha_servers import (
     TOPIC,
     commit_log_bytes,
     controller_namesrv,
-    free_port,
     ha_broker,
     replica,
     run,
@@ -44,6 +43,7 @@ from ha_servers import (
     ss,
     wait_for,
 )
+from ports import free_port
 from test_controller_failover import sync_state
 from test_replication import assert_same, call, read_store, replicated
 from test_sync_master import runtime_info

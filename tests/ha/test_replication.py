@@ -19,12 +19,12 @@ from ha_servers import (
     TOPIC,
     commit_log_bytes,
     create_topic,
-    free_port,
     ha_broker,
     send_many,
     ss,
     wait_for,
 )
+from ports import free_port
 
 from rocketstore.config import StoreConfig
 from rocketstore.remoting import RemotingClient, RequestCode, ResponseCode, create_request

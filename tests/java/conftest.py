@@ -14,7 +14,8 @@ if _CLIENT_TESTS not in sys.path:
     sys.path.insert(0, _CLIENT_TESTS)
 
 from cluster import Cluster  # noqa: E402
-from java_env import JavaPrograms, compile_programs, free_low_port, require_java  # noqa: E402
+from java_env import JavaPrograms, compile_programs, require_java  # noqa: E402
+from ports import free_low_port  # noqa: E402
 
 
 @pytest.fixture(scope="session")

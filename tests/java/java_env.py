@@ -14,11 +14,9 @@ import contextlib
 import json
 import os
 import queue
-import random
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import threading
 import time
@@ -29,6 +27,7 @@ from typing import Any
 
 import pytest
 from cluster import Server, _drain
+from ports import free_low_port
 
 RMQ_JAVA_DIR = Path(os.environ.get(
     "ROCKETSTORE_RMQ_JAVA_DIR",
@@ -83,27 +82,6 @@ def java_env(home: Path, **extra: str) -> dict[str, str]:
     env["JAVA_OPT_EXT"] = " ".join(filter(None, (f"-Duser.home={home}", extra.pop("JAVA_OPT_EXT", ""))))
     env.update(extra)
     return env
-
-
-def _port_free(port: int) -> bool:
-    # RocketMQ's servers bind every interface: the port must be free there, not only on loopback
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        try:
-            s.bind(("0.0.0.0", port))
-        except OSError:
-            return False
-    return True
-
-
-def free_low_port(also: tuple[int, ...] = ()) -> int:
-    """A port below 32768 that is free, with ``port + d`` free too for every d in ``also``
-    (a broker's listenPort - 2 for its VIP channel, + 1 for HA)."""
-    rng = random.Random()
-    for _ in range(500):
-        port = rng.randrange(12_000, 32_000)
-        if all(_port_free(port + d) for d in (0, *also)):
-            return port
-    raise AssertionError("no free port below 32768 found in 500 tries")
 
 
 class JavaPrograms:

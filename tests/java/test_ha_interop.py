@@ -9,7 +9,8 @@ import asyncio
 import sys
 from pathlib import Path
 
-from java_env import free_low_port, require_java, start_java_broker
+from java_env import require_java, start_java_broker
+from ports import free_low_port
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "ha"))
 

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import orjson
 import pytest
-from java_env import JavaPrograms, MqadminSession, free_low_port, require_java
+from java_env import JavaPrograms, MqadminSession, require_java
+from ports import free_low_port
 
 _CLIENT_TESTS = str(Path(__file__).resolve().parents[1] / "client")
 if _CLIENT_TESTS not in sys.path:

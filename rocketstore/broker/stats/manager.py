@@ -154,7 +154,11 @@ class BrokerStatsManager:
         self.dispatch_max_buffer = 0
         now_ms = self.started_ms
         self._next_store_minute_ms = now_ms + 60_000
-        self._next_minute_ms = self._next_hour_ms = self._next_day_ms = now_ms
+        # RocketMQ samples every list when the manager is made, before any item exists: an
+        # item made in the broker's first hour has no hour or day figures until the next tick
+        self._next_minute_ms = now_ms + MINUTE_PERIOD_MS
+        self._next_hour_ms = now_ms + HOUR_PERIOD_MS
+        self._next_day_ms = now_ms + DAY_PERIOD_MS
         self._next_log_minute_ms = _next_boundary_ms(now_ms, 60_000)
         self._next_log_hour_ms = _next_boundary_ms(now_ms, 3_600_000)
         self._next_morning_ms = _next_local_midnight_ms(now_ms)
