@@ -7,6 +7,7 @@ UNIQ_KEY and the ORIGIN_MESSAGE_ID that names an offset."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import shutil
 from collections import defaultdict
@@ -111,20 +112,25 @@ def differences(java: dict[tuple[str, int], list[dict[str, Any]]],
 @pytest.mark.slow
 def test_records_equal_those_of_rocketmq_4_9_8_for_the_same_java_sends(
         tmp_path: Path, rs_cluster, java_programs: JavaPrograms) -> None:
-    home = tmp_path / "admin-home"
     java_root = tmp_path / "java"
     java_root.mkdir()
-    with java_servers(java_root, brokerClusterName=CLUSTER, messageDelayLevel=FAST_DELAY_LEVELS,
-                      flushDiskType="ASYNC_FLUSH") as (namesrv, broker):
-        create_topics(home, broker.address)
-        run_scenario(java_programs, namesrv.address)
+    rs_broker = rs_cluster.brokers["broker-a"]
+
+    def against_rocketstore() -> None:
+        create_topics(tmp_path / "admin-home-rs", rs_broker.address)
+        run_scenario(java_programs, rs_cluster.namesrv_addr)
+
+    # both brokers at once: the scenario mostly waits (delay levels, redeliveries, lingering)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        ours_done = pool.submit(against_rocketstore)
+        with java_servers(java_root, brokerClusterName=CLUSTER, messageDelayLevel=FAST_DELAY_LEVELS,
+                          flushDiskType="ASYNC_FLUSH") as (namesrv, broker):
+            create_topics(tmp_path / "admin-home-java", broker.address)
+            run_scenario(java_programs, namesrv.address)
+        ours_done.result()
     # stopped: a copy of its store, opened read-only
     java_store = tmp_path / "java-store-copy"
     shutil.copytree(java_root / "broker-a" / "store", java_store)
-
-    rs_broker = rs_cluster.brokers["broker-a"]
-    create_topics(home, rs_broker.address)
-    run_scenario(java_programs, rs_cluster.namesrv_addr)
     rs_broker.stop()
 
     java = stored(java_store)

@@ -5,19 +5,14 @@ printed figures are the real ones (nonzero rates and 24 h counts, no ``null``)."
 
 from __future__ import annotations
 
+import contextlib
 import time
 from pathlib import Path
 
-from java_env import JavaPrograms, mqadmin
+from java_env import JavaPrograms, MqadminSession
 from rocketmq_runtime_keys import JAVA_RUNTIME_KEYS
 
 TOPIC, GROUP, COUNT = "StatsTopic", "stats_group", 30
-
-
-def run_admin(home: Path, *args: object) -> str:
-    result = mqadmin(home, *args)
-    assert result.returncode == 0, (args, result.stdout[-2000:], result.stderr[-3000:])
-    return result.stdout
 
 
 def test_mqadmin_reads_the_broker_statistics(rs_cluster, java_programs: JavaPrograms, java_home: Path) -> None:
@@ -27,9 +22,23 @@ def test_mqadmin_reads_the_broker_statistics(rs_cluster, java_programs: JavaProg
     assert [s["status"] for s in sent] == ["SEND_OK"] * COUNT
     got = java_programs.json_lines("RsJava", "consume", namesrv, GROUP, TOPIC, COUNT, 60_000)
     assert len(got) == COUNT
-    time.sleep(11)      # the broker's next 10-second snapshot of the minute lists
+    consumed_at = time.monotonic()
 
-    out = run_admin(java_home, "statsAll", "-n", namesrv, "-t", TOPIC)
+    with contextlib.closing(MqadminSession(java_programs, java_home, cwd=java_home.parent)) as admin:
+        def run_admin(*args: object) -> str:
+            out, err = admin.run(*args)
+            assert out.strip() and "Exception" not in err, (args, out[-2000:], err[-3000:])
+            return out
+
+        # what needs no snapshot first, while the broker's next 10-second snapshot of the minute
+        # lists comes (statsAll reads it; brokerStatus the rates of the last 10 s)
+        consume_stats = run_admin("brokerConsumeStats", "-n", namesrv, "-b", broker_addr)
+        cluster = run_admin("clusterList", "-n", namesrv)
+        cluster_totals = run_admin("clusterList", "-n", namesrv, "-m")
+        time.sleep(max(0.0, consumed_at + 11 - time.monotonic()))
+        out = run_admin("statsAll", "-n", namesrv, "-t", TOPIC)
+        status = run_admin("brokerStatus", "-n", namesrv, "-b", broker_addr)
+
     rows = [line.split() for line in out.splitlines() if line.startswith(TOPIC)]
     assert rows, out
     # #Topic #Consumer Group #Accumulation #InTPS #OutTPS #InMsg24Hour #OutMsg24Hour
@@ -39,18 +48,16 @@ def test_mqadmin_reads_the_broker_statistics(rs_cluster, java_programs: JavaProg
     assert 0 <= accumulation <= COUNT and in_tps > 0 and out_tps > 0, out
     assert in_24h == COUNT and out_24h == COUNT, out
 
-    out = run_admin(java_home, "brokerConsumeStats", "-n", namesrv, "-b", broker_addr)
-    assert f"Diff Total: {accumulation}" in out, out        # the same offsets, summed by the broker
-    assert GROUP in out and "null" not in out
+    assert f"Diff Total: {accumulation}" in consume_stats, consume_stats  # the same offsets, summed by the broker
+    assert GROUP in consume_stats and "null" not in consume_stats
 
-    out = run_admin(java_home, "brokerStatus", "-n", namesrv, "-b", broker_addr)
     table = {}
-    for line in out.splitlines():
+    for line in status.splitlines():
         key, sep, value = line.partition(":")
         if sep:
             table[key.strip()] = value.strip()
     assert JAVA_RUNTIME_KEYS <= set(table), sorted(JAVA_RUNTIME_KEYS - set(table))
-    assert not [k for k, v in table.items() if v == "null"], out
+    assert not [k for k, v in table.items() if v == "null"], status
     assert int(table["msgPutTotalTodayNow"]) >= COUNT and int(table["msgGetTotalTodayNow"]) >= COUNT
     assert int(table["putMessageTimesTotal"]) >= COUNT
     # the 10 s window (60 s and 600 s stay empty until the broker has run that long, as in RocketMQ)
@@ -58,11 +65,9 @@ def test_mqadmin_reads_the_broker_statistics(rs_cluster, java_programs: JavaProg
     assert sum(int(part.split(":")[1]) for part in table["putMessageDistributeTime"].split()) >= COUNT
     assert table["commitLogDirCapacity"].startswith("Total : ")
 
-    out = run_admin(java_home, "clusterList", "-n", namesrv)
-    assert "broker-a" in out and "null" not in out, out
-    line = next(line for line in out.splitlines() if "broker-a" in line)
+    assert "broker-a" in cluster and "null" not in cluster, cluster
+    line = next(line for line in cluster.splitlines() if "broker-a" in line)
     assert "ms)" in line and "nullms" not in line
-    out = run_admin(java_home, "clusterList", "-n", namesrv, "-m")
     # #InTotalYest #OutTotalYest #InTotalToday #OutTotalToday
-    totals = next(line for line in out.splitlines() if "broker-a" in line).split()[-4:]
-    assert int(totals[2]) >= COUNT and int(totals[3]) >= COUNT, out
+    totals = next(line for line in cluster_totals.splitlines() if "broker-a" in line).split()[-4:]
+    assert int(totals[2]) >= COUNT and int(totals[3]) >= COUNT, cluster_totals

@@ -113,7 +113,7 @@ async def one_round(broker: ss.Server, round_: int, history: History, rng: rando
         tasks.append(asyncio.ensure_future(consume(client, broker.address, offsets, history)))
         # most rounds are short; every fourth outlives the broker's 5 s offset persistence, so
         # that the staleness bound is tested across persists, not only before the first one
-        await asyncio.sleep(rng.uniform(5.3, 6.5) if round_ % 4 == 3 else rng.uniform(0.5, 2.5))
+        await asyncio.sleep(rng.uniform(5.3, 6.5) if round_ % 4 == 3 else rng.uniform(0.4, 1.5))
         assert not any(t.done() for t in tasks), "the stream stopped before the kill"
         os.kill(broker.pid, signal.SIGKILL)  # mid-stream: sends and commits in flight
         killed = time.monotonic()
