@@ -11,6 +11,8 @@ cdef enum:
 cdef int format_host_into(const unsigned char* a, int alen, int32_t port, char* out) noexcept nogil
 # offsetMsgId: store address + port (int32) + CommitLog offset (int64), upper-case hex; into
 # out (MSG_ID_TEXT bytes, host_len 4 or 16), returning the length, or as a str
+cdef inline int msg_id_length(int32_t host_len) noexcept nogil:
+    return 2 * (host_len + 12)
 cdef int msg_id_into(const unsigned char* host, int32_t host_len, int32_t port, int64_t offset,
                      char* out) noexcept nogil
 cdef str msg_id_text(const unsigned char* host, int32_t host_len, int32_t port, int64_t offset)

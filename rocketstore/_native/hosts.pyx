@@ -170,11 +170,11 @@ cdef int msg_id_into(const unsigned char* host, int32_t host_len, int32_t port, 
     rs_put_u32(<char*>buf + host_len, <uint32_t>port)
     rs_put_u64(<char*>buf + host_len + 4, <unsigned long long>offset)
     rs_hex_upper(out, buf, host_len + 12)
-    return 2 * (host_len + 12)
+    return msg_id_length(host_len)
 
 
 cdef str msg_id_text(const unsigned char* host, int32_t host_len, int32_t port, int64_t offset):
-    cdef object s = PyUnicode_New(2 * (host_len + 12), 127)
+    cdef object s = PyUnicode_New(msg_id_length(host_len), 127)
     msg_id_into(host, host_len, port, offset, <char*>PyUnicode_DATA(s))
     return s
 

@@ -33,7 +33,7 @@ from cpython.object cimport PyObject
 
 from rocketstore._native.includes.atomic cimport rs_load_acquire_i64
 from rocketstore._native.includes.byteorder cimport rs_put_u32
-from rocketstore._native.hosts cimport MSG_ID_TEXT, msg_id_into
+from rocketstore._native.hosts cimport msg_id_into, msg_id_length
 from rocketstore._native.message cimport Message
 from rocketstore._native.put_path cimport PutLock, lock_clock_ns
 from rocketstore._native.record cimport MESSAGE_SYS_FLAGS, SYSFLAG_MULTI_TAGS, SYSFLAG_TRANSACTION_MASK
@@ -477,23 +477,11 @@ cdef class SendPath(DirectHandler):
         else:
             self.record_put(topic, queue_id, 1, result.wrote_bytes)
         wait = self.waits and wait_state != WAIT_FALSE and not memory
-        if writer is not None and request.serialize_type == 0 \
-                and result.store_host_raw is not None \
-                and PyBytes_GET_SIZE(result.store_host_raw) <= _MAX_HOST_RAW:
-            offset = result.commitlog_offset
-            if not wait:
-                self._reply_frame(writer, request.opaque, result.store_host_raw, result.store_port,
-                                  &offset, 1, queue_id, result.queue_offset)
-                return self
-            return self.writer.when_stored(offset + result.wrote_bytes, _StoredFrame(
-                self, request, self._reply_frame(None, request.opaque, result.store_host_raw,
-                                                 result.store_port, &offset, 1, queue_id,
-                                                 result.queue_offset), result, queue_id))
-        response = self.stored_reply(request, result.msg_id, queue_id, result.queue_offset)
-        if wait:
-            return self.processor.reply_when_stored(
-                request, response, result.commitlog_offset + result.wrote_bytes)
-        return response
+        offset = result.commitlog_offset
+        reply = self._stored_answer(request, result, result.store_host_raw, result.store_port,
+                                    &offset, 1, queue_id, result.queue_offset,
+                                    offset + result.wrote_bytes, writer, wait)
+        return self if reply is WRITTEN else reply
 
     cdef object _transaction_refused(self, RemotingCommand request):
         return create_response(request, _NO_PERMISSION,
@@ -519,7 +507,7 @@ cdef class SendPath(DirectHandler):
         None), else returned as bytes. ``host_raw`` is at most _MAX_HOST_RAW bytes."""
         cdef const unsigned char* host = <const unsigned char*>PyBytes_AS_STRING(host_raw)
         cdef int host_len = <int>PyBytes_GET_SIZE(host_raw)
-        cdef Py_ssize_t i, ids_length = count * (2 * (host_len + 12) + 1) - 1
+        cdef Py_ssize_t i, ids_length = count * (msg_id_length(host_len) + 1) - 1
         cdef char queue_id_text[DECIMAL_TEXT_MAX]
         cdef char queue_offset_text[DECIMAL_TEXT_MAX]
         cdef char opaque_text[DECIMAL_TEXT_MAX]
@@ -599,19 +587,28 @@ cdef class SendPath(DirectHandler):
         cdef Py_ssize_t n = result.stored
         if n <= 0:
             raise ValueError("a stored batch's reply needs a stored message")
-        cdef int64_t end = offsets[n - 1] + sizes[n - 1]
-        if writer is not None and request.serialize_type == 0 \
-                and result.store_host_raw is not None \
-                and PyBytes_GET_SIZE(result.store_host_raw) <= _MAX_HOST_RAW:
+        return self._stored_answer(request, result, result.store_host_raw, result.store_port,
+                                   &offsets[0], n, queue_id, queue_offsets[0],
+                                   offsets[n - 1] + sizes[n - 1], writer, wait)
+
+    cdef object _stored_answer(self, RemotingCommand request, object result, bytes host_raw,
+                               int port, const int64_t* offsets, Py_ssize_t count,
+                               long long queue_id, long long queue_offset, int64_t end,
+                               FrameWriter writer, bint wait):
+        """The SUCCESS reply to a stored send (``count`` 1) or batch ending at ``end``: from the
+        template for a JSON request into ``writer`` (WRITTEN), or, with ``wait`` (SYNC_FLUSH
+        or SYNC_MASTER), its frame given once stored (a DeferredReply); as a RemotingCommand
+        otherwise (deferred the same way when waiting)."""
+        if writer is not None and request.serialize_type == 0 and host_raw is not None \
+                and PyBytes_GET_SIZE(host_raw) <= _MAX_HOST_RAW:
             if not wait:
-                self._reply_frame(writer, request.opaque, result.store_host_raw, result.store_port,
-                                  &offsets[0], n, queue_id, queue_offsets[0])
+                self._reply_frame(writer, request.opaque, host_raw, port, offsets, count,
+                                  queue_id, queue_offset)
                 return WRITTEN
             return self.writer.when_stored(end, _StoredFrame(
-                self, request, self._reply_frame(None, request.opaque, result.store_host_raw,
-                                                 result.store_port, &offsets[0], n, queue_id,
-                                                 queue_offsets[0]), result, queue_id))
-        response = self.stored_reply(request, batch_msg_ids(result), queue_id, queue_offsets[0])
+                self, request, self._reply_frame(None, request.opaque, host_raw, port, offsets,
+                                                 count, queue_id, queue_offset), result, queue_id))
+        response = self._fields_reply(request, result, queue_id)
         if wait:
             return self.processor.reply_when_stored(request, response, end)
         return response
