@@ -22,6 +22,7 @@ from rocketstore.ha.protocol import (
     HAFrameError,
     parse_header,
 )
+from rocketstore.remoting import connected_to_itself
 from rocketstore.store import MessageStore
 
 log = logging.getLogger(__name__)
@@ -134,6 +135,10 @@ class HAClient:
         transport, stream = await asyncio.wait_for(
             loop.create_connection(lambda: MasterStream(self), host, port), CONNECT_TIMEOUT_S)
         store = self.store
+        if connected_to_itself(transport):
+            transport.close()
+            raise ConnectionError(f"connected to itself at {address}: nothing listens there "
+                                  "(the port is in the ephemeral range)")
         try:
             self.connected = True
             local = transport.get_extra_info("sockname")

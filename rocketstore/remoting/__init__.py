@@ -78,7 +78,7 @@ Errors: `RemotingConnectError`, `RemotingTimeoutError`, `RemotingSendRequestErro
 before the response), all `RemotingError`. A reply with an error code is returned, not raised.
 """
 
-from rocketstore.remoting.client import InvokeCallback, RemotingClient
+from rocketstore.remoting.client import InvokeCallback, RemotingClient, connected_to_itself
 from rocketstore.remoting.codec import (
     MAX_FRAME_BYTES,
     FrameDecoder,
@@ -115,7 +115,7 @@ __all__ = [
     "HeaderFieldError", "InvokeCallback", "LanguageCode", "RemotingClient", "RemotingClientConfig",
     "RemotingCommand", "RemotingConnectError", "RemotingConnection", "RemotingError",
     "RemotingSendRequestError", "RemotingServer", "RemotingServerConfig", "RemotingTimeoutError",
-    "RequestCode", "RequestHandler", "ResponseCode", "SerializeType", "create_request",
+    "RequestCode", "RequestHandler", "ResponseCode", "SerializeType", "connected_to_itself", "create_request",
     "create_response", "decode", "decode_frame", "decode_header", "encode", "encode_frame",
     "encode_header", "parse_address",
 ]

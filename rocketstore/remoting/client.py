@@ -28,6 +28,17 @@ RequestHook = Callable[[RemotingCommand], None]
 ClientConnectionListener = Callable[[str, RemotingConnection], None]
 
 
+def connected_to_itself(transport: asyncio.BaseTransport | None) -> bool:
+    """Whether a TCP connection's two ends are one socket: a connect to a loopback port
+    nobody listens on can be given that very port as its own (TCP simultaneous open). The
+    connection then holds the port, so the server it was meant for cannot listen there again;
+    it must be closed at once."""
+    if transport is None:
+        return False
+    local, peer = transport.get_extra_info("sockname"), transport.get_extra_info("peername")
+    return local is not None and local == peer
+
+
 class RemotingClient:
     """A client of RocketMQ's remoting protocol, for any number of servers.
 
@@ -95,7 +106,7 @@ class RemotingClient:
             self._forget(address, connection)
 
         try:
-            _, connection = await asyncio.wait_for(
+            transport, connection = await asyncio.wait_for(
                 loop.create_connection(
                     lambda: RemotingConnection(self._processors, limits, on_close=on_close),
                     host=host,
@@ -107,6 +118,10 @@ class RemotingClient:
             raise RemotingConnectError(f"connect to {address} timed out after {connect_timeout:g} s") from None
         except OSError as exc:
             raise RemotingConnectError(f"connect to {address} failed: {exc}") from exc
+        if connected_to_itself(transport):
+            connection.close()
+            raise RemotingConnectError(f"connect to {address}: connected to itself (nothing "
+                                       "listens there and the port is in the ephemeral range)")
         if self._closed:
             connection.close()
             raise RemotingConnectError("the client was closed while connecting")

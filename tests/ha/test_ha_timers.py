@@ -5,6 +5,7 @@ offset is where the master starts a late slave."""
 from __future__ import annotations
 
 import asyncio
+import socket
 import struct
 from pathlib import Path
 
@@ -152,3 +153,70 @@ def test_bad_addresses_are_named() -> None:
         with pytest.raises(ValueError, match="haMasterAddress"):
             split_address(bad)
     assert split_address("127.0.0.1:10912") == ("127.0.0.1", 10912)
+
+
+def _free_loopback_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def self_connecting(loop: asyncio.AbstractEventLoop):  # noqa: ANN201 - a test helper
+    """loop.create_connection as the kernel may make it to a loopback port nobody listens on:
+    from that very port (TCP simultaneous open: the connection's two ends are one socket)."""
+    real = loop.create_connection
+
+    async def create_connection(factory, host, port, **kwargs):  # noqa: ANN001, ANN202
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.setblocking(False)
+        await loop.sock_connect(sock, (host, port))
+        return await real(factory, sock=sock)
+    return create_connection
+
+
+def test_a_slave_never_stays_connected_to_itself(tmp_path: Path) -> None:
+    """A slave reconnecting to a master that is restarting could be handed the master's HA
+    port as its own: it would then hold the port (the master cannot listen again) and hear its
+    own reports. It closes such a connection at once, and the port is free again."""
+    port = _free_loopback_port()
+
+    async def scenario() -> None:
+        loop = asyncio.get_running_loop()
+        loop.create_connection = self_connecting(loop)  # type: ignore[method-assign]
+        store = MessageStore.open(tmp_path / "s", make_config(tmp_path / "s", broker_role="SLAVE"))
+        try:
+            client = HAClient(store, f"127.0.0.1:{port}")
+            with pytest.raises(ConnectionError, match="connected to itself"):
+                await client._follow(f"127.0.0.1:{port}")
+            assert not client.connected
+        finally:
+            store.shutdown()
+        await asyncio.sleep(0.05)       # the transport's close runs
+
+    run(scenario())
+    with socket.socket() as again:      # what the restarting master does (asyncio's way)
+        again.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        again.bind(("127.0.0.1", port))
+        again.listen()
+
+
+def test_a_remoting_client_never_stays_connected_to_itself() -> None:
+    from rocketstore.remoting import RemotingClient, RemotingConnectError
+
+    port = _free_loopback_port()
+
+    async def scenario() -> None:
+        loop = asyncio.get_running_loop()
+        loop.create_connection = self_connecting(loop)  # type: ignore[method-assign]
+        async with RemotingClient() as client:
+            with pytest.raises(RemotingConnectError, match="connected to itself"):
+                await client.get_connection(f"127.0.0.1:{port}")
+        await asyncio.sleep(0.05)
+
+    run(scenario())
+    with socket.socket() as again:
+        again.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        again.bind(("127.0.0.1", port))
+        again.listen()
