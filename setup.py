@@ -144,8 +144,9 @@ def broker(path: str) -> Extension:
     )
 
 
-REMOTING_MODULES = ["_command", "_frames", "_headers", "_pump", "_send_scan"]
-BROKER_MODULES = ["processors/send/_send_header", "processors/send/_send_path", "stats/_put_counts"]
+REMOTING_MODULES = ["_command", "_deferred", "_frames", "_headers", "_pump", "_send_scan"]
+BROKER_MODULES = ["_stored_wait", "processors/send/_send_header", "processors/send/_send_path",
+                  "stats/_put_counts"]
 CLIENT_MODULES = ["_records"]
 MODULES = [os.path.splitext(os.path.basename(p))[0] for p in sorted(glob.glob("rocketstore/_native/*.pyx"))]
 

@@ -24,6 +24,7 @@ import asyncio
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
+from rocketstore.broker._stored_wait import StoredWait
 from rocketstore.common.record import TRANSACTION_TYPE_MASK, SysFlag
 from rocketstore.common.topics import SCHEDULE_TOPIC
 from rocketstore.message import (
@@ -33,8 +34,10 @@ from rocketstore.message import (
     PutMessagesResult,
     PutMessageStatus,
 )
-from rocketstore.remoting.deferred import DeferredReply
+from rocketstore.remoting import DeferredReply
 from rocketstore.store import MessageStore
+
+_SLAVE_NOT_AVAILABLE = int(PutMessageStatus.SLAVE_NOT_AVAILABLE)
 
 if TYPE_CHECKING:
     from rocketstore._native.batch_put import EncodedBatch
@@ -136,7 +139,7 @@ class MessageWriter:
         FLUSH_SLAVE_TIMEOUT / SLAVE_NOT_AVAILABLE (no slave, or the best one more than
         haSlaveFallbehindMax behind: answered without waiting for a slave). What on_done
         raises answers SYSTEM_ERROR."""
-        wait = _StoredWait(on_done)
+        wait = StoredWait(on_done)
         if self.sync_master:
             ha = self.ha
             if ha is None or not ha.is_slave_ok(next_offset):
@@ -148,7 +151,7 @@ class MessageWriter:
             wait.pending += 1
             self._watch_flush(next_offset, wait.flush_done)
         wait.part_done()
-        return wait.reply
+        return wait
 
     def _watch_flush(self, next_offset: int, callback: Callable[[bool], None]) -> None:
         watch = self._watch
@@ -184,42 +187,3 @@ class MessageWriter:
         if watch is not None and not watch.closed:
             self.loop.remove_reader(watch.fileno())
             watch.close()
-
-
-_OK = int(PutMessageStatus.PUT_OK)
-_SLAVE_NOT_AVAILABLE = int(PutMessageStatus.SLAVE_NOT_AVAILABLE)
-_FLUSH_SLAVE_TIMEOUT = int(PutMessageStatus.FLUSH_SLAVE_TIMEOUT)
-_FLUSH_DISK_TIMEOUT = int(PutMessageStatus.FLUSH_DISK_TIMEOUT)
-
-
-class _StoredWait:
-    """One send waiting for its flush and its slave (MessageWriter.when_stored): the parts
-    still waited for, and the status of each (the slave's failure wins, as RocketMQ's
-    thenCombine)."""
-
-    __slots__ = ("flush", "on_done", "pending", "reply", "slave")
-
-    def __init__(self, on_done: Callable[[int], object]) -> None:
-        self.reply = DeferredReply()
-        self.on_done = on_done
-        self.pending = 1    # the parts waited for, and when_stored until it set them all up
-        self.flush = _OK
-        self.slave = _OK
-
-    def flush_done(self, durable: bool) -> None:
-        self.flush = _OK if durable else _FLUSH_DISK_TIMEOUT
-        self.part_done()
-
-    def slave_done(self, acknowledged: bool) -> None:
-        self.slave = _OK if acknowledged else _FLUSH_SLAVE_TIMEOUT
-        self.part_done()
-
-    def part_done(self) -> None:
-        self.pending -= 1
-        if self.pending:
-            return
-        try:
-            outcome: object = self.on_done(self.slave if self.slave != _OK else self.flush)
-        except Exception as exc:  # noqa: BLE001 - the request gets SYSTEM_ERROR
-            outcome = exc
-        self.reply.resolve(outcome)

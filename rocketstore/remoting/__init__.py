@@ -78,6 +78,7 @@ Errors: `RemotingConnectError`, `RemotingTimeoutError`, `RemotingSendRequestErro
 before the response), all `RemotingError`. A reply with an error code is returned, not raised.
 """
 
+from rocketstore.remoting._deferred import DeferredReply
 from rocketstore.remoting.client import InvokeCallback, RemotingClient, connected_to_itself
 from rocketstore.remoting.codec import (
     MAX_FRAME_BYTES,
@@ -111,7 +112,7 @@ from rocketstore.remoting.headers import HeaderFieldError, decode_header, encode
 from rocketstore.remoting.server import RemotingServer
 
 __all__ = [
-    "FLAG_ONEWAY", "FLAG_RESPONSE", "MAX_FRAME_BYTES", "FrameDecoder", "FrameError", "FrameWriter", "HeaderError",
+    "FLAG_ONEWAY", "FLAG_RESPONSE", "DeferredReply", "MAX_FRAME_BYTES", "FrameDecoder", "FrameError", "FrameWriter", "HeaderError",
     "HeaderFieldError", "InvokeCallback", "LanguageCode", "RemotingClient", "RemotingClientConfig",
     "RemotingCommand", "RemotingConnectError", "RemotingConnection", "RemotingError",
     "RemotingSendRequestError", "RemotingServer", "RemotingServerConfig", "RemotingTimeoutError",

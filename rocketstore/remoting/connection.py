@@ -20,10 +20,12 @@ import asyncio
 import itertools
 import logging
 import sys
+import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
+from rocketstore.remoting._deferred import DeferredReply
 from rocketstore.remoting._pump import RequestPump, count_answer
 from rocketstore.remoting.codec import MAX_FRAME_BYTES, FrameDecoder, FrameWriter
 from rocketstore.remoting.codes import (
@@ -34,7 +36,6 @@ from rocketstore.remoting.codes import (
     describe_request,
 )
 from rocketstore.remoting.command import RemotingCommand, create_response
-from rocketstore.remoting.deferred import DeferredReply
 from rocketstore.remoting.errors import (
     FrameError,
     HeaderError,
@@ -139,6 +140,42 @@ def format_address(peer: Any) -> str:
     return str(peer)
 
 
+class _Flusher:
+    """The connections of one loop with replies queued outside a read (a deferred reply, a
+    held pull answered), written together in the next loop turn: one callback for all of
+    them, not one each (a slave's report answers a round of SYNC_MASTER sends at once)."""
+
+    __slots__ = ("loop", "pending")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.pending: list[RemotingConnection] = []
+
+    def add(self, connection: RemotingConnection) -> None:
+        if not self.pending:
+            self.loop.call_soon(self.run)
+        self.pending.append(connection)
+
+    def run(self) -> None:
+        pending, self.pending = self.pending, []
+        for connection in pending:
+            if connection._flush_scheduled:     # not written since (a read's end writes too)
+                try:
+                    connection.flush()
+                except Exception:   # noqa: BLE001 - one connection's failure stays its own
+                    log.exception("writing to %s failed", connection.remote_address)
+
+
+_flushers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Flusher] = weakref.WeakKeyDictionary()
+
+
+def _flusher_of(loop: asyncio.AbstractEventLoop) -> _Flusher:
+    flusher = _flushers.get(loop)
+    if flusher is None:
+        flusher = _flushers[loop] = _Flusher(loop)
+    return flusher
+
+
 class RemotingConnection(asyncio.Protocol):
     """One socket speaking RocketMQ's remoting protocol (see the module's docstring)."""
 
@@ -174,6 +211,7 @@ class RemotingConnection(asyncio.Protocol):
         self._backlog: list[RemotingCommand | HeaderError] = []
         self._receiving = False
         self._flush_scheduled = False
+        self._flusher = _flusher_of(self._loop)
         #: Clear while the peer is not reading what we write: new requests wait for it.
         self._writable = asyncio.Event()
         self._writable.set()
@@ -348,7 +386,7 @@ class RemotingConnection(asyncio.Protocol):
             self.flush()  # now: the transport then tells whether to pause
         elif not self._receiving and not self._flush_scheduled:
             self._flush_scheduled = True
-            self._loop.call_soon(self.flush)
+            self._flusher.add(self)
 
     def flush(self) -> None:
         """Write what is queued now."""
@@ -393,7 +431,7 @@ class RemotingConnection(asyncio.Protocol):
             self.flush()
         elif not self._receiving and not self._flush_scheduled:
             self._flush_scheduled = True
-            self._loop.call_soon(self.flush)
+            self._flusher.add(self)
         count_answer(request.code, ResponseCode.SUCCESS)
 
     def send_error(self, request: RemotingCommand, code: int, remark: str) -> None:
@@ -479,7 +517,7 @@ class RemotingConnection(asyncio.Protocol):
         if isinstance(result, RemotingCommand):
             self.send_response(request, result)
             return
-        if type(result) is DeferredReply:
+        if isinstance(result, DeferredReply):
             self._inflight += 1
             if self._inflight >= self._limits.max_inflight_requests:
                 self._pause_reading(_PAUSED_BY_INFLIGHT)
@@ -501,7 +539,7 @@ class RemotingConnection(asyncio.Protocol):
         future.add_done_callback(lambda done: self._handler_done(request, done))
 
     def deferred_done(self, request: RemotingCommand, outcome: Any) -> None:
-        """A DeferredReply's outcome: written at once (see remoting/deferred.py)."""
+        """A DeferredReply's outcome: written at once (see remoting/_deferred.pyx)."""
         self._inflight -= 1
         if self._inflight <= self._limits.max_inflight_requests // 2:
             self._resume_reading(_PAUSED_BY_INFLIGHT)

@@ -9,6 +9,7 @@ import asyncio
 import pytest
 
 from rocketstore.remoting import (
+    DeferredReply,
     RemotingClient,
     RemotingClientConfig,
     RemotingServer,
@@ -16,7 +17,6 @@ from rocketstore.remoting import (
     ResponseCode,
 )
 from rocketstore.remoting.command import create_request, create_response
-from rocketstore.remoting.deferred import DeferredReply
 
 
 class _Sink:
@@ -94,3 +94,39 @@ def test_a_server_answers_deferred_replies_and_errors() -> None:
             await server.stop()
 
     asyncio.run(main())
+
+
+def test_replies_given_outside_a_read_are_written_in_one_callback_for_every_connection() -> None:
+    """A slave's report answers a round of sends on many connections: one loop callback
+    writes them all (a connection written meanwhile is not written twice)."""
+    from rocketstore.remoting.connection import _Flusher
+
+    class Connection:
+        remote_address = "peer"
+
+        def __init__(self) -> None:
+            self.writes = 0
+            self._flush_scheduled = True
+
+        def flush(self) -> None:
+            self._flush_scheduled = False
+            self.writes += 1
+
+    class Loop:
+        def __init__(self) -> None:
+            self.callbacks: list[object] = []
+
+        def call_soon(self, callback: object) -> None:
+            self.callbacks.append(callback)
+
+    loop = Loop()
+    flusher = _Flusher(loop)    # type: ignore[arg-type]
+    connections = [Connection() for _ in range(3)]
+    for connection in connections:
+        flusher.add(connection)     # type: ignore[arg-type]
+    assert len(loop.callbacks) == 1
+    connections[1].flush()          # written already (a read's end)
+    flusher.run()
+    assert [c.writes for c in connections] == [1, 1, 1]
+    flusher.add(connections[0])     # type: ignore[arg-type]
+    assert len(loop.callbacks) == 2     # a new turn, a new callback
