@@ -125,6 +125,13 @@ def reader(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Reader]:
     yield Reader(home, env, free_low_port(), free_low_port((-2, 1)), others)
 
 
+def _logs_written_since(home: Path, started: float, tail_chars: int = 6000) -> str:
+    """The tails of the logs a block's servers wrote, for a failure's message."""
+    logs = sorted(p for p in home.rglob("*.log") if p.stat().st_mtime >= started)
+    return "".join(f"--- {p.relative_to(home)}\n{p.read_text(errors='replace')[-tail_chars:]}\n"
+                   for p in logs)
+
+
 @pytest.fixture(scope="module")
 def servers(reader: Reader) -> Iterator[None]:
     """The quick start's shell block, run: it leaves a name server and a broker running in the
@@ -135,10 +142,11 @@ def servers(reader: Reader) -> Iterator[None]:
     script = Block(block.line, block.language,
                    f"trap 'jobs -p > {pid_file}' EXIT\n{block.code}", None)
     try:
+        started = time.time()
         result = reader.run(script, timeout=180)
         assert result.returncode == 0, (
             f"README line {block.line}: {result.stdout[-2000:]}{result.stderr[-3000:]}\n"
-            + "".join(p.read_text()[-2000:] for p in reader.home.glob("*.log")))
+            + _logs_written_since(reader.home, started, tail_chars=2000))
         yield
     finally:
         pids = [int(p) for p in pid_file.read_text().split()] if pid_file.exists() else []
@@ -160,13 +168,6 @@ def servers(reader: Reader) -> Iterator[None]:
                     os.kill(pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
-
-
-def _logs_written_since(home: Path, started: float, tail_chars: int = 6000) -> str:
-    """The tails of the logs a block's servers wrote, for a failure's message."""
-    logs = sorted(p for p in home.rglob("*.log") if p.stat().st_mtime >= started)
-    return "".join(f"--- {p.relative_to(home)}\n{p.read_text(errors='replace')[-tail_chars:]}\n"
-                   for p in logs)
 
 
 def _param(index: int, block: Block) -> object:

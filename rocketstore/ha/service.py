@@ -436,11 +436,7 @@ class HAService:
             return
         acked = self.acknowledged_offset()
         while waiters and waiters[0][0] <= acked:
-            callback = waiters.popleft()[2]
-            try:
-                callback(True)
-            except Exception:   # noqa: BLE001 - one waiter's failure never reaches the others
-                log.exception("answering a SYNC_MASTER send failed")
+            _answer(waiters.popleft()[2], True)
 
     def _expire(self) -> None:
         """Time out the waiters past their deadline; wait for the next one's."""

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from helpers import SEG, make_config
+from ports import free_port
 
 from rocketstore import Message, MessageStore
 from rocketstore.ha import HAClient, HAService
@@ -155,10 +156,12 @@ def test_bad_addresses_are_named() -> None:
     assert split_address("127.0.0.1:10912") == ("127.0.0.1", 10912)
 
 
-def _free_loopback_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+def listen_again(port: int) -> None:
+    """What a restarting server does (asyncio's way): the self-connection left the port free."""
+    with socket.socket() as again:
+        again.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        again.bind(("127.0.0.1", port))
+        again.listen()
 
 
 def self_connecting(loop: asyncio.AbstractEventLoop):  # noqa: ANN201 - a test helper
@@ -180,7 +183,7 @@ def test_a_slave_never_stays_connected_to_itself(tmp_path: Path) -> None:
     """A slave reconnecting to a master that is restarting could be handed the master's HA
     port as its own: it would then hold the port (the master cannot listen again) and hear its
     own reports. It closes such a connection at once, and the port is free again."""
-    port = _free_loopback_port()
+    port = free_port()
 
     async def scenario() -> None:
         loop = asyncio.get_running_loop()
@@ -196,16 +199,13 @@ def test_a_slave_never_stays_connected_to_itself(tmp_path: Path) -> None:
         await asyncio.sleep(0.05)       # the transport's close runs
 
     run(scenario())
-    with socket.socket() as again:      # what the restarting master does (asyncio's way)
-        again.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        again.bind(("127.0.0.1", port))
-        again.listen()
+    listen_again(port)
 
 
 def test_a_remoting_client_never_stays_connected_to_itself() -> None:
     from rocketstore.remoting import RemotingClient, RemotingConnectError
 
-    port = _free_loopback_port()
+    port = free_port()
 
     async def scenario() -> None:
         loop = asyncio.get_running_loop()
@@ -216,7 +216,4 @@ def test_a_remoting_client_never_stays_connected_to_itself() -> None:
         await asyncio.sleep(0.05)
 
     run(scenario())
-    with socket.socket() as again:
-        again.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        again.bind(("127.0.0.1", port))
-        again.listen()
+    listen_again(port)
