@@ -130,6 +130,16 @@ def client(name: str) -> Extension:
     )
 
 
+def ha(name: str) -> Extension:
+    """Replication's native waiting path: like the remoting codec, no store helpers, no numpy."""
+    return Extension(
+        f"rocketstore.ha.{name}",
+        [f"rocketstore/ha/{name}.pyx"],
+        extra_compile_args=COMPILE_ARGS,
+        extra_link_args=LINK_ARGS,
+    )
+
+
 def broker(path: str) -> Extension:
     """The broker's native request paths (``path`` below rocketstore/broker/, without .pyx):
     over the native layer and the remoting codec."""
@@ -148,6 +158,7 @@ REMOTING_MODULES = ["_command", "_deferred", "_frames", "_headers", "_pump", "_s
 BROKER_MODULES = ["_stored_wait", "processors/send/_send_header", "processors/send/_send_path",
                   "stats/_put_counts"]
 CLIENT_MODULES = ["_records"]
+HA_MODULES = ["_acks"]
 MODULES = [os.path.splitext(os.path.basename(p))[0] for p in sorted(glob.glob("rocketstore/_native/*.pyx"))]
 
 def current_c(ext: Extension) -> str | None:
@@ -191,5 +202,6 @@ setup(
     cmdclass={"build_ext": BuildExtWithHelpers},
     ext_modules=cythonized(
         [native(m) for m in MODULES] + [remoting(m) for m in REMOTING_MODULES]
-        + [client(m) for m in CLIENT_MODULES] + [broker(m) for m in BROKER_MODULES]),
+        + [client(m) for m in CLIENT_MODULES] + [ha(m) for m in HA_MODULES]
+        + [broker(m) for m in BROKER_MODULES]),
 )

@@ -1,6 +1,7 @@
 from collections.abc import Callable
 from typing import final
 
+from rocketstore.ha._acks import SlaveAcks
 from rocketstore.remoting import DeferredReply
 
 @final
@@ -13,3 +14,13 @@ class StoredWait(DeferredReply):
     def flush_done(self, durable: bool) -> None: ...
     def slave_done(self, acknowledged: bool) -> None: ...
     def part_done(self) -> None: ...
+
+@final
+class StoredWaits:
+    """What a waiting send waits for (see rocketstore.broker._stored_wait)."""
+    sync_master: bool
+    slave_timeout_s: float
+    acks: SlaveAcks | None
+    def __init__(self, sync_master: bool, slave_timeout_s: float,
+                 watch_flush: Callable[[int, Callable[[bool], object]], None] | None) -> None: ...
+    def when_stored(self, next_offset: int, on_done: Callable[[int], object]) -> StoredWait: ...

@@ -24,7 +24,7 @@ import asyncio
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
-from rocketstore.broker._stored_wait import StoredWait
+from rocketstore.broker._stored_wait import StoredWaits
 from rocketstore.common.record import TRANSACTION_TYPE_MASK, SysFlag
 from rocketstore.common.topics import SCHEDULE_TOPIC
 from rocketstore.message import (
@@ -32,12 +32,9 @@ from rocketstore.message import (
     MessageProperty,
     PutMessageResult,
     PutMessagesResult,
-    PutMessageStatus,
 )
 from rocketstore.remoting import DeferredReply
 from rocketstore.store import MessageStore
-
-_SLAVE_NOT_AVAILABLE = int(PutMessageStatus.SLAVE_NOT_AVAILABLE)
 
 if TYPE_CHECKING:
     from rocketstore._native.batch_put import EncodedBatch
@@ -70,9 +67,7 @@ class MessageWriter:
         self.sync_master = store.config.broker_role == "SYNC_MASTER"
         #: whether a send's reply may wait (for the flush, the slave or both)
         self.waits = self.sync_flush or self.sync_master
-        #: the master's HAService (the broker sets it once listening; None: no slave can
-        #: connect, so SYNC_MASTER answers SLAVE_NOT_AVAILABLE)
-        self.ha: HAService | None = None
+        self._ha: HAService | None = None
         #: RocketMQ 4.9.8 waits slaveTimeout for the slave (CommitLog.submitReplicaRequest)
         self.slave_timeout_s = store.config.slave_timeout / 1000
         #: SYNC_FLUSH: the flush answers, on this loop (close() at shutdown)
@@ -80,6 +75,20 @@ class MessageWriter:
         self._watch_timer: asyncio.TimerHandle | None = None
         if self._watch is not None:
             loop.add_reader(self._watch.fileno(), self._watch.poll)
+        #: a waiting send's parts, set up natively (when_stored)
+        self.stored_waits = StoredWaits(self.sync_master, self.slave_timeout_s,
+                                        self._watch_flush if self.sync_flush else None)
+
+    @property
+    def ha(self) -> HAService | None:
+        """The master's HAService (the broker sets it once listening; None: no slave can
+        connect, so SYNC_MASTER answers SLAVE_NOT_AVAILABLE)."""
+        return self._ha
+
+    @ha.setter
+    def ha(self, service: HAService | None) -> None:
+        self._ha = service
+        self.stored_waits.acks = None if service is None else service.acks
 
     def schedule_if_delayed(self, message: Message, queue_id: int) -> int:
         """Redirect a delayed message to SCHEDULE_TOPIC_XXXX (in place); returns the queue id
@@ -138,20 +147,9 @@ class MessageWriter:
         status is a PutMessageStatus: PUT_OK, FLUSH_DISK_TIMEOUT, or, winning over it,
         FLUSH_SLAVE_TIMEOUT / SLAVE_NOT_AVAILABLE (no slave, or the best one more than
         haSlaveFallbehindMax behind: answered without waiting for a slave). What on_done
-        raises answers SYSTEM_ERROR."""
-        wait = StoredWait(on_done)
-        if self.sync_master:
-            ha = self.ha
-            if ha is None or not ha.is_slave_ok(next_offset):
-                wait.slave = _SLAVE_NOT_AVAILABLE
-            else:
-                wait.pending += 1
-                ha.when_acknowledged(next_offset, self.slave_timeout_s, wait.slave_done)
-        if self.sync_flush:
-            wait.pending += 1
-            self._watch_flush(next_offset, wait.flush_done)
-        wait.part_done()
-        return wait
+        raises answers SYSTEM_ERROR. The send path calls ``stored_waits.when_stored``
+        directly (this, natively)."""
+        return self.stored_waits.when_stored(next_offset, on_done)
 
     def _watch_flush(self, next_offset: int, callback: Callable[[bool], None]) -> None:
         watch = self._watch

@@ -19,11 +19,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from rocketstore.ha._acks import SlaveAcks
 from rocketstore.ha.protocol import HEADER, REPORT_SIZE, HAFrameError, parse_report
 from rocketstore.store import MessageStore
 
@@ -97,6 +97,7 @@ class HAConnection(asyncio.Protocol):
         transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)    # type: ignore[attr-defined]
         log.info("HAService receive new connection, %s", self.address)
         service.connections.add(self)
+        service.refresh_acks()
         self._tick_handle = asyncio.get_running_loop().call_later(IDLE_POLL_S, self._tick)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -105,6 +106,7 @@ class HAConnection(asyncio.Protocol):
             self._tick_handle = None
         if self in self.service.connections:
             self.service.connections.discard(self)
+            self.service.refresh_acks()
             why = self._why if exc is None or self._why != "closed" else _describe(exc)
             log.info("HA slave %s disconnected (%s); it had acknowledged offset %d",
                      self.address, why, self.state.ack_offset)
@@ -264,9 +266,6 @@ class HAService:
     """The master's HA listener; ``start()`` on the broker's event loop, ``stop()`` at
     shutdown. ``slaves()`` tells who follows and how far they acknowledged."""
 
-    #: controller mode: the replicas the controller holds caught up (None: not in that mode)
-    sync_state_set: SyncStateSet | None = None
-
     def __init__(self, store: MessageStore, *, port: int, bind_address: str = "127.0.0.1",
                  transfer_batch_size: int | None = None,
                  heartbeat_interval_ms: int | None = None,
@@ -284,12 +283,24 @@ class HAService:
         self.connections: set[HAConnection] = set()
         self._server: asyncio.AbstractServer | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._wake_pending = False
         self._listening = False
-        #: SYNC_MASTER's sends waiting for a slave: (offset, deadline, callback), in append
-        #: order (offsets and deadlines both grow along it)
-        self._waiters: deque[tuple[int, float, Callable[[bool], object]]] = deque()
+        #: SYNC_MASTER's sends waiting for a slave, and the acknowledgements they wait on
+        #: (kept current by refresh_acks)
+        self.acks = SlaveAcks(config.ha_slave_fallbehind_max)
+        self._sync_state_set: SyncStateSet | None = None
         self._timeout_handle: asyncio.TimerHandle | None = None
+
+    @property
+    def sync_state_set(self) -> SyncStateSet | None:
+        """Controller mode: the replicas the controller holds caught up (None: not in that
+        mode)."""
+        return self._sync_state_set
+
+    @sync_state_set.setter
+    def sync_state_set(self, value: SyncStateSet | None) -> None:
+        self._sync_state_set = value
+        self.acks.controller_mode = value is not None
+        self.refresh_acks()
 
     @property
     def listening(self) -> bool:
@@ -297,6 +308,7 @@ class HAService:
 
     async def start(self) -> None:
         loop = self._loop = asyncio.get_running_loop()
+        self.acks.bind(loop.time, loop.call_soon, self._wake, self._arm_timer)
         if not self._listening:
             self.store.add_arrival_listener(self._arrival)
         self._listening = True
@@ -324,25 +336,17 @@ class HAService:
     # ---- new data ----------------------------------------------------------------------------
     def _arrival(self, topic: str, queue_id: int, next_offset: int) -> None:
         """The store's arrival listener (its dispatch thread): wake the connections once."""
-        if self._wake_pending or not self.connections or self._loop is None:
+        acks = self.acks
+        if acks.wake_pending or not self.connections or self._loop is None:
             return
-        self._wake_pending = True
+        acks.wake_pending = True
         try:
             self._loop.call_soon_threadsafe(self._wake)
         except RuntimeError:    # the loop is closed: the broker stopped
-            self._wake_pending = False
-
-    def appended(self) -> None:
-        """The loop, after a send that waits for a slave: the connections write the new
-        bytes in the next loop turn (every send appended in this turn rides the same write),
-        not after the dispatch thread's arrival (a thread hop on every SYNC_MASTER send's
-        path)."""
-        if not self._wake_pending and self.connections and self._loop is not None:
-            self._wake_pending = True
-            self._loop.call_soon(self._wake)
+            acks.wake_pending = False
 
     def _wake(self) -> None:
-        self._wake_pending = False
+        self.acks.wake_pending = False
         for connection in list(self.connections):
             connection.transfer()
 
@@ -405,63 +409,51 @@ class HAService:
 
     def is_slave_ok(self, master_put_where: int) -> bool:
         """RocketMQ's isSlaveOK: a slave is connected and the best one is less than
-        haSlaveFallbehindMax behind ``master_put_where`` (else SLAVE_NOT_AVAILABLE at once)."""
-        if self.sync_state_set is not None:
-            # controller mode: the SyncStateSet says who must acknowledge; a member that stays
-            # behind leaves it (haMaxTimeSlaveNotCatchup) rather than failing sends at once
-            return True
-        if not self.connections:
-            return False
-        return master_put_where - self.max_ack_offset() < self.store.config.ha_slave_fallbehind_max
+        haSlaveFallbehindMax behind ``master_put_where`` (else SLAVE_NOT_AVAILABLE at once);
+        in controller mode always: the SyncStateSet says who must acknowledge, and a member
+        that stays behind leaves it (haMaxTimeSlaveNotCatchup) rather than failing sends."""
+        self.refresh_acks()
+        return self.acks.slave_ok(master_put_where)
 
     def when_acknowledged(self, offset: int, timeout_s: float,
                           callback: Callable[[bool], object]) -> None:
         """``callback(True)`` on the loop once :meth:`is_acknowledged` holds for ``offset``
         (at once when it does now), ``callback(False)`` when ``timeout_s`` passed first
-        (FLUSH_SLAVE_TIMEOUT). Connections waiting for data are woken (RocketMQ's wakeupAll)."""
-        if offset <= self.acknowledged_offset():
-            callback(True)
-            return
-        loop = self._loop or asyncio.get_running_loop()
-        deadline = loop.time() + timeout_s
-        self._waiters.append((offset, deadline, callback))
-        if self._timeout_handle is None:
-            self._timeout_handle = loop.call_at(deadline, self._expire)
-        self.appended()     # RocketMQ's wakeupAll: the connections write in the next turn
+        (FLUSH_SLAVE_TIMEOUT). Connections waiting for data are woken (RocketMQ's wakeupAll).
+        The broker's sends call ``acks.wait`` directly (the same, natively)."""
+        self.acks.wait(offset, timeout_s, callback)
+
+    def refresh_acks(self) -> None:
+        """Tell :attr:`acks` what the slaves acknowledged now (after reports, a connection
+        change, a SyncStateSet change), answering the waiters it acknowledges, in order."""
+        best = self.max_ack_offset()
+        acked = best if self._sync_state_set is None else self.acknowledged_offset()
+        self.acks.update(bool(self.connections), best, acked)
 
     def acknowledged(self) -> None:
         """A slave reported: answer the waiters now acknowledged (in order)."""
-        waiters = self._waiters
-        if not waiters:
-            return
-        acked = self.acknowledged_offset()
-        while waiters and waiters[0][0] <= acked:
-            _answer(waiters.popleft()[2], True)
+        self.refresh_acks()
+
+    def _arm_timer(self, deadline: float) -> None:
+        loop = self._loop or asyncio.get_running_loop()
+        self._timeout_handle = loop.call_at(deadline, self._expire)
 
     def _expire(self) -> None:
         """Time out the waiters past their deadline; wait for the next one's."""
         self._timeout_handle = None
-        waiters = self._waiters
+        self.acks.timer_armed = False
+        self.refresh_acks()
         loop = self._loop or asyncio.get_running_loop()
-        now = loop.time()
-        while waiters and waiters[0][1] <= now:
-            offset, _, callback = waiters.popleft()
-            _answer(callback, self.is_acknowledged(offset))
-        if waiters:
-            self._timeout_handle = loop.call_at(waiters[0][1], self._expire)
+        following = self.acks.expire(loop.time())
+        if following >= 0:
+            self.acks.timer_armed = True
+            self._arm_timer(following)
 
     def _fail_waiters(self) -> None:
         """At stop: every waiter gets its answer now (acknowledged or not)."""
         if self._timeout_handle is not None:
             self._timeout_handle.cancel()
             self._timeout_handle = None
-        while self._waiters:
-            offset, _, callback = self._waiters.popleft()
-            _answer(callback, self.is_acknowledged(offset))
-
-
-def _answer(callback: Callable[[bool], object], acknowledged: bool) -> None:
-    try:
-        callback(acknowledged)
-    except Exception:   # noqa: BLE001 - one waiter's failure never reaches the others
-        log.exception("answering a SYNC_MASTER send failed")
+        self.acks.timer_armed = False
+        self.refresh_acks()
+        self.acks.fail_all()

@@ -41,9 +41,23 @@ class SyncStateSet:
         self.addresses: dict[int, str] = {}
         self._last_caught_up: dict[int, float] = {}
         self._previous_end = service.store.get_max_phy_offset()
-        #: a set asked of the controller, its answer not come yet (RocketMQ 5's
-        #: isSynchronizingSyncStateSet): the controller may already count its members in
-        self.proposed: set[int] = set()
+        self._proposed: set[int] = set()
+
+    @property
+    def proposed(self) -> set[int]:
+        """A set asked of the controller, its answer not come yet (RocketMQ 5's
+        isSynchronizingSyncStateSet): the controller may already count its members in."""
+        return self._proposed
+
+    @proposed.setter
+    def proposed(self, value: set[int]) -> None:
+        self._proposed = value
+        self._changed()
+
+    def _changed(self) -> None:
+        """Who acknowledges changed: SYNC_MASTER's waiting sends are judged by it at once."""
+        if self.service.sync_state_set is self:
+            self.service.refresh_acks()
 
     def waited_for(self) -> set[int]:
         """The slaves SYNC_MASTER waits for: the set's, and while a change is unanswered
@@ -62,9 +76,10 @@ class SyncStateSet:
         if epoch != self.epoch or set(members) != self.members:
             log.info("SyncStateSet now %s (epoch %d)", sorted(members), epoch)
         self.members, self.epoch = set(members), epoch
-        self.proposed = set()       # the controller's word decides
+        self._proposed = set()       # the controller's word decides
         self.addresses = {int(r["brokerId"]): str(r.get("haClientAddress") or "")
                           for r in replicas if int(r["brokerId"]) != self.master_id}
+        self._changed()
 
     def propose(self, now: float | None = None) -> set[int] | None:
         """The set the master should ask for now (None: no change)."""

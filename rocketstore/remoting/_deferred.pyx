@@ -10,7 +10,7 @@ thread and in the turn that learned it. Awaitable too (a Future made on demand),
 that is not a connection. Native: a waiting send's reply costs no Python frame between the
 slave's report and the connection.
 
-The sink (a connection) has ``deferred_done(request, outcome)``: the outcome is a
+The sink (a connection's RequestPump) has ``deferred_done(request, outcome)``: the outcome is a
 RemotingCommand, a SUCCESS reply encoded as a whole frame (bytes), None (no reply) or the
 exception its producer raised.
 """

@@ -9,7 +9,12 @@ connection that owns the pump, through the small interface :class:`RequestPump` 
 """
 
 from rocketstore.remoting._command cimport RemotingCommand
+from rocketstore.remoting._deferred cimport DeferredReply
 from rocketstore.remoting._frames cimport FrameWriter
+
+import logging
+
+log = logging.getLogger("rocketstore.remoting.connection")
 
 cdef enum:
     _FLAG_RESPONSE = 1
@@ -68,15 +73,49 @@ cdef class DirectHandler:
         return self(connection, request)
 
 
+cdef class ReplyFlusher:
+    """The connections (their pumps) of one loop with replies queued outside a read (a
+    deferred reply, a held pull answered), written together in the next loop turn: one
+    callback for all of them, not one each (a slave's report answers a round of SYNC_MASTER
+    sends on many connections at once)."""
+
+    cdef object _call_soon
+    cdef list _pending
+
+    def __init__(self, loop):
+        self._call_soon = loop.call_soon
+        self._pending = []
+
+    cpdef add(self, RequestPump pump):
+        if not self._pending:
+            self._call_soon(self.run)
+        self._pending.append(pump)
+
+    def run(self):
+        cdef RequestPump pump
+        pending, self._pending = self._pending, []
+        for pump in pending:
+            if pump.flush_scheduled:    # not written since (a read's end writes too)
+                try:
+                    pump._connection.flush()
+                except Exception:   # one connection's failure stays its own
+                    log.exception("writing to %s failed",
+                                  getattr(pump._connection, "remote_address", "?"))
+
+
 cdef class RequestPump:
-    """Dispatches a connection's decoded commands.
+    """Dispatches a connection's decoded commands, and writes the replies given later
+    (DeferredReply: the pump is the sink it is bound to).
 
     ``connection`` provides the slow paths, all public: ``on_response(cmd)`` (the reply to one
     of its own requests), ``on_unhandled_request(request)`` (no processor for its code),
-    ``on_async_result(request, result)`` (an awaitable), ``on_handler_error(request, exc)``,
-    ``on_malformed(error)`` (a HeaderError), ``send_error(request, code, remark)`` and
-    ``flush()``. It keeps ``paused`` and ``closed`` up to date: dispatch stops as soon as
-    either is set.
+    ``on_async_result(request, result)`` (an awaitable), ``deferred_outcome(request,
+    outcome)`` (a deferred reply that is not a frame), ``on_handler_error(request, exc)``,
+    ``on_malformed(error)`` (a HeaderError), ``send_error(request, code, remark)``,
+    ``pause_for_inflight()`` / ``resume_after_inflight()`` and ``flush()``. It keeps
+    ``paused`` and ``closed`` up to date: dispatch stops as soon as either is set. The pump
+    keeps the count of requests in flight (``inflight``), whether a read is being dispatched
+    (``receiving``: its end writes the replies) and whether a flush is scheduled.
     """
 
     cdef object _connection
@@ -84,18 +123,74 @@ cdef class RequestPump:
     cdef object _processors
     cdef FrameWriter _writer
     cdef Py_ssize_t _flush_bytes
+    cdef Py_ssize_t _max_inflight
+    cdef ReplyFlusher _flusher
     cdef public bint paused
     cdef public bint closed
+    #: the peer's requests being processed (answered later)
+    cdef public Py_ssize_t inflight
+    #: reading is paused because max_inflight requests are in flight
+    cdef public bint inflight_paused
+    #: a read is being dispatched: its replies go out when it ends
+    cdef public bint receiving
+    #: the flusher writes this connection's replies in the next loop turn
+    cdef public bint flush_scheduled
 
     def __init__(self, connection, processors, FrameWriter writer not None,
-                 Py_ssize_t flush_bytes):
+                 Py_ssize_t flush_bytes, Py_ssize_t max_inflight, ReplyFlusher flusher not None):
         self._connection = connection
         self._processors = processors
         self._handlers = processors.handlers
         self._writer = writer
         self._flush_bytes = flush_bytes
+        self._max_inflight = max_inflight
+        self._flusher = flusher
         self.paused = False
         self.closed = False
+        self.inflight = 0
+        self.inflight_paused = False
+        self.receiving = False
+        self.flush_scheduled = False
+
+    cpdef add_frame(self, RemotingCommand request, bytes frame):
+        """Answer ``request`` with a SUCCESS reply already encoded as a whole frame: with the
+        read's replies when one is dispatched, else in the flusher's next turn (or now, past
+        the flush size). Nothing for a oneway request or on a closed connection."""
+        if request.flag & _FLAG_ONEWAY or self.closed:
+            return
+        if self._writer.add_frame(frame) >= self._flush_bytes:
+            self._connection.flush()
+        elif not self.receiving and not self.flush_scheduled:
+            self.schedule_flush()
+        _count_fast(request.code, _direct_success, _SUCCESS)
+
+    cpdef schedule_flush(self):
+        """The flusher writes what is queued in the next loop turn."""
+        self.flush_scheduled = True
+        self._flusher.add(self)
+
+    cpdef request_started(self):
+        """One more request in flight (its reply comes later); reading pauses at the limit."""
+        self.inflight += 1
+        if self.inflight >= self._max_inflight and not self.inflight_paused:
+            self._connection.pause_for_inflight()
+
+    cpdef request_done(self):
+        """A request in flight was answered; reading resumes at half the limit."""
+        self.inflight -= 1
+        if self.inflight_paused and self.inflight <= self._max_inflight // 2:
+            self._connection.resume_after_inflight()
+
+    cpdef deferred_done(self, RemotingCommand request, outcome):
+        """A DeferredReply's outcome (see remoting/_deferred.pyx): a frame is written as
+        :meth:`add_frame` writes it; another outcome goes to the connection."""
+        self.request_done()
+        if outcome is None:
+            return
+        if type(outcome) is bytes:
+            self.add_frame(request, <bytes>outcome)
+        else:
+            self._connection.deferred_outcome(request, outcome)
 
     def dispatch(self, list items not None):
         """Dispatch ``items`` in order; returns how many were taken (all of them unless a
@@ -140,7 +235,11 @@ cdef class RequestPump:
             if result is None:
                 continue
             if type(result) is not RemotingCommand:
-                connection.on_async_result(request, result)    # counted when it answers
+                if isinstance(result, DeferredReply):   # counted when it answers
+                    self.request_started()
+                    (<DeferredReply>result).bind(self, request)
+                else:
+                    connection.on_async_result(request, result)
                 continue
             if request.flag & _FLAG_ONEWAY or self.closed:
                 continue

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from rocketstore.remoting._deferred import DeferredReply
-from rocketstore.remoting._pump import RequestPump, count_answer
+from rocketstore.remoting._pump import ReplyFlusher, RequestPump, count_answer
 from rocketstore.remoting.codec import MAX_FRAME_BYTES, FrameDecoder, FrameWriter
 from rocketstore.remoting.codes import (
     FLAG_ONEWAY,
@@ -140,39 +140,15 @@ def format_address(peer: Any) -> str:
     return str(peer)
 
 
-class _Flusher:
-    """The connections of one loop with replies queued outside a read (a deferred reply, a
-    held pull answered), written together in the next loop turn: one callback for all of
-    them, not one each (a slave's report answers a round of SYNC_MASTER sends at once)."""
-
-    __slots__ = ("loop", "pending")
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop = loop
-        self.pending: list[RemotingConnection] = []
-
-    def add(self, connection: RemotingConnection) -> None:
-        if not self.pending:
-            self.loop.call_soon(self.run)
-        self.pending.append(connection)
-
-    def run(self) -> None:
-        pending, self.pending = self.pending, []
-        for connection in pending:
-            if connection._flush_scheduled:     # not written since (a read's end writes too)
-                try:
-                    connection.flush()
-                except Exception:   # noqa: BLE001 - one connection's failure stays its own
-                    log.exception("writing to %s failed", connection.remote_address)
+#: one ReplyFlusher per loop: it writes every connection's replies given outside a read
+_flushers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, ReplyFlusher] = \
+    weakref.WeakKeyDictionary()
 
 
-_flushers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Flusher] = weakref.WeakKeyDictionary()
-
-
-def _flusher_of(loop: asyncio.AbstractEventLoop) -> _Flusher:
+def _flusher_of(loop: asyncio.AbstractEventLoop) -> ReplyFlusher:
     flusher = _flushers.get(loop)
     if flusher is None:
-        flusher = _flushers[loop] = _Flusher(loop)
+        flusher = _flushers[loop] = ReplyFlusher(loop)
     return flusher
 
 
@@ -197,7 +173,6 @@ class RemotingConnection(asyncio.Protocol):
         self._opaques = itertools.count(1)
         self._pending = ResponseTable(self._loop, lambda: self.remote_address)
         self._tasks: set[asyncio.Future[Any]] = set()
-        self._inflight = 0
         self._paused_reading = 0
         self._closed = False
         #: why the stream was given up, told to the requests still waiting on it
@@ -207,11 +182,10 @@ class RemotingConnection(asyncio.Protocol):
         # replies go to the transport every quarter of the high-water mark: it pauses this
         # connection once past the mark, so at most a quarter (and a reply) more is buffered
         self._flush_bytes = max(1, self._high_water_mark // 4)
-        self._pump = RequestPump(self, processors, self._writer, self._flush_bytes)
+        #: dispatches requests; keeps the in-flight count and the reply-flush state
+        self._pump = RequestPump(self, processors, self._writer, self._flush_bytes,
+                                 limits.max_inflight_requests, _flusher_of(self._loop))
         self._backlog: list[RemotingCommand | HeaderError] = []
-        self._receiving = False
-        self._flush_scheduled = False
-        self._flusher = _flusher_of(self._loop)
         #: Clear while the peer is not reading what we write: new requests wait for it.
         self._writable = asyncio.Event()
         self._writable.set()
@@ -245,7 +219,7 @@ class RemotingConnection(asyncio.Protocol):
     @property
     def inflight_requests(self) -> int:
         """The peer's requests being processed here."""
-        return self._inflight
+        return self._pump.inflight
 
     @property
     def write_buffer_size(self) -> int:
@@ -300,13 +274,14 @@ class RemotingConnection(asyncio.Protocol):
         so a burst of requests with large replies cannot queue more than about one high-water
         mark of replies. What is left waits in the backlog (one read's worth at most, as
         reading stops). Replies made meanwhile go out in one write at the end."""
-        self._receiving = True
+        pump = self._pump
+        pump.receiving = True
         try:
-            taken = self._pump.dispatch(items)
+            taken = pump.dispatch(items)
             if taken < len(items) and not self._closed:
                 self._backlog.extend(items[taken:])
         finally:
-            self._receiving = False
+            pump.receiving = False
             if self._writer.nbytes:
                 self.flush()
 
@@ -355,12 +330,14 @@ class RemotingConnection(asyncio.Protocol):
                 pass
         self._paused_reading |= reason
         self._pump.paused = True
+        self._pump.inflight_paused = bool(self._paused_reading & _PAUSED_BY_INFLIGHT)
 
     def _resume_reading(self, reason: int) -> None:
         if not self._paused_reading & reason:
             return
         self._paused_reading &= ~reason
         self._pump.paused = self._paused_reading != 0
+        self._pump.inflight_paused = bool(self._paused_reading & _PAUSED_BY_INFLIGHT)
         if self._paused_reading or self._closed:
             return
         if self._backlog:
@@ -384,13 +361,14 @@ class RemotingConnection(asyncio.Protocol):
             raise RemotingSendRequestError(f"connection to {self.remote_address} is closed")
         if self._writer.add(cmd) >= self._flush_bytes:
             self.flush()  # now: the transport then tells whether to pause
-        elif not self._receiving and not self._flush_scheduled:
-            self._flush_scheduled = True
-            self._flusher.add(self)
+        else:
+            pump = self._pump
+            if not pump.receiving and not pump.flush_scheduled:
+                pump.schedule_flush()
 
     def flush(self) -> None:
         """Write what is queued now."""
-        self._flush_scheduled = False
+        self._pump.flush_scheduled = False
         transport = self._transport
         if transport is None or not self._writer.nbytes:
             return
@@ -425,14 +403,8 @@ class RemotingConnection(asyncio.Protocol):
         """Answer ``request`` with a SUCCESS reply already encoded as a whole frame (made from a
         template, its opaque and serialize type the request's); nothing is sent for a oneway
         request or on a closed connection."""
-        if request.flag & FLAG_ONEWAY or self._closed or self._transport is None:
-            return
-        if self._writer.add_frame(frame) >= self._flush_bytes:
-            self.flush()
-        elif not self._receiving and not self._flush_scheduled:
-            self._flush_scheduled = True
-            self._flusher.add(self)
-        count_answer(request.code, ResponseCode.SUCCESS)
+        if self._transport is not None:
+            self._pump.add_frame(request, frame)
 
     def send_error(self, request: RemotingCommand, code: int, remark: str) -> None:
         """Answer ``request`` with ``code`` and ``remark`` (nothing for a oneway request or on
@@ -517,11 +489,9 @@ class RemotingConnection(asyncio.Protocol):
         if isinstance(result, RemotingCommand):
             self.send_response(request, result)
             return
-        if isinstance(result, DeferredReply):
-            self._inflight += 1
-            if self._inflight >= self._limits.max_inflight_requests:
-                self._pause_reading(_PAUSED_BY_INFLIGHT)
-            result.bind(self, request)
+        if isinstance(result, DeferredReply):   # the pump takes these itself; alike here
+            self._pump.request_started()
+            result.bind(self._pump, request)
             return
         try:
             future = asyncio.ensure_future(result)
@@ -533,21 +503,20 @@ class RemotingConnection(asyncio.Protocol):
             # the handler handed back belongs to someone else (a group commit shared by many
             # requests) and is left alone.
             self._tasks.add(future)
-        self._inflight += 1
-        if self._inflight >= self._limits.max_inflight_requests:
-            self._pause_reading(_PAUSED_BY_INFLIGHT)
+        self._pump.request_started()
         future.add_done_callback(lambda done: self._handler_done(request, done))
 
-    def deferred_done(self, request: RemotingCommand, outcome: Any) -> None:
-        """A DeferredReply's outcome: written at once (see remoting/_deferred.pyx)."""
-        self._inflight -= 1
-        if self._inflight <= self._limits.max_inflight_requests // 2:
-            self._resume_reading(_PAUSED_BY_INFLIGHT)
-        if outcome is None:
-            return
-        if type(outcome) is bytes:
-            self.send_frame(request, outcome)
-        elif isinstance(outcome, BaseException):
+    def pause_for_inflight(self) -> None:
+        """The pump: max_inflight_requests are in flight; read no more until half are done."""
+        self._pause_reading(_PAUSED_BY_INFLIGHT)
+
+    def resume_after_inflight(self) -> None:
+        """The pump: half the in-flight requests are done; read again."""
+        self._resume_reading(_PAUSED_BY_INFLIGHT)
+
+    def deferred_outcome(self, request: RemotingCommand, outcome: Any) -> None:
+        """A DeferredReply's outcome other than a frame or None (the pump writes those)."""
+        if isinstance(outcome, BaseException):
             self.on_handler_error(request, outcome)
         elif isinstance(outcome, RemotingCommand):
             self.send_response(request, outcome)
@@ -556,9 +525,7 @@ class RemotingConnection(asyncio.Protocol):
 
     def _handler_done(self, request: RemotingCommand, done: asyncio.Future[Any]) -> None:
         self._tasks.discard(done)
-        self._inflight -= 1
-        if self._inflight <= self._limits.max_inflight_requests // 2:
-            self._resume_reading(_PAUSED_BY_INFLIGHT)
+        self._pump.request_done()
         if done.cancelled():
             return
         exc = done.exception()

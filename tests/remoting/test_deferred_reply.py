@@ -98,19 +98,26 @@ def test_a_server_answers_deferred_replies_and_errors() -> None:
 
 def test_replies_given_outside_a_read_are_written_in_one_callback_for_every_connection() -> None:
     """A slave's report answers a round of sends on many connections: one loop callback
-    writes them all (a connection written meanwhile is not written twice)."""
-    from rocketstore.remoting.connection import _Flusher
+    writes them all (a connection written meanwhile is not written twice), and a reply given
+    during a read waits for the read's end."""
+    from rocketstore.remoting._frames import FrameWriter
+    from rocketstore.remoting._pump import ReplyFlusher, RequestPump
 
     class Connection:
         remote_address = "peer"
 
         def __init__(self) -> None:
             self.writes = 0
-            self._flush_scheduled = True
+            self.pump: RequestPump | None = None
 
         def flush(self) -> None:
-            self._flush_scheduled = False
+            assert self.pump is not None
+            self.pump.flush_scheduled = False
             self.writes += 1
+
+    class Processors:
+        handlers: dict[int, object] = {}
+        default = None
 
     class Loop:
         def __init__(self) -> None:
@@ -120,13 +127,26 @@ def test_replies_given_outside_a_read_are_written_in_one_callback_for_every_conn
             self.callbacks.append(callback)
 
     loop = Loop()
-    flusher = _Flusher(loop)    # type: ignore[arg-type]
+    flusher = ReplyFlusher(loop)
     connections = [Connection() for _ in range(3)]
     for connection in connections:
-        flusher.add(connection)     # type: ignore[arg-type]
+        connection.pump = RequestPump(connection, Processors(), FrameWriter(), 1 << 20, 64,
+                                      flusher)
+    requests = [create_request(9001, {}) for _ in connections]
+    for connection, request in zip(connections, requests, strict=True):
+        assert connection.pump is not None
+        connection.pump.request_started()
+        connection.pump.deferred_done(request, b"\0\0\0\4\0\0\0\0")
+        assert connection.pump.inflight == 0 and connection.pump.flush_scheduled
     assert len(loop.callbacks) == 1
     connections[1].flush()          # written already (a read's end)
     flusher.run()
     assert [c.writes for c in connections] == [1, 1, 1]
-    flusher.add(connections[0])     # type: ignore[arg-type]
+    pump = connections[0].pump
+    assert pump is not None
+    pump.receiving = True           # during a read: the read's end writes it
+    pump.add_frame(requests[0], b"\0\0\0\4\0\0\0\0")
+    assert not pump.flush_scheduled and len(loop.callbacks) == 1
+    pump.receiving = False
+    pump.schedule_flush()
     assert len(loop.callbacks) == 2     # a new turn, a new callback

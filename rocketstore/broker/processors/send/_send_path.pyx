@@ -38,6 +38,7 @@ from rocketstore._native.message cimport Message
 from rocketstore._native.put_path cimport PutLock, lock_clock_ns
 from rocketstore._native.record cimport MESSAGE_SYS_FLAGS, SYSFLAG_MULTI_TAGS, SYSFLAG_TRANSACTION_MASK
 from rocketstore._native.record_writer cimport PutMessageResult, PutMessagesResult
+from rocketstore.broker._stored_wait cimport StoredWaits
 from rocketstore.broker.stats._put_counts cimport PutCounts
 from rocketstore.broker.processors.send._send_header cimport (
     WAIT_ABSENT, WAIT_FALSE, WAIT_TRUE, SendRequestHeader, read_properties_text,
@@ -202,6 +203,7 @@ cdef class SendPath(DirectHandler):
     cdef object record_put
     cdef PutCounts put_counts       # record_put's own object when it is PutCounts.record
     cdef object writer
+    cdef StoredWaits stored_waits   # the writer's: what a waiting send waits for
     cdef object append
     cdef object memory_append
     cdef object put_encoded_batch   # the MessageWriter's (a batch read natively)
@@ -249,6 +251,7 @@ cdef class SendPath(DirectHandler):
         self.put_counts = owner if type(owner) is PutCounts else None
         self.writer = processor.writer
         self.waits = self.writer.waits     # SYNC_FLUSH or SYNC_MASTER
+        self.stored_waits = self.writer.stored_waits
         self.append = append
         self.memory_append = memory_append
         self.put_encoded_batch = self.writer.put_encoded_batch
@@ -605,7 +608,7 @@ cdef class SendPath(DirectHandler):
                 self._reply_frame(writer, request.opaque, host_raw, port, offsets, count,
                                   queue_id, queue_offset)
                 return WRITTEN
-            return self.writer.when_stored(end, _StoredFrame(
+            return self.stored_waits.when_stored(end, _StoredFrame(
                 self, request, self._reply_frame(None, request.opaque, host_raw, port, offsets,
                                                  count, queue_id, queue_offset), result, queue_id))
         response = self._fields_reply(request, result, queue_id)
