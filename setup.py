@@ -110,31 +110,12 @@ def native(name: str) -> Extension:
     )
 
 
-def remoting(name: str) -> Extension:
-    """The remoting layer's codec: no store helpers, no numpy (remoting imports neither)."""
+def standalone(package: str, name: str) -> Extension:
+    """A native module that needs neither the store's C helpers nor numpy (its package imports
+    neither): the remoting codec, the clients' record decoder, replication's waiting path."""
     return Extension(
-        f"rocketstore.remoting.{name}",
-        [f"rocketstore/remoting/{name}.pyx"],
-        extra_compile_args=COMPILE_ARGS,
-        extra_link_args=LINK_ARGS,
-    )
-
-
-def client(name: str) -> Extension:
-    """The clients' record decoder: like the remoting codec, no store helpers, no numpy."""
-    return Extension(
-        f"rocketstore.client.{name}",
-        [f"rocketstore/client/{name}.pyx"],
-        extra_compile_args=COMPILE_ARGS,
-        extra_link_args=LINK_ARGS,
-    )
-
-
-def ha(name: str) -> Extension:
-    """Replication's native waiting path: like the remoting codec, no store helpers, no numpy."""
-    return Extension(
-        f"rocketstore.ha.{name}",
-        [f"rocketstore/ha/{name}.pyx"],
+        f"rocketstore.{package}.{name}",
+        [f"rocketstore/{package}/{name}.pyx"],
         extra_compile_args=COMPILE_ARGS,
         extra_link_args=LINK_ARGS,
     )
@@ -154,11 +135,14 @@ def broker(path: str) -> Extension:
     )
 
 
-REMOTING_MODULES = ["_command", "_deferred", "_frames", "_headers", "_pump", "_send_scan"]
+#: the standalone modules of each package (see standalone())
+STANDALONE_MODULES = {
+    "remoting": ["_command", "_deferred", "_frames", "_headers", "_pump", "_send_scan"],
+    "client": ["_records"],
+    "ha": ["_acks"],
+}
 BROKER_MODULES = ["_stored_wait", "processors/send/_send_header", "processors/send/_send_path",
                   "stats/_put_counts"]
-CLIENT_MODULES = ["_records"]
-HA_MODULES = ["_acks"]
 MODULES = [os.path.splitext(os.path.basename(p))[0] for p in sorted(glob.glob("rocketstore/_native/*.pyx"))]
 
 def current_c(ext: Extension) -> str | None:
@@ -201,7 +185,7 @@ setup(
     libraries=[HELPERS_LIB],
     cmdclass={"build_ext": BuildExtWithHelpers},
     ext_modules=cythonized(
-        [native(m) for m in MODULES] + [remoting(m) for m in REMOTING_MODULES]
-        + [client(m) for m in CLIENT_MODULES] + [ha(m) for m in HA_MODULES]
+        [native(m) for m in MODULES]
+        + [standalone(p, m) for p, names in STANDALONE_MODULES.items() for m in names]
         + [broker(m) for m in BROKER_MODULES]),
 )
