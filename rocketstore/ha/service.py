@@ -139,7 +139,7 @@ class HAConnection(asyncio.Protocol):
             return
         if whole:
             self.transfer()     # what was appended meanwhile goes first: the slave works on
-            self.service.acknowledged()     # it while the master answers the sends
+            self.service.refresh_acks()     # it while the master answers the sends
 
     def _report(self, offset: int) -> None:
         state = self.state
@@ -429,10 +429,6 @@ class HAService:
         best = self.max_ack_offset()
         acked = best if self._sync_state_set is None else self.acknowledged_offset()
         self.acks.update(bool(self.connections), best, acked)
-
-    def acknowledged(self) -> None:
-        """A slave reported: answer the waiters now acknowledged (in order)."""
-        self.refresh_acks()
 
     def _arm_timer(self, deadline: float) -> None:
         loop = self._loop or asyncio.get_running_loop()
