@@ -9,6 +9,7 @@ cdef class StoredWait(DeferredReply):
     cdef public int flush
     cdef public int slave
 
+    cdef void _start(self, on_done)
     cpdef part_done(self)
 
 

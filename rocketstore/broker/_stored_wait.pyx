@@ -23,6 +23,9 @@ cdef class StoredWait(DeferredReply):
     raises answers SYSTEM_ERROR)."""
 
     def __init__(self, on_done):
+        self._start(on_done)
+
+    cdef void _start(self, on_done):
         self.on_done = on_done
         self.pending = 1
         self.flush = _OK
@@ -63,10 +66,7 @@ cdef class StoredWaits:
     cpdef StoredWait when_stored(self, long long next_offset, on_done):
         """See MessageWriter.when_stored."""
         cdef StoredWait wait = StoredWait.__new__(StoredWait)
-        wait.on_done = on_done
-        wait.pending = 1
-        wait.flush = _OK
-        wait.slave = _OK
+        wait._start(on_done)
         if self.sync_master:
             acks = self.acks
             if acks is None or not acks.slave_ok(next_offset):

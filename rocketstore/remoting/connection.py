@@ -25,7 +25,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
-from rocketstore.remoting._deferred import DeferredReply
 from rocketstore.remoting._pump import ReplyFlusher, RequestPump, count_answer
 from rocketstore.remoting.codec import MAX_FRAME_BYTES, FrameDecoder, FrameWriter
 from rocketstore.remoting.codes import (
@@ -484,14 +483,10 @@ class RemotingConnection(asyncio.Protocol):
         )
 
     def on_async_result(self, request: RemotingCommand, result: HandlerResult) -> None:
-        """A processor's result other than None: a reply, a DeferredReply, or an awaitable of
-        one."""
+        """A processor's result other than None: a reply or an awaitable of one (the pump
+        binds a DeferredReply itself)."""
         if isinstance(result, RemotingCommand):
             self.send_response(request, result)
-            return
-        if isinstance(result, DeferredReply):   # the pump takes these itself; alike here
-            self._pump.request_started()
-            result.bind(self._pump, request)
             return
         try:
             future = asyncio.ensure_future(result)
